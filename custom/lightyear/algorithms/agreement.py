@@ -1,0 +1,150 @@
+"""The LIGHTYEAR agreement score and the peer selection it drives (pure NumPy, no FLARE).
+
+A site i scores a peer's model h_j against its own reference model h_i on its own
+validation set V_i. Both models are summarised once by :func:`summarize_predictions`
+(softmax probabilities, never logits), then :func:`agreement` compares two summaries.
+
+References: "Don't Reach for the Stars: Rethinking Topology for Resilient Federated
+Learning" (long version), Eqs. 12-17; the short version's entropy ("sharpness") term, its Eq. 12.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightyear.algorithms import metrics
+
+CONFIDENCE = "confidence"
+SHARPNESS = "sharpness"
+THIRD_TERMS = (CONFIDENCE, SHARPNESS)
+
+
+@dataclass(frozen=True)
+class PredictionSummary:
+    """What the agreement score needs to know of one model on one validation set.
+
+    ``performance`` is accuracy (classification) or Dice (segmentation); ``ece`` the top-label
+    expected calibration error (pixel-level for segmentation); ``confidence`` and ``entropy``
+    the per-sample (per-pixel) max probability and normalised entropy.
+    """
+
+    performance: float
+    ece: float
+    confidence: np.ndarray
+    entropy: np.ndarray
+    task: str = "classification"
+
+
+@dataclass(frozen=True)
+class AgreementScore:
+    """A_ij and its three components (Eq. 12)."""
+
+    score: float
+    performance: float
+    ece: float
+    third: float
+
+    def as_dict(self) -> dict:
+        return {"score": self.score, "perf": self.performance, "ece": self.ece, "third": self.third}
+
+
+def summarize_predictions(
+    probs: np.ndarray,
+    labels: np.ndarray,
+    n_bins: int = 15,
+    normalize_entropy: bool = True,
+) -> PredictionSummary:
+    """Summarise a model's softmax outputs on a validation set.
+
+    ``probs`` of shape ``(N, K)`` is a classification output; ``(N, C, H, W)`` a segmentation
+    output, summarised at pixel level with Dice as the performance (Eq. 16).
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = np.asarray(labels)
+    if probs.ndim == 4:
+        flat, flat_labels = metrics.flatten_pixels(probs, labels)
+        return PredictionSummary(
+            performance=metrics.dice(probs, labels),
+            ece=metrics.expected_calibration_error(flat, flat_labels, n_bins),
+            confidence=metrics.confidence(flat),
+            entropy=metrics.entropy(flat, normalize=normalize_entropy),
+            task="segmentation",
+        )
+    if probs.ndim != 2:
+        raise ValueError(f"expected probabilities (N, K) or (N, C, H, W), got shape {probs.shape}")
+    if not np.all(np.isfinite(probs)):
+        # a model with non-finite outputs agrees with nothing: treat its probabilities as uniform
+        probs = np.full_like(probs, 1.0 / probs.shape[1])
+    return PredictionSummary(
+        performance=metrics.accuracy(probs, labels),
+        ece=metrics.expected_calibration_error(probs, labels, n_bins),
+        confidence=metrics.confidence(probs),
+        entropy=metrics.entropy(probs, normalize=normalize_entropy),
+        task="classification",
+    )
+
+
+def performance_agreement(own: PredictionSummary, peer: PredictionSummary) -> float:
+    """A^Acc_ij = 1 - |Acc(h_i; V_i) - Acc(h_j; V_i)| (Eq. 13), or A^Dice_ij with Dice (Eq. 16)."""
+    return 1.0 - abs(own.performance - peer.performance)
+
+
+def calibration_agreement(own: PredictionSummary, peer: PredictionSummary) -> float:
+    """A^ECE_ij = 1 - |ECE(h_i; V_i) - ECE(h_j; V_i)| (Eq. 14)."""
+    return 1.0 - abs(own.ece - peer.ece)
+
+
+def confidence_agreement(own: PredictionSummary, peer: PredictionSummary) -> float:
+    """A^Conf_ij = 1 - 1/|V_i| sum_x |P_i(x) - P_j(x)|, P(x) = max softmax (Eq. 15)."""
+    _check_same_samples(own.confidence, peer.confidence)
+    return 1.0 - float(np.mean(np.abs(own.confidence - peer.confidence)))
+
+
+def sharpness_agreement(own: PredictionSummary, peer: PredictionSummary) -> float:
+    """A^Sharp_ij = 1 - 1/|V_i| sum_x |H(p_i(x)) - H(p_j(x))| (short paper, Eq. 12).
+
+    The entropies are those stored in the summaries: normalised by log K unless the summaries
+    were made with ``normalize_entropy=False`` (the short paper's raw form, which can go below 0
+    for more than e classes).
+    """
+    _check_same_samples(own.entropy, peer.entropy)
+    return 1.0 - float(np.mean(np.abs(own.entropy - peer.entropy)))
+
+
+def agreement(own: PredictionSummary, peer: PredictionSummary, third_term: str = CONFIDENCE) -> AgreementScore:
+    """A_ij = (A^Acc_ij + A^ECE_ij + A^Conf_ij) / 3 (Eq. 12).
+
+    ``third_term`` is ``"confidence"`` (Eq. 15, the long paper) or ``"sharpness"`` (the short
+    paper's entropy term). Accuracy is replaced by Dice for segmentation summaries (Eq. 16).
+    """
+    if third_term not in THIRD_TERMS:
+        raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {third_term!r}")
+    if own.task != peer.task:
+        raise ValueError(f"cannot compare a {own.task} summary with a {peer.task} summary")
+    perf = performance_agreement(own, peer)
+    ece = calibration_agreement(own, peer)
+    third = confidence_agreement(own, peer) if third_term == CONFIDENCE else sharpness_agreement(own, peer)
+    return AgreementScore(score=(perf + ece + third) / 3.0, performance=perf, ece=ece, third=third)
+
+
+def select_peers(scores: dict[str, float], tau: float) -> list[str]:
+    """S_i = { j in N(i) : A(h_i, h_j; V_i) >= tau } (Eq. 17), in sorted peer order."""
+    check_tau(tau)
+    return sorted(name for name, score in scores.items() if np.isfinite(score) and score >= tau)
+
+
+def check_tau(tau: float) -> float:
+    """Raise a ValueError naming the fix if tau is not a number in [0, 1]."""
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not np.isfinite(tau) or not 0.0 <= tau <= 1.0:
+        raise ValueError(
+            f"tau must be a number in [0, 1] (the agreement score lies in [0, 1]), got {tau!r}; "
+            "the paper uses 0.75 for classification and 0.6 for segmentation"
+        )
+    return float(tau)
+
+
+def _check_same_samples(a: np.ndarray, b: np.ndarray) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"summaries come from different validation sets: {a.shape} vs {b.shape}")

@@ -1,0 +1,50 @@
+"""Per-site datasets, loaded by name from a job's configuration (see :func:`load_site_data`).
+
+Each dataset is a module with a ``load_site(site, seed, data_root, **options) -> SiteData``
+function, imported only when that dataset is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION, SiteData
+
+DATASETS: dict[str, str] = {
+    "digits": "lightyear.data.digits",
+    "shapes": "lightyear.data.shapes",
+    "femnist": "lightyear.data.femnist",
+    "camelyon17": "lightyear.data.camelyon17",
+    "isic19": "lightyear.data.isic19",
+    "ultrasound": "lightyear.data.ultrasound",
+    "xray": "lightyear.data.xray",
+}
+
+DATA_ROOT_ENV = "LIGHTYEAR_DATA_ROOT"
+
+
+def resolve_data_root(data_root: str | None, dataset: str) -> str:
+    """The folder holding a prepared dataset: the job's ``data_root``, else $LIGHTYEAR_DATA_ROOT.
+
+    Prepared datasets live in ``<root>/<dataset>/`` (the prepare steps in ``datasets/`` write there).
+    """
+    root = data_root or os.environ.get(DATA_ROOT_ENV)
+    if not root:
+        raise ValueError(
+            f"dataset {dataset!r} needs its prepared data: set data_root in the job's site config "
+            f"or the environment variable {DATA_ROOT_ENV} to the folder that holds {dataset}/ "
+            f"(see datasets/{dataset}/README.md for the prepare command)"
+        )
+    return os.path.join(os.path.expanduser(root), dataset)
+
+
+def load_site_data(name: str, site: str, seed: int = 0, data_root: str | None = None, **options) -> SiteData:
+    """Load site ``site``'s train/val/test sets of dataset ``name``."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(sorted(DATASETS))}")
+    module = importlib.import_module(DATASETS[name])
+    return module.load_site(site, seed=seed, data_root=data_root, **options)
+
+
+__all__ = ["CLASSIFICATION", "SEGMENTATION", "SiteData", "load_site_data", "resolve_data_root", "DATASETS", "DATA_ROOT_ENV"]

@@ -1,0 +1,119 @@
+"""``digits``: the embedded default dataset, scikit-learn's handwritten digits over 8 sites.
+
+scikit-learn ships the UCI "Optical Recognition of Handwritten Digits" test set (1,797 real
+8x8 scans, 10 classes) inside the package, so nothing is downloaded. The images are scaled to
+[0, 1], resized to 28x28 (bilinear, antialiased) and spread over 8 sites that differ as
+hospitals do:
+
+* **Label mix.** Site k (0-based) has three dominant classes {3k, 3k+1, 3k+2} mod 10. Each
+  image of class c goes to a site drawn with weight 6 for sites where c is dominant and 1
+  elsewhere, so about two thirds of a site's images are of its three dominant classes.
+* **Acquisition shift.** Each site applies its own fixed transform to all its images:
+
+  ======  ==========================================================
+  site    shift
+  ======  ==========================================================
+  site-1  none (reference scanner)
+  site-2  low contrast: 0.35 + 0.4 x
+  site-3  Gaussian blur (kernel 5, sigma 1.2)
+  site-4  rotation by +20 degrees
+  site-5  additive Gaussian noise, sigma 0.15, clipped to [0, 1]
+  site-6  gamma correction x^0.4 (brighter, thicker strokes)
+  site-7  rotation by -20 degrees, then Gaussian blur (sigma 0.8)
+  site-8  high contrast clip(1.8 x - 0.2) plus noise (sigma 0.08)
+  ======  ==========================================================
+
+Each site's images are split 60/20/20 into train/val/test with the job seed. The assignment
+of images to sites, the noise and the splits are all drawn from the seed, so one seed gives
+the same data on every site and every run.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import TensorDataset
+from torchvision.transforms import functional as TF
+
+from lightyear.data.site_data import CLASSIFICATION, SiteData
+from lightyear.data.splits import split_indices
+
+NUM_SITES = 8
+NUM_CLASSES = 10
+IMAGE_SIZE = 28
+SITES = tuple(f"site-{k + 1}" for k in range(NUM_SITES))
+DOMINANT_WEIGHT = 6.0
+
+
+def dominant_classes(site_index: int) -> tuple[int, ...]:
+    """The three classes that dominate site ``site_index`` (0-based)."""
+    return tuple((3 * site_index + d) % NUM_CLASSES for d in range(3))
+
+
+def assign_sites(labels: np.ndarray, seed: int) -> np.ndarray:
+    """Draw a site (0..7) for every image from its class's site weights."""
+    weights = np.ones((NUM_SITES, NUM_CLASSES))
+    for k in range(NUM_SITES):
+        weights[k, list(dominant_classes(k))] = DOMINANT_WEIGHT
+    probs = weights / weights.sum(axis=0, keepdims=True)  # per class, over sites
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 1797])
+    return np.array([rng.choice(NUM_SITES, p=probs[:, c]) for c in labels])
+
+
+def _noise(images: torch.Tensor, sigma: float, seed: int, site_index: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([seed & 0xFFFFFFFF, site_index]).generate_state(1)[0]))
+    return (images + sigma * torch.randn(images.shape, generator=gen)).clamp(0.0, 1.0)
+
+
+def apply_site_shift(images: torch.Tensor, site_index: int, seed: int = 0) -> torch.Tensor:
+    """Apply site ``site_index``'s acquisition shift to images ``(N, 1, 28, 28)`` in [0, 1]."""
+    if site_index == 0:
+        return images
+    if site_index == 1:
+        return 0.35 + 0.4 * images
+    if site_index == 2:
+        return TF.gaussian_blur(images, kernel_size=5, sigma=1.2)
+    if site_index == 3:
+        return TF.rotate(images, 20.0, interpolation=TF.InterpolationMode.BILINEAR)
+    if site_index == 4:
+        return _noise(images, 0.15, seed, site_index)
+    if site_index == 5:
+        return images.clamp(0.0, 1.0) ** 0.4
+    if site_index == 6:
+        rotated = TF.rotate(images, -20.0, interpolation=TF.InterpolationMode.BILINEAR)
+        return TF.gaussian_blur(rotated, kernel_size=5, sigma=0.8)
+    if site_index == 7:
+        return _noise((1.8 * images - 0.2).clamp(0.0, 1.0), 0.08, seed, site_index)
+    raise ValueError(f"digits has sites 0..{NUM_SITES - 1}, got {site_index}")
+
+
+def site_index(site: str) -> int:
+    if site not in SITES:
+        raise ValueError(f"digits has sites {', '.join(SITES)}; got {site!r}. Name the sites site-1 .. site-8 in the job.")
+    return SITES.index(site)
+
+
+def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2)) -> SiteData:
+    """Return site ``site``'s train/val/test split of the embedded digits data."""
+    from sklearn.datasets import load_digits
+
+    k = site_index(site)
+    bunch = load_digits()
+    labels = bunch.target.astype(np.int64)
+    owner = assign_sites(labels, seed)
+    mine = np.flatnonzero(owner == k)
+    images = torch.from_numpy(bunch.images[mine].astype(np.float32) / 16.0).unsqueeze(1)
+    images = F.interpolate(images, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear", align_corners=False, antialias=True)
+    images = apply_site_shift(images.clamp(0.0, 1.0), k, seed).float().contiguous()
+    y = torch.from_numpy(labels[mine])
+    parts = split_indices(len(mine), fractions, seed=(seed * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF)
+    sets = {name: TensorDataset(images[idx], y[idx]) for name, idx in parts.items()}
+    return SiteData(sets["train"], sets["val"], sets["test"], NUM_CLASSES, 1, CLASSIFICATION)
+
+
+def load_site(site: str, seed: int = 0, data_root: str | None = None, **options) -> SiteData:
+    """Registry entry point; ``digits`` is embedded, so ``data_root`` is ignored."""
+    return load_digits_site(site, seed=seed, **options)

@@ -1,0 +1,29 @@
+"""The data one site holds: its train, validation and test sets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch.utils.data import Dataset
+
+CLASSIFICATION = "classification"
+SEGMENTATION = "segmentation"
+
+
+@dataclass
+class SiteData:
+    """One site's three splits and what the model needs to know of them.
+
+    Classification datasets yield ``(image, label)``; segmentation datasets yield
+    ``(image, mask)`` with an integer mask of shape ``(H, W)``.
+    """
+
+    train: Dataset
+    val: Dataset
+    test: Dataset
+    num_classes: int
+    in_channels: int
+    task: str = CLASSIFICATION
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.train), "val": len(self.val), "test": len(self.test)}

@@ -1,0 +1,60 @@
+"""LIGHTYEAR's site: agreement-scored peer selection and round-decayed aggregation.
+
+Each round the site scores every valid neighbour model against its own freshly trained model on
+its own validation set (agreement score, Eqs. 12-16), keeps those with A_ij >= tau (Eq. 17) and
+moves towards their mean with step gamma^t (Eq. 18, t = 0 at the first aggregation). With no
+neighbour selected it keeps its own model.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lightyear.algorithms.aggregation import check_gamma, decayed_mean_update
+from lightyear.algorithms.agreement import THIRD_TERMS, agreement, check_tau, select_peers
+from lightyear.flare.p2p_executor import Aggregation, P2PExecutor
+
+
+class LightyearExecutor(P2PExecutor):
+    def __init__(
+        self,
+        tau: float = 0.75,
+        gamma: float = 0.95,
+        third_term: str = "confidence",
+        normalize_entropy: bool = True,
+        **kwargs,
+    ):
+        """Args:
+        tau: selection threshold in [0, 1] (0.75 classification, 0.6 segmentation in the paper).
+        gamma: decay in (0, 1] of the aggregation step (0.95 in the paper; 1 = FedAvg over S).
+        third_term: ``confidence`` (Eq. 15) or ``sharpness`` (the short paper's entropy term).
+        normalize_entropy: divide the sharpness term's entropies by log K, keeping it in [0, 1].
+        Other arguments: see :class:`~lightyear.flare.p2p_executor.P2PExecutor`.
+        """
+        self.tau = check_tau(tau)
+        self.gamma = check_gamma(gamma)
+        if third_term not in THIRD_TERMS:
+            raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {third_term!r}")
+        self.third_term = third_term
+        self.normalize_entropy = bool(normalize_entropy)
+        super().__init__(**kwargs)
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+        start = time.perf_counter()
+        own_summary, _ = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
+        scores = {}
+        for peer, weights in received.items():
+            peer_summary, _ = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+            scores[peer] = agreement(own_summary, peer_summary, self.third_term)
+        selected = select_peers({p: s.score for p, s in scores.items()}, self.tau)
+        score_s = time.perf_counter() - start
+
+        weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
+        fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
+        for peer in self.neighbours:
+            s = scores.get(peer)
+            fields[f"{peer}_score"] = s.score if s else ""
+            fields[f"{peer}_perf"] = s.performance if s else ""
+            fields[f"{peer}_ece"] = s.ece if s else ""
+            fields[f"{peer}_{self.third_term}"] = s.third if s else ""
+        return Aggregation(weights=weights, fields=fields, score_s=score_s)

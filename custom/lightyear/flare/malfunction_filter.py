@@ -1,0 +1,87 @@
+"""The malfunction component: corrupts what a faulty site sends, in either topology.
+
+Peer-to-peer executors call :meth:`MalfunctionFilter.corrupt` on the model they are about to
+send (their own model stays clean); star jobs list the same component as a task result filter
+of the ``train`` task, so the result leaving the site is corrupted. The rules themselves are in
+:mod:`lightyear.algorithms.malfunctions`.
+"""
+
+from __future__ import annotations
+
+from nvflare.apis.filter import Filter
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable
+
+from lightyear.algorithms.malfunctions import KINDS, NONE, MalfunctionSpec
+from lightyear.flare.constants import KEY_ROUND, KEY_WEIGHTS
+
+
+class MalfunctionFilter(Filter):
+    def __init__(
+        self,
+        kind: str = NONE,
+        sigma: float = 1.0,
+        scale: float = 120.5,
+        alpha: float = 1.0,
+        dynamic_kinds: list | None = None,
+        seed: int = 0,
+        model: str = "cnn",
+        model_args: dict | None = None,
+        num_classes: int | None = None,
+        in_channels: int = 1,
+    ):
+        """A site's malfunction (see :class:`lightyear.algorithms.malfunctions.MalfunctionSpec`).
+
+        Args:
+            kind: one of none, ana, ana_relative, sfa, random, dynamic.
+            sigma: ANA noise standard deviation (Eq. 4).
+            scale: s of the relative ANA, theta + N(0,1) * s/100 * theta.
+            alpha: SFA factor (Eq. 5).
+            dynamic_kinds: the kinds ``dynamic`` draws from each round (default ana_relative, sfa, random).
+            seed: with the site name and round, fixes every draw.
+            model, model_args, num_classes, in_channels: the network, for ``random`` (fresh initialisation).
+        """
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"unknown malfunction kind {kind!r}; choose one of {', '.join(KINDS)}")
+        self.spec_args = dict(kind=kind, sigma=float(sigma), scale=float(scale), alpha=float(alpha), seed=int(seed))
+        if dynamic_kinds:
+            self.spec_args["dynamic_kinds"] = tuple(dynamic_kinds)
+        MalfunctionSpec(**self.spec_args)  # validate now, before training starts
+        self.model = model
+        self.model_args = dict(model_args or {})
+        self.num_classes = num_classes
+        self.in_channels = in_channels
+        self._spec: MalfunctionSpec | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.spec_args["kind"]
+
+    def spec(self, site: str) -> MalfunctionSpec:
+        if self._spec is None or self._spec.site != site:
+            self._spec = MalfunctionSpec(site=site, fresh_init=self._fresh_init, **self.spec_args)
+        return self._spec
+
+    def _fresh_init(self, seed: int):
+        from lightyear.models import build_model
+        from lightyear.training.weights import get_weights
+
+        if self.num_classes is None:
+            raise ValueError("the random malfunction needs num_classes to build a fresh model")
+        return get_weights(build_model(self.model, self.num_classes, self.in_channels, seed=seed, **self.model_args))
+
+    def corrupt(self, weights, round_num: int, site: str):
+        """Return (corrupted copy of ``weights``, kind applied this round)."""
+        return self.spec(site).apply(weights, round_num)
+
+    def process(self, shareable: Shareable, fl_ctx: FLContext) -> Shareable:
+        weights = shareable.get(KEY_WEIGHTS)
+        if weights is None:
+            return shareable
+        round_num = int(shareable.get(KEY_ROUND, 0))
+        site = fl_ctx.get_identity_name()
+        corrupted, applied = self.corrupt(weights, round_num, site)
+        shareable[KEY_WEIGHTS] = corrupted
+        self.log_info(fl_ctx, f"malfunction round {round_num}: sent {applied} model")
+        return shareable

@@ -1,0 +1,34 @@
+"""Server-side aggregation rules of the star topology, as FLARE components.
+
+A star aggregator gets every result of a round at once (robust rules such as Krum need them
+all) and returns the new global model. The rules themselves are in
+:mod:`lightyear.algorithms.aggregation`.
+"""
+
+from __future__ import annotations
+
+from nvflare.apis.fl_component import FLComponent
+from nvflare.apis.fl_context import FLContext
+
+from lightyear.algorithms.aggregation import weighted_average
+
+
+class StarAggregator(FLComponent):
+    """Base of the server-side rules: ``aggregate(global, results, round) -> new global``."""
+
+    def aggregate(self, global_weights: dict | None, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> dict:
+        """``results`` maps site -> {"weights": dict, "num_samples": int}."""
+        raise NotImplementedError
+
+
+class FedAvgAggregator(StarAggregator):
+    """FedAvg: the sample-weighted mean of the sites' models (McMahan et al. 2017)."""
+
+    def __init__(self, weigh_by_samples: bool = True):
+        super().__init__()
+        self.weigh_by_samples = bool(weigh_by_samples)
+
+    def aggregate(self, global_weights, results, round_num, fl_ctx):
+        sites = sorted(results)
+        weights = [float(results[s]["num_samples"]) if self.weigh_by_samples else 1.0 for s in sites]
+        return weighted_average([results[s]["weights"] for s in sites], weights)

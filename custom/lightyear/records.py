@@ -1,0 +1,129 @@
+"""Per-round records and the end-of-run summary, written as rounds finish (no FLARE import)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+from typing import Iterable, Sequence
+
+
+class RoundLog:
+    """Appends one CSV row per round and flushes it at once, so a crash loses no finished round.
+
+    The header is fixed by the first row (or by the existing file, which is appended to, so a
+    site process restarted within a run keeps its earlier rows); later rows may leave columns
+    out (written empty) but may not add new ones.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.columns: list[str] | None = None
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if os.path.exists(path):
+            with open(path, newline="") as f:
+                self.columns = next(csv.reader(f), None)
+
+    def write(self, row: dict) -> None:
+        row = {k: _cell(v) for k, v in row.items()}
+        new = self.columns is None
+        if new:
+            self.columns = list(row)
+        extra = [k for k in row if k not in self.columns]
+        if extra:
+            raise ValueError(f"round record has columns {extra} that the header lacks")
+        with open(self.path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.columns, restval="")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+
+
+def _cell(value):
+    if isinstance(value, (list, tuple, set)):
+        return ";".join(str(v) for v in value)
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def read_csv(path: str) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and population standard deviation; (nan, nan) for no values."""
+    values = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return float("nan"), float("nan")
+    m = sum(values) / len(values)
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "ece", "conf", "loss")) -> list[dict]:
+    """Rows of final test metrics, one per site, then the mean and std over benign sites.
+
+    Each result is ``{"site", "malfunction", "test": {metric: value}}``; a site is benign when its
+    malfunction is ``none``. Dice is included when present.
+    """
+    results = sorted(results, key=lambda r: r["site"])
+    keys = list(metrics)
+    if any("dice" in r.get("test", {}) for r in results):
+        keys = ["dice"] + [k for k in keys if k != "dice"]
+    rows = []
+    for r in results:
+        row = {"site": r["site"], "malfunction": r.get("malfunction", "none"), "status": r.get("status", "finished")}
+        row.update({k: r.get("test", {}).get(k, float("nan")) for k in keys})
+        rows.append(row)
+    benign = [r for r in rows if r["malfunction"] == "none" and r["status"] == "finished"]
+    stats = {k: mean_std([r[k] for r in benign]) for k in keys}
+    rows.append({"site": "mean_benign", "malfunction": f"n={len(benign)}", "status": "", **{k: v[0] for k, v in stats.items()}})
+    rows.append({"site": "std_benign", "malfunction": f"n={len(benign)}", "status": "", **{k: v[1] for k, v in stats.items()}})
+    return rows
+
+
+def write_summary(rows: list[dict], folder: str, stem: str = "summary") -> str:
+    """Write ``<folder>/<stem>.csv`` and ``.json``; return the CSV path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{stem}.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+    with open(os.path.join(folder, f"{stem}.json"), "w") as f:
+        json.dump(rows, f, indent=1, default=float)
+    return path
+
+
+def format_table(rows: list[dict]) -> str:
+    """A fixed-width text table of summary rows."""
+    cols = list(rows[0])
+    text = [[str(_cell(r.get(c, ""))) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(t[i]) for t in text)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(t, widths)) for t in text]
+    return "\n".join(lines)
+
+
+def find_summary(workspace: str) -> str | None:
+    """The summary.csv a finished run wrote under a simulator workspace (or a run folder)."""
+    for dirpath, _, files in os.walk(workspace):
+        if "summary.csv" in files:
+            return os.path.join(dirpath, "summary.csv")
+    return None
+
+
+def summary_main(argv=None) -> int:
+    """``lightyear-summary WORKSPACE``: print the summary table a run wrote."""
+    parser = argparse.ArgumentParser(description="Print the final summary of a LIGHTYEAR toolkit run.")
+    parser.add_argument("workspace", help="the simulator workspace (-w) or a job's run folder")
+    args = parser.parse_args(argv)
+    path = find_summary(args.workspace)
+    if path is None:
+        parser.error(f"no summary.csv under {args.workspace}: has the run finished?")
+    print(path)
+    print(format_table(read_csv(path)))
+    return 0

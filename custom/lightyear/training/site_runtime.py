@@ -1,0 +1,97 @@
+"""One site's data, model and trainer, built from a job's configuration (PyTorch, no FLARE).
+
+Both topologies use it: the peer-to-peer executors and the star executor hold one each.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import torch
+
+from lightyear.algorithms.agreement import PredictionSummary, summarize_predictions
+from lightyear.data import load_site_data
+from lightyear.models import build_model
+from lightyear.training.trainer import LocalTrainer, TrainConfig, metrics_from_predictions
+from lightyear.training.weights import get_weights, set_weights
+
+
+def site_seed(seed: int, site: str, stream: int = 0) -> int:
+    """A per-site seed derived from the job seed (used for batch order)."""
+    return int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(site.encode()), stream]).generate_state(1)[0])
+
+
+def build_train_config(train_args: dict | None) -> TrainConfig:
+    """A TrainConfig from the job's ``train_args``; unknown keys are an error that names them."""
+    train_args = dict(train_args or {})
+    known = set(TrainConfig.__dataclass_fields__)
+    unknown = sorted(set(train_args) - known)
+    if unknown:
+        raise ValueError(f"unknown train_args {unknown}; allowed are {sorted(known)}")
+    return TrainConfig(**train_args)
+
+
+class SiteRuntime:
+    """Loads a site's data, builds the seeded initial model and trains/evaluates it."""
+
+    def __init__(
+        self,
+        site: str,
+        dataset: str,
+        model: str,
+        seed: int = 0,
+        dataset_args: dict | None = None,
+        model_args: dict | None = None,
+        train_args: dict | None = None,
+        data_root: str | None = None,
+        num_threads: int | None = None,
+    ):
+        if num_threads:
+            torch.set_num_threads(int(num_threads))
+        self.site = site
+        self.seed = int(seed)
+        self.config = build_train_config(train_args)
+        self.data = load_site_data(dataset, site, seed=self.seed, data_root=data_root, **(dataset_args or {}))
+        self.model_name = model
+        self.model_args = dict(model_args or {})
+        self.model = self.fresh_model(self.seed)
+        self.trainer = LocalTrainer(self.config, task=self.data.task)
+        self.model.to(self.trainer.device)
+
+    def fresh_model(self, seed: int) -> torch.nn.Module:
+        """A newly initialised network; the same seed gives the same weights on every site."""
+        return build_model(self.model_name, self.data.num_classes, self.data.in_channels, seed=seed, **self.model_args)
+
+    def fresh_weights(self, seed: int) -> dict[str, np.ndarray]:
+        return get_weights(self.fresh_model(seed))
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return get_weights(self.model)
+
+    def set_weights(self, weights) -> None:
+        set_weights(self.model, weights)
+
+    def train(self, round_num: int) -> dict:
+        """Local epochs on the training set; batch order drawn from (seed, site, round)."""
+        return self.trainer.train(self.model, self.data.train, seed=site_seed(self.seed, self.site, round_num + 1))
+
+    def evaluate(self, split: str, weights=None) -> dict:
+        """Metrics of the current model (or of ``weights``) on ``split`` (train/val/test)."""
+        probs, labels, loss = self._predict(split, weights)
+        return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+
+    def summarize(self, weights=None, normalize_entropy: bool = True) -> tuple[PredictionSummary, dict]:
+        """Agreement summary and metrics of the current model (or of ``weights``) on the validation set."""
+        probs, labels, loss = self._predict("val", weights)
+        summary = summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
+        return summary, metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+
+    def _predict(self, split: str, weights=None):
+        dataset = getattr(self.data, split)
+        if weights is None:
+            return self.trainer.predict(self.model, dataset)
+        if not hasattr(self, "_scratch"):
+            self._scratch = self.fresh_model(self.seed).to(self.trainer.device)
+        set_weights(self._scratch, weights)
+        return self.trainer.predict(self._scratch, dataset)

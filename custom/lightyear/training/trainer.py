@@ -1,0 +1,144 @@
+"""Local training and evaluation of one site's model (PyTorch, no FLARE)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from lightyear.algorithms import metrics
+from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION
+from lightyear.training import losses
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` picks CUDA when present, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class TrainConfig:
+    """A site's local training settings (Table 1 of the LIGHTYEAR paper gives them per dataset)."""
+
+    loss: str = "cross_entropy"
+    loss_args: dict | None = None
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    momentum: float = 0.9
+    local_epochs: int = 1
+    batch_size: int = 32
+    ece_bins: int = 15
+    device: str = "auto"
+
+    def __post_init__(self):
+        checks = [
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
+            (self.loss in losses.LOSSES, f"loss must be one of {losses.LOSSES}, got {self.loss!r}"),
+            (_positive(self.lr), f"lr must be a positive number, got {self.lr!r}"),
+            (_nonneg(self.weight_decay), f"weight_decay must be >= 0, got {self.weight_decay!r}"),
+            (_nonneg(self.momentum), f"momentum must be >= 0, got {self.momentum!r}"),
+            (_pos_int(self.local_epochs), f"local_epochs must be a positive integer, got {self.local_epochs!r}"),
+            (_pos_int(self.batch_size), f"batch_size must be a positive integer, got {self.batch_size!r}"),
+            (_pos_int(self.ece_bins), f"ece_bins must be a positive integer, got {self.ece_bins!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _nonneg(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _pos_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+class LocalTrainer:
+    """Trains a model on a site's training set and evaluates it on probabilities."""
+
+    def __init__(self, config: TrainConfig, task: str = CLASSIFICATION):
+        if task not in (CLASSIFICATION, SEGMENTATION):
+            raise ValueError(f"task must be {CLASSIFICATION!r} or {SEGMENTATION!r}, got {task!r}")
+        self.config = config
+        self.task = task
+        self.device = resolve_device(config.device)
+        self.loss_fn = losses.build_loss(config.loss, **(config.loss_args or {}))
+        self.eval_loss_fn = nn.CrossEntropyLoss()
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        c = self.config
+        if c.optimizer == "sgd":
+            return torch.optim.SGD(model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+        return torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+
+    def train(self, model: nn.Module, dataset: Dataset, seed: int) -> dict:
+        """Run ``local_epochs`` epochs; batch order is a pure function of ``seed``."""
+        model.to(self.device).train()
+        optimizer = self.make_optimizer(model)
+        gen = torch.Generator().manual_seed(int(seed) & 0x7FFFFFFF)
+        loader = DataLoader(dataset, batch_size=self.config.batch_size, shuffle=True, generator=gen, drop_last=False)
+        total, count = 0.0, 0
+        for _ in range(self.config.local_epochs):
+            for x, y in loader:
+                x, y = x.to(self.device), y.to(self.device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = self.loss_fn(model(x), y.long())
+                loss.backward()
+                optimizer.step()
+                total += float(loss.detach()) * len(x)
+                count += len(x)
+        return {"train_loss": total / max(count, 1), "train_samples": len(dataset)}
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, dataset: Dataset) -> tuple[np.ndarray, np.ndarray, float]:
+        """Softmax probabilities, labels (or masks) and mean loss of ``model`` on ``dataset``."""
+        model.to(self.device).eval()
+        loader = DataLoader(dataset, batch_size=max(self.config.batch_size, 256), shuffle=False)
+        probs, labels, total = [], [], 0.0
+        for x, y in loader:
+            x, y = x.to(self.device), y.to(self.device)
+            logits = model(x)
+            total += float(self.eval_loss_fn(logits.float(), y.long())) * len(x)
+            probs.append(torch.softmax(logits.float(), dim=1).cpu().numpy())
+            labels.append(y.cpu().numpy())
+        if not probs:
+            raise ValueError("cannot evaluate on an empty dataset")
+        return np.concatenate(probs), np.concatenate(labels), total / len(dataset)
+
+    def evaluate(self, model: nn.Module, dataset: Dataset) -> dict:
+        """Accuracy (or Dice), top-label ECE, mean confidence and loss of ``model`` on ``dataset``."""
+        probs, labels, loss = self.predict(model, dataset)
+        return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+
+
+def metrics_from_predictions(probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15) -> dict:
+    """The evaluation record of one model on one set, from its softmax outputs."""
+    if probs.ndim == 4:
+        flat, flat_labels = metrics.flatten_pixels(probs, labels)
+        return {
+            "dice": metrics.dice(probs, labels),
+            "acc": metrics.accuracy(flat, flat_labels),
+            "ece": metrics.expected_calibration_error(flat, flat_labels, ece_bins),
+            "conf": metrics.mean_confidence(flat),
+            "loss": loss,
+        }
+    return {
+        "acc": metrics.accuracy(probs, labels),
+        "ece": metrics.expected_calibration_error(probs, labels, ece_bins),
+        "conf": metrics.mean_confidence(probs),
+        "loss": loss,
+    }
