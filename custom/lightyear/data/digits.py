@@ -96,8 +96,15 @@ def site_index(site: str) -> int:
     return SITES.index(site)
 
 
-def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2)) -> SiteData:
-    """Return site ``site``'s train/val/test split of the embedded digits data."""
+PIXEL_MEAN = 0.5
+PIXEL_STD = 0.5
+
+
+def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2), normalize: bool = True) -> SiteData:
+    """Return site ``site``'s train/val/test split of the embedded digits data.
+
+    With ``normalize`` the shifted images are mapped from [0, 1] to [-1, 1].
+    """
     from sklearn.datasets import load_digits
 
     k = site_index(site)
@@ -107,7 +114,10 @@ def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2)) -> Sit
     mine = np.flatnonzero(owner == k)
     images = torch.from_numpy(bunch.images[mine].astype(np.float32) / 16.0).unsqueeze(1)
     images = F.interpolate(images, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear", align_corners=False, antialias=True)
-    images = apply_site_shift(images.clamp(0.0, 1.0), k, seed).float().contiguous()
+    images = apply_site_shift(images.clamp(0.0, 1.0), k, seed).float()
+    if normalize:
+        images = (images - PIXEL_MEAN) / PIXEL_STD
+    images = images.contiguous()
     y = torch.from_numpy(labels[mine])
     parts = split_indices(len(mine), fractions, seed=(seed * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF)
     sets = {name: TensorDataset(images[idx], y[idx]) for name, idx in parts.items()}

@@ -1,0 +1,125 @@
+"""``shapes``: the embedded segmentation dataset, synthetic discs over 5 sites.
+
+Every image is drawn by MONAI's synthetic generator
+:func:`monai.data.synthetic.create_test_image_2d` (random discs on a dark background, uniform
+noise, intensities rescaled to [0, 1]) with one segmentation class, so the mask is binary:
+1 inside any disc, 0 elsewhere (``num_classes = 2``). Images are 64x64 with one channel,
+like the LIGHTYEAR paper's ultrasound and x-ray tasks, and nothing is downloaded.
+
+The sites differ as scanners and populations do. Each has its own object count and radius
+range (passed to the generator), noise level (the generator's ``noise_max``: background
+pixels become ``max(0, U[0, noise_max))`` before rescaling) and intensity transform applied
+after generation, ``clip(brightness + contrast * x, 0, 1)``:
+
+======  =======  ======  =========  ========  ==========  ==================================
+site    objects  radius  noise_max  contrast  brightness  reads as
+======  =======  ======  =========  ========  ==========  ==================================
+site-1  4        5-14    0.0        1.0       0.0         clean reference scanner
+site-2  4        5-14    0.3        1.0       0.0         moderate noise
+site-3  6        4-10    0.5        0.6       0.2         many small objects, noisy, flat
+site-4  3        8-18    0.2        0.5       0.4         few large objects, washed out
+site-5  5        5-14    0.7        1.0       0.0         very noisy
+======  =======  ======  =========  ========  ==========  ==================================
+
+Each site draws ``images_per_site`` images (default 60) from its own NumPy ``RandomState``,
+seeded from (seed, site index), and splits them 60/20/20 into train/val/test with
+:func:`lightyear.data.splits.split_indices`. The data is a pure function of the seed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import TensorDataset
+
+from lightyear.data.site_data import SEGMENTATION, SiteData
+from lightyear.data.splits import split_indices
+
+NUM_CLASSES = 2
+IMAGE_SIZE = 64
+DEFAULT_IMAGES_PER_SITE = 60
+
+
+@dataclass(frozen=True)
+class SiteStyle:
+    """How one site's images are drawn (see the module docstring's table)."""
+
+    num_objs: int
+    rad_min: int
+    rad_max: int
+    noise_max: float
+    contrast: float
+    brightness: float
+
+
+SITE_STYLES: dict[str, SiteStyle] = {
+    "site-1": SiteStyle(num_objs=4, rad_min=5, rad_max=14, noise_max=0.0, contrast=1.0, brightness=0.0),
+    "site-2": SiteStyle(num_objs=4, rad_min=5, rad_max=14, noise_max=0.3, contrast=1.0, brightness=0.0),
+    "site-3": SiteStyle(num_objs=6, rad_min=4, rad_max=10, noise_max=0.5, contrast=0.6, brightness=0.2),
+    "site-4": SiteStyle(num_objs=3, rad_min=8, rad_max=18, noise_max=0.2, contrast=0.5, brightness=0.4),
+    "site-5": SiteStyle(num_objs=5, rad_min=5, rad_max=14, noise_max=0.7, contrast=1.0, brightness=0.0),
+}
+SITES = tuple(SITE_STYLES)
+
+
+def site_index(site: str) -> int:
+    if site not in SITE_STYLES:
+        raise ValueError(f"shapes has sites {', '.join(SITES)}; got {site!r}. Name the sites site-1 .. site-5 in the job.")
+    return SITES.index(site)
+
+
+def site_seed(seed: int, site: str) -> int:
+    """The 32-bit generator seed of one site, derived from the job seed and the site index."""
+    return int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, site_index(site)]).generate_state(1)[0])
+
+
+def generate_site_images(site: str, count: int, seed: int = 0, image_size: int = IMAGE_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """Draw ``count`` images ``(count, size, size)`` float32 in [0, 1] and masks int64 {0, 1} of one site."""
+    from monai.data.synthetic import create_test_image_2d
+
+    style = SITE_STYLES[SITES[site_index(site)]]
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"images_per_site must be a positive integer, got {count!r}")
+    if image_size <= 2 * style.rad_max:
+        raise ValueError(f"shapes needs image_size > {2 * style.rad_max} for {site}, got {image_size}")
+    state = np.random.RandomState(site_seed(seed, site))
+    images = np.empty((count, image_size, image_size), dtype=np.float32)
+    masks = np.empty((count, image_size, image_size), dtype=np.int64)
+    for i in range(count):
+        image, mask = create_test_image_2d(
+            image_size,
+            image_size,
+            num_objs=style.num_objs,
+            rad_max=style.rad_max,
+            rad_min=style.rad_min,
+            noise_max=style.noise_max,
+            num_seg_classes=1,
+            random_state=state,
+        )
+        images[i] = np.clip(style.brightness + style.contrast * image, 0.0, 1.0)
+        masks[i] = mask
+    return images, masks
+
+
+def load_shapes_site(
+    site: str,
+    seed: int = 0,
+    images_per_site: int = DEFAULT_IMAGES_PER_SITE,
+    fractions=(0.6, 0.2, 0.2),
+    image_size: int = IMAGE_SIZE,
+) -> SiteData:
+    """Return site ``site``'s train/val/test split of the synthetic shapes data."""
+    images, masks = generate_site_images(site, images_per_site, seed=seed, image_size=image_size)
+    x = torch.from_numpy(images).unsqueeze(1)
+    y = torch.from_numpy(masks)
+    parts = split_indices(len(x), fractions, seed=(int(seed) * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF)
+    sets = {name: TensorDataset(x[idx], y[idx]) for name, idx in parts.items()}
+    return SiteData(sets["train"], sets["val"], sets["test"], NUM_CLASSES, 1, SEGMENTATION)
+
+
+def load_site(site: str, seed: int = 0, data_root: str | None = None, **options) -> SiteData:
+    """Registry entry point; ``shapes`` is generated, so ``data_root`` is ignored."""
+    return load_shapes_site(site, seed=seed, **options)

@@ -1,0 +1,179 @@
+"""A small TransUNet for the 64x64 segmentation tasks of the LIGHTYEAR setup.
+
+Reference: Chen et al., "TransUNet: Transformers Make Strong Encoders for Medical Image
+Segmentation", arXiv:2102.04306 (2021), and "TransUNet: Rethinking the U-Net architecture
+design for medical image segmentation through the lens of transformers", Medical Image
+Analysis 2024 (code: github.com/Beckschen/TransUNet, R50-ViT-B_16). The layout follows the
+R50-ViT-B_16 model, scaled down to train on a CPU:
+
+* **Hybrid CNN encoder.** Four residual stages (MONAI ``UnetResBlock``: two 3x3 convolutions
+  with GroupNorm, as the reference's ResNetV2 uses GroupNorm), each halving the size. Their
+  outputs at 1/2, 1/4 and 1/8 are the skip features (the reference's three skips); the
+  1/16 output feeds the transformer.
+* **Transformer.** As in the reference (``patches.grid = img/16``), every position of the
+  1/16 map is one token (1x1 patches): a 64x64 input gives 4x4 = 16 tokens. MONAI's
+  ``PatchEmbeddingBlock`` projects them to ``hidden_size`` and adds learned position
+  embeddings; ``num_layers`` pre-norm ViT layers (LayerNorm, multi-head self-attention,
+  LayerNorm, GELU MLP, each with a residual; PyTorch's ``TransformerEncoderLayer`` with
+  ``norm_first=True``, the same layer as MONAI's ``TransformerBlock``, which would add the
+  ``einops`` dependency) and a final LayerNorm follow.
+* **Cascaded upsampler.** The tokens are reshaped to a map, a 3x3 conv-norm-ReLU brings them
+  to ``head_channels``, and four blocks each upsample x2 (bilinear), concatenate the skip of
+  that size (none at full size) and apply two 3x3 conv-norm-ReLU (BatchNorm by default, as in
+  the reference decoder). A 3x3 convolution gives the class logits ``(N, C, H, W)``.
+
+Default configuration (the reference has no small variant; this one is chosen to train on a
+CPU at 64x64): encoder widths (16, 32, 64, 128), hidden size 192, 4 layers, 4 heads, MLP 768,
+dropout 0.1, head 128 channels, decoder (64, 32, 16, 16). That is 2.53 M parameters for 2
+classes, 1.79 M of them in the transformer (R50-ViT-B_16 has about 105 M); the CNN widths
+are about 1/8 of the reference encoder's and 1/4 of its decoder's, since at 64x64 the
+convolutions, not the 16-token transformer, set the training time. Any ``in_channels`` is
+accepted, so 1-channel images are not repeated to RGB as the reference does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from monai.networks.blocks import Convolution, PatchEmbeddingBlock, UnetResBlock
+from torch import nn
+
+DOWNSAMPLING = 16
+
+
+def group_norm(channels: int, max_groups: int = 8) -> tuple:
+    """MONAI's norm spec for GroupNorm with the largest group count <= ``max_groups`` dividing ``channels``."""
+    groups = next(g for g in range(min(max_groups, channels), 0, -1) if channels % g == 0)
+    return ("group", {"num_groups": groups})
+
+
+def _norm(name: str, channels: int):
+    if name == "group":
+        return group_norm(channels)
+    if name in ("batch", "instance"):
+        return name
+    raise ValueError(f"decoder_norm must be 'batch', 'instance' or 'group', got {name!r}")
+
+
+def conv_norm_relu(in_channels: int, out_channels: int, norm: str) -> Convolution:
+    """3x3 convolution, normalisation and ReLU (the reference's ``Conv2dReLU``)."""
+    return Convolution(
+        spatial_dims=2,
+        in_channels=in_channels,
+        out_channels=out_channels,
+        kernel_size=3,
+        adn_ordering="NA",
+        act="RELU",
+        norm=_norm(norm, out_channels),
+        bias=False,
+    )
+
+
+class DecoderBlock(nn.Module):
+    """Upsample x2 (bilinear), concatenate the skip feature (if any), two conv-norm-ReLU."""
+
+    def __init__(self, in_channels: int, skip_channels: int, out_channels: int, norm: str):
+        super().__init__()
+        self.upsample = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+        self.conv1 = conv_norm_relu(in_channels + skip_channels, out_channels, norm)
+        self.conv2 = conv_norm_relu(out_channels, out_channels, norm)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.upsample(x)
+        if skip is not None:
+            x = torch.cat([x, skip], dim=1)
+        return self.conv2(self.conv1(x))
+
+
+class TransUNet(nn.Module):
+    """Hybrid CNN-transformer encoder with a cascaded upsampling decoder (see the module docstring)."""
+
+    def __init__(
+        self,
+        num_classes: int = 2,
+        in_channels: int = 1,
+        img_size: int = 64,
+        encoder_channels: Sequence[int] = (16, 32, 64, 128),
+        hidden_size: int = 192,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        mlp_dim: int = 768,
+        dropout: float = 0.1,
+        head_channels: int = 128,
+        decoder_channels: Sequence[int] = (64, 32, 16, 16),
+        decoder_norm: str = "batch",
+    ):
+        super().__init__()
+        encoder_channels, decoder_channels = tuple(encoder_channels), tuple(decoder_channels)
+        if img_size % DOWNSAMPLING or img_size < DOWNSAMPLING:
+            raise ValueError(f"TransUNet needs an image size divisible by {DOWNSAMPLING}, got {img_size}")
+        if len(encoder_channels) != 4 or len(decoder_channels) != 4:
+            raise ValueError(
+                f"TransUNet has 4 encoder and 4 decoder stages; got encoder_channels={encoder_channels}, "
+                f"decoder_channels={decoder_channels}"
+            )
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+        _norm(decoder_norm, 1)
+        self.img_size = img_size
+        self.grid = img_size // DOWNSAMPLING
+
+        stages, previous = [], in_channels
+        for channels in encoder_channels:
+            stages.append(UnetResBlock(2, previous, channels, kernel_size=3, stride=2, norm_name=group_norm(channels)))
+            previous = channels
+        self.encoder = nn.ModuleList(stages)
+
+        self.embedding = PatchEmbeddingBlock(
+            in_channels=encoder_channels[-1],
+            img_size=self.grid,
+            patch_size=1,
+            hidden_size=hidden_size,
+            num_heads=num_heads,
+            proj_type="conv",
+            pos_embed_type="learnable",
+            dropout_rate=dropout,
+            spatial_dims=2,
+        )
+        self.transformer = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                hidden_size, num_heads, dim_feedforward=mlp_dim, dropout=dropout, activation="gelu", batch_first=True, norm_first=True
+            )
+            for _ in range(num_layers)
+        )
+        self.encoder_norm = nn.LayerNorm(hidden_size)
+
+        self.conv_more = conv_norm_relu(hidden_size, head_channels, decoder_norm)
+        skip_channels = (encoder_channels[2], encoder_channels[1], encoder_channels[0], 0)
+        inputs = (head_channels, *decoder_channels[:-1])
+        self.decoder = nn.ModuleList(
+            DecoderBlock(i, s, o, decoder_norm) for i, s, o in zip(inputs, skip_channels, decoder_channels)
+        )
+        self.segmentation_head = nn.Conv2d(decoder_channels[-1], num_classes, kernel_size=3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-2:] != (self.img_size, self.img_size):
+            raise ValueError(
+                f"this TransUNet was built for {self.img_size}x{self.img_size} inputs (img_size), got {tuple(x.shape[-2:])}"
+            )
+        skips = []
+        for stage in self.encoder:
+            x = stage(x)
+            skips.append(x)
+        tokens = self.embedding(skips[-1])
+        for block in self.transformer:
+            tokens = block(tokens)
+        tokens = self.encoder_norm(tokens)
+        n, _, hidden = tokens.shape
+        x = tokens.transpose(1, 2).reshape(n, hidden, self.grid, self.grid)
+        x = self.conv_more(x)
+        decoder_skips = (skips[2], skips[1], skips[0], None)
+        for block, skip in zip(self.decoder, decoder_skips):
+            x = block(x, skip)
+        return self.segmentation_head(x)
+
+
+def build(num_classes: int, in_channels: int = 1, **kwargs) -> TransUNet:
+    """Registry entry point (see :func:`lightyear.models.build_model`); ``kwargs`` configure :class:`TransUNet`."""
+    return TransUNet(num_classes=num_classes, in_channels=in_channels, **kwargs)
