@@ -1,0 +1,72 @@
+"""The committed job folders are exactly what the generator writes from app_configs/."""
+
+import json
+import os
+
+import pytest
+
+from lightyear.jobs import generate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "app_configs")
+
+
+def test_committed_jobs_match_generator():
+    problems = generate.diff_committed(CONFIGS, os.path.join(ROOT, "jobs"))
+    assert problems == [], "run `lightyear-jobs` to regenerate jobs/: " + ", ".join(problems)
+
+
+def test_main_jobs_are_committed():
+    for name in ("lightyear_digits", "fedavg_digits"):
+        meta = json.load(open(os.path.join(ROOT, "jobs", name, "meta.json")))
+        assert meta["deploy_map"]["app"] == ["server"] + [f"site-{k}" for k in range(1, 9)]
+
+
+def test_faulty_sites_get_the_malfunction_p2p(tmp_path):
+    name, files = generate.build_job(CONFIGS, "lightyear", "digits", "dynamic", 3)
+    assert name == "lightyear_digits_dynamic3"
+    meta = files["meta.json"]
+    assert meta["deploy_map"]["app_faulty"] == ["site-6", "site-7", "site-8"]
+    assert "site-6" not in meta["deploy_map"]["app"]
+    faulty = files["app_faulty/config/config_fed_client.json"]
+    assert faulty["executors"][0]["executor"]["args"]["malfunction_id"] == "malfunction"
+    comp = [c for c in faulty["components"] if c["id"] == "malfunction"][0]
+    assert comp["args"]["kind"] == "dynamic" and comp["args"]["num_classes"] == 10
+    benign = files["app/config/config_fed_client.json"]
+    assert "malfunction_id" not in benign["executors"][0]["executor"]["args"]
+
+
+def test_faulty_sites_get_a_result_filter_star():
+    _, files = generate.build_job(CONFIGS, "fedavg", "digits", "sfa", 2)
+    faulty = files["app_faulty/config/config_fed_client.json"]
+    filters = faulty["task_result_filters"]
+    assert filters[0]["tasks"] == ["train"]
+    assert filters[0]["filters"][0]["path"].endswith("MalfunctionFilter")
+
+
+def test_placeholders_are_typed():
+    _, files = generate.build_job(CONFIGS, "lightyear", "digits", overrides={"rounds": 3, "tau": 0.5})
+    args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
+    assert args["tau"] == 0.5 and isinstance(args["train_args"], dict)
+    assert files["app/config/config_fed_server.json"]["workflows"][0]["args"]["rounds"] == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"method": "nope", "dataset": "digits"}, "unknown method 'nope'"),
+        ({"method": "lightyear", "dataset": "nope"}, "unknown dataset 'nope'"),
+        ({"method": "lightyear", "dataset": "digits", "malfunction": "bad", "faulty": 1}, "unknown malfunction"),
+        ({"method": "lightyear", "dataset": "digits", "malfunction": "sfa", "faulty": 9}, "between 0 and 8"),
+    ],
+)
+def test_bad_requests_name_the_problem(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate.build_job(CONFIGS, **kwargs)
+
+
+def test_cli_writes_a_job(tmp_path, capsys):
+    rc = generate.main(["--configs", CONFIGS, "--out", str(tmp_path), "--method", "fedavg", "--dataset", "digits", "--malfunction", "ana", "--faulty", "1", "--set", "rounds=2"])
+    assert rc == 0
+    server = json.load(open(tmp_path / "fedavg_digits_ana1" / "app" / "config" / "config_fed_server.json"))
+    assert server["workflows"][0]["args"]["rounds"] == 2

@@ -1,0 +1,151 @@
+"""The LIGHTYEAR site executor without a FLARE run: settings checks, buffering, deadline, rejection."""
+
+import os
+
+import numpy as np
+import pytest
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
+
+from lightyear.flare import constants as C
+from lightyear.flare.lightyear_executor import LightyearExecutor
+from lightyear.training.site_runtime import SiteRuntime
+
+TRAIN = {"local_epochs": 1, "batch_size": 64}
+
+
+class FakeWorkspace:
+    def __init__(self, root):
+        self.root = root
+
+    def get_run_dir(self, job_id):
+        return self.root
+
+
+class FakeEngine:
+    """Records the models a site sends and answers OK for every neighbour."""
+
+    def __init__(self, root):
+        self.sent = []
+        self.workspace = FakeWorkspace(root)
+
+    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
+        self.sent.append((topic, list(targets) if isinstance(targets, list) else targets, request))
+        if topic == C.TOPIC_PROGRESS:
+            return {}
+        return {t: make_reply(ReturnCode.OK) for t in targets}
+
+    def new_context(self):
+        return self.ctx
+
+    def get_workspace(self):
+        return self.workspace
+
+    def fire_event(self, event_type, fl_ctx):
+        pass
+
+
+def context(engine, site="site-1"):
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
+    ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
+    engine.ctx = ctx
+    return ctx
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [({"tau": 1.2}, "tau"), ({"gamma": 0.0}, "gamma"), ({"third_term": "x"}, "third_term"),
+     ({"peer_deadline": -1}, "peer_deadline"), ({"train_args": {"local_epochs": 0}}, "local_epochs"),
+     ({"train_args": {"epochs": 3}}, "unknown train_args"), ({"transfer_dtype": "int8"}, "transfer_dtype")],
+)
+def test_bad_settings_stop_the_job_at_construction(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        LightyearExecutor(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def peers():
+    """Trained models of three digits sites (the neighbours' would-be messages)."""
+    out = {}
+    for site in ("site-2", "site-3"):
+        rt = SiteRuntime(site, "digits", "cnn", seed=0, train_args=TRAIN, num_threads=1)
+        rt.train(0)
+        out[site] = rt.get_weights()
+    return out
+
+
+def make_executor(tmp_path, deadline=0.5):
+    ex = LightyearExecutor(tau=0.0, gamma=0.95, peer_deadline=deadline, train_args=TRAIN, num_threads=1)
+    ex.site = "site-1"
+    ex.neighbours = ["site-2", "site-3", "site-4"]
+    ex.runtime = SiteRuntime("site-1", "digits", "cnn", seed=0, train_args=TRAIN, num_threads=1)
+    return ex
+
+
+def test_round_skips_late_rejects_malformed_and_aggregates_the_rest(tmp_path, peers):
+    ex = make_executor(tmp_path)
+    engine = FakeEngine(str(tmp_path))
+    ctx = context(engine)
+    broken = {k: v.copy() for k, v in peers["site-3"].items()}
+    first = next(k for k, v in broken.items() if v.dtype.kind == "f")
+    broken[first][...] = np.nan
+    ex.buffer.put(0, "site-2", peers["site-2"])
+    ex.buffer.put(0, "site-3", broken)
+    # site-4 never delivers: skipped after peer_deadline
+    row = ex._round(0, ctx, Signal())
+    assert row["late"] == ["site-4"]
+    assert row["rejected"] == ["site-3"]
+    assert row["selected"] == ["site-2"]  # tau = 0 keeps every valid model
+    assert row["site-3_score"] == "" and isinstance(row["site-2_score"], float)
+    assert 0.4 < row["wait_s"] < 5.0
+    # gamma^0 = 1 and one selected peer: the new model is that peer's model
+    new = ex.runtime.get_weights()
+    np.testing.assert_allclose(new[first], peers["site-2"][first], rtol=1e-6)
+    assert ex.buffer.rounds_held() == []  # round 0 freed
+    sends = [s for s in engine.sent if s[0] == C.TOPIC_MODEL]
+    assert sends and sorted(sends[0][1]) == ["site-2", "site-3", "site-4"]
+    assert sends[0][2][C.KEY_ROUND] == 0
+
+
+def test_empty_selection_keeps_the_own_model(tmp_path, peers):
+    ex = make_executor(tmp_path, deadline=0.2)
+    ex.tau = 1.0
+    ctx = context(FakeEngine(str(tmp_path)))
+    ex.buffer.put(0, "site-2", peers["site-2"])
+    own_before = {}
+
+    original = ex.aggregate
+
+    def spy(round_num, own, received):
+        own_before.update(own)
+        return original(round_num, own, received)
+
+    ex.aggregate = spy
+    row = ex._round(0, ctx, Signal())
+    assert row["selected"] == []
+    new = ex.runtime.get_weights()
+    for k in own_before:
+        np.testing.assert_array_equal(new[k], own_before[k])
+
+
+def test_model_handler_buffers_by_round_and_refuses_strangers(tmp_path):
+    ex = make_executor(tmp_path)
+    ctx = context(FakeEngine(str(tmp_path)))
+
+    def message(sender, round_num):
+        req = Shareable()
+        req[C.KEY_ROUND] = round_num
+        req[C.KEY_WEIGHTS] = {"w": np.zeros(1)}
+        req.set_peer_props({ReservedKey.IDENTITY_NAME: sender})
+        return req
+
+    assert ex._on_model(C.TOPIC_MODEL, message("site-2", 3), ctx).get_return_code() == ReturnCode.OK
+    assert ex._on_model(C.TOPIC_MODEL, message("site-9", 3), ctx).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    assert ex.buffer.rounds_held() == [3]
+    ex.buffer.release(3)
+    # a late model is acknowledged (so the sender stops re-sending) but not stored
+    assert ex._on_model(C.TOPIC_MODEL, message("site-2", 2), ctx).get_return_code() == ReturnCode.OK
+    assert ex.buffer.rounds_held() == []

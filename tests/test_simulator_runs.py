@@ -1,0 +1,70 @@
+"""Real `nvflare simulator` runs of small generated jobs (tens of seconds each)."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from lightyear.jobs import generate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "app_configs")
+NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
+
+pytestmark = pytest.mark.simulator
+
+
+def run_job(tmp_path, method, sites, malfunction="none", faulty=0, **overrides):
+    settings = {"sites": sites, "rounds": 2, **overrides}
+    name, files = generate.build_job(CONFIGS, method, "digits", malfunction, faulty, seed=0, overrides=settings)
+    job = tmp_path / "jobs" / name
+    generate.write_job(files, str(job))
+    ws = tmp_path / "ws"
+    (ws / "local").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
+    proc = subprocess.run(
+        [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", str(len(sites))],
+        capture_output=True, text=True, timeout=400, cwd=str(tmp_path),
+    )
+    log = proc.stdout + proc.stderr
+    summary = ws / "server" / "simulate_job" / "summary.json"
+    assert summary.exists(), f"no summary written; simulator output ends with:\n{log[-3000:]}"
+    return ws, json.loads(summary.read_text()), log
+
+
+def rounds(ws, site):
+    with open(ws / site / "simulate_job" / "rounds.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_lightyear_benign_sites_never_select_a_sign_flipping_site(tmp_path):
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    ws, summary, log = run_job(tmp_path, "lightyear", sites, "sfa", 1, train_args={"local_epochs": 5, "batch_size": 32})
+    for site in sites[:3]:
+        rows = rounds(ws, site)
+        assert [int(r["round"]) for r in rows] == [0, 1]
+        for r in rows:
+            assert "site-4" not in r["selected"].split(";"), f"{site} selected the faulty site in round {r['round']}"
+            assert float(r["site-4_score"]) < 0.75
+            assert r["late"] == "" and r["rejected"] == ""
+    faulty_rows = rounds(ws, "site-4")
+    assert {r["malfunction"] for r in faulty_rows} == {"sfa"}
+    by_site = {row["site"]: row for row in summary}
+    assert by_site["site-4"]["malfunction"] == "sfa"
+    assert by_site["mean_benign"]["malfunction"] == "n=3"
+    assert 0.0 <= by_site["mean_benign"]["acc"] <= 1.0
+    assert (ws / "server" / "simulate_job" / "progress.jsonl").exists()
+
+
+def test_fedavg_star_run_writes_summary_and_checkpoint(tmp_path):
+    sites = ["site-1", "site-2", "site-3"]
+    ws, summary, log = run_job(tmp_path, "fedavg", sites)
+    assert (ws / "server" / "simulate_job" / "global_model.npz").exists()
+    by_site = {row["site"]: row for row in summary}
+    assert set(by_site) == set(sites) | {"mean_benign", "std_benign"}
+    # every site evaluates the same final global model on its own test set
+    assert [int(r["round"]) for r in rounds(ws, "site-1")] == [0, 1, 2]
