@@ -43,7 +43,7 @@ def rounds(ws, site):
 
 def test_lightyear_benign_sites_never_select_a_sign_flipping_site(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    ws, summary, log = run_job(tmp_path, "lightyear", sites, "sfa", 1, train_args={"local_epochs": 5, "batch_size": 32})
+    ws, summary, log = run_job(tmp_path, "lightyear", sites, "sfa", 1, train_args={"local_epochs": 8, "batch_size": 16, "lr": 0.002})
     for site in sites[:3]:
         rows = rounds(ws, site)
         assert [int(r["round"]) for r in rows] == [0, 1]

@@ -47,7 +47,7 @@ class P2PController(Controller):
         rounds: int = 12,
         seed: int = 0,
         topology: str = "full",
-        start_timeout: float = 50.0,
+        start_timeout: float = 40.0,
         progress_timeout: float = 900.0,
         run_timeout: float = 86400.0,
         topology_args: dict | None = None,

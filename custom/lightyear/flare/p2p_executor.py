@@ -26,6 +26,7 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import model_problems
 from lightyear.flare import constants as C
 from lightyear.flare.peer_buffer import PeerModelBuffer
+from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.records import RoundLog
 from lightyear.training.weights import num_bytes
 
@@ -117,6 +118,7 @@ class P2PExecutor(Executor):
     # ------------------------------------------------------------------ FLARE events
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         if event_type == EventType.START_RUN:
+            limit_malloc_arenas()
             C.register_decomposers()
             engine = fl_ctx.get_engine()
             engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
@@ -187,6 +189,7 @@ class P2PExecutor(Executor):
             val, test = row.pop("_val"), row.pop("_test")
             log.write(row)
             self._report(row, fl_ctx)
+            release_free_memory()
         for thread in self._send_threads:
             thread.join(timeout=self.send_timeout)
         return {"site": self.site, "malfunction": kind, "rounds": rounds, "val": val, "test": test}
@@ -274,6 +277,7 @@ class P2PExecutor(Executor):
                 "eval_s": t4 - t3,
                 "model_bytes": num_bytes(outgoing),
                 "bytes_sent": sent["bytes"],
+                "send_s": sent.get("send_s", ""),
                 "neighbours": len(self.neighbours),
             }
         )
@@ -298,6 +302,7 @@ class P2PExecutor(Executor):
         pending = set(self.neighbours)
         deadline = time.monotonic() + self.peer_deadline
         size = num_bytes(weights)
+        start = time.perf_counter()
         while pending and time.monotonic() < deadline:
             request = Shareable()
             request[C.KEY_ROUND] = round_num
@@ -312,6 +317,8 @@ class P2PExecutor(Executor):
                     sent["bytes"] += size
             if pending:
                 time.sleep(1.0)
+        if not pending:
+            sent["send_s"] = time.perf_counter() - start
         if pending:
             self.log_warning(fl_ctx, f"round {round_num}: could not deliver the model to {sorted(pending)}")
 
