@@ -18,9 +18,9 @@ NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
 pytestmark = pytest.mark.simulator
 
 
-def run_job(tmp_path, method, sites, malfunction="none", faulty=0, **overrides):
+def run_job(tmp_path, method, sites, malfunction="none", faulty=0, dataset="digits", **overrides):
     settings = {"sites": sites, "rounds": 2, **overrides}
-    name, files = generate.build_job(CONFIGS, method, "digits", malfunction, faulty, seed=0, overrides=settings)
+    name, files = generate.build_job(CONFIGS, method, dataset, malfunction, faulty, seed=0, overrides=settings)
     job = tmp_path / "jobs" / name
     generate.write_job(files, str(job))
     ws = tmp_path / "ws"
@@ -68,3 +68,18 @@ def test_fedavg_star_run_writes_summary_and_checkpoint(tmp_path):
     assert set(by_site) == set(sites) | {"mean_benign", "std_benign"}
     # every site evaluates the same final global model on its own test set
     assert [int(r["round"]) for r in rounds(ws, "site-1")] == [0, 1, 2]
+
+
+def test_lightyear_shapes_segmentation_run(tmp_path):
+    sites = ["site-1", "site-2", "site-3", "site-4", "site-5"]
+    ws, summary, log = run_job(tmp_path, "lightyear", sites, dataset="shapes")
+    by_site = {row["site"]: row for row in summary}
+    assert by_site["mean_benign"]["malfunction"] == "n=5"
+    assert 0.0 <= by_site["mean_benign"]["dice"] <= 1.0
+    rows = rounds(ws, "site-1")
+    assert [int(r["round"]) for r in rows] == [0, 1]
+    for r in rows:
+        assert 0.0 <= float(r["val_dice"]) <= 1.0
+        # the performance term of the agreement score is the Dice agreement (Eq. 16)
+        assert 0.0 <= float(r["site-2_perf"]) <= 1.0
+        assert r["selected"] == "" or set(r["selected"].split(";")) <= set(sites[1:])

@@ -11,37 +11,24 @@ import argparse
 import os
 import sys
 
-try:
-    import lightyear  # noqa: F401
-except ImportError:  # a checkout without the package installed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))  # a checkout without lightyear installed (an installed one comes first)
 
 from lightyear.data import femnist
-from lightyear.data.image_folder import output_folder, split_summary
-
-
-def fractions(text: str) -> tuple[float, float, float]:
-    parts = tuple(float(p) for p in text.split(","))
-    if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"expected three comma-separated fractions, got {text!r}")
-    return parts
+from lightyear.data.image_folder import split_summary
+from lightyear.data.prepare_cli import add_fractions, add_out_and_seed, resolve_out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", required=True, help="LEAF's data/femnist/data folder (or any folder holding all_data_*.json, or train/ and test/ JSON folders)")
-    parser.add_argument("--out", default=None, help="output folder (default: $LIGHTYEAR_DATA_ROOT/femnist)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the writer choice and the splits (default 0)")
+    add_out_and_seed(parser, "femnist", seed_of="the writer choice and the splits")
     parser.add_argument("--writers-per-site", type=int, default=femnist.DEFAULT_WRITERS_PER_SITE, help="distinct writers per site (default %(default)s)")
     parser.add_argument("--sites", type=int, default=femnist.NUM_SITES, help="number of sites (default %(default)s)")
-    parser.add_argument("--fractions", type=fractions, default=(0.6, 0.2, 0.2), help="train,val,test fractions per site (default 0.6,0.2,0.2)")
+    add_fractions(parser)
     parser.add_argument("--no-invert", dest="invert", action="store_false", help="keep LEAF's dark ink on white (default: invert to bright ink on black)")
     parser.add_argument("--source", choices=femnist.SOURCES, default="auto", help="which LEAF JSON files to read (default: all_data if present, else train/test)")
     args = parser.parse_args(argv)
-    try:
-        out = output_folder(args.out, "femnist")
-    except ValueError as err:
-        parser.error(str(err))
+    out = resolve_out(parser, args.out, "femnist")
     path = femnist.prepare_femnist(
         args.raw, out, seed=args.seed, writers_per_site=args.writers_per_site, num_sites=args.sites,
         fractions=args.fractions, invert=args.invert, source=args.source,

@@ -12,37 +12,24 @@ import argparse
 import os
 import sys
 
-try:
-    import lightyear  # noqa: F401
-except ImportError:  # a checkout without the package installed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))  # a checkout without lightyear installed (an installed one comes first)
 
 from lightyear.data import isic19
-from lightyear.data.image_folder import output_folder, split_summary
-
-
-def fractions(text: str) -> tuple[float, float, float]:
-    parts = tuple(float(p) for p in text.split(","))
-    if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"expected three comma-separated fractions, got {text!r}")
-    return parts
+from lightyear.data.image_folder import split_summary
+from lightyear.data.prepare_cli import add_fractions, add_out_and_seed, resolve_out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", required=True, help="folder with ISIC_2019_Training_Input/, ISIC_2019_Training_GroundTruth.csv and ISIC_2019_Training_Metadata.csv")
     parser.add_argument("--ham-metadata", default=None, help="the HAM10000 metadata file (FLamby's flamby/datasets/fed_isic2019/HAM10000_metadata); default: HAM10000_metadata[.csv|.tab] in --raw")
-    parser.add_argument("--out", default=None, help="output folder (default: $LIGHTYEAR_DATA_ROOT/isic19)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the splits (default 0)")
-    parser.add_argument("--fractions", type=fractions, default=(0.6, 0.2, 0.2), help="train,val,test fractions per site (default 0.6,0.2,0.2)")
+    add_out_and_seed(parser, "isic19", seed_of="the splits")
+    add_fractions(parser)
     parser.add_argument("--image-size", type=int, default=isic19.PREPROCESSED_SIZE, help="shorter side after resizing (default %(default)s, as FLamby)")
     parser.add_argument("--no-color-constancy", dest="color_constancy", action="store_false", help="skip FLamby's Shades-of-Gray colour constancy")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes resizing images (default: all CPUs)")
     args = parser.parse_args(argv)
-    try:
-        out = output_folder(args.out, "isic19")
-    except ValueError as err:
-        parser.error(str(err))
+    out = resolve_out(parser, args.out, "isic19")
     path = isic19.prepare_isic19(
         args.raw, out, ham_metadata=args.ham_metadata, seed=args.seed, fractions=args.fractions,
         image_size=args.image_size, color_constancy=args.color_constancy, workers=args.workers,

@@ -28,6 +28,7 @@ from lightyear.flare import constants as C
 from lightyear.flare.peer_buffer import PeerModelBuffer
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.records import RoundLog
+from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 from lightyear.training.weights import num_bytes
 
 TRANSFER_DTYPES = ("float32", "float16")
@@ -65,6 +66,7 @@ class P2PExecutor(Executor):
         transfer_dtype: str = "float32",
         malfunction_id: str | None = None,
         num_threads: int = 1,
+        compute_slots="auto",
         records_file: str = "rounds.csv",
     ):
         """Args:
@@ -79,6 +81,8 @@ class P2PExecutor(Executor):
         malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
             component that corrupts what this site sends; None for a benign site.
         num_threads: torch CPU threads of this site's process (1 suits many sites on few cores).
+        compute_slots: how many sites on one machine may compute at once (``auto`` = its CPU
+            count, 0 = no limit); see :mod:`lightyear.training.compute_slots`.
         records_file: the per-round CSV written in the site's run folder.
         """
         super().__init__()
@@ -102,6 +106,8 @@ class P2PExecutor(Executor):
         )
         self.malfunction_id = malfunction_id
         self.records_file = records_file
+        self.compute_slots = resolve_slots(compute_slots)
+        self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
         self.buffer = PeerModelBuffer()
         self.neighbours: list[str] = []
         self.ready = False
@@ -171,7 +177,9 @@ class P2PExecutor(Executor):
 
         rounds, seed = int(config["rounds"]), int(config["seed"])
         self.neighbours = sorted(config.get("neighbours", {}).get(self.site, []))
-        self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
+        self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
+        with self.slots.hold():
+            self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, neighbours {self.neighbours}, device {self.runtime.trainer.device}")
         self.ready = True
         self._handshake(fl_ctx, abort_signal)
@@ -220,9 +228,11 @@ class P2PExecutor(Executor):
 
     def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
         rt = self.runtime
+        self.slots.waited_s = 0.0
         t0 = time.perf_counter()
-        train_stats = rt.train(round_num)
-        own = rt.get_weights()
+        with self.slots.hold():
+            train_stats = rt.train(round_num)
+            own = rt.get_weights()
         t1 = time.perf_counter()
 
         outgoing, applied = own, "none"
@@ -254,11 +264,13 @@ class P2PExecutor(Executor):
             else:
                 valid[peer] = {k: np.asarray(v).astype(own[k].dtype, copy=False) for k, v in weights.items()}
 
-        outcome = self.aggregate(round_num, own, valid)
+        with self.slots.hold():
+            outcome = self.aggregate(round_num, own, valid)
         t3 = time.perf_counter()
-        rt.set_weights(outcome.weights)
         self.buffer.release(round_num)
-        val, test = rt.evaluate("val"), rt.evaluate("test")
+        with self.slots.hold():
+            rt.set_weights(outcome.weights)
+            val, test = rt.evaluate("val"), rt.evaluate("test")
         t4 = time.perf_counter()
 
         row = {"round": round_num, "site": self.site, "malfunction": applied}
@@ -275,6 +287,7 @@ class P2PExecutor(Executor):
                 "score_s": outcome.score_s,
                 "aggregate_s": (t3 - t2) - outcome.score_s,
                 "eval_s": t4 - t3,
+                "slot_wait_s": self.slots.waited_s,
                 "model_bytes": num_bytes(outgoing),
                 "bytes_sent": sent["bytes"],
                 "send_s": sent.get("send_s", ""),

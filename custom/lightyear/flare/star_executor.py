@@ -21,6 +21,7 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.records import RoundLog
+from lightyear.training.compute_slots import ComputeSlots
 
 
 class StarExecutor(Executor):
@@ -34,6 +35,7 @@ class StarExecutor(Executor):
         data_root: str | None = None,
         malfunction_id: str | None = None,
         num_threads: int = 1,
+        compute_slots="auto",
         records_file: str = "rounds.csv",
     ):
         """Args: as :class:`~lightyear.flare.p2p_executor.P2PExecutor`; ``malfunction_id`` only
@@ -52,6 +54,7 @@ class StarExecutor(Executor):
             num_threads=num_threads,
         )
         self.malfunction_id = malfunction_id
+        self.slots = ComputeSlots(compute_slots, group="star")
         self.records_file = records_file
         self.runtime = None
         self.log: RoundLog | None = None
@@ -78,33 +81,37 @@ class StarExecutor(Executor):
         if task_name not in (C.STAR_TRAIN_TASK, C.STAR_EVAL_TASK):
             return make_reply(ReturnCode.TASK_UNKNOWN)
         try:
-            self._ensure_runtime(shareable.get(C.KEY_CONFIG) or {}, fl_ctx)
-            round_num = int(shareable.get(C.KEY_ROUND, 0))
-            weights = shareable.get(C.KEY_WEIGHTS)
-            rt = self.runtime
-            if weights is not None:
-                rt.set_weights(weights)
-            val, test = rt.evaluate("val"), rt.evaluate("test")
-            row = {"round": round_num, "site": rt.site, "model": "global" if weights is not None else "initial"}
-            row.update({f"val_{k}": v for k, v in val.items()})
-            row.update({f"test_{k}": v for k, v in test.items()})
-            reply = make_reply(ReturnCode.OK)
-            if task_name == C.STAR_EVAL_TASK:
-                row["train_loss"] = ""
-                self.log.write(row)
-                reply[C.KEY_RESULT] = {"site": rt.site, "malfunction": self.kind, "val": val, "test": test}
-                return reply
-            if abort_signal.triggered:
-                return make_reply(ReturnCode.TASK_ABORTED)
-            stats = rt.train(round_num)
-            row["train_loss"] = stats["train_loss"]
-            self.log.write(row)
-            reply[C.KEY_ROUND] = round_num
-            reply[C.KEY_WEIGHTS] = rt.get_weights()
-            reply[C.KEY_NUM_SAMPLES] = stats["train_samples"]
-            return reply
+            with self.slots.hold():
+                return self._execute(task_name, shareable, fl_ctx, abort_signal)
         except Exception as exc:  # noqa: BLE001 - the server gets the reason
             self.log_error(fl_ctx, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
             reply[C.KEY_ERROR] = f"{type(exc).__name__}: {exc}"
             return reply
+
+    def _execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
+        self._ensure_runtime(shareable.get(C.KEY_CONFIG) or {}, fl_ctx)
+        round_num = int(shareable.get(C.KEY_ROUND, 0))
+        weights = shareable.get(C.KEY_WEIGHTS)
+        rt = self.runtime
+        if weights is not None:
+            rt.set_weights(weights)
+        val, test = rt.evaluate("val"), rt.evaluate("test")
+        row = {"round": round_num, "site": rt.site, "model": "global" if weights is not None else "initial"}
+        row.update({f"val_{k}": v for k, v in val.items()})
+        row.update({f"test_{k}": v for k, v in test.items()})
+        reply = make_reply(ReturnCode.OK)
+        if task_name == C.STAR_EVAL_TASK:
+            row["train_loss"] = ""
+            self.log.write(row)
+            reply[C.KEY_RESULT] = {"site": rt.site, "malfunction": self.kind, "val": val, "test": test}
+            return reply
+        if abort_signal.triggered:
+            return make_reply(ReturnCode.TASK_ABORTED)
+        stats = rt.train(round_num)
+        row["train_loss"] = stats["train_loss"]
+        self.log.write(row)
+        reply[C.KEY_ROUND] = round_num
+        reply[C.KEY_WEIGHTS] = rt.get_weights()
+        reply[C.KEY_NUM_SAMPLES] = stats["train_samples"]
+        return reply
