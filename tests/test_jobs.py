@@ -58,6 +58,9 @@ def test_placeholders_are_typed():
         ({"method": "lightyear", "dataset": "nope"}, "unknown dataset 'nope'"),
         ({"method": "lightyear", "dataset": "digits", "malfunction": "bad", "faulty": 1}, "unknown malfunction"),
         ({"method": "lightyear", "dataset": "digits", "malfunction": "sfa", "faulty": 9}, "between 0 and 8"),
+        ({"method": "lightyear", "dataset": "digits", "overrides": {"tau": 2}}, r"tau must be a number in \[0, 1\]"),
+        ({"method": "lightyear", "dataset": "digits", "overrides": {"rounds": 0}}, "rounds must be a positive integer"),
+        ({"method": "fedavg", "dataset": "digits", "overrides": {"train_args": {"optimizer": "lbfgs"}}}, "optimizer must be one of"),
     ],
 )
 def test_bad_requests_name_the_problem(kwargs, message):

@@ -103,6 +103,20 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
     return client
 
 
+def check_settings(settings: dict) -> None:
+    """Refuse settings that would stop the job at its start, naming the setting."""
+    from lightyear.algorithms.agreement import check_tau
+    from lightyear.algorithms.aggregation import check_gamma
+    from lightyear.training.site_runtime import build_train_config
+
+    check_tau(settings.get("tau", 0.75))
+    check_gamma(settings.get("gamma", 0.95))
+    build_train_config(settings.get("train_args"))
+    rounds = settings.get("rounds")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+
+
 def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0) -> str:
     name = f"{method}_{dataset}"
     return name if malfunction == NONE or faulty == 0 else f"{name}_{malfunction}{faulty}"
@@ -119,6 +133,7 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     settings = load_json(os.path.join(configs, "datasets", f"{dataset}.json"))
     settings.update(overrides or {})
     settings["seed"] = seed
+    check_settings(settings)
     sites = list(settings["sites"])
     if not 0 <= faulty <= len(sites):
         raise ValueError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
