@@ -76,7 +76,6 @@ class P2PController(Controller):
         self.run_timeout = _positive_seconds("run_timeout", run_timeout)
         self._lock = threading.Lock()
         self._last_seen: dict[str, float] = {}
-        self._progress: dict[str, int] = {}
         self._results: dict[str, dict] = {}
         self._errors: dict[str, str] = {}
 
@@ -93,7 +92,6 @@ class P2PController(Controller):
         site = str(row.get("site", "?"))
         with self._lock:
             self._last_seen[site] = time.monotonic()
-            self._progress[site] = int(row.get("round", -1))
             with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
                 f.write(json.dumps(row) + "\n")
         summary = ", ".join(

@@ -112,18 +112,21 @@ class StarController(Controller):
         self.log_info(fl_ctx, f"final test metrics of the global model (written to {path}):\n{format_table(rows)}")
 
     def _collect(self, task: Task, global_weights, round_num: int, fl_ctx: FLContext) -> dict:
-        results = {}
+        """The round's valid results; in round 0 the first result that arrived is the shape reference."""
+        ok = []
         for ct in task.client_tasks:
-            site, result = ct.client.name, ct.result
-            if not isinstance(result, Shareable) or result.get_return_code() != ReturnCode.OK:
+            result = ct.result
+            if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK:
+                ok.append((ct.client.name, result))
+            else:
                 rc = result.get_return_code() if isinstance(result, Shareable) else "no result"
-                self.log_warning(fl_ctx, f"round {round_num}: {site} returned {rc}: {result.get(C.KEY_ERROR) if isinstance(result, Shareable) else ''}")
-                continue
+                reason = result.get(C.KEY_ERROR, "") if isinstance(result, Shareable) else ""
+                self.log_warning(fl_ctx, f"round {round_num}: {ct.client.name} returned {rc} {reason}")
+        reference = global_weights if global_weights is not None else (ok[0][1].get(C.KEY_WEIGHTS) if ok else {})
+        results = {}
+        for site, result in ok:
             weights = result.get(C.KEY_WEIGHTS)
-            reference = global_weights if global_weights is not None else next(
-                (r.get(C.KEY_WEIGHTS) for r in (c.result for c in task.client_tasks) if isinstance(r, Shareable) and r.get(C.KEY_WEIGHTS)), {}
-            )
-            problems = model_problems(weights, reference)
+            problems = model_problems(weights, reference or {})
             if problems:
                 self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {site}: {'; '.join(problems)}")
                 continue
