@@ -45,3 +45,15 @@ def test_malformed_nonfinite_and_failed_results_are_left_out():
     # FedAvg over the kept models, weighted by samples: (1*10 + 3*30) / 40 = 2.5
     mean = weighted_average([kept[s]["weights"] for s in sorted(kept)], [kept[s]["num_samples"] for s in sorted(kept)])
     np.testing.assert_allclose(mean["w"], [2.5, 2.5, 2.5])
+
+
+def test_round_zero_reference_is_the_first_well_formed_result():
+    task = task_with(
+        {
+            "site-1": result({"w": np.array([np.inf, 0.0, 0.0], dtype=np.float32)}),
+            "site-2": result({"w": np.ones(3, dtype=np.float32)}),
+            "site-3": result({"w": np.ones(5, dtype=np.float32)}),
+        }
+    )
+    kept = StarController(rounds=1)._collect(task, global_weights=None, round_num=0, fl_ctx=FLContext())
+    assert sorted(kept) == ["site-2"]

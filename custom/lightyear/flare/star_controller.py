@@ -112,7 +112,7 @@ class StarController(Controller):
         self.log_info(fl_ctx, f"final test metrics of the global model (written to {path}):\n{format_table(rows)}")
 
     def _collect(self, task: Task, global_weights, round_num: int, fl_ctx: FLContext) -> dict:
-        """The round's valid results; in round 0 the first result that arrived is the shape reference."""
+        """The round's valid results, checked against the global model's keys and shapes."""
         ok = []
         for ct in task.client_tasks:
             result = ct.result
@@ -122,7 +122,10 @@ class StarController(Controller):
                 rc = result.get_return_code() if isinstance(result, Shareable) else "no result"
                 reason = result.get(C.KEY_ERROR, "") if isinstance(result, Shareable) else ""
                 self.log_warning(fl_ctx, f"round {round_num}: {ct.client.name} returned {rc} {reason}")
-        reference = global_weights if global_weights is not None else (ok[0][1].get(C.KEY_WEIGHTS) if ok else {})
+        reference = global_weights
+        if reference is None:  # round 0: the first finite, well-formed result fixes keys and shapes
+            candidates = (r.get(C.KEY_WEIGHTS) for _, r in ok)
+            reference = next((w for w in candidates if isinstance(w, dict) and not model_problems(w, w)), {})
         results = {}
         for site, result in ok:
             weights = result.get(C.KEY_WEIGHTS)
