@@ -73,8 +73,10 @@ class SiteRuntime:
         set_weights(self.model, weights)
 
     def train(self, round_num: int) -> dict:
-        """Local epochs on the training set; batch order drawn from (seed, site, round)."""
-        return self.trainer.train(self.model, self.data.train, seed=site_seed(self.seed, self.site, round_num + 1))
+        """Local epochs on the training set; batch order and dropout drawn from (seed, site, round)."""
+        seed = site_seed(self.seed, self.site, round_num + 1)
+        torch.manual_seed(seed)
+        return self.trainer.train(self.model, self.data.train, seed=seed)
 
     def evaluate(self, split: str, weights=None) -> dict:
         """Metrics of the current model (or of ``weights``) on ``split`` (train/val/test)."""

@@ -1,0 +1,26 @@
+"""One job seed makes a site's data, initial model and training reproducible."""
+
+import numpy as np
+import torch
+
+from lightyear.training.site_runtime import SiteRuntime
+
+ARGS = dict(dataset="digits", model="cnn", train_args={"local_epochs": 1, "batch_size": 32}, num_threads=1)
+
+
+def test_same_seed_same_training_whatever_else_used_the_rng():
+    a = SiteRuntime("site-2", seed=3, **ARGS)
+    torch.rand(1000)  # other code drawing from the global generator must not change the result
+    b = SiteRuntime("site-2", seed=3, **ARGS)
+    la, lb = a.train(0)["train_loss"], (torch.rand(7), b.train(0))[1]["train_loss"]
+    assert la == lb
+    wa, wb = a.get_weights(), b.get_weights()
+    assert all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+def test_every_site_starts_from_the_same_model_and_seeds_differ():
+    a = SiteRuntime("site-1", seed=3, **ARGS).get_weights()
+    b = SiteRuntime("site-5", seed=3, **ARGS).get_weights()
+    c = SiteRuntime("site-1", seed=4, **ARGS).get_weights()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
