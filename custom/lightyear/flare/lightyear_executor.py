@@ -41,10 +41,10 @@ class LightyearExecutor(P2PExecutor):
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
         start = time.perf_counter()
-        own_summary, _ = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
+        own_summary = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
         scores = {}
         for peer, weights in received.items():
-            peer_summary, _ = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+            peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
             scores[peer] = agreement(own_summary, peer_summary, self.third_term)
         selected = select_peers({p: s.score for p, s in scores.items()}, self.tau)
         score_s = time.perf_counter() - start

@@ -83,11 +83,10 @@ class SiteRuntime:
         probs, labels, loss = self._predict(split, weights)
         return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
 
-    def summarize(self, weights=None, normalize_entropy: bool = True) -> tuple[PredictionSummary, dict]:
-        """Agreement summary and metrics of the current model (or of ``weights``) on the validation set."""
-        probs, labels, loss = self._predict("val", weights)
-        summary = summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
-        return summary, metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+    def summarize(self, weights=None, normalize_entropy: bool = True) -> PredictionSummary:
+        """Agreement summary of the current model (or of ``weights``) on the validation set."""
+        probs, labels, _ = self._predict("val", weights)
+        return summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
 
     def _predict(self, split: str, weights=None):
         dataset = getattr(self.data, split)
