@@ -24,21 +24,10 @@ from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
+from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare.topology import TOPOLOGIES, neighbours_of
 from lightyear.records import format_table, summarize_sites, write_summary
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _positive_seconds(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 class P2PController(Controller):
@@ -63,17 +52,15 @@ class P2PController(Controller):
         topology_args: extra arguments of the topology (see ``lightyear.flare.topology``).
         """
         super().__init__()
-        self.rounds = _positive_int("rounds", rounds)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        self.seed = seed
+        self.rounds = positive_int("rounds", rounds)
+        self.seed = integer("seed", seed)
         if topology not in TOPOLOGIES:
             raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
         self.topology = topology
         self.topology_args = dict(topology_args or {})
-        self.start_timeout = _positive_seconds("start_timeout", start_timeout)
-        self.progress_timeout = _positive_seconds("progress_timeout", progress_timeout)
-        self.run_timeout = _positive_seconds("run_timeout", run_timeout)
+        self.start_timeout = positive_seconds("start_timeout", start_timeout)
+        self.progress_timeout = positive_seconds("progress_timeout", progress_timeout)
+        self.run_timeout = positive_seconds("run_timeout", run_timeout)
         self._lock = threading.Lock()
         self._last_seen: dict[str, float] = {}
         self._results: dict[str, dict] = {}

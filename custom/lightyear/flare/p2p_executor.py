@@ -24,6 +24,7 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.model_check import model_problems
+from lightyear.checks import positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare.peer_buffer import PeerModelBuffer
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
@@ -41,12 +42,6 @@ class Aggregation:
     weights: dict
     fields: dict = field(default_factory=dict)
     score_s: float = 0.0
-
-
-def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 class P2PExecutor(Executor):
@@ -89,9 +84,9 @@ class P2PExecutor(Executor):
         from lightyear.training.site_runtime import build_train_config
 
         build_train_config(train_args)  # bad training settings stop the job before it starts
-        self.peer_deadline = _check_positive("peer_deadline", peer_deadline)
-        self.ready_timeout = _check_positive("ready_timeout", ready_timeout)
-        self.send_timeout = _check_positive("send_timeout", send_timeout)
+        self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
+        self.ready_timeout = positive_seconds("ready_timeout", ready_timeout)
+        self.send_timeout = positive_seconds("send_timeout", send_timeout)
         if transfer_dtype not in TRANSFER_DTYPES:
             raise ValueError(f"transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer_dtype!r}")
         self.transfer_dtype = transfer_dtype

@@ -20,8 +20,8 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.model_check import model_problems
+from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
-from lightyear.flare.p2p_controller import _positive_int, _positive_seconds
 from lightyear.flare.star_aggregator import StarAggregator
 from lightyear.records import format_table, summarize_sites, write_summary
 
@@ -46,12 +46,10 @@ class StarController(Controller):
         """
         super().__init__()
         self.aggregator_id = aggregator_id
-        self.rounds = _positive_int("rounds", rounds)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        self.seed = seed
-        self.min_clients = None if min_clients is None else _positive_int("min_clients", min_clients)
-        self.train_timeout = _positive_seconds("train_timeout", train_timeout)
+        self.rounds = positive_int("rounds", rounds)
+        self.seed = integer("seed", seed)
+        self.min_clients = None if min_clients is None else positive_int("min_clients", min_clients)
+        self.train_timeout = positive_seconds("train_timeout", train_timeout)
         self.wait_time_after_min_received = int(wait_time_after_min_received)
         self.aggregator: StarAggregator | None = None
 

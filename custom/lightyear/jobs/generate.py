@@ -106,15 +106,14 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
 def check_settings(settings: dict) -> None:
     """Refuse settings that would stop the job at its start, naming the setting."""
     from lightyear.algorithms.agreement import check_tau
+    from lightyear.checks import positive_int
     from lightyear.algorithms.aggregation import check_gamma
     from lightyear.training.site_runtime import build_train_config
 
     check_tau(settings.get("tau", 0.75))
     check_gamma(settings.get("gamma", 0.95))
     build_train_config(settings.get("train_args"))
-    rounds = settings.get("rounds")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    positive_int("rounds", settings.get("rounds"))
 
 
 def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0) -> str:
