@@ -81,24 +81,16 @@ class P2PExecutor(Executor):
         records_file: the per-round CSV written in the site's run folder.
         """
         super().__init__()
-        from lightyear.training.site_runtime import build_train_config
+        from lightyear.training.site_runtime import runtime_arguments
 
-        build_train_config(train_args)  # bad training settings stop the job before it starts
+        # bad training settings stop the job before it starts
+        self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
         self.ready_timeout = positive_seconds("ready_timeout", ready_timeout)
         self.send_timeout = positive_seconds("send_timeout", send_timeout)
         if transfer_dtype not in TRANSFER_DTYPES:
             raise ValueError(f"transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer_dtype!r}")
         self.transfer_dtype = transfer_dtype
-        self.runtime_args = dict(
-            dataset=dataset,
-            model=model,
-            dataset_args=dataset_args,
-            model_args=model_args,
-            train_args=train_args,
-            data_root=data_root,
-            num_threads=num_threads,
-        )
         self.malfunction_id = malfunction_id
         self.records_file = records_file
         self.compute_slots = resolve_slots(compute_slots)

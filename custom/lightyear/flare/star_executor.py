@@ -41,18 +41,9 @@ class StarExecutor(Executor):
         """Args: as :class:`~lightyear.flare.p2p_executor.P2PExecutor`; ``malfunction_id`` only
         names the site's malfunction filter so that the summary can tell benign from faulty sites."""
         super().__init__()
-        from lightyear.training.site_runtime import build_train_config
+        from lightyear.training.site_runtime import runtime_arguments
 
-        build_train_config(train_args)
-        self.runtime_args = dict(
-            dataset=dataset,
-            model=model,
-            dataset_args=dataset_args,
-            model_args=model_args,
-            train_args=train_args,
-            data_root=data_root,
-            num_threads=num_threads,
-        )
+        self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.malfunction_id = malfunction_id
         self.slots = ComputeSlots(compute_slots, group="star")
         self.records_file = records_file

@@ -32,6 +32,29 @@ def build_train_config(train_args: dict | None) -> TrainConfig:
     return TrainConfig(**train_args)
 
 
+def runtime_arguments(
+    dataset: str,
+    model: str,
+    dataset_args: dict | None = None,
+    model_args: dict | None = None,
+    train_args: dict | None = None,
+    data_root: str | None = None,
+    num_threads: int | None = None,
+) -> dict:
+    """The :class:`SiteRuntime` arguments of a site executor, with ``train_args`` checked now,
+    so that bad training settings stop the job when its components are built."""
+    build_train_config(train_args)
+    return dict(
+        dataset=dataset,
+        model=model,
+        dataset_args=dataset_args,
+        model_args=model_args,
+        train_args=train_args,
+        data_root=data_root,
+        num_threads=num_threads,
+    )
+
+
 class SiteRuntime:
     """Loads a site's data, builds the seeded initial model and trains/evaluates it."""
 
