@@ -1,20 +1,53 @@
-"""Checks that a received model can be aggregated with the own one (pure NumPy, no FLARE)."""
+"""Checks that a received model can be aggregated with the own one (pure NumPy, no FLARE).
+
+A model from a peer (or a site's result in the star topology) is treated as written by a broken
+or hostile site: it may be no mapping at all, have keys of any type, arrays of other shapes or
+dtypes, values that overflow the receiver's dtype, or values far beyond any trained network's.
+:func:`model_problems` names every such problem and never raises, so one bad message can only
+get its sender rejected, never stop the receiver.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
 
+DEFAULT_MAX_ABS = 1e6
+"""Default bound on |value| of a received floating-point entry. Trained networks of this toolkit
+stay orders of magnitude below it (BatchNorm running variances included); a value beyond it can
+only come from a broken or hostile sender and would dominate any mean it entered."""
 
-def model_problems(received: Any, reference: Mapping[str, np.ndarray]) -> list[str]:
+
+def check_max_abs(max_abs) -> float | None:
+    """``max_abs`` must be a positive finite number, or None for no bound."""
+    if max_abs is None:
+        return None
+    if isinstance(max_abs, bool) or not isinstance(max_abs, (int, float)) or not math.isfinite(max_abs) or max_abs <= 0:
+        raise ValueError(f"max_abs_weight must be a positive number or null (no bound), got {max_abs!r}")
+    return float(max_abs)
+
+
+def model_problems(received: Any, reference: Mapping[str, np.ndarray], max_abs: float | None = DEFAULT_MAX_ABS) -> list[str]:
     """Return every reason why ``received`` must not be aggregated with ``reference``; [] if none.
 
-    A received model must be a mapping with exactly the reference's keys, each a numeric array of
-    the reference's shape, with only finite values.
+    A received model must be a mapping with exactly the reference's (string) keys, each a numeric
+    array of the reference's shape whose values, once cast to the reference's dtype, are finite
+    (float64 1e300 sent to a float32 site would become inf) and at most ``max_abs`` in magnitude.
     """
+    try:
+        return _problems(received, reference, max_abs)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile payload triggers is its sender's problem
+        return [f"malformed model ({type(exc).__name__}: {exc})"]
+
+
+def _problems(received: Any, reference: Mapping[str, np.ndarray], max_abs: float | None) -> list[str]:
     if not isinstance(received, Mapping):
         return [f"expected a mapping of parameter name to array, got {type(received).__name__}"]
+    bad_keys = [k for k in received if not isinstance(k, str)]
+    if bad_keys:
+        return [f"parameter names must be strings, got {len(bad_keys)} of type {sorted({type(k).__name__ for k in bad_keys})}"]
     problems = []
     missing = sorted(set(reference) - set(received))
     extra = sorted(set(received) - set(reference))
@@ -23,24 +56,34 @@ def model_problems(received: Any, reference: Mapping[str, np.ndarray]) -> list[s
     if extra:
         problems.append(f"unexpected keys {_preview(extra)}")
     for key in reference:
-        if key not in received:
-            continue
-        value = received[key]
-        try:
-            arr = np.asarray(value)
-        except Exception as exc:  # noqa: BLE001 - anything unconvertible is malformed
-            problems.append(f"{key}: not an array ({exc})")
-            continue
-        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-            problems.append(f"{key}: non-numeric dtype {arr.dtype}")
-            continue
-        if arr.shape != np.shape(reference[key]):
-            problems.append(f"{key}: shape {arr.shape} != expected {np.shape(reference[key])}")
-            continue
-        if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-            bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-            problems.append(f"{key}: {bad} non-finite values (NaN or Inf)")
+        if key in received:
+            problem = _entry_problem(key, received[key], np.asarray(reference[key]), max_abs)
+            if problem:
+                problems.append(problem)
     return problems
+
+
+def _entry_problem(key: str, value: Any, ref: np.ndarray, max_abs: float | None) -> str | None:
+    if not isinstance(value, (np.ndarray, np.generic, int, float)) or isinstance(value, bool):
+        return f"{key}: expected an array, got {type(value).__name__}"
+    arr = np.asarray(value)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        return f"{key}: non-numeric dtype {arr.dtype}"
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        return f"{key}: complex dtype {arr.dtype}"
+    if arr.shape != ref.shape:
+        return f"{key}: shape {arr.shape} != expected {ref.shape}"
+    if not np.issubdtype(ref.dtype, np.floating):
+        return None  # integer counters keep the receiver's own value
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = arr.astype(ref.dtype, copy=False)
+    finite = np.isfinite(cast)
+    if not finite.all():
+        bad = int(finite.size - np.count_nonzero(finite))
+        return f"{key}: {bad} values not finite in {ref.dtype} (NaN, Inf or beyond the dtype's range)"
+    if max_abs is not None and cast.size and float(np.max(np.abs(cast))) > max_abs:
+        return f"{key}: values up to {float(np.max(np.abs(cast))):.3g} exceed max_abs_weight={max_abs:g}"
+    return None
 
 
 def _preview(keys: list[str], n: int = 5) -> str:

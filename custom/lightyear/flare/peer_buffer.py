@@ -6,28 +6,63 @@ import threading
 import time
 from typing import Any, Iterable
 
+STORED = "stored"
+LATE = "late"
+EARLY = "early"
+DUPLICATE = "duplicate"
+BAD_ROUND = "bad round"
+
 
 class PeerModelBuffer:
     """Holds received peer models until the round that needs them is aggregated.
 
-    Models are keyed by round, so a fast peer's next-round model never mixes with this round's.
-    A model for a round already finished is refused (late); :meth:`release` frees a round and
-    every earlier one, so memory holds at most the rounds still in flight.
+    Whatever peers send, memory stays bounded: only the current round and the next one are
+    accepted (a fast peer may be one round ahead; nothing further), never a round at or past
+    ``rounds``, and only the first model of each (round, sender); a second one is refused and
+    its sender logged by the caller. So the buffer holds at most 2 x senders models.
+    :meth:`release` ends a round: it and every earlier round are freed and later models for
+    them are refused as late.
     """
 
-    def __init__(self):
+    def __init__(self, rounds: int | None = None):
         self._models: dict[int, dict[str, Any]] = {}
-        self._finished_through = -1
+        self._current = 0
+        self._rounds = rounds
         self._cond = threading.Condition()
 
-    def put(self, round_num: int, sender: str, model: Any) -> bool:
-        """Store ``model``; False (and nothing stored) if ``round_num`` is already finished."""
+    def start(self, rounds: int, current: int = 0) -> None:
+        """Set the run's number of rounds and the round in progress (a resumed site starts later)."""
         with self._cond:
-            if round_num <= self._finished_through:
-                return False
-            self._models.setdefault(round_num, {})[sender] = model
+            self._rounds = int(rounds)
+            self._current = int(current)
+            for r in [r for r in self._models if not self._acceptable(r)]:
+                del self._models[r]
+
+    def _acceptable(self, round_num: int) -> bool:
+        return self._current <= round_num <= self._current + 1 and (self._rounds is None or round_num < self._rounds)
+
+    def put(self, round_num: Any, sender: str, model: Any) -> str:
+        """Store ``model`` if it is for the current or the next round and the sender's first for it.
+
+        Returns ``stored``, or why it was not: ``bad round`` (not an integer, a boolean, negative
+        or past the last round), ``late`` (a round already finished), ``early`` (more than one
+        round ahead) or ``duplicate`` (this sender already sent a model for that round).
+        """
+        if isinstance(round_num, bool) or not isinstance(round_num, int) or round_num < 0:
+            return BAD_ROUND
+        with self._cond:
+            if self._rounds is not None and round_num >= self._rounds:
+                return BAD_ROUND
+            if round_num < self._current:
+                return LATE
+            if round_num > self._current + 1:
+                return EARLY
+            held = self._models.setdefault(round_num, {})
+            if sender in held:
+                return DUPLICATE
+            held[sender] = model
             self._cond.notify_all()
-            return True
+            return STORED
 
     def wait_for(self, round_num: int, senders: Iterable[str], timeout: float, abort=None) -> dict[str, Any]:
         """Wait until every sender's round model is here or ``timeout`` s pass; return what arrived.
@@ -47,13 +82,22 @@ class PeerModelBuffer:
                 self._cond.wait(timeout=min(left, 0.5))
             return {s: m for s, m in self._models.get(round_num, {}).items() if s in senders}
 
+    def take(self, round_num: int) -> dict[str, Any]:
+        """Everything received for ``round_num`` so far (also from senders no longer waited for)."""
+        with self._cond:
+            return dict(self._models.get(round_num, {}))
+
     def release(self, round_num: int) -> None:
         """Forget round ``round_num`` and all earlier rounds; later models for them are refused."""
         with self._cond:
-            self._finished_through = max(self._finished_through, round_num)
+            self._current = max(self._current, round_num + 1)
             for r in [r for r in self._models if r <= round_num]:
                 del self._models[r]
 
     def rounds_held(self) -> list[int]:
         with self._cond:
             return sorted(self._models)
+
+    def models_held(self) -> int:
+        with self._cond:
+            return sum(len(v) for v in self._models.values())
