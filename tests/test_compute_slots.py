@@ -5,7 +5,10 @@ import time
 
 import pytest
 
-from lightyear.training.compute_slots import ComputeSlots, resolve_slots
+import os
+import stat
+
+from lightyear.training.compute_slots import ComputeSlots, SlotWaitAborted, default_folder, resolve_slots
 
 
 def _hold(folder, slots, seconds, out):
@@ -43,3 +46,49 @@ def test_auto_is_the_cpu_count_and_bad_values_are_refused():
     assert resolve_slots("auto") >= 1
     with pytest.raises(ValueError, match="compute_slots"):
         resolve_slots(-1)
+
+
+def test_lock_folder_is_private_and_symlinks_are_refused(tmp_path):
+    folder = default_folder("job-x")
+    ComputeSlots(1, group="job-x")
+    assert stat.S_IMODE(os.stat(os.path.dirname(folder)).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(RuntimeError, match="symbolic link"):
+        ComputeSlots(1, folder=str(link))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(RuntimeError, match="open to other users"):
+        ComputeSlots(1, folder=str(shared))
+
+
+def test_a_lock_file_that_is_a_symlink_is_not_followed(tmp_path):
+    folder = tmp_path / "slots"
+    folder.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (folder / "slot-0.lock").symlink_to(victim)
+    s = ComputeSlots(1, folder=str(folder))
+    with pytest.raises(OSError):
+        with s.hold():
+            pass
+    assert victim.read_text() == "keep"
+
+
+def test_hold_honours_abort_and_times_out(tmp_path):
+    held = ComputeSlots(1, folder=str(tmp_path))
+    other = ComputeSlots(1, folder=str(tmp_path), wait_timeout=0.2)
+    with held.hold():
+        start = time.monotonic()
+        with pytest.raises(SlotWaitAborted):
+            with other.hold(abort=lambda: True):
+                pass
+        assert time.monotonic() - start < 1.0
+        ran = []
+        with other.hold():  # the slot never frees: after wait_timeout the block runs without one
+            ran.append(True)
+        assert ran and other.waited_s >= 0.2

@@ -24,3 +24,18 @@ def test_every_site_starts_from_the_same_model_and_seeds_differ():
     c = SiteRuntime("site-1", seed=4, **ARGS).get_weights()
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_deterministic_setting_controls_torch_kernels():
+    import os
+
+    try:
+        SiteRuntime("site-1", seed=0, **dict(ARGS, train_args={"local_epochs": 1, "deterministic": False}))
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
+        SiteRuntime("site-1", seed=0, **ARGS)  # deterministic is the default
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    finally:
+        torch.use_deterministic_algorithms(True, warn_only=True)

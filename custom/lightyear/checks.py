@@ -17,7 +17,12 @@ def integer(name: str, value) -> int:
     return value
 
 
-def positive_seconds(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+MIN_SECONDS = 1.0
+
+
+def positive_seconds(name: str, value, minimum: float = MIN_SECONDS) -> float:
+    """A timeout of at least ``minimum`` seconds (1 s by default: shorter ones only make healthy
+    sites look dead)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{name} must be a number of seconds >= {minimum:g}, got {value!r}")
     return float(value)

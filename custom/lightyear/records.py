@@ -4,10 +4,53 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import os
-from typing import Iterable, Sequence
+import tempfile
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def check_records_file(name) -> str:
+    """``records_file`` must be a plain file name: it is written inside the run folder, nowhere else."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or os.path.basename(name) != name
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+    ):
+        raise ValueError(f"records_file must be a plain file name such as 'rounds.csv' (written in the run folder), got {name!r}")
+    return name
+
+
+def atomic_write(path: str, write) -> str:
+    """Write a file by ``write(file_object)`` into a temporary file beside it, then rename it into
+    place: a crash leaves the previous version or the new one, never half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def save_npz_atomic(path: str, arrays: Mapping[str, np.ndarray]) -> str:
+    """``np.savez`` of ``arrays`` to ``path``, written atomically."""
+    return atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 class RoundLog:
@@ -66,8 +109,10 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "ece", "conf", "loss")) -> list[dict]:
     """Rows of final test metrics, one per site, then the mean and std over benign sites.
 
-    Each result is ``{"site", "malfunction", "test": {metric: value}}``; a site is benign when its
-    malfunction is ``none``. Dice is included when present.
+    Each result is ``{"site", "malfunction", "test": {metric: value}}`` with optional ``status``
+    (``finished``, ``failed`` or ``dropped``), ``last_round`` (the last round it finished) and
+    ``reason`` (why it failed or was dropped); a site is benign when its malfunction is ``none``;
+    only finished benign sites enter the mean and std. Dice is included when present.
     """
     results = sorted(results, key=lambda r: r["site"])
     keys = list(metrics)
@@ -77,24 +122,26 @@ def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "e
     for r in results:
         row = {"site": r["site"], "malfunction": r.get("malfunction", "none"), "status": r.get("status", "finished")}
         row.update({k: r.get("test", {}).get(k, float("nan")) for k in keys})
+        row.update({"last_round": r.get("last_round", ""), "reason": r.get("reason", "")})
         rows.append(row)
     benign = [r for r in rows if r["malfunction"] == "none" and r["status"] == "finished"]
     stats = {k: mean_std([r[k] for r in benign]) for k in keys}
-    rows.append({"site": "mean_benign", "malfunction": f"n={len(benign)}", "status": "", **{k: v[0] for k, v in stats.items()}})
-    rows.append({"site": "std_benign", "malfunction": f"n={len(benign)}", "status": "", **{k: v[1] for k, v in stats.items()}})
+    for name, i in (("mean_benign", 0), ("std_benign", 1)):
+        rows.append({"site": name, "malfunction": f"n={len(benign)}", "status": "", **{k: v[i] for k, v in stats.items()}, "last_round": "", "reason": ""})
     return rows
 
 
 def write_summary(rows: list[dict], folder: str, stem: str = "summary") -> str:
-    """Write ``<folder>/<stem>.csv`` and ``.json``; return the CSV path."""
+    """Write ``<folder>/<stem>.csv`` and ``.json`` (each atomically); return the CSV path."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{stem}.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
-    with open(os.path.join(folder, f"{stem}.json"), "w") as f:
-        json.dump(rows, f, indent=1, default=float)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+    atomic_write(path, lambda f: f.write(text.getvalue().encode()))
+    blob = json.dumps(rows, indent=1, default=float).encode()
+    atomic_write(os.path.join(folder, f"{stem}.json"), lambda f: f.write(blob))
     return path
 
 

@@ -13,10 +13,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import tempfile
 import time
 
 AUTO = "auto"
+DEFAULT_WAIT_TIMEOUT = 600.0
+
+
+class SlotWaitAborted(RuntimeError):
+    """Raised by :meth:`ComputeSlots.hold` when its ``abort`` callable turns True while queueing."""
 
 
 def resolve_slots(slots) -> int:
@@ -28,37 +34,78 @@ def resolve_slots(slots) -> int:
     return slots
 
 
+def private_folder(path: str) -> str:
+    """Create ``path`` (mode 0700) or check an existing one: a real folder, ours, closed to others.
+
+    Lock files in a shared temporary folder could be pre-created or replaced by symbolic links by
+    another user; a folder only this user can enter rules that out.
+    """
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise RuntimeError(f"{path} is not a folder (a symbolic link or a file): remove it, or give compute_slots 0")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise RuntimeError(f"{path} belongs to another user: remove it, or give compute_slots 0")
+    if info.st_mode & 0o077:
+        raise RuntimeError(f"{path} is open to other users (mode {oct(info.st_mode & 0o777)}): chmod 700 it")
+    return path
+
+
+def default_folder(group: str) -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    base = private_folder(os.path.join(tempfile.gettempdir(), f"lightyear-{uid}"))
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in group)
+    return os.path.join(base, f"compute-slots-{safe}")
+
+
 class ComputeSlots:
-    def __init__(self, slots=AUTO, group: str = "default", folder: str | None = None):
+    def __init__(self, slots=AUTO, group: str = "default", folder: str | None = None, wait_timeout: float = DEFAULT_WAIT_TIMEOUT):
+        """``wait_timeout``: seconds :meth:`hold` queues for a slot before computing without one
+        (a site whose slot holder hangs is slowed, never stopped)."""
         self.slots = resolve_slots(slots)
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in group)
-        self.folder = folder or os.path.join(tempfile.gettempdir(), f"lightyear-compute-slots-{safe}")
         self.waited_s = 0.0
+        self.wait_timeout = float(wait_timeout)
+        self.folder = folder
         if self.slots:
-            os.makedirs(self.folder, exist_ok=True)
+            self.folder = private_folder(folder) if folder else private_folder(default_folder(group))
 
     @contextlib.contextmanager
-    def hold(self):
-        """Hold one slot for the duration of the block; adds the time spent queueing to ``waited_s``."""
+    def hold(self, abort=None):
+        """Hold one slot for the duration of the block; adds the time spent queueing to ``waited_s``.
+
+        ``abort`` is an optional callable: when it turns True while queueing,
+        :class:`SlotWaitAborted` is raised. After ``wait_timeout`` s without a free slot the block
+        runs without one.
+        """
         if not self.slots:
             yield
             return
         start = time.perf_counter()
-        handle = self._acquire()
+        fd = self._acquire(abort)
         self.waited_s += time.perf_counter() - start
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
-    def _acquire(self):
+    def _acquire(self, abort):
+        deadline = time.monotonic() + self.wait_timeout
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         while True:
             for k in range(self.slots):
-                handle = open(os.path.join(self.folder, f"slot-{k}.lock"), "w")
+                fd = os.open(os.path.join(self.folder, f"slot-{k}.lock"), flags, 0o600)
                 try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return handle
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd
                 except BlockingIOError:
-                    handle.close()
+                    os.close(fd)
+            if abort is not None and abort():
+                raise SlotWaitAborted("stopped while waiting for a compute slot")
+            if time.monotonic() > deadline:
+                return None
             time.sleep(0.005)

@@ -41,9 +41,14 @@ def runtime_arguments(
     data_root: str | None = None,
     num_threads: int | None = None,
 ) -> dict:
-    """The :class:`SiteRuntime` arguments of a site executor, with ``train_args`` checked now,
-    so that bad training settings stop the job when its components are built."""
-    build_train_config(train_args)
+    """The :class:`SiteRuntime` arguments of a site executor, with every setting checked now
+    (dataset, model and their options, training settings, the device), so that a bad setting
+    stops the job when its components are built."""
+    from lightyear.site_settings import check_site_settings
+
+    check_site_settings(dataset, model, dataset_args, model_args, train_args, on_site=True)
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
+        raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     return dict(
         dataset=dataset,
         model=model,

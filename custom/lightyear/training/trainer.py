@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,12 @@ def resolve_device(device: str = "auto") -> torch.device:
 
 @dataclass
 class TrainConfig:
-    """A site's local training settings (Table 1 of the LIGHTYEAR paper gives them per dataset)."""
+    """A site's local training settings (Table 1 of the LIGHTYEAR paper gives them per dataset).
+
+    ``deterministic`` (default True) asks PyTorch for deterministic kernels, so that the same seed
+    gives the same weights on a GPU too (see :func:`use_deterministic_kernels`); False allows
+    the faster non-deterministic cuDNN/cuBLAS kernels. On the CPU it costs nothing.
+    """
 
     loss: str = "cross_entropy"
     loss_args: dict | None = None
@@ -38,6 +44,7 @@ class TrainConfig:
     batch_size: int = 32
     ece_bins: int = 15
     device: str = "auto"
+    deterministic: bool = True
 
     def __post_init__(self):
         checks = [
@@ -45,10 +52,12 @@ class TrainConfig:
             (self.loss in losses.LOSSES, f"loss must be one of {losses.LOSSES}, got {self.loss!r}"),
             (_positive(self.lr), f"lr must be a positive number, got {self.lr!r}"),
             (_nonneg(self.weight_decay), f"weight_decay must be >= 0, got {self.weight_decay!r}"),
-            (_nonneg(self.momentum), f"momentum must be >= 0, got {self.momentum!r}"),
+            (_nonneg(self.momentum) and self.momentum < 1, f"momentum must be in [0, 1), got {self.momentum!r}"),
             (_pos_int(self.local_epochs), f"local_epochs must be a positive integer, got {self.local_epochs!r}"),
             (_pos_int(self.batch_size), f"batch_size must be a positive integer, got {self.batch_size!r}"),
             (_pos_int(self.ece_bins), f"ece_bins must be a positive integer, got {self.ece_bins!r}"),
+            (isinstance(self.deterministic, bool), f"deterministic must be true or false, got {self.deterministic!r}"),
+            (self.loss_args is None or isinstance(self.loss_args, dict), f"loss_args must be a JSON object, got {self.loss_args!r}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -67,6 +76,21 @@ def _pos_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 1
 
 
+def use_deterministic_kernels(enabled: bool) -> None:
+    """Deterministic GPU training: ``torch.use_deterministic_algorithms``, cuDNN deterministic with
+    benchmarking off, and the cuBLAS workspace setting that deterministic matrix products need
+    (``CUBLAS_WORKSPACE_CONFIG=:4096:8``, set unless the environment already sets it; it must be
+    set before cuBLAS starts, which is why the trainer does it when it is built). Operations
+    without a deterministic GPU kernel warn instead of failing. The cost is speed on the GPU
+    (typically some per cent for convolutional networks); ``enabled=False`` restores the fast kernels.
+    """
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(enabled, warn_only=True)
+    torch.backends.cudnn.deterministic = enabled
+    torch.backends.cudnn.benchmark = not enabled
+
+
 class LocalTrainer:
     """Trains a model on a site's training set and evaluates it on probabilities."""
 
@@ -76,6 +100,7 @@ class LocalTrainer:
         self.config = config
         self.task = task
         self.device = resolve_device(config.device)
+        use_deterministic_kernels(config.deterministic)
         self.loss_fn = losses.build_loss(config.loss, **(config.loss_args or {}))
         self.eval_loss_fn = nn.CrossEntropyLoss()
 
@@ -85,8 +110,12 @@ class LocalTrainer:
             return torch.optim.SGD(model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
         return torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
 
-    def train(self, model: nn.Module, dataset: Dataset, seed: int) -> dict:
-        """Run ``local_epochs`` epochs; batch order is a pure function of ``seed``."""
+    def train(self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None) -> dict:
+        """Run ``local_epochs`` epochs; batch order is a pure function of ``seed``.
+
+        ``regularizer(model) -> tensor``, if given, is added to every batch's loss (FedProx's and
+        Ditto's proximal terms).
+        """
         model.to(self.device).train()
         optimizer = self.make_optimizer(model)
         gen = torch.Generator().manual_seed(int(seed) & 0x7FFFFFFF)
@@ -97,7 +126,8 @@ class LocalTrainer:
                 x, y = x.to(self.device), y.to(self.device)
                 optimizer.zero_grad(set_to_none=True)
                 loss = self.loss_fn(model(x), y.long())
-                loss.backward()
+                objective = loss if regularizer is None else loss + regularizer(model)
+                objective.backward()
                 optimizer.step()
                 total += float(loss.detach()) * len(x)
                 count += len(x)
