@@ -83,3 +83,66 @@ def test_lightyear_shapes_segmentation_run(tmp_path):
         # the performance term of the agreement score is the Dice agreement (Eq. 16)
         assert 0.0 <= float(r["site-2_perf"]) <= 1.0
         assert r["selected"] == "" or set(r["selected"].split(";")) <= set(sites[1:])
+
+
+def _site_worker_pid(ws, site):
+    """The simulator worker process of ``site`` (its command line names the site's workspace folder)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        text = [a.decode(errors="replace") for a in args]
+        if any("simulator_worker" in a for a in text) and "--client" in text and text[text.index("--client") + 1] == site:
+            if any(str(ws) in a for a in text):
+                return int(pid)
+    return None
+
+
+def test_a_killed_site_is_dropped_and_the_others_finish(tmp_path):
+    import signal
+    import time
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    overrides = {"sites": sites, "rounds": 3, "peer_deadline": 10.0, "train_args": {"local_epochs": 1, "batch_size": 64}}
+    name, files = generate.build_job(CONFIGS, "lightyear", "digits", seed=0, overrides=overrides)
+    job = tmp_path / "jobs" / name
+    generate.write_job(files, str(job))
+    ws = tmp_path / "ws"
+    (ws / "local").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
+    log = open(tmp_path / "simulator.log", "w")
+    proc = subprocess.Popen(
+        [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "4"], stdout=log, stderr=subprocess.STDOUT,
+        cwd=str(tmp_path), start_new_session=True,
+    )
+    try:
+        records = ws / "site-4" / "simulate_job" / "rounds.csv"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (records.exists() and len(records.read_text().splitlines()) >= 2):
+            assert proc.poll() is None, "the simulator ended before site-4 finished a round"
+            time.sleep(0.5)
+        pid = _site_worker_pid(ws, "site-4")
+        assert pid, "site-4's worker process not found"
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        proc.wait(timeout=400)
+        after_kill = time.monotonic() - killed_at
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    output = (tmp_path / "simulator.log").read_text()
+    summary = ws / "server" / "simulate_job" / "summary.json"
+    assert summary.exists(), f"no summary written; simulator output ends with:\n{output[-3000:]}"
+    by_site = {row["site"]: row for row in json.loads(summary.read_text())}
+    assert by_site["site-4"]["status"] == "dropped", by_site["site-4"]
+    assert by_site["site-4"]["last_round"] in (0, 1)
+    for site in sites[:3]:
+        assert by_site[site]["status"] == "finished"
+        assert [int(r["round"]) for r in rounds(ws, site)] == [0, 1, 2]
+    # one deadline for the dead neighbour, then the remaining rounds without waiting for it
+    assert after_kill < 150, f"the run took {after_kill:.0f} s after the kill"

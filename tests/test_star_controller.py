@@ -47,13 +47,53 @@ def test_malformed_nonfinite_and_failed_results_are_left_out():
     np.testing.assert_allclose(mean["w"], [2.5, 2.5, 2.5])
 
 
-def test_round_zero_reference_is_the_first_well_formed_result():
+def test_round_zero_reference_is_the_initial_global_model_not_a_result():
+    ctrl = StarController(rounds=1, model="cnn", num_classes=10, in_channels=1, seed=0)
+    reference = ctrl.initial_weights()
+    key = next(k for k, v in reference.items() if v.dtype.kind == "f")
+    wrong = {"w": np.ones(3, dtype=np.float32)}  # well-formed by itself, but not this network
+    good = {k: v.copy() for k, v in reference.items()}
+    task = task_with({"site-1": result(wrong), "site-2": result(good)})
+    kept = ctrl._collect(task, global_weights=reference, round_num=0, fl_ctx=FLContext())
+    assert sorted(kept) == ["site-2"]
+    assert kept["site-2"]["weights"][key].dtype == reference[key].dtype
+
+
+def test_results_are_cast_to_the_global_dtype_and_overflow_is_rejected():
+    global_weights = {"w": np.zeros(3, dtype=np.float32)}
     task = task_with(
         {
-            "site-1": result({"w": np.array([np.inf, 0.0, 0.0], dtype=np.float32)}),
-            "site-2": result({"w": np.ones(3, dtype=np.float32)}),
-            "site-3": result({"w": np.ones(5, dtype=np.float32)}),
+            "site-1": result({"w": np.full(3, 2.0, dtype=np.float64)}, 10),
+            "site-2": result({"w": np.full(3, 1e300, dtype=np.float64)}, 10),  # inf in float32
         }
     )
-    kept = StarController(rounds=1)._collect(task, global_weights=None, round_num=0, fl_ctx=FLContext())
-    assert sorted(kept) == ["site-2"]
+    kept = StarController(rounds=1)._collect(task, global_weights, round_num=1, fl_ctx=FLContext())
+    assert sorted(kept) == ["site-1"]
+    assert kept["site-1"]["weights"]["w"].dtype == np.float32
+
+
+def test_num_samples_are_validated_and_capped():
+    global_weights = {"w": np.zeros(1, dtype=np.float32)}
+    ones = {"w": np.ones(1, dtype=np.float32)}
+    task = task_with(
+        {
+            "site-1": result(ones, 10),
+            "site-2": result(ones, 20),
+            "site-3": result(ones, 30),
+            "site-4": result(ones, 10**9),  # claims a huge count
+            "site-5": result(ones, float("nan")),
+            "site-6": result(ones, -5),
+            "site-7": result(ones, True),
+        }
+    )
+    kept = StarController(rounds=1, max_sample_ratio=10)._collect(task, global_weights, round_num=1, fl_ctx=FLContext())
+    assert sorted(kept) == ["site-1", "site-2", "site-3", "site-4"]
+    # median of the valid claims (10, 20, 30, 1e9) is 25: site-4 is capped at 10 x 25 = 250
+    assert kept["site-4"]["num_samples"] == 250.0
+    assert kept["site-1"]["num_samples"] == 10.0
+
+
+def test_default_min_clients_is_a_strict_majority():
+    from lightyear.flare.star_controller import default_min_clients
+
+    assert [default_min_clients(n) for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 3, 3, 5]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from lightyear.algorithms.aggregation import check_gamma, decayed_mean_update
-from lightyear.algorithms.agreement import THIRD_TERMS, agreement, check_tau, select_peers
+from lightyear.algorithms.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
 from lightyear.flare.p2p_executor import Aggregation, P2PExecutor
 
 
@@ -22,6 +22,7 @@ class LightyearExecutor(P2PExecutor):
         gamma: float = 0.95,
         third_term: str = "confidence",
         normalize_entropy: bool = True,
+        skill_floor: float = 0.0,
         **kwargs,
     ):
         """Args:
@@ -29,6 +30,11 @@ class LightyearExecutor(P2PExecutor):
         gamma: decay in (0, 1] of the aggregation step (0.95 in the paper; 1 = FedAvg over S).
         third_term: ``confidence`` (Eq. 15) or ``sharpness`` (the short paper's entropy term).
         normalize_entropy: divide the sharpness term's entropies by log K, keeping it in [0, 1].
+        skill_floor: cold-start guard in [0, 1). A model takes part in an aggregation only if
+            its accuracy on this site's validation set lies at least this far from chance
+            towards perfect (:func:`~lightyear.algorithms.agreement.skill`): until the own model
+            does, the site trains alone; a peer below it is never selected
+            (:func:`~lightyear.algorithms.agreement.select_peers`). 0 = the paper's rule.
         Other arguments: see :class:`~lightyear.flare.p2p_executor.P2PExecutor`.
         """
         self.tau = check_tau(tau)
@@ -37,24 +43,33 @@ class LightyearExecutor(P2PExecutor):
             raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {third_term!r}")
         self.third_term = third_term
         self.normalize_entropy = bool(normalize_entropy)
+        self.skill_floor = check_skill_floor(skill_floor)
         super().__init__(**kwargs)
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
         start = time.perf_counter()
         own_summary = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
-        scores = {}
+        scores, skills, rejected = {}, {}, {}
         for peer, weights in received.items():
-            peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
-            scores[peer] = agreement(own_summary, peer_summary, self.third_term)
-        selected = select_peers({p: s.score for p, s in scores.items()}, self.tau)
+            try:
+                peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+                scores[peer] = agreement(own_summary, peer_summary, self.third_term)
+                skills[peer] = skill(peer_summary)
+            except Exception as exc:  # noqa: BLE001 - a model that breaks scoring is refused, not fatal
+                rejected[peer] = f"{type(exc).__name__}: {exc}"
+        own_skill = skill(own_summary)
+        warming_up = self.skill_floor > 0 and not own_skill >= self.skill_floor
+        selected = [] if warming_up else select_peers({p: s.score for p, s in scores.items()}, self.tau, skills, self.skill_floor)
         score_s = time.perf_counter() - start
 
         weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
+        fields.update({"own_skill": own_skill, "warming_up": int(warming_up)})
         for peer in self.neighbours:
             s = scores.get(peer)
             fields[f"{peer}_score"] = s.score if s else ""
             fields[f"{peer}_perf"] = s.performance if s else ""
             fields[f"{peer}_ece"] = s.ece if s else ""
             fields[f"{peer}_{self.third_term}"] = s.third if s else ""
-        return Aggregation(weights=weights, fields=fields, score_s=score_s)
+            fields[f"{peer}_skill"] = skills.get(peer, "")
+        return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected)

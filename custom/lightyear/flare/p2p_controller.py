@@ -1,12 +1,13 @@
-"""Server side of the peer-to-peer topology: configures the sites and monitors their rounds.
+"""Server side of the peer-to-peer topology: configures the sites and watches their rounds.
 
 The server never receives, stores or aggregates model weights. It sends every site one task
-carrying the rounds, the seed and each site's neighbour list, then watches the per-round
-progress the sites report. A site that does not pick up the task within ``start_timeout`` ends
-the run with an error that says how to fix it; a site silent for ``progress_timeout`` is dropped
-and the others go on. At the end it writes ``summary.csv``/``summary.json`` (every site's final
-test metrics, mean and std over benign sites) and ``progress.jsonl`` (every round record the sites
-reported, one JSON object a line).
+carrying the rounds, the seed and the neighbour lists, then watches the per-round progress the
+sites report. One site's failure is that site's alone: a site whose run raises is marked
+``failed`` with its reason, a site that stops answering the server's liveness pings (its
+process died) or stays silent for ``progress_timeout`` is ``dropped`` with its last round, and
+the others go on. When every site has finished, failed or been dropped the run ends and
+``summary.csv``/``summary.json`` are written (also when the run is aborted), beside
+``progress.jsonl`` (every round record the sites reported, one JSON object a line).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 
 from nvflare.apis.client import Client
 from nvflare.apis.controller_spec import ClientTask, Task
-from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable, make_reply
@@ -26,8 +27,30 @@ from nvflare.apis.signal import Signal
 
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.flare.site_status import SiteStatus
 from lightyear.flare.topology import TOPOLOGIES, neighbours_of
 from lightyear.records import format_table, summarize_sites, write_summary
+
+COMPUTE_ALLOWANCE_S = 600.0
+"""Seconds of training and evaluation a round may take beyond waiting for peers, in the
+default ``progress_timeout`` (2 x peer_deadline + this)."""
+
+
+def default_progress_timeout(peer_deadline: float) -> float:
+    return 2.0 * peer_deadline + COMPUTE_ALLOWANCE_S
+
+
+def check_progress_timeout(progress_timeout: float, peer_deadline: float) -> float:
+    """A live site may wait ``peer_deadline`` for its peers each round, then compute: a server
+    that gives up on silence sooner than twice that would drop healthy sites whenever one of
+    their neighbours dies."""
+    if progress_timeout < 2.0 * peer_deadline:
+        raise ValueError(
+            f"progress_timeout={progress_timeout:g} s is shorter than 2 x peer_deadline={peer_deadline:g} s: healthy sites "
+            "waiting for a dead neighbour would be dropped. Raise progress_timeout (or leave it out: it then defaults "
+            f"to 2 x peer_deadline + {COMPUTE_ALLOWANCE_S:g} s) or lower peer_deadline"
+        )
+    return progress_timeout
 
 
 class P2PController(Controller):
@@ -36,8 +59,11 @@ class P2PController(Controller):
         rounds: int = 12,
         seed: int = 0,
         topology: str = "full",
+        peer_deadline: float = 120.0,
         start_timeout: float = 40.0,
-        progress_timeout: float = 900.0,
+        progress_timeout: float | None = None,
+        liveness_interval: float = 10.0,
+        liveness_failures: int = 3,
         run_timeout: float = 86400.0,
         topology_args: dict | None = None,
     ):
@@ -46,8 +72,12 @@ class P2PController(Controller):
         seed: the job seed (data splits, initial model, batch order, malfunction draws).
         topology: ``full`` (every site a neighbour of every other), ``ring``, or ``none``
             (sites train alone: the local-training baseline).
+        peer_deadline: the sites' ``peer_deadline``, to which the server's timeouts are matched.
         start_timeout: seconds within which every site must pick up the run task.
-        progress_timeout: seconds a site may stay silent (no round finished) before it is dropped.
+        progress_timeout: seconds a site may stay silent (no round finished) before it is
+            dropped; at least 2 x peer_deadline (default 2 x peer_deadline + 600).
+        liveness_interval: seconds between the server's pings of every running site.
+        liveness_failures: a site that fails this many pings in a row is dropped (its process is gone).
         run_timeout: seconds the whole run may take.
         topology_args: extra arguments of the topology (see ``lightyear.flare.topology``).
         """
@@ -58,13 +88,17 @@ class P2PController(Controller):
             raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
         self.topology = topology
         self.topology_args = dict(topology_args or {})
+        self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
         self.start_timeout = positive_seconds("start_timeout", start_timeout)
-        self.progress_timeout = positive_seconds("progress_timeout", progress_timeout)
+        if progress_timeout is None:
+            progress_timeout = default_progress_timeout(self.peer_deadline)
+        self.progress_timeout = check_progress_timeout(positive_seconds("progress_timeout", progress_timeout), self.peer_deadline)
+        self.liveness_interval = positive_seconds("liveness_interval", liveness_interval)
+        self.liveness_failures = positive_int("liveness_failures", liveness_failures)
         self.run_timeout = positive_seconds("run_timeout", run_timeout)
+        self.status: SiteStatus | None = None
         self._lock = threading.Lock()
-        self._last_seen: dict[str, float] = {}
-        self._results: dict[str, dict] = {}
-        self._errors: dict[str, str] = {}
+        self._run_dir = ""
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
@@ -75,12 +109,19 @@ class P2PController(Controller):
         pass
 
     def _on_progress(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        row = request.get(C.KEY_PROGRESS) or {}
-        site = str(row.get("site", "?"))
+        row = request.get(C.KEY_PROGRESS)
+        site = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        status = self.status
+        if status is None or not isinstance(row, dict) or site not in status.sites:
+            self.log_warning(fl_ctx, f"ignored a progress message from {site!r}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        if row.get("site") != site:
+            self.log_warning(fl_ctx, f"progress message from {site} names site {row.get('site')!r}: recorded as {site}")
+        row = dict(row, site=site)
+        status.progress(site, row.get("round"))
         with self._lock:
-            self._last_seen[site] = time.monotonic()
             with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
-                f.write(json.dumps(row) + "\n")
+                f.write(json.dumps(row, default=str) + "\n")
         summary = ", ".join(
             f"{k} {row[k]:.4f}" if isinstance(row.get(k), float) else f"{k} {row.get(k)}"
             for k in ("selected", "val_acc", "val_dice", "test_acc", "test_dice", "wait_s")
@@ -90,14 +131,17 @@ class P2PController(Controller):
         return make_reply(ReturnCode.OK)
 
     def _on_result(self, client_task: ClientTask, fl_ctx: FLContext):
-        site = client_task.client.name
+        site = client_task.client.name  # the identity FLARE authenticated, not what the result claims
         result = client_task.result
         rc = result.get_return_code() if isinstance(result, Shareable) else None
-        with self._lock:
-            if rc == ReturnCode.OK and result.get(C.KEY_RESULT):
-                self._results[site] = result[C.KEY_RESULT]
-            else:
-                self._errors[site] = (result.get(C.KEY_ERROR) if isinstance(result, Shareable) else None) or f"return code {rc}"
+        payload = result.get(C.KEY_RESULT) if isinstance(result, Shareable) else None
+        if rc == ReturnCode.OK and isinstance(payload, dict):
+            self.status.finish(site, dict(payload, site=site))
+            self.log_info(fl_ctx, f"{site} finished its rounds")
+        else:
+            reason = (result.get(C.KEY_ERROR) if isinstance(result, Shareable) else None) or f"return code {rc}"
+            self.status.fail(site, str(reason)[:2000])
+            self.log_error(fl_ctx, f"{site} failed: {reason}; the other sites go on")
 
     def control_flow(self, abort_signal: Signal, fl_ctx: FLContext):
         clients: list[Client] = fl_ctx.get_engine().get_clients()
@@ -105,37 +149,32 @@ class P2PController(Controller):
         if not sites:
             self.system_panic("no site is connected to run the job", fl_ctx)
             return
+        self.status = SiteStatus(sites)
+        try:
+            self._control(sites, abort_signal, fl_ctx)
+        finally:
+            self._write_summary(fl_ctx)
+
+    def _control(self, sites: list[str], abort_signal: Signal, fl_ctx: FLContext) -> None:
         neighbours = {s: neighbours_of(s, sites, self.topology, seed=self.seed, **self.topology_args) for s in sites}
         self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology}, {self.rounds} rounds, seed {self.seed}")
         data = Shareable()
         data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours}
-        task = Task(
-            name=C.P2P_RUN_TASK,
-            data=data,
-            timeout=int(self.run_timeout),
-            result_received_cb=self._on_result,
-        )
+        task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)
         self.broadcast(task=task, fl_ctx=fl_ctx, targets=sites, min_responses=len(sites))
+        status = self.status
         start = time.monotonic()
-        dropped: set[str] = set()
-        while True:
-            if abort_signal.triggered:
-                self.cancel_task(task, fl_ctx=fl_ctx)
-                return
+        next_ping = start + self.liveness_interval
+        while not abort_signal.triggered:
             now = time.monotonic()
-            with self._lock:
-                done = set(self._results) | set(self._errors)
-                errors = dict(self._errors)
-            if errors:
-                self.cancel_task(task, fl_ctx=fl_ctx)
-                message = "; ".join(f"{s}: {e}" for s, e in sorted(errors.items()))
-                self._write_summary(sites, dropped | set(errors), fl_ctx)
-                self.system_panic(f"the peer-to-peer run failed: {message}", fl_ctx)
-                return
             started = {ct.client.name for ct in task.client_tasks}
+            for site in started:
+                status.start(site)
             if now - start > self.start_timeout and started != set(sites):
                 missing = sorted(set(sites) - started)
                 self.cancel_task(task, fl_ctx=fl_ctx)
+                for site in missing:
+                    status.drop(site, f"did not start within start_timeout={self.start_timeout:g} s")
                 self.system_panic(
                     f"sites {missing} did not start the run within start_timeout={self.start_timeout:g} s. Every site "
                     "of a peer-to-peer job runs at the same time: in FLARE's simulator give -t equal to the number of "
@@ -143,29 +182,50 @@ class P2PController(Controller):
                     fl_ctx,
                 )
                 return
-            for site in sorted(started - done - dropped):
-                with self._lock:
-                    last = self._last_seen.get(site, start)
-                if now - last > self.progress_timeout:
-                    dropped.add(site)
-                    self.log_error(fl_ctx, f"{site} reported no round for {self.progress_timeout:g} s: dropped from the run")
-            if done | dropped >= set(sites):
+            if now - start > self.run_timeout:
+                for site in status.running():
+                    status.drop(site, f"still running after run_timeout={self.run_timeout:g} s")
+                self.log_error(fl_ctx, f"the run took longer than run_timeout={self.run_timeout:g} s: stopped")
                 break
-            if task.completion_status is not None and not (set(sites) - done - dropped):
+            for site in status.silent_since(now, self.progress_timeout):
+                status.drop(site, f"reported no round for {self.progress_timeout:g} s")
+                self.log_error(fl_ctx, f"{site} reported no round for {self.progress_timeout:g} s: dropped from the run")
+            if now >= next_ping:
+                self._ping(status.running(), fl_ctx)
+                next_ping = time.monotonic() + self.liveness_interval
+            if status.all_done():
                 break
             if task.completion_status is not None:
-                self.log_error(fl_ctx, f"run task ended ({task.completion_status}) before {sorted(set(sites) - done)} finished")
-                dropped |= set(sites) - done
+                for site in status.running():
+                    status.drop(site, f"its run task ended ({task.completion_status}) without a result")
                 break
             time.sleep(0.5)
-        if dropped:
+        if abort_signal.triggered or status.dropped():
             self.cancel_task(task, fl_ctx=fl_ctx)
-        self._write_summary(sites, dropped, fl_ctx)
 
-    def _write_summary(self, sites: list[str], failed: set[str], fl_ctx: FLContext) -> None:
-        with self._lock:
-            results = [dict(r, status="finished") for r in self._results.values()]
-        results += [{"site": s, "status": "dropped", "test": {}} for s in sorted(failed) if s not in self._results]
+    def _ping(self, sites: list[str], fl_ctx: FLContext) -> None:
+        """Ask every running site whether it is alive; drop one that failed ``liveness_failures`` pings in a row."""
+        if not sites:
+            return
+        try:
+            replies = fl_ctx.get_engine().send_aux_request(
+                targets=sites, topic=C.TOPIC_PING, request=Shareable(), timeout=min(10.0, self.liveness_interval), fl_ctx=fl_ctx, optional=True
+            ) or {}
+        except Exception as exc:  # noqa: BLE001 - a failed ping is counted like an unanswered one
+            self.log_warning(fl_ctx, f"liveness ping failed: {exc}")
+            replies = {}
+        for site in sites:
+            reply = replies.get(site)
+            alive = isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK
+            if self.status.ping(site, alive) >= self.liveness_failures:
+                self.status.drop(site, f"stopped answering the server ({self.liveness_failures} liveness pings in a row)")
+                self.log_error(fl_ctx, f"{site} stopped answering: dropped from the run; the other sites go on")
+
+    def _write_summary(self, fl_ctx: FLContext) -> None:
+        status = self.status
+        if status is None:
+            return
+        results = status.results()
         if not results:
             return
         rows = summarize_sites(results)

@@ -16,9 +16,19 @@ from lightyear.algorithms.aggregation import weighted_average
 class StarAggregator(FLComponent):
     """Base of the server-side rules: ``aggregate(global, results, round) -> new global``."""
 
-    def aggregate(self, global_weights: dict | None, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> dict:
-        """``results`` maps site -> {"weights": dict, "num_samples": int}."""
+    def aggregate(self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> dict:
+        """``results`` maps site -> {"weights": dict, "num_samples": float}, every result checked
+        (keys, shapes, finite values) and cast to the global model's dtypes."""
         raise NotImplementedError
+
+    def state(self) -> dict:
+        """JSON-serialisable state kept across rounds (reputations, blocked sites...), saved by
+        the controller after every round; {} for a stateless rule."""
+        return {}
+
+    def task_extras(self, round_num: int) -> dict:
+        """Extra entries of the round's task data (e.g. a method's settings for the sites)."""
+        return {}
 
 
 class FedAvgAggregator(StarAggregator):

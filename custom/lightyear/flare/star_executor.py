@@ -20,7 +20,7 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
-from lightyear.records import RoundLog
+from lightyear.records import RoundLog, check_records_file
 from lightyear.training.compute_slots import ComputeSlots
 
 
@@ -46,7 +46,7 @@ class StarExecutor(Executor):
         self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.malfunction_id = malfunction_id
         self.slots = ComputeSlots(compute_slots, group="star")
-        self.records_file = records_file
+        self.records_file = check_records_file(records_file)
         self.runtime = None
         self.log: RoundLog | None = None
         self.kind = "none"
@@ -72,7 +72,7 @@ class StarExecutor(Executor):
         if task_name not in (C.STAR_TRAIN_TASK, C.STAR_EVAL_TASK):
             return make_reply(ReturnCode.TASK_UNKNOWN)
         try:
-            with self.slots.hold():
+            with self.slots.hold(lambda: abort_signal.triggered):
                 return self._execute(task_name, shareable, fl_ctx, abort_signal)
         except Exception as exc:  # noqa: BLE001 - the server gets the reason
             self.log_error(fl_ctx, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")

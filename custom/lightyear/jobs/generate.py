@@ -105,15 +105,23 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
 
 def check_settings(settings: dict) -> None:
     """Refuse settings that would stop the job at its start, naming the setting."""
-    from lightyear.algorithms.agreement import check_tau
-    from lightyear.checks import positive_int
     from lightyear.algorithms.aggregation import check_gamma
-    from lightyear.training.site_runtime import build_train_config
+    from lightyear.algorithms.agreement import check_skill_floor, check_tau
+    from lightyear.checks import positive_int, positive_seconds
+    from lightyear.flare.p2p_controller import check_progress_timeout
+    from lightyear.site_settings import check_site_settings
 
     check_tau(settings.get("tau", 0.75))
     check_gamma(settings.get("gamma", 0.95))
-    build_train_config(settings.get("train_args"))
+    check_skill_floor(settings.get("skill_floor", 0.0))
+    for key in ("dataset", "model"):
+        if key not in settings:
+            raise ValueError(f"the dataset settings lack {key!r}")
+    check_site_settings(settings["dataset"], settings["model"], settings.get("dataset_args"), settings.get("model_args"), settings.get("train_args"))
     positive_int("rounds", settings.get("rounds"))
+    deadline = positive_seconds("peer_deadline", settings.get("peer_deadline", 120.0))
+    if settings.get("progress_timeout") is not None:
+        check_progress_timeout(positive_seconds("progress_timeout", settings["progress_timeout"]), deadline)
 
 
 def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0) -> str:

@@ -1,0 +1,98 @@
+"""What the server knows of each site of a peer-to-peer run (thread-safe, no FLARE import).
+
+A site is ``pending`` until it picks up the run task, then ``running``; it ends ``finished``
+(its result arrived), ``failed`` (its run raised; the reason is kept) or ``dropped`` (the server
+gave up on it: it stopped answering, stayed silent too long or never started). A finished or
+failed site is never dropped afterwards, and a late result of a dropped site is still recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+PENDING, RUNNING, FINISHED, FAILED, DROPPED = "pending", "running", "finished", "failed", "dropped"
+
+
+class SiteStatus:
+    def __init__(self, sites: list[str], clock=time.monotonic):
+        self.sites = sorted(sites)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state = {s: PENDING for s in self.sites}
+        self._reason: dict[str, str] = {}
+        self._last_round: dict[str, int] = {}
+        self._last_seen = {s: clock() for s in self.sites}
+        self._missed_pings = {s: 0 for s in self.sites}
+        self._results: dict[str, dict] = {}
+
+    def start(self, site: str) -> None:
+        with self._lock:
+            if self._state.get(site) == PENDING:
+                self._state[site] = RUNNING
+                self._last_seen[site] = self._clock()
+
+    def progress(self, site: str, round_num) -> None:
+        with self._lock:
+            self._last_seen[site] = self._clock()
+            if isinstance(round_num, int) and not isinstance(round_num, bool):
+                self._last_round[site] = max(round_num, self._last_round.get(site, -1))
+
+    def ping(self, site: str, alive: bool) -> int:
+        """Record a liveness ping; returns the pings missed in a row."""
+        with self._lock:
+            self._missed_pings[site] = 0 if alive else self._missed_pings[site] + 1
+            return self._missed_pings[site]
+
+    def finish(self, site: str, result: dict) -> None:
+        with self._lock:
+            self._state[site] = FINISHED
+            self._results[site] = result
+            self._reason.pop(site, None)
+
+    def fail(self, site: str, reason: str) -> None:
+        with self._lock:
+            if self._state.get(site) != FINISHED:
+                self._state[site] = FAILED
+                self._reason[site] = reason
+
+    def drop(self, site: str, reason: str) -> None:
+        with self._lock:
+            if self._state.get(site) in (PENDING, RUNNING):
+                self._state[site] = DROPPED
+                self._reason[site] = reason
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return [s for s in self.sites if self._state[s] == RUNNING]
+
+    def dropped(self) -> list[str]:
+        with self._lock:
+            return [s for s in self.sites if self._state[s] == DROPPED]
+
+    def silent_since(self, now: float, timeout: float) -> list[str]:
+        """Running sites not heard of for more than ``timeout`` s."""
+        with self._lock:
+            return [s for s in self.sites if self._state[s] == RUNNING and now - self._last_seen[s] > timeout]
+
+    def all_done(self) -> bool:
+        with self._lock:
+            return all(state in (FINISHED, FAILED, DROPPED) for state in self._state.values())
+
+    def state(self, site: str) -> str:
+        with self._lock:
+            return self._state[site]
+
+    def results(self) -> list[dict]:
+        """One record per site for the summary: a finished site's result, else its status, reason and last round."""
+        with self._lock:
+            out = []
+            for site in self.sites:
+                last = self._last_round.get(site, "")
+                if self._state[site] == FINISHED:
+                    out.append(dict(self._results[site], site=site, status=FINISHED, last_round=self._results[site].get("last_round", last)))
+                else:
+                    status = self._state[site] if self._state[site] in (FAILED, DROPPED) else DROPPED
+                    reason = self._reason.get(site, "the run ended before this site finished")
+                    out.append({"site": site, "status": status, "reason": reason, "last_round": last, "test": {}})
+            return out
