@@ -42,13 +42,47 @@ def test_sharpness_term_by_hand():
     assert a.third == pytest.approx(1 - (1.0 + 0.0) / 2)
 
 
-def test_logits_would_give_another_score():
-    # the score is defined on softmax probabilities: feeding logits changes confidences and is refused by shape rules only
-    # when they are not 2-D, so the executor always applies softmax; here we check non-finite outputs score as uniform
+def test_non_finite_outputs_agree_with_nothing():
+    # a model whose outputs are NaN is never selected, whatever tau: no uniform substitute that could score high
     own = summarize_predictions(OWN, LABELS)
     broken = summarize_predictions(np.full((4, 2), np.nan), LABELS)
-    assert broken.confidence.tolist() == [0.5] * 4
-    assert agreement(own, broken).score < 0.9
+    assert not broken.finite
+    a = agreement(own, broken)
+    assert np.isnan(a.score) and np.isnan(a.performance)
+    assert select_peers({"site-2": a.score}, tau=0.0) == []
+    seg = summarize_predictions(np.full((1, 2, 2, 2), np.nan), np.zeros((1, 2, 2), dtype=int))
+    assert seg.task == "segmentation" and not seg.finite
+
+
+def test_sign_flipped_batchnorm_model_is_never_selected():
+    """Sign flipping a BatchNorm network makes running_var negative: finite weights, NaN outputs."""
+    import torch
+    from torch import nn
+
+    from lightyear.algorithms.malfunctions import sign_flip
+    from lightyear.training.weights import get_weights, set_weights
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    x, y = torch.randn(64, 4), torch.randint(0, 3, (64,))
+    net.train()
+    for _ in range(5):
+        net(x)  # running statistics move away from their initial values
+    net.eval()
+
+    def summary(module):
+        with torch.no_grad():
+            return summarize_predictions(torch.softmax(module(x), dim=1).numpy(), y.numpy())
+
+    flipped = sign_flip(get_weights(net))
+    assert all(np.all(np.isfinite(v)) for v in flipped.values())
+    assert np.any(flipped["1.running_var"] < 0)
+    peer = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3)).eval()
+    set_weights(peer, flipped)
+    own, bad = summary(net), summary(peer)
+    assert own.finite and not bad.finite
+    score = agreement(own, bad).score
+    assert select_peers({"site-2": score}, tau=0.0) == []
 
 
 def test_segmentation_uses_dice():

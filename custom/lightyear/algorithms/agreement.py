@@ -27,7 +27,9 @@ class PredictionSummary:
 
     ``performance`` is accuracy (classification) or Dice (segmentation); ``ece`` the top-label
     expected calibration error (pixel-level for segmentation); ``confidence`` and ``entropy``
-    the per-sample (per-pixel) max probability and normalised entropy.
+    the per-sample (per-pixel) max probability and normalised entropy. ``finite`` is False when
+    the model's outputs had NaN or Inf (a sign-flipped BatchNorm network has negative running
+    variances and such outputs while its weights are finite): such a model agrees with nothing.
     """
 
     performance: float
@@ -35,6 +37,8 @@ class PredictionSummary:
     confidence: np.ndarray
     entropy: np.ndarray
     task: str = "classification"
+    finite: bool = True
+    chance: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,12 @@ def summarize_predictions(
     """
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels)
+    if probs.ndim not in (2, 4):
+        raise ValueError(f"expected probabilities (N, K) or (N, C, H, W), got shape {probs.shape}")
+    task = "segmentation" if probs.ndim == 4 else "classification"
+    if not np.all(np.isfinite(probs)):
+        empty = np.zeros(0)
+        return PredictionSummary(float("nan"), float("nan"), empty, empty, task=task, finite=False, chance=_chance(probs))
     if probs.ndim == 4:
         flat, flat_labels = metrics.flatten_pixels(probs, labels)
         return PredictionSummary(
@@ -72,18 +82,34 @@ def summarize_predictions(
             entropy=metrics.entropy(flat, normalize=normalize_entropy),
             task="segmentation",
         )
-    if probs.ndim != 2:
-        raise ValueError(f"expected probabilities (N, K) or (N, C, H, W), got shape {probs.shape}")
-    if not np.all(np.isfinite(probs)):
-        # a model with non-finite outputs agrees with nothing: treat its probabilities as uniform
-        probs = np.full_like(probs, 1.0 / probs.shape[1])
     return PredictionSummary(
         performance=metrics.accuracy(probs, labels),
         ece=metrics.expected_calibration_error(probs, labels, n_bins),
         confidence=metrics.confidence(probs),
         entropy=metrics.entropy(probs, normalize=normalize_entropy),
         task="classification",
+        chance=_chance(probs),
     )
+
+
+def _chance(probs: np.ndarray) -> float:
+    """Accuracy of a uniform guess, 1/K, for classification; 0 for segmentation (no skill floor)."""
+    return 1.0 / probs.shape[1] if probs.ndim == 2 else 0.0
+
+
+def skill(summary: PredictionSummary) -> float:
+    """How far a model's accuracy lies from chance towards perfect: (Acc - 1/K) / (1 - 1/K).
+
+    0 for a uniform guess, 1 for a perfect model, negative below chance (a sign-flipped network
+    that predicts the least likely class). For segmentation it is the Dice score itself. NaN for
+    non-finite outputs. Not part of the paper: it backs the cold-start guard of
+    :func:`select_peers`.
+    """
+    if not summary.finite:
+        return float("nan")
+    if summary.chance >= 1.0:
+        return 1.0
+    return (summary.performance - summary.chance) / (1.0 - summary.chance)
 
 
 def performance_agreement(own: PredictionSummary, peer: PredictionSummary) -> float:
@@ -118,21 +144,52 @@ def agreement(own: PredictionSummary, peer: PredictionSummary, third_term: str =
 
     ``third_term`` is ``"confidence"`` (Eq. 15, the long paper) or ``"sharpness"`` (the short
     paper's entropy term). Accuracy is replaced by Dice for segmentation summaries (Eq. 16).
+    If either model's outputs were not finite the score and its terms are NaN, which
+    :func:`select_peers` never selects.
     """
     if third_term not in THIRD_TERMS:
         raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {third_term!r}")
     if own.task != peer.task:
         raise ValueError(f"cannot compare a {own.task} summary with a {peer.task} summary")
+    if not (own.finite and peer.finite):
+        nan = float("nan")
+        return AgreementScore(score=nan, performance=nan, ece=nan, third=nan)
     perf = performance_agreement(own, peer)
     ece = calibration_agreement(own, peer)
     third = confidence_agreement(own, peer) if third_term == CONFIDENCE else sharpness_agreement(own, peer)
     return AgreementScore(score=(perf + ece + third) / 3.0, performance=perf, ece=ece, third=third)
 
 
-def select_peers(scores: dict[str, float], tau: float) -> list[str]:
-    """S_i = { j in N(i) : A(h_i, h_j; V_i) >= tau } (Eq. 17), in sorted peer order."""
+def select_peers(scores: dict[str, float], tau: float, skills: dict[str, float] | None = None, skill_floor: float = 0.0) -> list[str]:
+    """S_i = { j in N(i) : A(h_i, h_j; V_i) >= tau } (Eq. 17), in sorted peer order.
+
+    Cold-start guard (this toolkit's addition; ``skill_floor = 0`` is the paper's rule): with
+    ``skill_floor > 0`` a peer is selected only if also its :func:`skill` on the own validation
+    set is at least ``skill_floor``. Early in a run every site is close to chance, and two
+    near-chance models agree on calibration and confidence whatever their accuracy: a
+    sign-flipped model then scores above tau and a full first step (gamma^0 = 1) ruins the
+    benign site for good. A model no better than chance has nothing to teach, so the guard
+    costs a benign site nothing but the rounds in which its peers are still that weak.
+    """
     check_tau(tau)
-    return sorted(name for name, score in scores.items() if np.isfinite(score) and score >= tau)
+    check_skill_floor(skill_floor)
+    chosen = []
+    for name, score in scores.items():
+        if not (np.isfinite(score) and score >= tau):
+            continue
+        if skill_floor > 0:
+            peer_skill = (skills or {}).get(name, float("nan"))
+            if not (np.isfinite(peer_skill) and peer_skill >= skill_floor):
+                continue
+        chosen.append(name)
+    return sorted(chosen)
+
+
+def check_skill_floor(skill_floor) -> float:
+    """``skill_floor`` must be a number in [0, 1) (0 = the paper's selection rule)."""
+    if isinstance(skill_floor, bool) or not isinstance(skill_floor, (int, float)) or not np.isfinite(skill_floor) or not 0.0 <= skill_floor < 1.0:
+        raise ValueError(f"skill_floor must be a number in [0, 1) (0 = the paper's rule, no cold-start guard), got {skill_floor!r}")
+    return float(skill_floor)
 
 
 def check_tau(tau: float) -> float:
