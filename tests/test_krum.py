@@ -70,3 +70,10 @@ def test_authors_f_half_of_n_is_refused_with_the_fix():
 def test_bad_settings_are_refused(n, f, m, match):
     with pytest.raises(ValueError, match=match):
         check_krum_settings(n, f, m)
+
+
+def test_non_finite_update_is_refused():
+    bad = vectors()
+    bad[3] = np.array([np.nan, 0.0])
+    with pytest.raises(ValueError, match="NaN or inf"):
+        krum_select(bad, f=2)
