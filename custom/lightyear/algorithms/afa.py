@@ -17,7 +17,7 @@ blocking threshold (the paper's Bayesian client model; a blocked site's updates 
 in every later round). Defaults are the authors': xi0 = 2, delta_xi = 0.25, prior
 alpha0 = beta0 = 3, threshold 0.95.
 
-Differences from the LIGHTYEAR authors' code (see the project notes): the score here is the
+Differences from the LIGHTYEAR authors' code: the score here is the
 expected reputation alpha / (alpha + beta), not alpha / beta; and the reputation lives in an
 :class:`AfaReputation` the server keeps (and saves with :meth:`AfaReputation.to_dict`) across
 rounds instead of being rebuilt, and lost, every round.

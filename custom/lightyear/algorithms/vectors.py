@@ -114,7 +114,7 @@ def as_matrix(vectors) -> np.ndarray:
 
 
 def cosine_similarity(a, b) -> float:
-    """<a, b> / (||a|| ||b||), in [-1, 1]; 0 if either vector has zero norm (see module notes)."""
+    """<a, b> / (||a|| ||b||), in [-1, 1]; 0 if either vector has zero norm (see the module docstring)."""
     u = check_finite("a", a).ravel()
     v = check_finite("b", b).ravel()
     if u.size != v.size:
