@@ -1,0 +1,64 @@
+"""Proximal regularisers added to a site's training loss (torch).
+
+One term serves three baselines:
+
+* FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, "Federated Optimization in
+  Heterogeneous Networks", MLSys 2020, Eq. 2): local objective + mu/2 ||w - w^t||^2, with w^t
+  the global model the round started from;
+* Ditto (Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through
+  Personalization", ICML 2021, Eq. 2 / Algorithm 1): the personal model v_k is trained on
+  its loss + lambda/2 ||v_k - w^t||^2 (pass lambda as ``mu``);
+* FedCAP's personalised objective (paper 002, Eq. 7): + lambda/2 ||v - w^_k^t||^2 with the
+  customised model as the reference.
+
+Only the model's floating *parameters* enter the norm (buffers such as BatchNorm running
+statistics and counters do not); the reference is a detached snapshot, so no gradient flows
+into it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+from torch import nn
+
+
+def check_mu(mu: float) -> float:
+    """mu (proximal strength) must be a finite number >= 0 (0 turns the term off)."""
+    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu) or mu < 0:
+        raise ValueError(f"mu (proximal strength, FedProx mu / Ditto lambda) must be a finite number >= 0, got {mu!r}")
+    return float(mu)
+
+
+def parameter_snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Detached copies of the model's floating parameters, by name: a reference for :func:`proximal_term`."""
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.is_floating_point()}
+
+
+def proximal_term(model: nn.Module, reference: Mapping[str, torch.Tensor], mu: float) -> torch.Tensor:
+    """mu/2 * sum over floating parameters of ||w - w_ref||^2, as a scalar tensor with gradient to ``model``.
+
+    ``reference`` maps every floating parameter name of ``model`` (``named_parameters()``) to
+    a tensor of the same shape (e.g. from :func:`parameter_snapshot`, or the global/customised
+    model's state dict as tensors); it is moved to each parameter's device and dtype and never
+    receives gradient. The square norm is accumulated in float32 or wider. Raises ValueError for
+    a missing or mis-shaped reference entry or a bad ``mu``.
+    """
+    mu = check_mu(mu)
+    total = None
+    for name, p in model.named_parameters():
+        if not p.is_floating_point():
+            continue
+        if name not in reference:
+            raise ValueError(f"the reference has no entry for parameter {name!r}")
+        ref = torch.as_tensor(reference[name]).detach().to(device=p.device, dtype=p.dtype)
+        if ref.shape != p.shape:
+            raise ValueError(f"reference {name!r} has shape {tuple(ref.shape)} but the parameter has {tuple(p.shape)}")
+        acc_dtype = torch.promote_types(p.dtype, torch.float32)
+        sq = (p.to(acc_dtype) - ref.to(acc_dtype)).pow(2).sum()
+        total = sq if total is None else total + sq
+    if total is None:
+        raise ValueError("the model has no floating parameters")
+    return 0.5 * mu * total
