@@ -1,24 +1,256 @@
-"""Who sends to whom: neighbour lists of a peer-to-peer job (no FLARE import)."""
+"""Who sends to whom: the communication graph of a peer-to-peer job (pure NumPy, no FLARE import).
+
+A graph is a ``dict[site, sorted list of OUT-neighbours]``: ``graph[a]`` are the sites ``a`` sends
+its model to; ``in_neighbours(graph)[a]`` are the sites ``a`` receives models from. Undirected
+topologies (``full``, ``ring``, ``k_regular``) are stored as symmetric directed graphs.
+
+Topologies and their arguments (``topology_args`` of a job):
+
+- ``full``: every site sends to every other (the LIGHTYEAR setting). No arguments.
+- ``ring``: each site sends to the previous and the next site in sorted order. No arguments.
+- ``none``: no edges; each site trains alone. No arguments.
+- ``k_regular``: a random undirected graph in which every site has exactly ``k`` neighbours,
+  drawn from ``seed`` and redrawn until connected.
+- ``random``: a random directed graph with ``round(degree * n)`` edges (average out-degree
+  ``degree``, the sparse random topologies of DeFTA), drawn from ``seed`` and redrawn until
+  strongly connected.
+
+The same sites, topology, arguments and seed always give the same graph, whatever the order the
+sites are listed in.
+"""
 
 from __future__ import annotations
 
-TOPOLOGIES = ("full", "ring", "none")
+import math
+import zlib
+from collections import Counter
+from typing import Mapping, Sequence
+
+import numpy as np
+
+TOPOLOGIES = ("full", "ring", "none", "k_regular", "random")
+TOPOLOGY_ARGS: dict[str, tuple[str, ...]] = {"full": (), "ring": (), "none": (), "k_regular": ("k",), "random": ("degree",)}
+MAX_TRIES = 1000  # redraws of a random graph before giving up
+
+
+def build_graph(sites: Sequence[str], topology: str = "full", seed: int = 0, **args) -> dict[str, list[str]]:
+    """The graph of ``topology`` over ``sites``: each site mapped to its sorted out-neighbours.
+
+    Raises a ValueError for an unknown topology, an argument the topology does not take (the
+    allowed ones are listed), a missing or impossible argument, or duplicate sites; and, for the
+    random topologies, when no connected graph is found in ``MAX_TRIES`` draws.
+    """
+    names = _check_sites(sites)
+    check_topology_args(topology, args)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    n = len(names)
+    if topology == "full":
+        edges = {(a, b) for a in range(n) for b in range(n) if a != b}
+    elif topology == "ring":
+        edges = {(a, (a + s) % n) for a in range(n) for s in (-1, 1) if (a + s) % n != a}
+    elif topology == "none":
+        edges = set()
+    elif topology == "k_regular":
+        edges = _k_regular(n, args["k"], np.random.default_rng(seed))
+    else:
+        edges = _random_directed(n, args["degree"], np.random.default_rng(seed))
+    graph = {s: [] for s in names}
+    for a, b in sorted(edges):
+        graph[names[a]].append(names[b])
+    return {s: sorted(v) for s, v in graph.items()}
 
 
 def neighbours_of(site: str, sites: list[str], topology: str = "full", seed: int = 0, **kwargs) -> list[str]:
-    """The sites ``site`` exchanges models with.
+    """The sites ``site`` sends its model to: ``build_graph(sites, topology, seed, **kwargs)[site]``."""
+    graph = build_graph(sites, topology, seed, **kwargs)
+    if site not in graph:
+        raise ValueError(f"{site!r} is not among the sites {sorted(graph)}")
+    return graph[site]
 
-    ``full``: every other site (the LIGHTYEAR setting). ``ring``: the previous and next site in
-    sorted order. ``none``: no one (each site trains alone).
+
+def in_neighbours(graph: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """For each site, the sorted list of sites that send to it (the reversed graph)."""
+    out = {s: [] for s in graph}
+    for a, targets in graph.items():
+        for b in targets:
+            out.setdefault(b, []).append(a)
+    return {s: sorted(v) for s, v in out.items()}
+
+
+def is_strongly_connected(graph: Mapping[str, Sequence[str]]) -> bool:
+    """True if every site can reach every other along directed edges (True for 0 or 1 site)."""
+    if len(graph) <= 1:
+        return True
+    start = next(iter(graph))
+    return len(_reachable(graph, start)) == len(graph) and len(_reachable(in_neighbours(graph), start)) == len(graph)
+
+
+def check_graph(graph: Mapping[str, Sequence[str]], sites: Sequence[str]) -> None:
+    """Raise a ValueError, naming the fix, unless ``graph`` is a valid communication graph of ``sites``.
+
+    Every site needs an entry (an empty list if it sends to no one); a site may not list itself,
+    an unknown site, or the same neighbour twice; and the graph must be strongly connected, unless
+    it has no edges at all (the ``none`` topology: every site trains alone).
     """
-    sites = sorted(sites)
-    if site not in sites:
-        raise ValueError(f"{site!r} is not among the sites {sites}")
-    if topology == "full":
-        return [s for s in sites if s != site]
-    if topology == "ring":
-        i = sites.index(site)
-        return sorted({sites[(i - 1) % len(sites)], sites[(i + 1) % len(sites)]} - {site})
-    if topology == "none":
-        return []
-    raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
+    names = _check_sites(sites)
+    missing = sorted(set(names) - set(graph))
+    unknown_keys = sorted(set(graph) - set(names))
+    if missing:
+        raise ValueError(f"sites {missing} have no entry in the graph; add one per site (an empty list if it sends to no one)")
+    if unknown_keys:
+        raise ValueError(f"the graph has entries for unknown sites {unknown_keys}; use only the sites {names}")
+    for site, targets in graph.items():
+        if isinstance(targets, str) or not isinstance(targets, Sequence):
+            raise ValueError(f"the neighbours of {site!r} must be a list of site names, got {targets!r}")
+        if site in targets:
+            raise ValueError(f"site {site!r} lists itself as a neighbour; remove the self-loop (a site always keeps its own model)")
+        unknown = sorted(set(targets) - set(names))
+        if unknown:
+            raise ValueError(f"the neighbours of {site!r} include unknown sites {unknown}; use only the sites {names}")
+        twice = sorted(t for t, c in Counter(targets).items() if c > 1)
+        if twice:
+            raise ValueError(f"the neighbours of {site!r} list {twice} more than once; list each neighbour once")
+    if any(graph.values()) and not is_strongly_connected(graph):
+        start = names[0]
+        cut = sorted(set(names) - _reachable(graph, start)) or sorted(set(names) - _reachable(in_neighbours(graph), start))
+        raise ValueError(
+            f"the graph is not strongly connected: {cut} cannot exchange models (directly or through others) with {start!r}; "
+            "add edges so every site reaches every other, or use topology 'none' to train each site alone"
+        )
+
+
+def sample_neighbours(
+    neighbours: Sequence[str],
+    *,
+    count: int | None = None,
+    fraction: float | None = None,
+    seed: int = 0,
+    round_index: int = 0,
+    site: str = "",
+) -> list[str]:
+    """A sorted random subset of ``neighbours`` for one round, the same for the same (seed, site, round).
+
+    Give exactly one of ``count`` (how many; capped at ``len(neighbours)``) or ``fraction`` in
+    (0, 1] (ceil(fraction * len(neighbours)) of them, so at least one when any exists). Sampling is
+    uniform without replacement; different sites and rounds draw independently.
+    """
+    if (count is None) == (fraction is None):
+        raise ValueError("give exactly one of count (how many neighbours) or fraction (a share in (0, 1])")
+    pool = sorted(neighbours)
+    if len(set(pool)) != len(pool):
+        raise ValueError(f"neighbours {pool} contain duplicates; list each neighbour once")
+    if count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"count must be an integer >= 0, got {count!r}")
+        size = min(count, len(pool))
+    else:
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 < fraction <= 1.0:
+            raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+        size = math.ceil(fraction * len(pool))
+    for name, value in (("seed", seed), ("round_index", round_index)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    rng = np.random.default_rng([seed, round_index, zlib.crc32(str(site).encode("utf-8"))])
+    chosen = rng.choice(len(pool), size=size, replace=False) if size else []
+    return sorted(pool[i] for i in chosen)
+
+
+def _check_sites(sites: Sequence[str]) -> list[str]:
+    names = sorted(sites)
+    twice = sorted(s for s, c in Counter(names).items() if c > 1)
+    if twice:
+        raise ValueError(f"sites {twice} are listed more than once; list each site once")
+    return names
+
+
+def check_topology_args(topology: str, args: Mapping) -> None:
+    """Raise a ValueError unless ``topology`` is known and ``args`` are exactly the arguments it takes.
+
+    Cheap (builds nothing): a controller can call it when it is configured, before any site joins.
+    """
+    if topology not in TOPOLOGY_ARGS:
+        raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
+    allowed = TOPOLOGY_ARGS[topology]
+    unknown = sorted(set(args) - set(allowed))
+    if unknown:
+        takes = f"takes only {', '.join(allowed)}" if allowed else "takes no arguments"
+        raise ValueError(f"topology {topology!r} {takes}; remove {unknown} from topology_args")
+    missing = [a for a in allowed if a not in args]
+    if missing:
+        raise ValueError(f"topology {topology!r} needs {', '.join(missing)} in topology_args")
+
+
+def _reachable(graph: Mapping[str, Sequence[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _connected(n: int, edges: set[tuple[int, int]]) -> bool:
+    graph = {a: [] for a in range(n)}
+    for a, b in edges:
+        graph[a].append(b)
+    return is_strongly_connected(graph)
+
+
+def _k_regular(n: int, k, rng: np.random.Generator) -> set[tuple[int, int]]:
+    """Both directions of each edge of a connected k-regular graph on n vertices.
+
+    Pairs the k "half-edges" of each vertex one pair at a time, choosing among the pairs that make
+    neither a self-loop nor a double edge with probability proportional to the product of the two
+    vertices' open half-edges (Steger and Wormald 1999), restarting on a dead end or a
+    disconnected result.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k_regular needs an integer k >= 1 (neighbours per site), got {k!r}; use topology 'none' for no edges")
+    if k > n - 1:
+        raise ValueError(f"k_regular with {n} sites allows k <= {n - 1}, got k={k}; lower k or add sites")
+    if (n * k) % 2:
+        raise ValueError(f"no {k}-regular graph on {n} sites exists (n * k must be even); change k or the number of sites")
+    if k == 1 and n > 2:
+        raise ValueError(f"a 1-regular graph on {n} sites is a set of disjoint pairs, never connected; use k >= 2")
+    for _ in range(MAX_TRIES):
+        open_ends = dict.fromkeys(range(n), k)
+        adjacent: set[tuple[int, int]] = set()
+        while open_ends:
+            ends = sorted(open_ends)
+            pairs = [(a, b) for i, a in enumerate(ends) for b in ends[i + 1 :] if (a, b) not in adjacent]
+            if not pairs:
+                break
+            w = np.array([open_ends[a] * open_ends[b] for a, b in pairs], dtype=np.float64)
+            a, b = pairs[rng.choice(len(pairs), p=w / w.sum())]
+            adjacent |= {(a, b), (b, a)}
+            for v in (a, b):
+                open_ends[v] -= 1
+                if not open_ends[v]:
+                    del open_ends[v]
+        if not open_ends and _connected(n, adjacent):
+            return adjacent
+    raise ValueError(f"found no connected {k}-regular graph on {n} sites in {MAX_TRIES} draws; try another seed or k")
+
+
+def _random_directed(n: int, degree, rng: np.random.Generator) -> set[tuple[int, int]]:
+    """round(degree * n) distinct directed edges drawn uniformly, redrawn until strongly connected."""
+    if isinstance(degree, bool) or not isinstance(degree, (int, float)) or not math.isfinite(degree):
+        raise ValueError(f"random needs a number degree (average out-degree), got {degree!r}")
+    if n < 2:
+        raise ValueError(f"random needs at least 2 sites, got {n}; use topology 'none' for a single site")
+    if not 1 <= degree <= n - 1:
+        raise ValueError(
+            f"random with {n} sites needs 1 <= degree <= {n - 1} (each site must send to someone, and to at most every other), got {degree}"
+        )
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    m = min(max(round(degree * n), n), len(pairs))
+    for _ in range(MAX_TRIES):
+        edges = {pairs[i] for i in rng.choice(len(pairs), size=m, replace=False)}
+        if _connected(n, edges):
+            return edges
+    raise ValueError(
+        f"found no strongly connected directed graph on {n} sites with average out-degree {degree} in {MAX_TRIES} draws; "
+        f"raise degree (e.g. to {min(n - 1, math.ceil(degree) + 1)}) or try another seed"
+    )

@@ -1,0 +1,102 @@
+"""BALANCE: Byzantine-robust averaging through local similarity (pure NumPy, no FLARE).
+
+Reference: Fang et al., "Byzantine-Robust Decentralized Federated Learning", ACM CCS 2024 (the
+BALANCE rule). Each site takes its own model as the reference: a neighbour's model is accepted
+only if it lies within a radius proportional to the own model's norm, a radius that shrinks as
+training goes on; the site then mixes its own model with the mean of the accepted ones.
+
+Distances and norms are L2 over all floating entries of a model together. Integer entries keep
+the own value.
+
+Differences from the LIGHTYEAR authors' code, on purpose:
+- Their update gave each accepted neighbour the weight (1 - alpha) / (|S| + 1), so the weights
+  summed to alpha + (1 - alpha) |S| / (|S| + 1) < 1 and every aggregation shrank the model towards
+  zero. Here the weights are alpha for the own model and (1 - alpha) / |S| for each accepted one,
+  summing to 1, as in the paper.
+- Their schedule was lambda(t) = (t + 1) / T. The paper's is lambda(t) = t / T and is what ``t``
+  means here; to reproduce the authors' radius, pass ``t + 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from lightyear.algorithms.model_vectors import Weights, check_models, float_keys, from_vector, to_vector
+
+
+def _number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_balance_settings(t, T, gamma=0.3, kappa=1.0, alpha=0.5) -> None:
+    """Raise a ValueError naming the setting if any BALANCE hyperparameter is out of range.
+
+    gamma > 0, kappa >= 0, alpha in [0, 1], T >= 1 (an integer: the number of rounds) and
+    t >= 0 (the round, counted from 0). The paper's settings are gamma 0.3, kappa 1, alpha 0.5.
+    """
+    if _number("gamma", gamma) <= 0:
+        raise ValueError(f"gamma must be > 0 (the paper uses 0.3), got {gamma!r}")
+    if _number("kappa", kappa) < 0:
+        raise ValueError(f"kappa must be >= 0 (0 keeps the radius constant; the paper uses 1), got {kappa!r}")
+    if not 0.0 <= _number("alpha", alpha) <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1] (the weight of the own model; the paper uses 0.5), got {alpha!r}")
+    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+        raise ValueError(f"T must be an integer >= 1 (the total number of rounds), got {T!r}")
+    if _number("t", t) < 0:
+        raise ValueError(f"t must be >= 0 (the round, counted from 0), got {t!r}")
+
+
+def balance_threshold(own_norm: float, t: float, T: int, gamma: float = 0.3, kappa: float = 1.0) -> float:
+    """gamma * exp(-kappa * lambda(t)) * ||theta_i||, lambda(t) = t / T (BALANCE acceptance radius).
+
+    Fang et al. (CCS 2024), the acceptance condition of BALANCE: neighbour j is accepted when
+    ||theta_i - theta_j|| <= this value. ``own_norm`` is ||theta_i||; ``t`` the round counted from
+    0; ``T`` the total number of rounds.
+    """
+    check_balance_settings(t, T, gamma, kappa)
+    if _number("own_norm", own_norm) < 0:
+        raise ValueError(f"own_norm must be >= 0, got {own_norm!r}")
+    return float(gamma * math.exp(-kappa * (t / T)) * own_norm)
+
+
+def balance_update(
+    own: Weights,
+    received: Mapping[str, Weights],
+    t: float,
+    T: int,
+    gamma: float = 0.3,
+    kappa: float = 1.0,
+    alpha: float = 0.5,
+) -> tuple[dict[str, np.ndarray], list[str], dict[str, float]]:
+    """BALANCE aggregation (Fang et al., CCS 2024).
+
+    S_i = {j : ||theta_i - theta_j|| <= gamma * exp(-kappa * t / T) * ||theta_i||}
+    theta_i <- alpha * theta_i + (1 - alpha) * (1 / |S_i|) * sum_{j in S_i} theta_j
+
+    ``received`` maps a peer's name to its model. Returns ``(new_model, accepted, distances)``:
+    the sorted names in S_i and every peer's distance ||theta_i - theta_j||. With no neighbour
+    accepted the own model is kept (a copy). The weights alpha and (1 - alpha) / |S_i| sum to 1.
+    Raises a ValueError for a bad setting or a malformed or non-finite model.
+    """
+    check_balance_settings(t, T, gamma, kappa, alpha)
+    check_models(own, received)
+    keys = float_keys(own)
+    mine = to_vector(own, keys)
+    threshold = balance_threshold(float(np.linalg.norm(mine)), t, T, gamma, kappa)
+    distances = {}
+    accepted = []
+    vectors = {}
+    for peer in sorted(received):
+        vectors[peer] = to_vector(received[peer], keys)
+        distances[peer] = float(np.linalg.norm(mine - vectors[peer]))
+        if distances[peer] <= threshold:
+            accepted.append(peer)
+    if not accepted:
+        return from_vector(mine, own, keys), accepted, distances
+    mean = np.mean([vectors[p] for p in accepted], axis=0)
+    return from_vector(alpha * mine + (1.0 - alpha) * mean, own, keys), accepted, distances
