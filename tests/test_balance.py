@@ -81,5 +81,5 @@ def test_bad_settings_are_refused(kwargs, message):
 
 
 def test_non_finite_neighbour_is_refused():
-    with pytest.raises(ValueError, match="'b'.*non-finite"):
+    with pytest.raises(ValueError, match="'b'.*not finite"):
         balance_update(model([1.0, 1.0]), {"b": model([np.inf, 1.0])}, t=0, T=10)

@@ -58,7 +58,7 @@ def test_aggregate_includes_own_model():
 def test_aggregate_refuses_bad_inputs():
     with pytest.raises(ValueError, match="out-degree of 'c'"):
         defta_aggregate("a", model([0.0]), {"c": model([1.0])}, SIZES, {"a": 2, "c": 0})
-    with pytest.raises(ValueError, match="'b'.*non-finite"):
+    with pytest.raises(ValueError, match="'b'.*not finite"):
         defta_aggregate("a", model([0.0]), {"b": model([np.nan])}, SIZES, DEGREES)
 
 

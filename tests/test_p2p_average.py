@@ -30,7 +30,7 @@ def test_nothing_received_keeps_own_model_as_copy():
 
 def test_non_finite_model_is_refused():
     bad = model([np.nan, 0.0])
-    with pytest.raises(ValueError, match=r"received\[0\].*non-finite"):
+    with pytest.raises(ValueError, match=r"received\[0\].*not finite"):
         p2p_average(model([0.0, 0.0]), [bad])
 
 

@@ -84,9 +84,9 @@ def test_clip_and_radius_helpers():
 
 
 def test_non_finite_models_are_rejected_not_zeroed():
-    with pytest.raises(ValueError, match="'bad'.*non-finite"):
+    with pytest.raises(ValueError, match="'bad'.*not finite"):
         scclip_update(model([0.0, 0.0]), {"bad": model([np.nan, 0.0]), "ok": model([1.0, 1.0])})
-    with pytest.raises(ValueError, match="own model.*non-finite"):
+    with pytest.raises(ValueError, match="own model.*not finite"):
         scclip_update(model([np.inf, 0.0]), {"ok": model([1.0, 1.0])})
 
 
