@@ -28,7 +28,7 @@ from nvflare.apis.signal import Signal
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare.site_status import SiteStatus
-from lightyear.flare.topology import TOPOLOGIES, neighbours_of
+from lightyear.flare.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
 
 COMPUTE_ALLOWANCE_S = 600.0
@@ -70,8 +70,9 @@ class P2PController(Controller):
         """Args:
         rounds: communication rounds every site runs.
         seed: the job seed (data splits, initial model, batch order, malfunction draws).
-        topology: ``full`` (every site a neighbour of every other), ``ring``, or ``none``
-            (sites train alone: the local-training baseline).
+        topology: ``full`` (every site a neighbour of every other), ``ring``, ``k_regular``,
+            ``random`` (directed, seeded) or ``none`` (sites train alone: the local-training
+            baseline); see :mod:`lightyear.flare.topology`.
         peer_deadline: the sites' ``peer_deadline``, to which the server's timeouts are matched.
         start_timeout: seconds within which every site must pick up the run task.
         progress_timeout: seconds a site may stay silent (no round finished) before it is
@@ -84,8 +85,9 @@ class P2PController(Controller):
         super().__init__()
         self.rounds = positive_int("rounds", rounds)
         self.seed = integer("seed", seed)
-        if topology not in TOPOLOGIES:
-            raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
+        if topology_args is not None and not isinstance(topology_args, dict):
+            raise ValueError(f"topology_args must be a JSON object, got {topology_args!r}")
+        check_topology_args(topology, topology_args or {})
         self.topology = topology
         self.topology_args = dict(topology_args or {})
         self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
@@ -156,8 +158,16 @@ class P2PController(Controller):
             self._write_summary(fl_ctx)
 
     def _control(self, sites: list[str], abort_signal: Signal, fl_ctx: FLContext) -> None:
-        neighbours = {s: neighbours_of(s, sites, self.topology, seed=self.seed, **self.topology_args) for s in sites}
-        self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology}, {self.rounds} rounds, seed {self.seed}")
+        try:
+            neighbours = build_graph(sites, self.topology, seed=self.seed, **self.topology_args)
+            if self.topology != "none":
+                check_graph(neighbours, sites)
+        except ValueError as exc:
+            for site in sites:
+                self.status.drop(site, f"no usable topology: {exc}")
+            self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
+            return
+        self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}")
         data = Shareable()
         data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours}
         task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)

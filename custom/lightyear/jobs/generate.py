@@ -3,7 +3,9 @@ one dataset's settings (``app_configs/datasets/<dataset>.json``).
 
 ``app_configs/<method>/config_fed_server.json`` and ``config_fed_client.json`` are templates:
 a string value ``"${name}"`` is replaced by the dataset setting ``name`` with its JSON type.
-``method.json`` says whether the method is peer-to-peer (``p2p``) or ``star``.
+``method.json`` says whether the method is peer-to-peer (``p2p``) or ``star`` and may give the
+method's own settings with their defaults (``"defaults": {"mu": 0.01}``); a dataset's settings
+and ``--set`` override them.
 
 With ``--malfunction KIND --faulty K`` the last K sites get a second app, ``app_faulty``, whose
 client configuration adds a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`:
@@ -32,6 +34,9 @@ from lightyear.algorithms.malfunctions import KINDS, NONE
 
 PLACEHOLDER_PREFIX = "${"
 DEFAULT_SEED = 0
+COMMON_DEFAULTS = {"topology": "full", "topology_args": {}}
+"""Settings every job has unless the method (``method.json``'s ``defaults``), the dataset or
+``--set`` say otherwise; later ones win in that order."""
 
 
 def repo_root() -> str:
@@ -124,6 +129,19 @@ def check_settings(settings: dict) -> None:
         check_progress_timeout(positive_seconds("progress_timeout", settings["progress_timeout"]), deadline)
 
 
+def check_topology_settings(settings: dict) -> None:
+    """Refuse a topology that cannot be built over the job's sites, before any site starts."""
+    from lightyear.flare.topology import build_graph, check_graph, check_topology_args
+
+    args = settings.get("topology_args") or {}
+    if not isinstance(args, dict):
+        raise ValueError(f"topology_args must be a JSON object, got {args!r}")
+    check_topology_args(settings["topology"], args)
+    graph = build_graph(settings["sites"], settings["topology"], seed=settings["seed"], **args)
+    if settings["topology"] != "none":
+        check_graph(graph, settings["sites"])
+
+
 def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0) -> str:
     name = f"{method}_{dataset}"
     return name if malfunction == NONE or faulty == 0 else f"{name}_{malfunction}{faulty}"
@@ -137,16 +155,20 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
         raise ValueError(f"unknown dataset {dataset!r}; app_configs/datasets has {', '.join(datasets(configs))}")
     if malfunction not in KINDS:
         raise ValueError(f"unknown malfunction {malfunction!r}; choose one of {', '.join(KINDS)}")
-    settings = load_json(os.path.join(configs, "datasets", f"{dataset}.json"))
+    meta_method = load_json(os.path.join(configs, method, "method.json"))
+    settings = dict(COMMON_DEFAULTS)
+    settings.update(meta_method.get("defaults", {}))
+    settings.update(load_json(os.path.join(configs, "datasets", f"{dataset}.json")))
     settings.update(overrides or {})
     settings["seed"] = seed
     check_settings(settings)
+    if meta_method["topology"] == "p2p":
+        check_topology_settings(settings)
     sites = list(settings["sites"])
     if not 0 <= faulty <= len(sites):
         raise ValueError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
     if faulty and malfunction == NONE:
         raise ValueError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
-    meta_method = load_json(os.path.join(configs, method, "method.json"))
     topology = meta_method["topology"]
     server = fill(load_json(os.path.join(configs, method, "config_fed_server.json")), settings)
     client = fill(load_json(os.path.join(configs, method, "config_fed_client.json")), settings)
