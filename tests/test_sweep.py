@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from lightyear.experiments import progress, runner, sweep
+from lightyear.experiments import progress, report, runner, sweep
 from lightyear.experiments.selection import counts, run_selection
 from lightyear.experiments.results import load_sweep
 
@@ -208,3 +208,6 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     for site in ("site-1", "site-2"):
         assert sel.selected[site]["site-3"] == [0.0, 0.0]  # scored every round, never selected
     assert counts(sel)[:2] == (0, 4)
+    written = report.report(str(out), log=lambda *_: None)
+    assert os.path.join(str(out), "report", "selection", "lightyear_digits_sfa1_s0_selection.png") in written["selection"]
+    assert (out / "report" / "tables" / "digits_sfa_acc.md").read_text().count("±") == 2
