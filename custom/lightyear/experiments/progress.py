@@ -114,7 +114,9 @@ class RichDisplay:
         self.console.print(text, markup=False, highlight=False)
 
     def update(self, state: SweepState) -> None:
-        self.live.update(status_line(state))
+        from rich.text import Text
+
+        self.live.update(Text(status_line(state), no_wrap=True, overflow="ellipsis"))
 
     def close(self) -> None:
         self.live.stop()

@@ -8,7 +8,7 @@ SIGTERM stops the running simulators (their whole process groups) and exits.
 
 Usage::
 
-    lightyear-sweep app_configs/sweeps/digits_dynamic.yaml --out sweeps/digits_dynamic
+    lightyear-sweep app_configs/sweeps/digits_dynamic.yaml --out workspace/sweeps/digits_dynamic
     lightyear-sweep SPEC --out DIR --parallel 2      # two simulator runs at a time
     lightyear-sweep SPEC --out DIR --dry-run         # list the runs and which are done
     lightyear-sweep SPEC --out DIR --slurm --gres gpu:1   # write DIR/sweep.sbatch (one array task a run)
