@@ -70,6 +70,8 @@ def sweep(tmp_path):
     make_run(s, "fedavg_digits_clean_s0", "fedavg", "digits", "none", [], 0, {"site-1": 0.8, "site-2": 1.0, "site-3": 0.9})
     make_run(s, "lightyear_digits_dynamic2_s0", "lightyear", "digits", "dynamic", ["site-2", "site-3"], 0, {"site-1": 0.75, "site-2": 0.1, "site-3": 0.1}, rounds=DYN_ROUNDS)
     make_run(s, "lightyear_digits_dynamic2_s1", "lightyear", "digits", "dynamic", ["site-2", "site-3"], 1, None)  # never finished
+    # every benign site dropped: a summary, but no finished run
+    make_run(s, "lightyear_digits_sfa2_s0", "lightyear", "digits", "sfa", ["site-2", "site-3"], 0, {"site-1": "nan", "site-2": "nan", "site-3": "nan"}, statuses=dict.fromkeys(SITES3, "dropped"))
     make_run(s, "lightyear_shapes_clean_s0", "lightyear", "shapes", "none", [], 0, {"site-1": 0.5, "site-2": 0.7}, metric="dice")
     return s
 
@@ -193,11 +195,11 @@ def test_report_writes_everything(sweep, tmp_path, capsys):
         assert (out / rel).stat().st_size > 0, rel
     assert not (out / "figures" / "shapes_dice_topology.png").exists()  # one topology group only
     text = (out / "report.md").read_text()
-    assert "Not finished (no summary, left out): lightyear_digits_dynamic2_s1" in text and "| lightyear | digits | sfa | 1 | 2 | 5 | 0.4 | 0 |" in text
+    assert "left out): lightyear_digits_dynamic2_s1, lightyear_digits_sfa2_s0" in text and "| lightyear | digits | sfa | 1 | 2 | 5 | 0.4 | 0 |" in text
     long = list(csv.DictReader((out / "results.csv").read_text().splitlines()))
     row = next(r for r in long if (r["dataset"], r["malfunction"], r["metric"], r["method"], r["faulty"]) == ("digits", "sfa", "acc", "lightyear", "1"))
     assert float(row["mean"]) == pytest.approx(0.85) and row["values"] == "4"
-    assert "9/10 runs finished" in capsys.readouterr().out
+    assert "9/11 runs finished" in capsys.readouterr().out
 
 
 def test_report_refuses_empty_or_unfinished_sweeps(tmp_path):

@@ -1,7 +1,8 @@
 """lightyear-sweep: runs, failures, skipping finished runs, Ctrl-C, SLURM scripts; one real resumed sweep.
 
 Most tests use a stand-in for ``nvflare simulator`` ($LIGHTYEAR_NVFLARE) that behaves by the
-job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 2 hangs with a
+job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 4 writes a
+summary in which every site dropped, seed 2 hangs with a
 child process (to check that Ctrl-C ends the whole process group), any other seed writes a
 summary after two progress records.
 """
@@ -34,6 +35,11 @@ os.makedirs(run, exist_ok=True)
 if seed == 1:
     print("2026-01-01 - ERROR - received unknown aux message topic lightyear.ping")
     print("2026-01-01 - ERROR - site-2 failed: CUDA out of memory")
+    sys.exit(0)
+if seed == 4:  # peer-to-peer runs whose sites all dropped still write a summary
+    print("2026-01-01 - ERROR - the peer-to-peer run failed: site-1: ValueError: no data")
+    with open(os.path.join(run, "summary.csv"), "w") as f:
+        f.write("site,malfunction,status,acc\nsite-1,none,dropped,nan\nmean_benign,n=0,,nan\nstd_benign,n=0,,nan\n")
     sys.exit(0)
 if seed == 2:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -75,19 +81,22 @@ def env():
 
 def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fake, capsys):
     out = tmp_path / "out"
-    spec = write_spec(tmp_path, [0, 1, 3])
+    spec = write_spec(tmp_path, [0, 1, 3, 4])
     assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
-    assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s1": "failed", "fedavg_digits_clean_s3": "finished"}
+    assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s1": "failed",
+                             "fedavg_digits_clean_s3": "finished", "fedavg_digits_clean_s4": "failed"}
     failed = json.loads((out / "runs" / "fedavg_digits_clean_s1" / "status.json").read_text())
     assert failed["reason"] == "2026-01-01 - ERROR - site-2 failed: CUDA out of memory"
     assert failed["wall_s"] >= 0
+    dropped = json.loads((out / "runs" / "fedavg_digits_clean_s4" / "status.json").read_text())
+    assert dropped["reason"] == "2026-01-01 - ERROR - the peer-to-peer run failed: site-1: ValueError: no data"
     log = (out / "runs" / "fedavg_digits_clean_s0" / "log.txt").read_text()
     assert "fake simulator fedavg_digits_clean_s0 sites 2" in log
     assert "fake simulator" not in capsys.readouterr().out  # FLARE's output goes to the log only
     first = os.path.getmtime(out / "runs" / "fedavg_digits_clean_s0" / "log.txt")
     assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
     printed = capsys.readouterr().out
-    assert "3 runs, 2 already done, 1 to run" in printed and "FAILED   fedavg_digits_clean_s1" in printed
+    assert "4 runs, 2 already done, 2 to run" in printed and "FAILED   fedavg_digits_clean_s1" in printed
     assert os.path.getmtime(out / "runs" / "fedavg_digits_clean_s0" / "log.txt") == first
     assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--dry-run"]) == 0
     assert "todo  fedavg_digits_clean_s1" in capsys.readouterr().out

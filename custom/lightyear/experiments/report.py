@@ -37,7 +37,7 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
     runs = load_sweep(sweep_dir)
     finished = [r for r in runs if r.finished]
     if not finished:
-        raise ReportError(f"none of the {len(runs)} runs in {sweep_dir} has finished (no summary.csv): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
+        raise ReportError(f"none of the {len(runs)} runs in {sweep_dir} has finished (no summary.csv with a finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
     out = out or os.path.join(sweep_dir, "report")
     os.makedirs(out, exist_ok=True)
     written: dict[str, list[str]] = {"tables": [], "figures": [], "selection": []}
@@ -77,7 +77,7 @@ def write_index(out: str, runs, all_tables, written) -> str:
     missing = [r.name for r in runs if not r.finished]
     lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs)} runs finished)", ""]
     if missing:
-        lines += [f"Not finished (no summary, left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.", ""]
+        lines += [f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.", ""]
     lines += ["Cells: mean ± std of the benign sites' final test metric, pooled over all benign sites of all seeds.", "", "## Tables", ""]
     for t in all_tables:
         lines += [tables.to_markdown(t)]

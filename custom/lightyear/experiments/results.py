@@ -51,7 +51,8 @@ class RunResult:
 
     @property
     def finished(self) -> bool:
-        return bool(self.rows)
+        """Whether at least one benign site finished (as :func:`~lightyear.experiments.runner.is_finished`)."""
+        return any(r.get("malfunction") == NONE and r.get("status", "finished") == "finished" for r in self.rows)
 
     @property
     def metric(self) -> str:

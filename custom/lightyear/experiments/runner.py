@@ -8,6 +8,7 @@ simulator exits 0 even when a job fails, so the exit code alone says little.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -32,8 +33,24 @@ def summary_path(folder: str) -> str:
     return os.path.join(folder, "ws", "server", "simulate_job", "summary.csv")
 
 
+def unfinished_sites(folder: str) -> list[str] | None:
+    """Sites the summary lists as not finished (dropped, failed); None when there is no summary."""
+    path = summary_path(folder)
+    if not os.path.isfile(path):
+        return None
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("site") not in ("mean_benign", "std_benign")]
+    return [r["site"] for r in rows if r.get("status", "finished") != "finished"]
+
+
 def is_finished(folder: str) -> bool:
-    return os.path.isfile(summary_path(folder))
+    """A summary exists and at least one benign site finished (peer-to-peer runs whose sites all
+    dropped still write a summary, of ``dropped`` sites only)."""
+    path = summary_path(folder)
+    if not os.path.isfile(path):
+        return False
+    with open(path, newline="") as f:
+        return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" for r in csv.DictReader(f))
 
 
 def job_files(run: Run, configs: str) -> dict:
@@ -130,7 +147,7 @@ def _group_alive(proc: subprocess.Popen) -> bool:
 
 
 def failure_reason(folder: str, returncode: int | None, lines: int = 2) -> str:
-    """Why a run wrote no summary: the last ERROR lines of its log (else its last line)."""
+    """Why a run did not finish: the last ERROR lines of its log (else its last line)."""
     try:
         with open(os.path.join(folder, "log.txt"), errors="replace") as f:
             text = f.read().splitlines()

@@ -139,8 +139,11 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
     folder = runner.run_dir(out, run.name)
     fields = {"wall_s": round(wall, 1), "ended": run_status.now()}
     if runner.is_finished(folder):
+        dropped = runner.unfinished_sites(folder)
+        if dropped:
+            fields["not_finished_sites"] = dropped
         run_status.write_run_status(folder, run.name, run_status.FINISHED, **fields)
-        display.event(f"finished {run.name} in {progress.clock(wall)}")
+        display.event(f"finished {run.name} in {progress.clock(wall)}" + (f" ({', '.join(dropped)} did not finish)" if dropped else ""))
         return True
     reason = runner.failure_reason(folder, proc.returncode)
     run_status.write_run_status(folder, run.name, run_status.FAILED, reason=reason, **fields)
@@ -151,7 +154,7 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
 def _state(out, names, pending, running, parallel, t0, failed) -> progress.SweepState:
     now = time.monotonic()
     live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n)), r.rounds, now - s) for n, (r, _, s) in running.items()]
-    done = sum(os.path.isfile(runner.summary_path(runner.run_dir(out, n))) for n in names)
+    done = sum(runner.is_finished(runner.run_dir(out, n)) for n in names)
     eta = progress.estimate_left(run_status.known_walls(out, names), len(pending), live, parallel)
     return progress.SweepState(len(names), done, failed, now - t0, eta, live)
 
