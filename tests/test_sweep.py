@@ -178,6 +178,25 @@ def test_progress_reads_rounds_and_estimates_time_left(tmp_path):
     assert line == "2/5 done | 1 running | 1 failed | elapsed 1:05 | left ~1:01:40 | a round 3/12"
 
 
+def processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_parallel_runs(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    assert sweep.main([write_spec(tmp_path, [0, 3, 5]), "--out", str(out), "--configs", CONFIGS, "--parallel", "2"]) == 0
+    assert set(statuses(out).values()) == {"finished"}
+    assert "3/3 runs finished" in capsys.readouterr().out
+
+
 @pytest.mark.simulator
 def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     """Two real runs (3 digits sites, 2 rounds); the sweep is killed during the second and resumed."""
@@ -201,6 +220,7 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     assert proc.returncode == 130, text
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
+    assert processes_mentioning(str(second)) == []  # no site process outlived the simulator
     assert statuses(out) == {"fedavg_digits_sfa1_s0": "finished", "lightyear_digits_sfa1_s0": "interrupted"}
     first_log = os.path.getmtime(out / "runs" / "fedavg_digits_sfa1_s0" / "log.txt")
 
@@ -219,4 +239,5 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     assert counts(sel)[:2] == (0, 4)
     written = report.report(str(out), log=lambda *_: None)
     assert os.path.join(str(out), "report", "selection", "lightyear_digits_sfa1_s0_selection.png") in written["selection"]
-    assert (out / "report" / "tables" / "digits_sfa_acc.md").read_text().count("±") == 2
+    table = (out / "report" / "tables" / "digits_sfa_acc.md").read_text().splitlines()
+    assert [line.split(" | ")[0] for line in table[-2:]] == ["| fedavg", "| lightyear"]
