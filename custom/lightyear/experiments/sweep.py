@@ -100,7 +100,8 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
     pending = list(todo)
     running: dict[str, tuple] = {}  # name -> (run, process, start time)
     t0 = time.monotonic()
-    failed = 0
+    # counts kept as runs end, so the once-a-second display reads no status files
+    tally = {"done": len(names) - len(todo), "failed": 0, "walls": run_status.known_walls(out, names)}
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         while pending or running:
@@ -118,9 +119,14 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
                 if proc.poll() is None:
                     continue
                 del running[name]
-                failed += not _finish(out, run, proc, time.monotonic() - started, display)
+                wall = time.monotonic() - started
+                if _finish(out, run, proc, wall, display):
+                    tally["done"] += 1
+                    tally["walls"].append(wall)
+                else:
+                    tally["failed"] += 1
                 run_status.write_sweep_status(out, names)
-            display.update(_state(out, names, pending, running, parallel, t0, failed))
+            display.update(_state(out, len(names), pending, running, parallel, t0, tally))
     except KeyboardInterrupt:
         for name, (run, proc, started) in running.items():
             runner.stop(proc)
@@ -151,12 +157,11 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
     return False
 
 
-def _state(out, names, pending, running, parallel, t0, failed) -> progress.SweepState:
+def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
     now = time.monotonic()
     live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n)), r.rounds, now - s) for n, (r, _, s) in running.items()]
-    done = sum(runner.is_finished(runner.run_dir(out, n)) for n in names)
-    eta = progress.estimate_left(run_status.known_walls(out, names), len(pending), live, parallel)
-    return progress.SweepState(len(names), done, failed, now - t0, eta, live)
+    eta = progress.estimate_left(tally["walls"], len(pending), live, parallel)
+    return progress.SweepState(total, tally["done"], tally["failed"], now - t0, eta, live)
 
 
 def parser() -> argparse.ArgumentParser:
