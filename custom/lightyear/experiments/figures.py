@@ -1,0 +1,147 @@
+"""The paper's figures: metric vs number of malfunctioning sites, one panel per malfunction kind.
+
+* :func:`metric_figure` (Figures 3, 4, 7, 8): a line per method, mean ± std (error bars) of the
+  benign sites pooled over seeds, as in :mod:`~lightyear.experiments.tables`.
+* :func:`topology_figure` (Figures 5, 6): the mean over star methods, the mean over
+  peer-to-peer baselines, and LIGHTYEAR.
+
+Colours are the Okabe-Ito palette (distinguishable with the common colour-vision deficiencies),
+with markers and line styles so more than eight methods stay apart; LIGHTYEAR is black.
+Figures are built with matplotlib's Agg backend and returned, so callers (and tests) can inspect
+them before :func:`save` writes the PNG.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
+
+from lightyear.experiments.tables import LABELS, PERCENT, Table  # noqa: E402
+
+OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+LINESTYLES = ["-", "--", ":", "-."]
+FAULTY_COLOUR = "#D55E00"  # vermillion: marks faulty sites in every figure
+KIND_TITLES = {"ana": "ANA (additive noise)", "ana_relative": "ANA (relative noise)", "sfa": "SFA (sign flipping)",
+               "random": "random model", "dynamic": "dynamic (kind drawn each round)"}
+
+
+def method_styles(methods: list[str]) -> dict[str, dict]:
+    """A fixed colour, marker and line style per method (LIGHTYEAR black and thicker)."""
+    styles = {}
+    others = [m for m in methods if m != "lightyear"]
+    for i, method in enumerate(others):
+        styles[method] = {"color": OKABE_ITO[i % 7], "marker": MARKERS[i % len(MARKERS)],
+                          "linestyle": LINESTYLES[(i // 7) % len(LINESTYLES)], "linewidth": 1.5}
+    if "lightyear" in methods:
+        styles["lightyear"] = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
+    return styles
+
+
+def axis_label(metric: str) -> str:
+    return f"test {LABELS.get(metric, metric)}" + (" (%)" if metric in PERCENT else "")
+
+
+def _scale(metric: str) -> float:
+    return 100.0 if metric in PERCENT else 1.0
+
+
+def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
+    """A figure with ``n`` panels (at most three a row) sharing the y axis, so panels compare at a glance."""
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(4.4 * cols + 1.8, height * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig, axes[:n]
+
+
+def _finish_axes(ax, table: Table, title: str) -> None:
+    ax.set_title(KIND_TITLES.get(title, title))
+    ax.set_xlabel("number of malfunctioning sites")
+    if ax.get_subplotspec().is_first_col():
+        ax.set_ylabel(axis_label(table.metric))
+    ax.set_xticks(table.counts)
+    ax.grid(True, alpha=0.3)
+
+
+def _legend(fig: Figure, axes: list, **kwargs) -> None:
+    """One legend for the figure, with every line of every panel once."""
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside right center", **kwargs)
+
+
+def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
+    """One dataset and metric: a panel per malfunction kind, a line per method with std error bars."""
+    if not tables:
+        raise ValueError("metric_figure needs at least one table")
+    methods = list(dict.fromkeys(m for t in tables for m in t.methods))
+    styles = styles or method_styles(methods)
+    first = tables[0]
+    fig, axes = _panels(len(tables), f"{first.dataset}: {axis_label(first.metric)} of benign sites (mean ± std over sites and seeds)")
+    scale = _scale(first.metric)
+    for ax, table in zip(axes, tables):
+        for method in table.methods:
+            points = [(k, table.cells[(method, k)]) for k in table.counts if (method, k) in table.cells and not math.isnan(table.cells[(method, k)].mean)]
+            if points:
+                ax.errorbar([k for k, _ in points], [c.mean * scale for _, c in points], yerr=[c.std * scale for _, c in points],
+                            label=method, capsize=3, **styles[method])
+        _finish_axes(ax, table, table.kind)
+    _legend(fig, axes, title="method")
+    return fig
+
+
+def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tuple[int, float]]]:
+    """Per count, the mean over star methods, over peer-to-peer baselines, and LIGHTYEAR's mean."""
+    groups = {
+        "star methods (mean)": [m for m in table.methods if topology.get(m) == "star"],
+        "peer-to-peer baselines (mean)": [m for m in table.methods if topology.get(m) == "p2p" and m != "lightyear"],
+        "lightyear": [m for m in table.methods if m == "lightyear"],
+    }
+    out = {}
+    for label, members in groups.items():
+        points = []
+        for k in table.counts:
+            means = [table.cells[(m, k)].mean for m in members if (m, k) in table.cells and not math.isnan(table.cells[(m, k)].mean)]
+            if means:
+                points.append((k, sum(means) / len(means)))
+        if points:
+            out[label] = points
+    return out
+
+
+def topology_figure(tables: list[Table], topology: dict[str, str]) -> Figure:
+    """Figures 5-6: star vs peer-to-peer vs LIGHTYEAR, a panel per malfunction kind."""
+    if not tables:
+        raise ValueError("topology_figure needs at least one table")
+    first = tables[0]
+    fig, axes = _panels(len(tables), f"{first.dataset}: topology comparison, {axis_label(first.metric)} of benign sites")
+    look = {"star methods (mean)": dict(color=OKABE_ITO[0], marker="o", linestyle="--"),
+            "peer-to-peer baselines (mean)": dict(color=OKABE_ITO[1], marker="s", linestyle=":"),
+            "lightyear": dict(color="#000000", marker="*", linestyle="-", linewidth=2.5, markersize=9)}
+    scale = _scale(first.metric)
+    for ax, table in zip(axes, tables):
+        for label, points in topology_means(table, topology).items():
+            ax.plot([k for k, _ in points], [v * scale for _, v in points], label=label, **look[label])
+        _finish_axes(ax, table, table.kind)
+    _legend(fig, axes)
+    return fig
+
+
+def save(fig: Figure, path: str, dpi: int = 150) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path

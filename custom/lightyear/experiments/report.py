@@ -1,0 +1,116 @@
+"""``lightyear-report SWEEP_DIR [--out DIR]``: the paper's tables and figures from a sweep folder.
+
+Writes, under ``DIR`` (default ``SWEEP_DIR/report``):
+
+* ``tables/<dataset>_<malfunction>_<metric>.csv|md|tex``: rows methods, columns numbers of
+  malfunctioning sites, cells mean ± std over benign sites and seeds (pooling: see
+  :mod:`~lightyear.experiments.tables`); ``results.csv``: every cell unscaled;
+* ``figures/<dataset>_<metric>.png``: metric vs number of malfunctioning sites, a panel per
+  malfunction kind; ``figures/<dataset>_<metric>_topology.png``: star vs peer-to-peer vs LIGHTYEAR;
+* ``selection/<run>_selection.png`` and ``<run>_scores.png`` for every run whose sites logged
+  their peer selection; ``selection_quality.csv|md`` (per method, dataset and malfunction kind) and
+  ``selection_rounds.csv|md`` (per run);
+* ``report.md``: all of the above on one page, with the runs that did not finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from lightyear.experiments import figures, selection, selection_plots, tables
+from lightyear.experiments.results import ReportError, load_sweep
+
+STATUS_HINT = "sweep_status.json"
+
+
+def _group(all_tables: list[tables.Table]) -> dict[tuple[str, str], list[tables.Table]]:
+    groups: dict[tuple[str, str], list[tables.Table]] = {}
+    for t in all_tables:
+        groups.setdefault((t.dataset, t.metric), []).append(t)
+    return groups
+
+
+def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print) -> dict:
+    """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "report"}`` paths."""
+    runs = load_sweep(sweep_dir)
+    finished = [r for r in runs if r.finished]
+    if not finished:
+        raise ReportError(f"none of the {len(runs)} runs in {sweep_dir} has finished (no summary.csv with a finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
+    out = out or os.path.join(sweep_dir, "report")
+    os.makedirs(out, exist_ok=True)
+    written: dict[str, list[str]] = {"tables": [], "figures": [], "selection": []}
+    all_tables = tables.build_tables(runs, extra_metrics)
+    for t in all_tables:
+        written["tables"] += tables.write_table(t, os.path.join(out, "tables"))
+    written["tables"].append(tables.write_long(all_tables, os.path.join(out, "results.csv")))
+    topology = {r.method: r.topology for r in runs}
+    for (dataset, metric), group in _group(all_tables).items():
+        path = os.path.join(out, "figures", f"{dataset}_{metric}.png")
+        written["figures"].append(figures.save(figures.metric_figure(group), path))
+        if len(figures.topology_means(group[0], topology)) > 1:
+            path = os.path.join(out, "figures", f"{dataset}_{metric}_topology.png")
+            written["figures"].append(figures.save(figures.topology_figure(group, topology), path))
+    items = []
+    for run in finished:
+        sel = selection.run_selection(run)
+        if sel is None:
+            continue
+        items.append((run, sel))
+        base = os.path.join(out, "selection", run.name)
+        tau = run.job_setting("tau")
+        written["selection"].append(figures.save(selection_plots.selection_heatmap(sel), base + "_selection.png"))
+        written["selection"].append(figures.save(selection_plots.score_plot(sel, tau if isinstance(tau, (int, float)) else None), base + "_scores.png"))
+    written["selection"] += selection.write_rows(selection.kind_rows(items), os.path.join(out, "selection_quality"),
+                                                 "How often benign sites selected faulty peers (selections / opportunities)")
+    written["selection"] += selection.write_rows(selection.run_rows(items), os.path.join(out, "selection_rounds"),
+                                                 "Per run: selections of faulty peers and rounds until every benign site stopped")
+    written["report"] = [write_index(out, runs, all_tables, written)]
+    log(f"{len(finished)}/{len(runs)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
+        f"{len(items)} runs with peer selection -> {written['report'][0]}")
+    return written
+
+
+def write_index(out: str, runs, all_tables, written) -> str:
+    """``report.md``: the tables, figures and selection results on one page."""
+    missing = [r.name for r in runs if not r.finished]
+    lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs)} runs finished)", ""]
+    if missing:
+        lines += [f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.", ""]
+    lines += ["Cells: mean ± std of the benign sites' final test metric, pooled over all benign sites of all seeds.", "", "## Tables", ""]
+    for t in all_tables:
+        lines += [tables.to_markdown(t)]
+    lines += ["## Figures", ""]
+    lines += [f"![{os.path.basename(p)}]({os.path.relpath(p, out)})" for p in written["figures"]] + [""]
+    lines += ["## Peer selection", ""]
+    for name in ("selection_quality.md", "selection_rounds.md"):
+        with open(os.path.join(out, name)) as f:
+            lines += [f.read()]
+    lines += [f"- [{os.path.basename(p)}]({os.path.relpath(p, out)})" for p in written["selection"] if p.endswith(".png")]
+    path = os.path.join(out, "report.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Tables and figures (as in the LIGHTYEAR paper) from a lightyear-sweep folder.")
+    parser.add_argument("sweep_dir", help="the folder given to lightyear-sweep --out")
+    parser.add_argument("--out", help="where the report goes (default: SWEEP_DIR/report)")
+    parser.add_argument("--metrics", default="", help="more metrics to tabulate besides acc/dice, comma-separated: ece, conf, loss")
+    args = parser.parse_args(argv)
+    extra = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    unknown = [m for m in extra if m not in tables.LABELS]
+    if unknown:
+        parser.error(f"unknown metrics {', '.join(unknown)}; choose from {', '.join(tables.LABELS)}")
+    try:
+        report(args.sweep_dir, args.out, extra)
+    except ReportError as exc:
+        print(f"lightyear-report: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""One run of a sweep: its folder, its FLARE job and workspace, the simulator process and its outcome.
+
+A run folder ``<sweep>/runs/<run>/`` holds ``job/`` (the generated job), ``ws/`` (the simulator
+workspace, with ``local/resources.json``, FLARE's component allow list), ``log.txt`` (everything
+the simulator printed) and ``status.json``. A run is finished when its ``summary.csv`` exists: the
+simulator exits 0 even when a job fails, so the exit code alone says little.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from lightyear.experiments.sweep_spec import Run
+from lightyear.jobs import generate
+
+RUNS = "runs"
+NOISE = ("unknown aux message topic",)  # ERROR lines FLARE prints in healthy runs too
+DEFAULT_RESOURCES = {"format_version": 2, "class_allow_list": ["nvflare.", "lightyear."]}
+
+
+def run_dir(out: str, name: str) -> str:
+    return os.path.join(out, RUNS, name)
+
+
+def summary_path(folder: str) -> str:
+    return os.path.join(folder, "ws", "server", "simulate_job", "summary.csv")
+
+
+def unfinished_sites(folder: str) -> list[str] | None:
+    """Sites the summary lists as not finished (dropped, failed); None when there is no summary."""
+    path = summary_path(folder)
+    if not os.path.isfile(path):
+        return None
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("site") not in ("mean_benign", "std_benign")]
+    return [r["site"] for r in rows if r.get("status", "finished") != "finished"]
+
+
+def is_finished(folder: str) -> bool:
+    """A summary exists and at least one benign site finished (peer-to-peer runs whose sites all
+    dropped still write a summary, of ``dropped`` sites only)."""
+    path = summary_path(folder)
+    if not os.path.isfile(path):
+        return False
+    with open(path, newline="") as f:
+        return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" for r in csv.DictReader(f))
+
+
+def job_files(run: Run, configs: str) -> dict:
+    """The generated job (``{relative path: JSON}``), named after the run."""
+    _, files = generate.build_job(configs, run.method, run.dataset, run.malfunction, run.faulty, run.seed, run.overrides)
+    files["meta.json"]["name"] = run.name
+    return files
+
+
+def matches_job(folder: str, files: dict) -> bool:
+    """Whether the job already in ``folder`` is the one ``files`` describes (same settings)."""
+    for rel, obj in files.items():
+        path = os.path.join(folder, "job", rel)
+        try:
+            if generate.load_json(path) != json.loads(json.dumps(obj)):
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+def resources_file(configs: str) -> dict:
+    """The repository's ``workspace/local/resources.json`` next to ``configs``, or the same allow list."""
+    path = os.path.join(os.path.dirname(os.path.abspath(configs)), "workspace", "local", "resources.json")
+    return generate.load_json(path) if os.path.isfile(path) else DEFAULT_RESOURCES
+
+
+def prepare(folder: str, files: dict, resources: dict) -> None:
+    """Write the job, an empty workspace and an empty log (whatever an earlier attempt left is removed)."""
+    generate.write_job(files, os.path.join(folder, "job"))
+    shutil.rmtree(os.path.join(folder, "ws"), ignore_errors=True)
+    os.makedirs(os.path.join(folder, "ws", "local"))
+    with open(os.path.join(folder, "ws", "local", "resources.json"), "w") as f:
+        json.dump(resources, f, indent=2)
+    open(os.path.join(folder, "log.txt"), "w").close()
+
+
+def nvflare_command() -> str:
+    """``$LIGHTYEAR_NVFLARE`` if set, else the ``nvflare`` next to this Python (its virtual
+    environment), else the one on PATH."""
+    if os.environ.get("LIGHTYEAR_NVFLARE"):
+        return os.environ["LIGHTYEAR_NVFLARE"]
+    beside = os.path.join(os.path.dirname(sys.executable), "nvflare")
+    found = beside if os.path.isfile(beside) else shutil.which("nvflare")
+    if not found:
+        raise FileNotFoundError("no nvflare command next to this Python or on PATH: pip install nvflare")
+    return found
+
+
+def child_env() -> dict:
+    """This environment with the folder holding ``lightyear`` first on PYTHONPATH (for FLARE's processes)."""
+    import lightyear
+
+    custom = os.path.dirname(os.path.dirname(os.path.abspath(lightyear.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (custom, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def start(run: Run, folder: str) -> subprocess.Popen:
+    """Start ``nvflare simulator`` for a prepared run in its own process group, output to ``log.txt``."""
+    cmd = [nvflare_command(), "simulator", os.path.join(folder, "job"), "-w", os.path.join(folder, "ws"), "-t", str(run.sites)]
+    with open(os.path.join(folder, "log.txt"), "ab") as log:
+        log.write(("$ " + " ".join(cmd) + "\n").encode())
+        log.flush()
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=child_env(), start_new_session=True)
+
+
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """End the simulator and every process it started (its whole process group): TERM, then KILL."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and _group_alive(proc):
+            time.sleep(0.2)
+        if not _group_alive(proc):
+            break
+    if proc.poll() is None:
+        proc.wait(timeout=5)
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    proc.poll()  # reap the leader so it does not linger as a zombie
+    try:
+        os.killpg(proc.pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def failure_reason(folder: str, returncode: int | None, lines: int = 2) -> str:
+    """Why a run did not finish: the last ERROR lines of its log (else its last line)."""
+    try:
+        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+            text = f.read().splitlines()
+    except OSError:
+        text = []
+    errors = [ln.strip() for ln in text if ("ERROR" in ln or "Error:" in ln) and not any(n in ln for n in NOISE)]
+    picked = errors[-lines:] or [ln.strip() for ln in text if ln.strip()][-1:]
+    reason = " | ".join(picked) or "no output"
+    if returncode:
+        reason = f"exit code {returncode}: {reason}"
+    return reason[:600]

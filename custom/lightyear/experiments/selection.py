@@ -1,0 +1,156 @@
+"""Who selected whom: per-round peer selection and agreement scores of a run, and selection quality.
+
+A run qualifies when its sites' ``rounds.csv`` have a ``selected`` column (LIGHTYEAR and any other
+method that logs its choice of peers, ``;``-separated) and ``site-J_score`` columns.
+
+**Opportunities.** In one round a site had the chance to select peer J when J was a candidate:
+J's model was scored that round (``site-J_score`` not empty) or J is in ``selected``. A site is
+never a candidate of itself. Selection quality counts, over the benign sites, faulty peers and
+rounds of the runs of a malfunction kind, the opportunities and how many of them were taken
+(``fraction = selections / opportunities``). **Rounds to exclusion** of a run is the number of
+rounds before every benign site stopped selecting faulty peers for good: 0 if none ever did, and
+empty (never) when one still did in the last round.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+
+from lightyear.experiments.results import RunResult, site_key
+from lightyear.records import read_csv
+
+NAN = float("nan")
+
+
+@dataclass
+class Selection:
+    run: str
+    sites: list[str]  # sites that logged a selection, in order
+    peers: list[str]  # every site of the run
+    faulty: list[str]
+    rounds: list[int]
+    selected: dict  # site -> peer -> [1.0 selected | 0.0 candidate, not selected | nan no candidate] per round
+    scores: dict  # site -> peer -> [agreement score | nan] per round
+
+    @property
+    def benign(self) -> list[str]:
+        return [s for s in self.sites if s not in self.faulty]
+
+
+def _float(text) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return NAN
+
+
+def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], faulty: list[str]) -> Selection | None:
+    """Selection and scores from each site's ``rounds.csv`` (``{site: path}``); None if none logged a selection."""
+    tables = {}
+    for site, path in rounds_csv.items():
+        if os.path.isfile(path):
+            rows = read_csv(path)
+            if rows and "selected" in rows[0]:
+                tables[site] = rows
+    if not tables:
+        return None
+    rounds = sorted({int(r["round"]) for rows in tables.values() for r in rows})
+    selected: dict = {}
+    scores: dict = {}
+    for site, rows in tables.items():
+        by_round = {int(r["round"]): r for r in rows}
+        selected[site], scores[site] = {}, {}
+        for peer in peers:
+            sel, sc = [], []
+            for rnd in rounds:
+                row = by_round.get(rnd)
+                chosen = set(filter(None, (row or {}).get("selected", "").split(";")))
+                score = _float((row or {}).get(f"{peer}_score"))
+                candidate = row is not None and peer != site and (not math.isnan(score) or peer in chosen)
+                sel.append((1.0 if peer in chosen else 0.0) if candidate else NAN)
+                sc.append(score if peer != site else NAN)
+            selected[site][peer], scores[site][peer] = sel, sc
+    sites = sorted(tables, key=site_key)
+    return Selection(run, sites, sorted(peers, key=site_key), sorted(faulty, key=site_key), rounds, selected, scores)
+
+
+def run_selection(run: RunResult) -> Selection | None:
+    """The selection record of a sweep run, or None when its sites logged no selection."""
+    return read_selection(run.name, {s: run.rounds_csv(s) for s in run.sites}, run.sites, run.faulty_sites)
+
+
+def counts(sel: Selection) -> tuple[int, int, set[int]]:
+    """(selections of faulty peers by benign sites, opportunities, rounds in which one happened)."""
+    taken = chances = 0
+    bad_rounds: set[int] = set()
+    for site in sel.benign:
+        for peer in sel.faulty:
+            for rnd, value in zip(sel.rounds, sel.selected[site][peer]):
+                if math.isnan(value):
+                    continue
+                chances += 1
+                if value:
+                    taken += 1
+                    bad_rounds.add(rnd)
+    return taken, chances, bad_rounds
+
+
+def rounds_to_exclusion(sel: Selection) -> int | None:
+    """Rounds until no benign site selected a faulty peer any more (0: never did; None: still did at the end)."""
+    _, _, bad = counts(sel)
+    if not bad:
+        return 0
+    last = max(bad)
+    return None if last == sel.rounds[-1] else sel.rounds.index(last) + 1
+
+
+def run_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
+    """One row per run with faulty sites: its selections, opportunities, fraction and rounds to exclusion."""
+    rows = []
+    for run, sel in items:
+        if not sel.faulty:
+            continue
+        taken, chances, _ = counts(sel)
+        rte = rounds_to_exclusion(sel)
+        rows.append({"run": run.name, "method": run.method, "dataset": run.dataset, "malfunction": run.malfunction,
+                     "faulty": run.faulty, "seed": run.seed, "rounds": len(sel.rounds), "selections": taken,
+                     "opportunities": chances, "fraction": _ratio(taken, chances),
+                     "rounds_to_exclusion": "never" if rte is None else rte})
+    return rows
+
+
+def kind_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
+    """Per method, dataset and malfunction kind (pooled over faulty counts and seeds)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in run_rows(items):
+        groups.setdefault((row["method"], row["dataset"], row["malfunction"]), []).append(row)
+    out = []
+    for (method, dataset, kind), rows in sorted(groups.items()):
+        taken = sum(r["selections"] for r in rows)
+        chances = sum(r["opportunities"] for r in rows)
+        never = sum(r["rounds_to_exclusion"] == "never" for r in rows)
+        out.append({"method": method, "dataset": dataset, "malfunction": kind, "runs": len(rows), "selections": taken,
+                    "opportunities": chances, "fraction": _ratio(taken, chances), "runs_never_excluding": never})
+    return out
+
+
+def _ratio(a: int, b: int) -> float | str:
+    return round(a / b, 6) if b else ""
+
+
+def write_rows(rows: list[dict], base: str, title: str) -> list[str]:
+    """``base.csv`` and ``base.md`` (a titled Markdown table); nothing but a note when there are no rows."""
+    os.makedirs(os.path.dirname(os.path.abspath(base)), exist_ok=True)
+    cols = list(rows[0]) if rows else ["note"]
+    with open(base + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=cols)
+        writer.writeheader()
+        writer.writerows(rows or [{"note": "no run with faulty sites logged a peer selection"}])
+    lines = [f"**{title}**", "", "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows] or ["| no run with faulty sites logged a peer selection |"]
+    with open(base + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return [base + ".csv", base + ".md"]

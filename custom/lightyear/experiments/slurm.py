@@ -1,0 +1,56 @@
+"""A SLURM job-array script for a sweep: one array task per run, each running that run alone.
+
+Every task calls ``python -m lightyear.experiments.sweep <sweep>/spec.json --out <sweep> --task
+$SLURM_ARRAY_TASK_ID``, so a task skips a run already finished and records its outcome like a
+local sweep; ``lightyear-report`` reads the folder the same way afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+SCRIPT = "sweep.sbatch"
+
+
+def script_text(name: str, n_runs: int, out: str, configs: str, cpus: int, time_limit: str = "08:00:00",
+                gres: str | None = None, parallel: int | None = None, python: str | None = None) -> str:
+    """The sbatch script's text. ``gres`` (e.g. ``gpu:1``) may also be given when submitting."""
+    if n_runs < 1:
+        raise ValueError("a SLURM script needs at least one run")
+    import lightyear
+
+    out, configs = os.path.abspath(out), os.path.abspath(configs)
+    custom = os.path.dirname(os.path.dirname(os.path.abspath(lightyear.__file__)))
+    array = f"0-{n_runs - 1}" + (f"%{parallel}" if parallel and parallel > 0 else "")
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --array={array}",
+        f"#SBATCH --cpus-per-task={cpus}",
+        f"#SBATCH --time={time_limit}",
+        f"#SBATCH --output={os.path.join(out, 'slurm', '%A_%a.out')}",
+    ]
+    if gres:
+        lines.append(f"#SBATCH --gres={gres}")
+    else:
+        lines.append("# no --gres here: pass one when submitting, e.g. sbatch --gres=gpu:1 " + shlex.quote(os.path.join(out, SCRIPT)))
+    q = shlex.quote
+    lines += [
+        "set -euo pipefail",
+        f"export PYTHONPATH={q(custom)}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"PYTHON=${{LIGHTYEAR_PYTHON:-{q(python or sys.executable)}}}",
+        f'"$PYTHON" -m lightyear.experiments.sweep {q(os.path.join(out, "spec.json"))} --out {q(out)} '
+        f'--configs {q(configs)} --task "$SLURM_ARRAY_TASK_ID"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_script(text: str, out: str) -> str:
+    os.makedirs(os.path.join(out, "slurm"), exist_ok=True)
+    path = os.path.join(out, SCRIPT)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path

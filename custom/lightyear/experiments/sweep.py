@@ -1,0 +1,239 @@
+"""``lightyear-sweep SPEC --out DIR``: run every run of a sweep description with the FLARE simulator.
+
+Each run gets ``DIR/runs/<run>/`` (job, workspace, ``log.txt`` with FLARE's output, ``status.json``).
+Runs whose summary exists are skipped, so running the same command again after a crash, a kill
+or Ctrl-C continues where the sweep stopped (failed and interrupted runs are tried again). A
+failed run is recorded with the reason taken from its log and the sweep goes on; Ctrl-C or
+SIGTERM stops the running simulators (their whole process groups) and exits.
+
+Usage::
+
+    lightyear-sweep app_configs/sweeps/digits_dynamic.yaml --out workspace/sweeps/digits_dynamic
+    lightyear-sweep SPEC --out DIR --parallel 2      # two simulator runs at a time
+    lightyear-sweep SPEC --out DIR --dry-run         # list the runs and which are done
+    lightyear-sweep SPEC --out DIR --slurm --gres gpu:1   # write DIR/sweep.sbatch (one array task a run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from lightyear.experiments import progress, run_status, runner, slurm
+from lightyear.experiments.sweep_spec import SpecError, SweepSpec, expand, read_spec
+from lightyear.jobs import generate
+
+SPEC_COPY = "spec.json"
+LOCK = ".sweep.lock"
+
+
+class SweepError(RuntimeError):
+    """A sweep that cannot start; the message says what to change."""
+
+
+def find_configs(spec_path: str) -> str:
+    """``app_configs/`` of the repository around the current directory, else around the spec file."""
+    try:
+        return os.path.join(generate.repo_root(), "app_configs")
+    except FileNotFoundError:
+        here = os.path.dirname(os.path.abspath(spec_path))
+        while os.path.dirname(here) != here:
+            if os.path.basename(here) == "app_configs" and os.path.isdir(os.path.join(here, "datasets")):
+                return here
+            if os.path.isdir(os.path.join(here, "app_configs")):
+                return os.path.join(here, "app_configs")
+            here = os.path.dirname(here)
+    raise SweepError("no app_configs/ folder around the current directory or the spec: pass --configs")
+
+
+def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
+    """([(run, job files)] still to run, [runs already finished]); every job is generated first, so a
+    bad setting stops the sweep before any training."""
+    todo, done, stale = [], [], []
+    for run in spec.runs:
+        try:
+            files = runner.job_files(run, configs)
+        except (ValueError, KeyError) as exc:
+            raise SweepError(f"run {run.name}: {exc}") from exc
+        folder = runner.run_dir(out, run.name)
+        if not runner.is_finished(folder):
+            todo.append((run, files))
+        elif runner.matches_job(folder, files):
+            done.append(run.name)
+        else:
+            stale.append(run.name)
+    if stale:
+        raise SweepError(
+            f"{len(stale)} finished run(s) used other settings than the spec now gives ({', '.join(stale[:3])}"
+            f"{', ...' if len(stale) > 3 else ''}): choose another --out, or delete those run folders to run them again"
+        )
+    return todo, done
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def take_lock(out: str) -> str:
+    path = os.path.join(out, LOCK)
+    try:
+        pid = int(open(path).read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        pid = None  # no lock, or its sweep is gone
+    if pid is not None and pid != os.getpid():
+        raise SweepError(f"another sweep (pid {pid}) is running in {out}: wait for it or stop it first")
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    return path
+
+
+def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int = 1, display=None, poll: float = 1.0) -> dict:
+    """Run ``todo`` (from :func:`plan`) ``parallel`` at a time; return the gathered status."""
+    display = display or progress.PlainDisplay()
+    names = [r.name for r in spec.runs]
+    resources = runner.resources_file(configs)
+    pending = list(todo)
+    running: dict[str, tuple] = {}  # name -> (run, process, start time)
+    t0 = time.monotonic()
+    # counts kept as runs end, so the once-a-second display reads no status files
+    tally = {"done": len(names) - len(todo), "failed": 0, "walls": run_status.known_walls(out, names)}
+    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                run, files = pending.pop(0)
+                folder = runner.run_dir(out, run.name)
+                runner.prepare(folder, files, resources)
+                proc = runner.start(run, folder)
+                running[run.name] = (run, proc, time.monotonic())
+                run_status.write_run_status(folder, run.name, run_status.RUNNING, pid=proc.pid, started=run_status.now())
+                run_status.write_sweep_status(out, names)
+                display.event(f"started  {run.name} ({run.sites} sites, {run.rounds} rounds)")
+            time.sleep(poll)
+            for name, (run, proc, started) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[name]
+                wall = time.monotonic() - started
+                if _finish(out, run, proc, wall, display):
+                    tally["done"] += 1
+                    tally["walls"].append(wall)
+                else:
+                    tally["failed"] += 1
+                run_status.write_sweep_status(out, names)
+            display.update(_state(out, len(names), pending, running, parallel, t0, tally))
+    except KeyboardInterrupt:
+        for name, (run, proc, started) in running.items():
+            runner.stop(proc)
+            run_status.write_run_status(runner.run_dir(out, name), name, run_status.INTERRUPTED, wall_s=round(time.monotonic() - started, 1), ended=run_status.now())
+        run_status.write_sweep_status(out, names)
+        display.close()
+        raise
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    display.close()
+    return run_status.write_sweep_status(out, names)
+
+
+def _finish(out: str, run, proc, wall: float, display) -> bool:
+    folder = runner.run_dir(out, run.name)
+    fields = {"wall_s": round(wall, 1), "ended": run_status.now()}
+    if runner.is_finished(folder):
+        dropped = runner.unfinished_sites(folder)
+        if dropped:
+            fields["not_finished_sites"] = dropped
+        run_status.write_run_status(folder, run.name, run_status.FINISHED, **fields)
+        display.event(f"finished {run.name} in {progress.clock(wall)}" + (f" ({', '.join(dropped)} did not finish)" if dropped else ""))
+        return True
+    reason = runner.failure_reason(folder, proc.returncode)
+    run_status.write_run_status(folder, run.name, run_status.FAILED, reason=reason, **fields)
+    display.event(f"FAILED   {run.name} after {progress.clock(wall)}: {reason} (log: {os.path.join(folder, 'log.txt')})")
+    return False
+
+
+def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
+    now = time.monotonic()
+    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n)), r.rounds, now - s) for n, (r, _, s) in running.items()]
+    eta = progress.estimate_left(tally["walls"], len(pending), live, parallel)
+    return progress.SweepState(total, tally["done"], tally["failed"], now - t0, eta, live)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Run a sweep of LIGHTYEAR toolkit jobs with the FLARE simulator (resumable).")
+    p.add_argument("spec", help="the sweep description (.yaml or .json), e.g. app_configs/sweeps/digits_dynamic.yaml")
+    p.add_argument("--out", required=True, help="the sweep folder (runs go to OUT/runs/<run>/)")
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="simulator runs at a time (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs and which are done; run nothing")
+    p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch, a job array with one task a run, instead of running")
+    p.add_argument("--gres", help="with --slurm: the --gres of every task, e.g. gpu:1 (or give it to sbatch)")
+    p.add_argument("--time", default="08:00:00", help="with --slurm: each task's time limit (default 08:00:00)")
+    p.add_argument("--configs", help="the app_configs folder (default: the repository's)")
+    p.add_argument("--plain", action="store_true", help="plain progress lines even when rich is installed")
+    p.add_argument("--task", type=int, help=argparse.SUPPRESS)  # one run by index: what each SLURM array task does
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.parallel < 1:
+        parser().error("--parallel must be at least 1")
+    out = os.path.abspath(args.out)
+    try:
+        configs = os.path.abspath(args.configs or find_configs(args.spec))
+        raw = read_spec(args.spec)
+        spec = expand(raw, configs, os.path.splitext(os.path.basename(args.spec))[0])
+        if args.task is not None:
+            if not 0 <= args.task < len(spec.runs):
+                raise SweepError(f"--task {args.task} is outside 0..{len(spec.runs) - 1}")
+            spec.runs = [spec.runs[args.task]]
+        todo, done = plan(spec, configs, out)
+    except (SpecError, SweepError, FileNotFoundError) as exc:
+        print(f"lightyear-sweep: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for run in spec.runs:
+            print(f"{'done' if run.name in done else 'todo'}  {run.name}")
+        print(f"{len(spec.runs)} runs: {len(done)} done, {len(todo)} to run; nothing was written")
+        return 0
+    os.makedirs(out, exist_ok=True)
+    if args.task is None:
+        with open(os.path.join(out, SPEC_COPY), "w") as f:
+            json.dump({**raw, "name": spec.name}, f, indent=1)
+        with open(os.path.join(out, "sweep.json"), "w") as f:
+            json.dump({**spec.as_dict(), "configs": configs}, f, indent=1)
+    if args.slurm:
+        text = slurm.script_text(spec.name, len(spec.runs), out, configs, max(r.sites for r in spec.runs), args.time, args.gres, None if args.parallel == 1 else args.parallel)
+        path = slurm.write_script(text, out)
+        print(f"wrote {path}: {len(spec.runs)} array tasks, one run each ({len(done)} already done are skipped by their task)")
+        print(f"submit with:  sbatch {path}" + ("" if args.gres else f"\n  or, a GPU per task:  sbatch --gres=gpu:1 {path}"))
+        print(f"then:         lightyear-report {out}")
+        return 0
+    display = progress.PlainDisplay() if args.task is not None else progress.make_display(args.plain)
+    display.event(f"sweep {spec.name}: {len(spec.runs)} runs, {len(done)} already done, {len(todo)} to run -> {out}")
+    lock = None
+    try:
+        lock = take_lock(out) if args.task is None else None
+        status = execute(spec, todo, out, configs, args.parallel, display)
+    except KeyboardInterrupt:
+        print("interrupted: the running simulator was stopped; run the same command again to continue", file=sys.stderr)
+        return 130
+    except SweepError as exc:
+        print(f"lightyear-sweep: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if lock and os.path.exists(lock):
+            os.remove(lock)
+    mine = [status["runs"][r.name] for r in spec.runs]
+    bad = [r["run"] for r in mine if r["status"] != run_status.FINISHED]
+    print(f"sweep {spec.name}: {len(mine) - len(bad)}/{len(mine)} runs finished" + (f"; failed: {', '.join(bad)} (see {run_status.SWEEP_STATUS})" if bad else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The paper's result tables (Tables 2-21): rows methods, columns numbers of malfunctioning sites.
+
+One table per dataset, malfunction kind and metric. Clean runs (0 malfunctioning sites) appear as
+column 0 of every kind's table.
+
+**Pooling.** A cell pools the final test metric of every benign site that finished, over all runs
+(seeds) of that method, dataset, kind and count: the cell is the mean and the population standard
+deviation of those pooled values (n = benign sites x seeds). With the same benign sites in every
+seed the mean equals the mean over seeds of each run's ``mean_benign``; the std then includes the
+spread between sites, as the paper's "average over all clients and all runs" does.
+
+Accuracy, Dice, ECE and confidence are shown in percent with one decimal (the paper's form); the
+long file ``results.csv`` keeps the unscaled numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+
+from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.experiments.results import RunResult, method_order
+from lightyear.records import mean_std
+
+PERCENT = {"acc", "dice", "ece", "conf"}
+HIGHER_BETTER, LOWER_BETTER = {"acc", "dice"}, {"ece", "loss"}
+LABELS = {"acc": "accuracy", "dice": "Dice", "ece": "ECE", "conf": "confidence", "loss": "loss"}
+MISSING = "-"
+CLEAN_ONLY = "clean"
+
+
+@dataclass
+class Cell:
+    mean: float
+    std: float
+    runs: int
+    values: int
+
+
+@dataclass
+class Table:
+    dataset: str
+    kind: str  # a malfunction kind, or "clean" for a dataset with clean runs only
+    metric: str
+    methods: list[str]
+    counts: list[int]
+    cells: dict  # (method, count) -> Cell
+
+    @property
+    def stem(self) -> str:
+        return f"{self.dataset}_{self.kind}_{self.metric}"
+
+    @property
+    def caption(self) -> str:
+        unit = " (%)" if self.metric in PERCENT else ""
+        return (f"{self.dataset} - {self.kind}: test {LABELS.get(self.metric, self.metric)}{unit} of the benign sites, "
+                f"mean ± std over benign sites and seeds, by number of malfunctioning sites (0 = clean)")
+
+
+def pool(runs: list[RunResult], metric: str) -> Cell:
+    """Mean and population std of the benign sites' values pooled over ``runs`` (see the module doc)."""
+    values = [v for r in runs for v in r.benign_values(metric)]
+    mean, std = mean_std(values)
+    return Cell(mean, std, len(runs), len(values))
+
+
+def build_tables(runs: list[RunResult], extra_metrics: tuple[str, ...] = ()) -> list[Table]:
+    """Tables for every dataset, kind and metric (the main one, acc or dice, then ``extra_metrics``)."""
+    finished = [r for r in runs if r.finished]
+    tables = []
+    for dataset in sorted({r.dataset for r in finished}):
+        mine = [r for r in finished if r.dataset == dataset]
+        main = mine[0].metric
+        metrics = [main] + [m for m in extra_metrics if m != main and m in mine[0].rows[0]]
+        kinds = [k for k in KINDS if k != NONE and any(r.malfunction == k for r in mine)] or [CLEAN_ONLY]
+        for kind in kinds:
+            members = [r for r in mine if r.malfunction in (kind, NONE)]
+            groups: dict[tuple[str, int], list[RunResult]] = {}
+            for r in members:
+                groups.setdefault((r.method, r.faulty), []).append(r)
+            counts = sorted({k for _, k in groups})
+            for metric in metrics:
+                cells = {key: pool(group, metric) for key, group in groups.items()}
+                tables.append(Table(dataset, kind, metric, method_order(members), counts, cells))
+    return tables
+
+
+def fmt(cell: Cell | None, metric: str) -> str:
+    if cell is None or math.isnan(cell.mean):
+        return MISSING
+    scale, digits = (100.0, 1) if metric in PERCENT else (1.0, 3)
+    return f"{cell.mean * scale:.{digits}f} ± {cell.std * scale:.{digits}f}"
+
+
+def best_methods(table: Table, count: int) -> set[str]:
+    """The methods with the best mean in a column (none for metrics without a better direction)."""
+    means = {m: c.mean for (m, k), c in table.cells.items() if k == count and not math.isnan(c.mean)}
+    if not means or table.metric not in HIGHER_BETTER | LOWER_BETTER:
+        return set()
+    best = (max if table.metric in HIGHER_BETTER else min)(means.values())
+    return {m for m, v in means.items() if v == best}
+
+
+def _grid(table: Table, bold) -> list[list[str]]:
+    rows = []
+    best = {k: best_methods(table, k) for k in table.counts}
+    for method in table.methods:
+        row = [method]
+        for k in table.counts:
+            text = fmt(table.cells.get((method, k)), table.metric)
+            row.append(bold(text) if method in best[k] and text != MISSING else text)
+        rows.append(row)
+    return rows
+
+
+def header(table: Table) -> list[str]:
+    return ["method"] + [f"{k} (clean)" if k == 0 else str(k) for k in table.counts]
+
+
+def to_markdown(table: Table) -> str:
+    lines = [f"**{table.caption}**", "", "| " + " | ".join(header(table)) + " |", "|" + " --- |" * len(header(table))]
+    lines += ["| " + " | ".join(row) + " |" for row in _grid(table, lambda t: f"**{t}**")]
+    return "\n".join(lines) + "\n"
+
+
+def to_latex(table: Table) -> str:
+    def tex(text: str) -> str:
+        return text.replace("_", r"\_").replace("%", r"\%").replace("&", r"\&").replace("±", r"$\pm$")
+
+    cols = "l" + "c" * len(table.counts)
+    head = " & ".join(["Method"] + [str(k) for k in table.counts])
+    body = [" & ".join(tex(t) for t in row) + r" \\" for row in _grid(table, lambda t: rf"\textbf{{{t}}}")]
+    return "\n".join([
+        r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(table.caption)}}}", rf"\label{{tab:{table.stem}}}",
+        rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
+        rf" & \multicolumn{{{len(table.counts)}}}{{c}}{{Number of malfunctioning sites}} \\", head + r" \\", r"\midrule",
+        *body, r"\bottomrule", r"\end{tabular}", r"\end{table}",
+    ]) + "\n"
+
+
+def write_table(table: Table, folder: str) -> list[str]:
+    """``<stem>.csv`` (formatted cells), ``.md`` and ``.tex`` in ``folder``; return the paths."""
+    os.makedirs(folder, exist_ok=True)
+    base = os.path.join(folder, table.stem)
+    with open(base + ".csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header(table))
+        writer.writerows(_grid(table, lambda t: t))
+    with open(base + ".md", "w") as f:
+        f.write(to_markdown(table))
+    with open(base + ".tex", "w") as f:
+        f.write(to_latex(table))
+    return [base + ext for ext in (".csv", ".md", ".tex")]
+
+
+def write_long(tables: list[Table], path: str) -> str:
+    """Every cell of every table, unscaled: dataset, malfunction, metric, method, faulty, mean, std, runs, values."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["dataset", "malfunction", "metric", "method", "faulty", "mean", "std", "runs", "values"])
+        for t in tables:
+            for (method, k), c in sorted(t.cells.items(), key=lambda item: (t.methods.index(item[0][0]), item[0][1])):
+                writer.writerow([t.dataset, t.kind, t.metric, method, k, f"{c.mean:.6g}", f"{c.std:.6g}", c.runs, c.values])
+    return path
