@@ -113,3 +113,27 @@ def test_summaries_of_different_sets_do_not_compare():
     b = summarize_predictions(OWN[:3], LABELS[:3])
     with pytest.raises(ValueError, match="different validation sets"):
         agreement(a, b)
+
+
+def test_skill_is_the_distance_from_chance_towards_perfect():
+    from lightyear.algorithms.agreement import skill
+
+    # 4 samples, 2 classes: chance is 1/2; accuracy 3/4 -> (0.75 - 0.5) / (1 - 0.5) = 0.5
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.7, 0.3]])
+    s = summarize_predictions(probs, np.array([0, 1, 0, 1]))
+    assert s.chance == 0.5 and s.performance == 0.75
+    assert skill(s) == pytest.approx(0.5)
+    # 10 classes, accuracy 0.1 = chance -> 0; accuracy 0 -> -1/9
+    uniform_wrong = np.eye(10)[[1, 2, 3, 4, 5, 6, 7, 8, 9, 0]]
+    assert skill(summarize_predictions(uniform_wrong, np.arange(10))) == pytest.approx(-1 / 9)
+
+
+def test_skill_floor_keeps_weak_peers_out_and_zero_is_the_paper_rule():
+    scores = {"site-2": 0.8, "site-3": 0.9, "site-4": 0.7}
+    skills = {"site-2": 0.6, "site-3": 0.1, "site-4": 0.9}
+    assert select_peers(scores, 0.75) == ["site-2", "site-3"]
+    assert select_peers(scores, 0.75, skills, skill_floor=0.0) == ["site-2", "site-3"]
+    assert select_peers(scores, 0.75, skills, skill_floor=0.5) == ["site-2"]  # site-3 agrees but is near chance
+    assert select_peers(scores, 0.75, {"site-2": float("nan")}, skill_floor=0.5) == []
+    with pytest.raises(ValueError, match="skill_floor"):
+        select_peers(scores, 0.75, skills, skill_floor=1.0)

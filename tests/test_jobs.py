@@ -73,3 +73,30 @@ def test_cli_writes_a_job(tmp_path, capsys):
     assert rc == 0
     server = json.load(open(tmp_path / "fedavg_digits_ana1" / "app" / "config" / "config_fed_server.json"))
     assert server["workflows"][0]["args"]["rounds"] == 2
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"model_args": {"widht": 3}}, "model_args"),
+        ({"dataset_args": {"shift": 1}}, "dataset_args"),
+        ({"model": "resnet50"}, "unknown model"),
+        ({"train_args": {"momentum": 1.5}}, "momentum"),
+        ({"train_args": {"loss_args": {"gama": 2.0}}}, "loss_args"),
+        ({"train_args": {"device": "gpu0"}}, "device"),
+        ({"peer_deadline": 0.1}, "peer_deadline"),
+        ({"peer_deadline": 1800.0, "progress_timeout": 900.0}, "progress_timeout"),
+        ({"topology": "ring", "topology_args": {"k": 3}}, "takes no arguments"),
+        ({"topology": "k_regular", "topology_args": {"k": 9}}, "k"),
+        ({"skill_floor": 1.2}, "skill_floor"),
+    ],
+)
+def test_bad_settings_are_refused_when_the_job_is_generated(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        generate.build_job(CONFIGS, "lightyear", "digits", overrides=overrides)
+
+
+def test_a_sparse_random_topology_is_a_job_setting():
+    _, files = generate.build_job(CONFIGS, "lightyear", "digits", overrides={"topology": "random", "topology_args": {"degree": 3}})
+    args = files["app/config/config_fed_server.json"]["workflows"][0]["args"]
+    assert args["topology"] == "random" and args["topology_args"] == {"degree": 3}

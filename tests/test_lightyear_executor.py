@@ -206,3 +206,13 @@ def test_a_restarted_site_continues_from_its_last_checkpoint(tmp_path):
     with open(tmp_path / "rounds.csv", newline="") as f:
         assert [int(r["round"]) for r in csv.DictReader(f)] == [0, 1, 2]
     assert result["last_round"] == 2 and load_site_checkpoint(str(tmp_path)).round == 2
+
+
+def test_cold_start_guard_trains_alone_until_the_own_model_is_clearly_better_than_chance(tmp_path, peers):
+    ex = make_executor(tmp_path, skill_floor=0.95)  # a 1-epoch digits model is far from 0.95 skill
+    own = ex.runtime.get_weights()
+    outcome = ex.aggregate(0, own, dict(peers))
+    assert outcome.fields["warming_up"] == 1 and outcome.fields["selected"] == []
+    assert outcome.fields["own_skill"] < 0.95
+    ex.skill_floor = 0.0  # the paper's rule: tau = 0 keeps every peer
+    assert ex.aggregate(0, own, dict(peers)).fields["selected"] == ["site-2", "site-3"]

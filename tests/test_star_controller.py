@@ -97,3 +97,65 @@ def test_default_min_clients_is_a_strict_majority():
     from lightyear.flare.star_controller import default_min_clients
 
     assert [default_min_clients(n) for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 3, 3, 5]
+
+
+class _Workspace:
+    def __init__(self, root):
+        self.root = root
+
+    def get_run_dir(self, job_id):
+        return self.root
+
+
+class _Engine:
+    def __init__(self, root, sites, aggregator):
+        self.workspace, self.sites, self.aggregator = _Workspace(root), sites, aggregator
+
+    def get_clients(self):
+        return [Client(s, None) for s in self.sites]
+
+    def get_workspace(self):
+        return self.workspace
+
+    def get_component(self, cid):
+        return self.aggregator
+
+    def fire_event(self, event_type, fl_ctx):
+        pass
+
+
+def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path):
+    """site-4 never answers: each round is aggregated from the 3 others (a strict majority of 4)."""
+    import json
+
+    from nvflare.apis.fl_constant import ReservedKey
+    from nvflare.apis.signal import Signal
+
+    from lightyear.flare.star_aggregator import FedAvgAggregator
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, _Engine(str(tmp_path), sites, FedAvgAggregator()), private=True, sticky=False)
+    ctrl.start_controller(ctx)
+    waits = []
+
+    def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
+        waits.append(min_responses)
+        for site in targets[:3]:  # site-4 is silent
+            ct = ClientTask(Client(site, None), task)
+            if task.name == C.STAR_TRAIN_TASK:
+                ct.result = result({k: v.copy() for k, v in task.data[C.KEY_WEIGHTS].items()}, 10)
+            else:
+                ct.result = make_reply(ReturnCode.OK)
+                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
+            task.client_tasks.append(ct)
+
+    ctrl.broadcast_and_wait = broadcast_and_wait
+    ctrl.control_flow(Signal(), ctx)
+    assert waits == [3, 3, 3]
+    assert (tmp_path / "global_model.npz").exists()
+    rows = {r["site"]: r for r in json.loads((tmp_path / "summary.json").read_text())}
+    assert rows["site-4"]["status"] == "dropped"
+    assert all(rows[s]["status"] == "finished" for s in sites[:3])
+    assert rows["mean_benign"]["malfunction"] == "n=3"
