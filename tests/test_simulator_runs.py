@@ -58,6 +58,9 @@ def test_lightyear_benign_sites_never_select_a_sign_flipping_site(tmp_path):
     assert by_site["mean_benign"]["malfunction"] == "n=3"
     assert 0.0 <= by_site["mean_benign"]["acc"] <= 1.0
     assert (ws / "server" / "simulate_job" / "progress.jsonl").exists()
+    # per-round metrics reached TensorBoard through FLARE's analytics streaming
+    events = list((ws / "server" / "simulate_job" / "tb_events").rglob("events.out.tfevents.*"))
+    assert events and any("site-1" in str(e) for e in events), events
 
 
 def test_fedavg_star_run_writes_summary_and_checkpoint(tmp_path):

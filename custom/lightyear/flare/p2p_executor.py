@@ -27,6 +27,7 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.flare.analytics import stream_round
 from lightyear.flare.peer_exchange import Inbox, PeerExchange
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.records import RoundLog, check_records_file
@@ -306,7 +307,9 @@ class P2PExecutor(Executor):
         return {k: (v.astype(np.float16) if np.issubdtype(v.dtype, np.floating) else v) for k, v in weights.items()}
 
     def _report(self, row: dict, fl_ctx: FLContext) -> None:
-        """Send the round's record to the server (fire and forget: the server only monitors)."""
+        """Send the round's record to the server (fire and forget: the server only monitors),
+        and its metrics to TensorBoard (:mod:`lightyear.flare.analytics`)."""
+        stream_round(self, row, fl_ctx)
         message = Shareable()
         message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
         try:

@@ -34,7 +34,7 @@ from lightyear.algorithms.malfunctions import KINDS, NONE
 
 PLACEHOLDER_PREFIX = "${"
 DEFAULT_SEED = 0
-COMMON_DEFAULTS = {"topology": "full", "topology_args": {}}
+COMMON_DEFAULTS = {"topology": "full", "topology_args": {}, "tensorboard": True}
 """Settings every job has unless the method (``method.json``'s ``defaults``), the dataset or
 ``--set`` say otherwise; later ones win in that order."""
 
@@ -172,6 +172,11 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     topology = meta_method["topology"]
     server = fill(load_json(os.path.join(configs, method, "config_fed_server.json")), settings)
     client = fill(load_json(os.path.join(configs, method, "config_fed_client.json")), settings)
+    if settings.get("tensorboard"):
+        from lightyear.flare import analytics
+
+        client.setdefault("components", []).extend(analytics.client_components())
+        server.setdefault("components", []).extend(analytics.server_components())
     name = job_name(method, dataset, malfunction, faulty)
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
     benign = [s for s in sites if s not in faulty_sites]
