@@ -1,28 +1,20 @@
 """The LIGHTYEAR site executor without a FLARE run: settings checks, buffering, deadline, rejection."""
 
-import os
 
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
-from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.lightyear_executor import LightyearExecutor
 from lightyear.flare.peer_exchange import PeerExchange
 from lightyear.training.site_runtime import SiteRuntime
+from flare_fakes import FakeWorkspace, model_message
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
-
-
-class FakeWorkspace:
-    def __init__(self, root):
-        self.root = root
-
-    def get_run_dir(self, job_id):
-        return self.root
 
 
 class FakeEngine:
@@ -94,14 +86,6 @@ def make_executor(tmp_path, deadline=0.5, rounds=12, **kwargs):
     )
     ex.exchange.reference = ex.runtime.get_weights()
     return ex
-
-
-def model_message(sender, round_num, weights):
-    req = Shareable()
-    req[C.KEY_ROUND] = round_num
-    req[C.KEY_WEIGHTS] = weights
-    req.set_peer_props({ReservedKey.IDENTITY_NAME: sender})
-    return req
 
 
 def test_round_skips_late_rejects_malformed_and_aggregates_the_rest(tmp_path, peers):

@@ -15,16 +15,9 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.p2p_controller import P2PController
+from flare_fakes import FakeWorkspace
 
 SITES = ["site-1", "site-2", "site-3", "site-4"]
-
-
-class FakeWorkspace:
-    def __init__(self, root):
-        self.root = root
-
-    def get_run_dir(self, job_id):
-        return self.root
 
 
 class FakeServerEngine:

@@ -4,11 +4,10 @@ that stopped sending are no longer waited for, and are taken back when they retu
 import time
 
 import numpy as np
-from nvflare.apis.fl_constant import ReservedKey, ReturnCode
-from nvflare.apis.shareable import Shareable
+from nvflare.apis.fl_constant import ReturnCode
 
-from lightyear.flare import constants as C
 from lightyear.flare.peer_exchange import PeerExchange
+from flare_fakes import model_message
 
 REF = {"w": np.zeros((2, 2), dtype=np.float32), "n": np.array(3, dtype=np.int64)}
 PEERS = ["site-2", "site-3", "site-4"]
@@ -22,23 +21,15 @@ def exchange(deadline=0.3, max_missed=2, rounds=10):
     return ex
 
 
-def message(sender, round_num, weights):
-    req = Shareable()
-    req[C.KEY_ROUND] = round_num
-    req[C.KEY_WEIGHTS] = weights
-    req.set_peer_props({ReservedKey.IDENTITY_NAME: sender})
-    return req
-
-
 def model(value=1.0):
     return {"w": np.full((2, 2), value, dtype=np.float32), "n": np.array(7, dtype=np.int64)}
 
 
 def test_hostile_models_are_rejected_on_arrival_with_a_reason():
     ex = exchange()
-    assert ex.on_model(message("site-2", 0, {0: np.zeros(1), "w": np.zeros((2, 2))})).get_return_code() == ReturnCode.OK
-    assert ex.on_model(message("site-3", 0, {"w": np.full((2, 2), 1e300), "n": np.array(1)})).get_return_code() == ReturnCode.OK
-    assert ex.on_model(message("site-4", 0, "not a model")).get_return_code() == ReturnCode.OK
+    assert ex.on_model(model_message("site-2", 0, {0: np.zeros(1), "w": np.zeros((2, 2))})).get_return_code() == ReturnCode.OK
+    assert ex.on_model(model_message("site-3", 0, {"w": np.full((2, 2), 1e300), "n": np.array(1)})).get_return_code() == ReturnCode.OK
+    assert ex.on_model(model_message("site-4", 0, "not a model")).get_return_code() == ReturnCode.OK
     inbox = ex.collect(0, abort=lambda: False)
     assert inbox.valid == {}
     assert "parameter names must be strings" in inbox.rejected["site-2"]
@@ -48,12 +39,12 @@ def test_hostile_models_are_rejected_on_arrival_with_a_reason():
 
 def test_strangers_wrong_rounds_and_duplicates_are_not_kept():
     ex = exchange()
-    assert ex.on_model(message("site-9", 0, model())).get_return_code() == ReturnCode.BAD_REQUEST_DATA
-    ex.on_model(message("site-2", 0, model(1.0)))
-    ex.on_model(message("site-2", 0, model(5.0)))  # a second model for the same round: the first stays
-    ex.on_model(message("site-3", 10**12, model()))
-    ex.on_model(message("site-3", True, model()))
-    ex.on_model(message("site-4", 7, model()))
+    assert ex.on_model(model_message("site-9", 0, model())).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    ex.on_model(model_message("site-2", 0, model(1.0)))
+    ex.on_model(model_message("site-2", 0, model(5.0)))  # a second model for the same round: the first stays
+    ex.on_model(model_message("site-3", 10**12, model()))
+    ex.on_model(model_message("site-3", True, model()))
+    ex.on_model(model_message("site-4", 7, model()))
     assert ex.buffer.models_held() == 1
     inbox = ex.collect(0, abort=lambda: False)
     np.testing.assert_array_equal(inbox.valid["site-2"]["w"], np.ones((2, 2)))
@@ -61,7 +52,7 @@ def test_strangers_wrong_rounds_and_duplicates_are_not_kept():
 
 def test_valid_models_are_cast_to_the_own_dtype():
     ex = exchange()
-    ex.on_model(message("site-2", 0, {"w": np.full((2, 2), 2.0, dtype=np.float64), "n": np.array(1)}))
+    ex.on_model(model_message("site-2", 0, {"w": np.full((2, 2), 2.0, dtype=np.float64), "n": np.array(1)}))
     inbox = ex.collect(0, abort=lambda: False)
     assert inbox.valid["site-2"]["w"].dtype == np.float32
 
@@ -70,10 +61,10 @@ def test_a_neighbour_that_missed_k_rounds_is_no_longer_waited_for_but_taken_back
     ex = exchange(deadline=0.4, max_missed=2)
     timings = []
     for round_num in range(4):
-        ex.on_model(message("site-2", round_num, model()))
-        ex.on_model(message("site-3", round_num, model()))
+        ex.on_model(model_message("site-2", round_num, model()))
+        ex.on_model(model_message("site-3", round_num, model()))
         if round_num == 3:
-            ex.on_model(message("site-4", round_num, model()))  # site-4 comes back
+            ex.on_model(model_message("site-4", round_num, model()))  # site-4 comes back
         start = time.monotonic()
         inbox = ex.collect(round_num, abort=lambda: False)
         timings.append(time.monotonic() - start)

@@ -10,6 +10,7 @@ from nvflare.apis.shareable import Shareable, make_reply
 from lightyear.algorithms.aggregation import weighted_average
 from lightyear.flare import constants as C
 from lightyear.flare.star_controller import StarController
+from flare_fakes import FakeWorkspace
 
 
 def result(weights, n=10, rc=ReturnCode.OK):
@@ -99,17 +100,9 @@ def test_default_min_clients_is_a_strict_majority():
     assert [default_min_clients(n) for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 3, 3, 5]
 
 
-class _Workspace:
-    def __init__(self, root):
-        self.root = root
-
-    def get_run_dir(self, job_id):
-        return self.root
-
-
 class _Engine:
     def __init__(self, root, sites, aggregator):
-        self.workspace, self.sites, self.aggregator = _Workspace(root), sites, aggregator
+        self.workspace, self.sites, self.aggregator = FakeWorkspace(root), sites, aggregator
 
     def get_clients(self):
         return [Client(s, None) for s in self.sites]

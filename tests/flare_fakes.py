@@ -1,0 +1,23 @@
+"""Small stand-ins for FLARE's engine parts, shared by the component tests."""
+
+from nvflare.apis.fl_constant import ReservedKey
+from nvflare.apis.shareable import Shareable
+
+from lightyear.flare import constants as C
+
+
+class FakeWorkspace:
+    def __init__(self, root):
+        self.root = root
+
+    def get_run_dir(self, job_id):
+        return self.root
+
+
+def model_message(sender, round_num, weights):
+    """A peer's model message as FLARE delivers it: the sender's identity in the peer properties."""
+    req = Shareable()
+    req[C.KEY_ROUND] = round_num
+    req[C.KEY_WEIGHTS] = weights
+    req.set_peer_props({ReservedKey.IDENTITY_NAME: sender})
+    return req
