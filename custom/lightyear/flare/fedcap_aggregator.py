@@ -1,5 +1,5 @@
-"""FedCAP's server as a star aggregator (Li et al., "FedCAP: Robust Federated Learning via
-Customized Aggregation and Personalization", the project's paper 002, Sec. V, Algorithm 1).
+"""FedCAP's server as a star aggregator (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust
+Federated Learning via Customized Aggregation and Personalization", Sec. V, Algorithm 1).
 
 Round t on the server, with the rules of :mod:`lightyear.algorithms.fedcap`:
 

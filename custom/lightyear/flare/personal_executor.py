@@ -4,7 +4,8 @@
   Personalization", ICML 2021, Eq. 2 and Algorithm 1): the site receives the global model w^t,
   trains it on its loss alone and sends it back (the server is FedAvg's), and beside it trains
   its personal model v_k on F_k(v) + lambda/2 ||v - w^t||^2.
-* FedCAP (paper 002, Sec. V-B, Eq. 7): the site receives its customised model w^_k^t, trains it
+* FedCAP (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via Customized
+  Aggregation and Personalization", Sec. V-B, Eq. 7): the site receives its customised model w^_k^t, trains it
   on its loss alone and sends it back (the server is ``fedcap_aggregator``), and trains v_k on
   L_k(v) + lambda/2 ||v - w^_k^t||^2.
 
