@@ -86,10 +86,12 @@ def test_every_star_method_has_a_committed_job_for_every_dataset():
 
 
 def test_method_defaults_reach_the_components_and_can_be_overridden():
-    _, files = generate.build_job(CONFIGS, "fedcap", "digits")
+    _, files = generate.build_job(CONFIGS, "fedcap", "shapes")
     server = files["app/config/config_fed_server.json"]["components"][0]
     assert server["args"] == {"alpha": 10.0, "phi": 0.1, "t_norm": 10.0}
     assert files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["lam"] == 0.5
+    _, files = generate.build_job(CONFIGS, "fedcap", "digits")  # a dataset's setting beats the method's default
+    assert files["app/config/config_fed_server.json"]["components"][0]["args"]["t_norm"] == 20.0
     _, files = generate.build_job(CONFIGS, "fedprox", "digits", overrides={"mu": 0.1})
     assert files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["mu"] == 0.1
     _, files = generate.build_job(CONFIGS, "krum", "digits", overrides={"f": 2, "m": 3})

@@ -9,7 +9,8 @@ is blocked for good (:func:`lightyear.algorithms.afa.afa_round`).
 
 The reputation lives in this component for the whole run, so blocks outlive the round; it is
 part of :meth:`AfaAggregator.state` (``aggregator_state.json``: Beta counts and blocked sites),
-and every block is logged. Defaults are the authors': xi0 = 2, delta_xi = 0.25, prior
+and every block is logged. A blocked site still gets each round's task (one broadcast to all);
+its result is ignored. Defaults are the authors': xi0 = 2, delta_xi = 0.25, prior
 alpha0 = beta0 = 3, block threshold 0.95.
 """
 
