@@ -60,17 +60,17 @@ def distance(a, b):
 
 def test_fedprox_proximal_term_pulls_training_towards_the_global_model(tmp_path):
     w0 = initial()
-    plain = from_shareable(run(StarExecutor(train_args=TRAIN, num_threads=1), tmp_path / "a", 0, w0)).data
-    prox = from_shareable(run(FedProxExecutor(mu=50.0, train_args=TRAIN, num_threads=1), tmp_path / "b", 0, w0)).data
-    off = from_shareable(run(FedProxExecutor(mu=0.0, train_args=TRAIN, num_threads=1), tmp_path / "c", 0, w0)).data
+    plain = from_shareable(run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "a", 0, w0)).data
+    prox = from_shareable(run(FedProxExecutor(mu=50.0, train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "b", 0, w0)).data
+    off = from_shareable(run(FedProxExecutor(mu=0.0, train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "c", 0, w0)).data
     assert distance(off, plain) == 0.0  # mu = 0 is FedAvg's site
     assert distance(prox, w0) < 0.9 * distance(plain, w0)
 
 
 def test_a_site_can_send_its_update_instead_of_its_model(tmp_path):
     w0 = initial()
-    model = from_shareable(run(StarExecutor(train_args=TRAIN, num_threads=1), tmp_path / "a", 0, w0)).data
-    reply = run(StarExecutor(train_args=TRAIN, num_threads=1, send_update=True), tmp_path / "b", 0, w0)
+    model = from_shareable(run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "a", 0, w0)).data
+    reply = run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0, send_update=True), tmp_path / "b", 0, w0)
     dxo = from_shareable(reply)
     assert dxo.data_kind == DataKind.WEIGHT_DIFF and dxo.get_meta_prop(MetaKey.NUM_STEPS_CURRENT_ROUND) > 0
     key = "conv1.weight" if "conv1.weight" in w0 else next(k for k in w0 if w0[k].dtype.kind == "f")
@@ -84,7 +84,7 @@ def rows(root):
 
 def test_ditto_personal_model_is_trained_kept_on_the_site_and_is_what_is_reported(tmp_path):
     w0 = initial()
-    ex = PersonalExecutor(lam=0.5, train_args=TRAIN, num_threads=1)
+    ex = PersonalExecutor(lam=0.5, train_args=TRAIN, num_threads=1, compute_slots=0)
     shared = from_shareable(run(ex, tmp_path, 0, w0)).data
     saved, saved_round = load_personal(str(tmp_path))
     assert saved_round == 0 and (tmp_path / PERSONAL_FILE).exists()
@@ -105,7 +105,7 @@ def test_ditto_personal_model_is_trained_kept_on_the_site_and_is_what_is_reporte
 
     # the final evaluation reports the personal model, also from a restarted site process
     final = run(ex, tmp_path, 2, other, task=C.STAR_EVAL_TASK)[C.KEY_RESULT]
-    restarted = PersonalExecutor(lam=0.5, train_args=TRAIN, num_threads=1)
+    restarted = PersonalExecutor(lam=0.5, train_args=TRAIN, num_threads=1, compute_slots=0)
     again = run(restarted, tmp_path, 2, other, task=C.STAR_EVAL_TASK)[C.KEY_RESULT]
     assert restarted.personal_round == 1
     assert final["test"] == pytest.approx(again["test"])
@@ -122,7 +122,7 @@ def build_and_load(weights):
 
 def test_without_lambda_the_personal_model_is_the_shared_one(tmp_path):
     w0 = initial()
-    ex = PersonalExecutor(lam=0.0, train_args=TRAIN, num_threads=1)
+    ex = PersonalExecutor(lam=0.0, train_args=TRAIN, num_threads=1, compute_slots=0)
     shared = from_shareable(run(ex, tmp_path, 0, w0)).data
     assert distance(get_weights(ex.personal), shared) == 0.0
 
