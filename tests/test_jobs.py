@@ -100,3 +100,45 @@ def test_a_sparse_random_topology_is_a_job_setting():
     _, files = generate.build_job(CONFIGS, "lightyear", "digits", overrides={"topology": "random", "topology_args": {"degree": 3}})
     args = files["app/config/config_fed_server.json"]["workflows"][0]["args"]
     assert args["topology"] == "random" and args["topology_args"] == {"degree": 3}
+
+
+STAR_METHODS = ["fedavg", "fedprox", "ditto", "krum", "afa", "asmr", "cfl", "fedcap"]
+
+
+def test_every_star_method_has_a_committed_job_for_every_dataset():
+    for method in STAR_METHODS:
+        for dataset in generate.datasets(CONFIGS):
+            meta = json.load(open(os.path.join(ROOT, "jobs", f"{method}_{dataset}", "meta.json")))
+            assert meta["lightyear"]["topology"] == "star"
+
+
+def test_method_defaults_reach_the_components_and_can_be_overridden():
+    _, files = generate.build_job(CONFIGS, "fedcap", "shapes")
+    server = files["app/config/config_fed_server.json"]["components"][0]
+    assert server["args"] == {"alpha": 10.0, "phi": 0.1, "t_norm": 10.0}
+    assert files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["lam"] == 0.5
+    _, files = generate.build_job(CONFIGS, "fedcap", "digits")  # a dataset's setting beats the method's default
+    assert files["app/config/config_fed_server.json"]["components"][0]["args"]["t_norm"] == 20.0
+    _, files = generate.build_job(CONFIGS, "fedprox", "digits", overrides={"mu": 0.1})
+    assert files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["mu"] == 0.1
+    _, files = generate.build_job(CONFIGS, "krum", "digits", overrides={"f": 2, "m": 3})
+    assert files["app/config/config_fed_server.json"]["components"][0]["args"] == {"f": 2, "m": 3}
+
+
+@pytest.mark.parametrize(
+    "method, overrides, message",
+    [
+        ("fedprox", {"mu": -0.1}, "mu"),
+        ("ditto", {"lam": "big"}, "lam"),
+        ("krum", {"f": 3}, r"n > 2f \+ 2"),  # 8 sites: f <= 2
+        ("krum", {"m": 0}, "m "),
+        ("afa", {"xi0": 0}, "xi0"),
+        ("afa", {"block_threshold": 0.3}, "block_threshold"),
+        ("asmr", {"min_gap": -1}, "min_gap"),
+        ("fedcap", {"t_norm": 0}, "t_norm"),
+        ("fedcap", {"phi": 2}, "phi"),
+    ],
+)
+def test_bad_method_settings_are_refused_when_the_job_is_generated(method, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        generate.build_job(CONFIGS, method, "digits", overrides=overrides)

@@ -149,3 +149,38 @@ def test_a_killed_site_is_dropped_and_the_others_finish(tmp_path):
         assert [int(r["round"]) for r in rounds(ws, site)] == [0, 1, 2]
     # one deadline for the dead neighbour, then the remaining rounds without waiting for it
     assert after_kill < 150, f"the run took {after_kill:.0f} s after the kill"
+
+
+STAR_BASELINES = ["fedprox", "ditto", "krum", "afa", "asmr", "cfl", "fedcap"]
+
+
+@pytest.mark.parametrize("method", STAR_BASELINES)
+def test_star_baseline_with_a_sign_flipping_site_finishes_and_writes_its_summary(tmp_path, method):
+    sites = ["site-1", "site-2", "site-3"]
+    ws, summary, log = run_job(tmp_path, method, sites, "sfa", 1, train_args={"local_epochs": 1, "batch_size": 64})
+    by_site = {row["site"]: row for row in summary}
+    assert by_site["site-3"]["malfunction"] == "sfa"
+    assert by_site["mean_benign"]["malfunction"] == "n=2"
+    assert all(by_site[s]["status"] == "finished" for s in sites)
+    assert 0.0 <= by_site["mean_benign"]["acc"] <= 1.0
+    assert [int(r["round"]) for r in rounds(ws, "site-1")] == [0, 1, 2]
+    server = ws / "server" / "simulate_job"
+    assert (server / "global_model.npz").exists()
+    if method in ("fedprox", "ditto"):
+        assert not (server / "aggregator_state.json").exists()  # FedAvg on the server: no state
+    else:
+        state = json.loads((server / "aggregator_state.json").read_text())
+        assert [h["round"] for h in state["history"]] == [0, 1]
+        if method == "krum":  # default_f(3) = 0: the model nearest the other one is kept
+            assert all("site-3" not in h["kept"] for h in state["history"])
+        if method == "afa":
+            assert set(state["reputation"]["alpha"]) == set(sites)
+        if method == "fedcap":
+            # ||-w - w^0|| is about twice the initial model's norm, far above T_norm = 10
+            assert state["fedcap"]["removed"] == {"site-3": 0}
+            assert (server / "aggregator_state.npz").exists()
+            # a removed site is sent no more training tasks, only the final evaluation
+            assert [int(r["round"]) for r in rounds(ws, "site-3")] == [0, 2]
+    if method in ("ditto", "fedcap"):
+        assert (ws / "site-1" / "simulate_job" / "personal_model.npz").exists()
+        assert {r["model"] for r in rounds(ws, "site-1")} == {"personal"}

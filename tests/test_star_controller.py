@@ -1,23 +1,27 @@
-"""The star controller keeps only well-formed, finite site models for aggregation."""
+"""The star controller keeps only well-formed, finite site models for aggregation, sends
+per-site models one task per site, and reads DXO results."""
 
 import numpy as np
 from nvflare.apis.client import Client
-from nvflare.apis.controller_spec import ClientTask, Task
+from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
+from nvflare.apis.dxo import DXO, DataKind
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.aggregation import weighted_average
 from lightyear.flare import constants as C
 from lightyear.flare.star_controller import StarController
+from lightyear.flare.star_messages import result_data
+
 from flare_fakes import FakeWorkspace
 
 
-def result(weights, n=10, rc=ReturnCode.OK):
-    reply = make_reply(rc)
-    reply[C.KEY_WEIGHTS] = weights
-    reply[C.KEY_NUM_SAMPLES] = n
-    return reply
+def result(weights, n=10, rc=ReturnCode.OK, kind=DataKind.WEIGHTS):
+    if rc != ReturnCode.OK:
+        return make_reply(rc)
+    return result_data(weights, n, 0, kind)
 
 
 def task_with(results):
@@ -138,7 +142,7 @@ def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path
         for site in targets[:3]:  # site-4 is silent
             ct = ClientTask(Client(site, None), task)
             if task.name == C.STAR_TRAIN_TASK:
-                ct.result = result({k: v.copy() for k, v in task.data[C.KEY_WEIGHTS].items()}, 10)
+                ct.result = result(ctrl.initial_weights(), 10)
             else:
                 ct.result = make_reply(ReturnCode.OK)
                 ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
@@ -152,3 +156,85 @@ def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path
     assert rows["site-4"]["status"] == "dropped"
     assert all(rows[s]["status"] == "finished" for s in sites[:3])
     assert rows["mean_benign"]["malfunction"] == "n=3"
+
+
+def test_a_weight_diff_result_is_added_to_the_model_that_site_was_sent():
+    global_weights = {"w": np.zeros(2, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
+    sent = {"site-1": {"w": np.array([1.0, 2.0], dtype=np.float32), "n": np.array(5)}, "site-2": global_weights}
+    diff = {"w": np.array([0.5, -1.0], dtype=np.float32), "n": np.array(0)}
+    task = task_with({"site-1": result(diff, 10, kind=DataKind.WEIGHT_DIFF), "site-2": result(diff, 10, kind=DataKind.WEIGHT_DIFF)})
+    kept = StarController(rounds=1)._collect(task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent)
+    np.testing.assert_array_equal(kept["site-1"]["weights"]["w"], [1.5, 1.0])
+    np.testing.assert_array_equal(kept["site-2"]["weights"]["w"], [0.5, -1.0])
+    assert kept["site-1"]["weights"]["w"].dtype == np.float32
+    assert int(kept["site-1"]["weights"]["n"]) == 5  # counters are never taken from a site
+
+
+def test_results_that_are_no_usable_dxo_are_rejected_without_raising():
+    global_weights = {"w": np.zeros(2, dtype=np.float32)}
+    ok = {"w": np.ones(2, dtype=np.float32)}
+    plain = make_reply(ReturnCode.OK)
+    plain["weights"] = ok  # not a DXO
+    metrics = DXO(DataKind.METRICS, data={"acc": 1.0}).update_shareable(make_reply(ReturnCode.OK))
+    broken = make_reply(ReturnCode.OK)
+    broken.set_header("__content_type__", "DXO")
+    broken["DXO"] = {"kind": "WEIGHTS", "data": [1, 2], "meta": {}}  # data is no mapping
+    big_sum = result({"w": np.full(2, 3e38, dtype=np.float32)}, kind=DataKind.WEIGHT_DIFF)  # finite alone, inf once added
+    sent = {"site-5": {"w": np.full(2, 3e38, dtype=np.float32)}}
+    no_count = DXO(DataKind.WEIGHTS, data=ok).update_shareable(make_reply(ReturnCode.OK))
+    task = task_with({"site-1": plain, "site-2": metrics, "site-3": broken, "site-4": result(ok), "site-5": big_sum, "site-6": no_count})
+    kept = StarController(rounds=1, max_abs_weight=None)._collect(task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent)
+    assert sorted(kept) == ["site-4"]
+
+
+def _mark(task, completion_status):
+    """What FLARE's cancel_task does: mark the task; its monitor then removes it."""
+    task.completion_status = completion_status
+
+
+class _FakeSends:
+    """Stands in for FLARE's communicator: records each send; the sites in ``answer`` reply at once."""
+
+    def __init__(self, answer):
+        self.answer, self.sent = answer, []
+
+    def __call__(self, task, fl_ctx, targets):
+        (site,) = targets
+        self.sent.append((site, task))
+        if site in self.answer:
+            ct = ClientTask(Client(site, None), task)
+            ct.result = result({"w": task.data["DXO"]["data"]["w"] + 1}, 10)
+            ct.result_received_time = 1.0
+            task.client_tasks.append(ct)
+            task.completion_status = TaskCompletionStatus.OK
+
+
+def test_per_site_models_go_one_task_per_site_and_stragglers_are_cancelled(monkeypatch):
+    from lightyear.flare.star_aggregator import FedAvgAggregator
+
+    ctrl = StarController(rounds=1, wait_time_after_min_received=1.0)
+    ctrl.aggregator = FedAvgAggregator()
+    fake = _FakeSends(answer={"site-1", "site-2"})
+    monkeypatch.setattr(ctrl, "send", fake)
+    monkeypatch.setattr(ctrl, "cancel_task", _mark)
+    models = {s: {"w": np.full(2, float(k), dtype=np.float32)} for k, s in enumerate(["site-1", "site-2", "site-3"])}
+    tasks = ctrl._run_tasks(C.STAR_TRAIN_TASK, 4, models, True, need=2, abort_signal=Signal(), fl_ctx=FLContext())
+    assert [s for s, _ in fake.sent] == ["site-1", "site-2", "site-3"]
+    for site, task in fake.sent:  # each site's task carries its own model and the round
+        dxo = task.data["DXO"]
+        np.testing.assert_array_equal(dxo["data"]["w"], models[site]["w"])
+        assert dxo["meta"]["current_round"] == 4
+    assert tasks[2].completion_status == TaskCompletionStatus.CANCELLED  # site-3 never answered
+    kept = ctrl._collect(tasks, {"w": np.zeros(2, dtype=np.float32)}, 4, FLContext(), sent=models)
+    np.testing.assert_array_equal(kept["site-2"]["weights"]["w"], [2.0, 2.0])
+    assert sorted(kept) == ["site-1", "site-2"]
+
+
+def test_per_site_wait_ends_on_abort(monkeypatch):
+    ctrl = StarController(rounds=1)
+    monkeypatch.setattr(ctrl, "cancel_task", _mark)
+    tasks = [Task(name=C.STAR_TRAIN_TASK, data=Shareable()) for _ in range(2)]
+    signal = Signal()
+    signal.trigger("stop")
+    ctrl._wait_per_site(tasks, need=1, abort_signal=signal)
+    assert {t.completion_status for t in tasks} == {TaskCompletionStatus.ABORTED}

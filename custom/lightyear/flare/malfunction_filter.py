@@ -2,18 +2,21 @@
 
 Peer-to-peer executors call :meth:`MalfunctionFilter.corrupt` on the model they are about to
 send (their own model stays clean); star jobs list the same component as a task result filter
-of the ``train`` task, so the result leaving the site is corrupted. The rules themselves are in
-:mod:`lightyear.algorithms.malfunctions`.
+of the ``train`` task, so the result leaving the site is corrupted: the data of its DXO, a model
+(``WEIGHTS``) or an update (``WEIGHT_DIFF``), whatever the site sends. The rules themselves are
+in :mod:`lightyear.algorithms.malfunctions`.
 """
 
 from __future__ import annotations
 
+from nvflare.apis.dxo import DataKind, MetaKey, from_shareable
 from nvflare.apis.filter import Filter
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 
 from lightyear.algorithms.malfunctions import KINDS, NONE, MalfunctionSpec
-from lightyear.flare.constants import KEY_ROUND, KEY_WEIGHTS
+
+MODEL_KINDS = (DataKind.WEIGHTS, DataKind.WEIGHT_DIFF)
 
 
 class MalfunctionFilter(Filter):
@@ -76,12 +79,16 @@ class MalfunctionFilter(Filter):
         return self.spec(site).apply(weights, round_num)
 
     def process(self, shareable: Shareable, fl_ctx: FLContext) -> Shareable:
-        weights = shareable.get(KEY_WEIGHTS)
-        if weights is None:
+        """Corrupt the model (or update) in a star result's DXO; anything else passes unchanged."""
+        try:
+            dxo = from_shareable(shareable)
+        except ValueError:
+            return shareable  # no DXO: an error reply, nothing to corrupt
+        if dxo.data_kind not in MODEL_KINDS or not dxo.data:
             return shareable
-        round_num = int(shareable.get(KEY_ROUND, 0))
+        round_num = int(dxo.get_meta_prop(MetaKey.CURRENT_ROUND, 0))
         site = fl_ctx.get_identity_name()
-        corrupted, applied = self.corrupt(weights, round_num, site)
-        shareable[KEY_WEIGHTS] = corrupted
-        self.log_info(fl_ctx, f"malfunction round {round_num}: sent {applied} model")
-        return shareable
+        dxo.data, applied = self.corrupt(dxo.data, round_num, site)
+        dxo.add_filter_history(type(self).__name__)
+        self.log_info(fl_ctx, f"malfunction round {round_num}: sent {applied} {'update' if dxo.data_kind == DataKind.WEIGHT_DIFF else 'model'}")
+        return dxo.update_shareable(shareable)

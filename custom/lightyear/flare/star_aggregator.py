@@ -1,8 +1,11 @@
 """Server-side aggregation rules of the star topology, as FLARE components.
 
 A star aggregator gets every result of a round at once (robust rules such as Krum need them
-all) and returns the new global model. The rules themselves are in
-:mod:`lightyear.algorithms.aggregation`.
+all) and returns the new global model. The rules themselves are plain functions in
+:mod:`lightyear.algorithms`; each rule's component is in its own module
+(``krum_aggregator``, ``afa_aggregator``, ``asmr_aggregator``, ``cfl_aggregator``,
+``fedcap_aggregator``). FedProx and Ditto aggregate with :class:`FedAvgAggregator`: their
+difference is on the sites.
 """
 
 from __future__ import annotations
@@ -14,7 +17,31 @@ from lightyear.algorithms.aggregation import weighted_average
 
 
 class StarAggregator(FLComponent):
-    """Base of the server-side rules: ``aggregate(global, results, round) -> new global``."""
+    """Base of the server-side rules: ``aggregate(global, results, round) -> new global``.
+
+    Its ``history`` lists, per aggregated round, which sites the rule kept and which it left out
+    (and why), and is part of :meth:`state`, so ``aggregator_state.json`` shows every decision.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.history: list[dict] = []
+
+    def record(self, round_num: int, kept, excluded, **details) -> dict:
+        """Append one round's decision to ``history`` and return it."""
+        entry = {"round": int(round_num), "kept": sorted(kept), "excluded": sorted(excluded), **details}
+        self.history.append(entry)
+        return entry
+
+    def check_sites(self, num_sites: int) -> str:
+        """A message naming the problem if the rule cannot run with ``num_sites`` sites, else ""."""
+        return ""
+
+    def site_models(self, sites: list[str], global_weights: dict, round_num: int, fl_ctx: FLContext) -> dict | None:
+        """The model each site is sent this round (round ``rounds`` is the final evaluation), or
+        None to send every site the global model in one broadcast. A site missing from the dict
+        gets no training task (and the global model for the final evaluation)."""
+        return None
 
     def aggregate(self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> dict:
         """``results`` maps site -> {"weights": dict, "num_samples": float}, every result checked
@@ -22,8 +49,12 @@ class StarAggregator(FLComponent):
         raise NotImplementedError
 
     def state(self) -> dict:
-        """JSON-serialisable state kept across rounds (reputations, blocked sites...), saved by
-        the controller after every round; {} for a stateless rule."""
+        """JSON-serialisable state kept across rounds (reputations, blocked sites...) and the
+        decisions so far, saved by the controller after every aggregated round."""
+        return {"history": self.history} if self.history else {}
+
+    def state_arrays(self) -> dict:
+        """Array state kept across rounds (e.g. model pools), saved as ``aggregator_state.npz``; {} if none."""
         return {}
 
     def task_extras(self, round_num: int) -> dict:
@@ -36,7 +67,9 @@ class FedAvgAggregator(StarAggregator):
 
     def __init__(self, weigh_by_samples: bool = True):
         super().__init__()
-        self.weigh_by_samples = bool(weigh_by_samples)
+        if not isinstance(weigh_by_samples, bool):
+            raise ValueError(f"weigh_by_samples must be true or false, got {weigh_by_samples!r}")
+        self.weigh_by_samples = weigh_by_samples
 
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         sites = sorted(results)

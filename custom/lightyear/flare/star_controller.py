@@ -1,13 +1,25 @@
-"""Server side of the star topology: scatter the global model, gather, aggregate, repeat.
+"""Server side of the star topology: send the model(s), gather, aggregate, repeat.
 
 The server builds the seeded initial global model (the same network every site would build)
 and sends it in round 0; its keys, shapes and dtypes are the reference every result is checked
-against, so no site's result decides what a well-formed model is. A round is aggregated once
-``min_clients`` sites answered (the rest get ``wait_time_after_min_received`` more seconds); a
-round with too few valid results keeps the global model and the run goes on. Each round's
-global model (``global_model.npz``) and the aggregator's state (``aggregator_state.json``) are
-written atomically as soon as they exist. After the last round the final global model goes out
-once more for evaluation on every site's test set, and ``summary.csv``/``summary.json`` are
+against, so no site's result decides what a well-formed model is. Tasks and results are FLARE
+DXOs (:mod:`lightyear.flare.star_messages`); a ``WEIGHT_DIFF`` result is turned back into a
+model by adding the model that site was sent.
+
+Most rules send every site the same global model (one broadcast). A rule that customises the
+model per site (FedCAP) returns them from
+:meth:`~lightyear.flare.star_aggregator.StarAggregator.site_models`; FLARE's broadcast cannot
+customise data per client, so the controller then sends one task per site and waits for them
+with the same rules as a broadcast. A site the rule gives no model (a removed site) gets no
+training task.
+
+A round is aggregated once ``min_clients`` sites answered (the rest get
+``wait_time_after_min_received`` more seconds); a round with too few valid results, or whose
+rule fails, keeps the global model and the run goes on. Each round's global model
+(``global_model.npz``) and the rule's state (``aggregator_state.json``, plus
+``aggregator_state.npz`` for a rule with array state) are written atomically as soon as they
+exist. After the last round every site gets the final model once more (its own, for a
+customising rule) and evaluates on its test set, and ``summary.csv``/``summary.json`` are
 written, also when the run stops early.
 """
 
@@ -16,10 +28,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 
 import numpy as np
 from nvflare.apis.client import Client
-from nvflare.apis.controller_spec import Task
+from nvflare.apis.controller_spec import Task, TaskCompletionStatus
+from nvflare.apis.dxo import DataKind
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
@@ -30,7 +44,11 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs, mod
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare.star_aggregator import StarAggregator
+from lightyear.flare.star_messages import read_result, task_data
 from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
+
+POLL_SECONDS = 0.2
+"""How often the per-site send path looks at its tasks."""
 
 
 def default_min_clients(n_sites: int) -> int:
@@ -49,6 +67,18 @@ def capped_counts(counts: dict[str, float], max_ratio: float | None) -> dict[str
         return dict(counts)
     cap = max_ratio * float(np.median(list(counts.values())))
     return {s: min(float(n), cap) for s, n in counts.items()}
+
+
+def added(sent: dict, diff: dict, reference: dict) -> dict:
+    """sent + diff for the floating entries (in float64, cast to the reference's dtypes later);
+    integer entries are taken from ``sent``."""
+    out = {}
+    for key, ref in reference.items():
+        if np.issubdtype(ref.dtype, np.floating):
+            out[key] = np.asarray(sent[key], dtype=np.float64) + np.asarray(diff[key], dtype=np.float64)
+        else:
+            out[key] = np.asarray(sent[key])
+    return out
 
 
 class StarController(Controller):
@@ -124,12 +154,9 @@ class StarController(Controller):
         pass
 
     def _task(self, name: str, round_num: int, weights) -> Task:
-        data = Shareable()
-        data[C.KEY_ROUND] = round_num
-        data[C.KEY_CONFIG] = {"seed": self.seed, "rounds": self.rounds}
-        data[C.KEY_WEIGHTS] = weights
-        data.update(self.aggregator.task_extras(round_num) if self.aggregator else {})
-        return Task(name=name, data=data, timeout=int(self.train_timeout))
+        config = {"seed": self.seed, "rounds": self.rounds}
+        extras = self.aggregator.task_extras(round_num) if self.aggregator else {}
+        return Task(name=name, data=task_data(weights, round_num, config, extras), timeout=int(self.train_timeout))
 
     def control_flow(self, abort_signal: Signal, fl_ctx: FLContext):
         self._sites = sorted(c.name for c in fl_ctx.get_engine().get_clients())
@@ -141,43 +168,96 @@ class StarController(Controller):
     def _control(self, abort_signal: Signal, fl_ctx: FLContext) -> None:
         sites = self._sites
         need = min(self.min_clients or default_min_clients(len(sites)), len(sites))
+        problem = self.aggregator.check_sites(len(sites))
+        if problem:
+            self.system_panic(problem, fl_ctx)
+            return
         global_weights = self.initial_weights()
         self.log_info(fl_ctx, f"{len(sites)} sites, {self.rounds} rounds; a round is aggregated once {need} sites answered")
         for round_num in range(self.rounds):
             if abort_signal.triggered:
                 return
-            task = self._task(C.STAR_TRAIN_TASK, round_num, global_weights)
-            self._broadcast(task, sites, need, abort_signal, fl_ctx)
+            per_site = self.aggregator.site_models(sites, global_weights, round_num, fl_ctx)
+            if per_site is not None and not per_site:
+                self.log_error(fl_ctx, f"round {round_num}: the rule left no site to train; training ends")
+                break
+            sent = per_site if per_site is not None else {s: global_weights for s in sites}
+            tasks = self._run_tasks(C.STAR_TRAIN_TASK, round_num, sent, per_site is not None, need, abort_signal, fl_ctx)
             if abort_signal.triggered:
                 return
-            results = self._collect(task, global_weights, round_num, fl_ctx)
-            if len(results) < need:
-                self.log_error(fl_ctx, f"round {round_num}: only {len(results)} valid results, {need} needed: the global model is kept")
+            results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
+            round_need = min(need, len(sent))
+            if len(results) < round_need:
+                self.log_error(fl_ctx, f"round {round_num}: only {len(results)} valid results, {round_need} needed: the global model is kept")
                 continue
-            global_weights = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
-            save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
-            state = self.aggregator.state()
-            if state:
-                blob = json.dumps(state, default=float).encode()
-                atomic_write(os.path.join(self._run_dir, "aggregator_state.json"), lambda f: f.write(blob))
+            try:
+                global_weights = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
+            except ValueError as exc:
+                self.log_error(fl_ctx, f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept")
+                continue
+            self._save_round(global_weights)
             self.log_info(fl_ctx, f"round {round_num}: aggregated {sorted(results)}")
 
-        task = self._task(C.STAR_EVAL_TASK, self.rounds, global_weights)
-        self._broadcast(task, sites, need, abort_signal, fl_ctx)
-        for ct in task.client_tasks:
-            result = ct.result
-            if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK and isinstance(result.get(C.KEY_RESULT), dict):
-                self._finals.append(dict(result[C.KEY_RESULT], site=ct.client.name, status="finished", last_round=self.rounds - 1))
+        final = self.aggregator.site_models(sites, global_weights, self.rounds, fl_ctx)
+        sent = {s: (final or {}).get(s, global_weights) for s in sites}
+        tasks = self._run_tasks(C.STAR_EVAL_TASK, self.rounds, sent, final is not None, need, abort_signal, fl_ctx)
+        for task in tasks:
+            for ct in task.client_tasks:
+                result = ct.result
+                if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK and isinstance(result.get(C.KEY_RESULT), dict):
+                    self._finals.append(dict(result[C.KEY_RESULT], site=ct.client.name, status="finished", last_round=self.rounds - 1))
 
-    def _broadcast(self, task: Task, sites, need: int, abort_signal: Signal, fl_ctx: FLContext) -> None:
-        self.broadcast_and_wait(
-            task=task,
-            fl_ctx=fl_ctx,
-            targets=sites,
-            min_responses=need,
-            wait_time_after_min_received=int(math.ceil(self.wait_time_after_min_received)),
-            abort_signal=abort_signal,
-        )
+    def _save_round(self, global_weights: dict) -> None:
+        save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
+        state = self.aggregator.state()
+        if state:
+            blob = json.dumps(state, default=float).encode()
+            atomic_write(os.path.join(self._run_dir, "aggregator_state.json"), lambda f: f.write(blob))
+        arrays = self.aggregator.state_arrays()
+        if arrays:
+            save_npz_atomic(os.path.join(self._run_dir, "aggregator_state.npz"), arrays)
+
+    def _run_tasks(self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext) -> list[Task]:
+        """Send the round's task (one broadcast, or one task per site) and wait for it; the tasks."""
+        need = min(need, len(sent))
+        if not per_site:
+            task = self._task(name, round_num, next(iter(sent.values())))
+            self.broadcast_and_wait(
+                task=task,
+                fl_ctx=fl_ctx,
+                targets=sorted(sent),
+                min_responses=need,
+                wait_time_after_min_received=int(math.ceil(self.wait_time_after_min_received)),
+                abort_signal=abort_signal,
+            )
+            return [task]
+        tasks = {site: self._task(name, round_num, sent[site]) for site in sorted(sent)}
+        for site, task in tasks.items():
+            self.send(task=task, fl_ctx=fl_ctx, targets=[site])
+        self._wait_per_site(list(tasks.values()), need, abort_signal)
+        return list(tasks.values())
+
+    def _wait_per_site(self, tasks: list[Task], need: int, abort_signal: Signal, poll: float = POLL_SECONDS) -> None:
+        """Wait as a broadcast would: until every task ended (result, ``train_timeout``, dead
+        site), or ``need`` sites answered and ``wait_time_after_min_received`` passed since, or an
+        abort; the tasks still open are then cancelled."""
+        enough_since = None
+        while True:
+            if abort_signal is not None and abort_signal.triggered:
+                status = TaskCompletionStatus.ABORTED
+                break
+            if all(t.completion_status is not None for t in tasks):
+                return
+            answered = sum(1 for t in tasks for ct in t.client_tasks if ct.result_received_time is not None)
+            if answered >= need:
+                enough_since = enough_since if enough_since is not None else time.monotonic()
+                if time.monotonic() - enough_since >= self.wait_time_after_min_received:
+                    status = TaskCompletionStatus.CANCELLED
+                    break
+            time.sleep(poll)
+        for task in tasks:
+            if task.completion_status is None:
+                self.cancel_task(task, completion_status=status)
 
     def _write_summary(self, fl_ctx: FLContext) -> None:
         if not self._sites:
@@ -186,21 +266,23 @@ class StarController(Controller):
         missing = [{"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}} for s in self._sites if s not in done]
         rows = summarize_sites(self._finals + missing)
         path = write_summary(rows, self._run_dir)
-        self.log_info(fl_ctx, f"final test metrics of the global model (written to {path}):\n{format_table(rows)}")
+        self.log_info(fl_ctx, f"final test metrics of each site's evaluated model (written to {path}):\n{format_table(rows)}")
 
-    def _collect(self, task: Task, global_weights: dict, round_num: int, fl_ctx: FLContext) -> dict:
+    def _collect(self, tasks, global_weights: dict, round_num: int, fl_ctx: FLContext, sent: dict | None = None) -> dict:
         """The round's valid results, checked against the global model; results are keyed by the
-        identity FLARE authenticated and cast to the global model's dtypes."""
+        identity FLARE authenticated and cast to the global model's dtypes. ``tasks`` is a Task
+        or a list of them; ``sent`` maps each site to the model it was sent (default: the global
+        model), to which a ``WEIGHT_DIFF`` result is added."""
+        tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
         claimed, models = {}, {}
-        for ct in task.client_tasks:
+        for ct in (ct for task in tasks for ct in task.client_tasks):
             site, result = ct.client.name, ct.result
             if not (isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK):
                 rc = result.get_return_code() if isinstance(result, Shareable) else "no result"
                 reason = result.get(C.KEY_ERROR, "") if isinstance(result, Shareable) else ""
                 self.log_warning(fl_ctx, f"round {round_num}: {site} returned {rc} {reason}")
                 continue
-            weights, n = result.get(C.KEY_WEIGHTS), result.get(C.KEY_NUM_SAMPLES)
-            problems = model_problems(weights, global_weights, self.max_abs_weight)
+            weights, n, problems = self._result_model(result, (sent or {}).get(site, global_weights), global_weights)
             if not valid_num_samples(n):
                 problems.append(f"num_samples must be a finite positive number, got {n!r}")
             if problems:
@@ -215,5 +297,17 @@ class StarController(Controller):
                 self.log_warning(fl_ctx, f"round {round_num}: {site} claimed {claimed[site]:g} samples; capped at {counts[site]:g}")
         return {s: {"weights": models[s], "num_samples": counts[s]} for s in models}
 
+    def _result_model(self, result: Shareable, sent: dict, global_weights: dict) -> tuple[dict | None, object, list[str]]:
+        """(model, claimed sample count, problems) of one OK result; a WEIGHT_DIFF is checked, then
+        added to the model the site was sent, and the sum checked again (it may overflow)."""
+        unpacked = read_result(result)
+        if unpacked.problem:
+            return None, None, [unpacked.problem]
+        problems = model_problems(unpacked.data, global_weights, self.max_abs_weight)
+        if problems or unpacked.kind == DataKind.WEIGHTS:
+            return unpacked.data, unpacked.num_samples, problems
+        weights = added(sent, unpacked.data, global_weights)
+        return weights, unpacked.num_samples, model_problems(weights, global_weights, self.max_abs_weight)
+
     def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):
-        self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} from {client.name}")
+        self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} (or one that came too late) from {client.name}")

@@ -5,7 +5,8 @@ one dataset's settings (``app_configs/datasets/<dataset>.json``).
 a string value ``"${name}"`` is replaced by the dataset setting ``name`` with its JSON type.
 ``method.json`` says whether the method is peer-to-peer (``p2p``) or ``star`` and may give the
 method's own settings with their defaults (``"defaults": {"mu": 0.01}``); a dataset's settings
-and ``--set`` override them.
+and ``--set`` override them. A star job's aggregator is built once when the job is generated,
+so a bad method setting is refused then, with the message of the component's constructor.
 
 With ``--malfunction KIND --faulty K`` the last K sites get a second app, ``app_faulty``, whose
 client configuration adds a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`:
@@ -127,6 +128,29 @@ def check_settings(settings: dict) -> None:
     deadline = positive_seconds("peer_deadline", settings.get("peer_deadline", 120.0))
     if settings.get("progress_timeout") is not None:
         check_progress_timeout(positive_seconds("progress_timeout", settings["progress_timeout"]), deadline)
+    if "mu" in settings:
+        from lightyear.training.regularizers import check_mu
+
+        check_mu(settings["mu"])
+    if "lam" in settings:
+        from lightyear.flare.personal_executor import check_lam
+
+        check_lam(settings["lam"])
+
+
+def check_server_components(server: dict, num_sites: int) -> None:
+    """Build the toolkit's server components of a job (a star job's aggregator): their
+    constructors refuse a bad method setting, naming it, and a rule that cannot run with the
+    job's number of sites says so, before any site starts."""
+    import importlib
+
+    for component in server.get("components", []):
+        module, _, name = component.get("path", "").rpartition(".")
+        if module.startswith("lightyear."):
+            built = getattr(importlib.import_module(module), name)(**component.get("args", {}))
+            problem = built.check_sites(num_sites) if hasattr(built, "check_sites") else ""
+            if problem:
+                raise ValueError(problem)
 
 
 def check_topology_settings(settings: dict) -> None:
@@ -171,6 +195,7 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
         raise ValueError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
     topology = meta_method["topology"]
     server = fill(load_json(os.path.join(configs, method, "config_fed_server.json")), settings)
+    check_server_components(server, len(settings["sites"]))
     client = fill(load_json(os.path.join(configs, method, "config_fed_client.json")), settings)
     if settings.get("tensorboard"):
         from lightyear.flare import analytics

@@ -100,11 +100,16 @@ class SiteRuntime:
     def set_weights(self, weights) -> None:
         set_weights(self.model, weights)
 
-    def train(self, round_num: int) -> dict:
-        """Local epochs on the training set; batch order and dropout drawn from (seed, site, round)."""
+    def train(self, round_num: int, regularizer=None, model: torch.nn.Module | None = None) -> dict:
+        """Local epochs on the training set; batch order and dropout drawn from (seed, site, round).
+
+        ``model`` (default: the site's model) is trained; ``regularizer(model) -> tensor`` is
+        added to every batch's loss (FedProx's, Ditto's and FedCAP's proximal terms). Two models
+        trained in the same round see the same batches in the same order.
+        """
         seed = site_seed(self.seed, self.site, round_num + 1)
         torch.manual_seed(seed)
-        return self.trainer.train(self.model, self.data.train, seed=seed)
+        return self.trainer.train(self.model if model is None else model, self.data.train, seed=seed, regularizer=regularizer)
 
     def evaluate(self, split: str, weights=None) -> dict:
         """Metrics of the current model (or of ``weights``) on ``split`` (train/val/test)."""
