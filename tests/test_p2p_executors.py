@@ -174,6 +174,15 @@ def test_scclip_clips_the_far_peer_to_the_second_largest_distance():
     np.testing.assert_allclose(ex.runtime.w["w"], 0.9 + (0.5 + 1.0 + 1.0) / 3, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cls", [P2PFedAvgExecutor, BalanceExecutor, ScclipExecutor, DeftaExecutor])
+def test_a_site_with_no_neighbours_keeps_its_own_model(cls):
+    ex = wire(cls(train_args=FAST), {"site-1": []})  # the 'none' topology
+    engine = FakeEngine()
+    row = ex._round(0, context(engine), Signal())
+    assert row["selected"] == [] and row["senders"] == [] and engine.sent == []
+    np.testing.assert_allclose(ex.runtime.w["w"], 0.9, rtol=1e-6)  # trained once, nothing mixed in
+
+
 # ---------------------------------------------------------------------------- sampling in a round
 def test_a_sampled_round_sends_to_and_waits_for_only_the_sampled_edges():
     sites = [f"site-{i}" for i in range(1, 7)]

@@ -316,6 +316,7 @@ class P2PExecutor(Executor):
         with self.slots.hold(self._abort):
             outcome = self.aggregate(round_num, own, inbox.valid)
         t3 = time.perf_counter()
+        self.inbox = None  # the received models are not kept past their round
         exchange.release(round_num)
         for peer, reason in outcome.rejected.items():
             self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
