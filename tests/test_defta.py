@@ -157,3 +157,14 @@ def test_async_inputs_take_the_newest_model_whatever_its_age():
     models, staleness = async_inputs(["a", "b", "c"], latest, round_index=8)
     assert sorted(models) == ["a", "b"]  # c never heard from
     assert staleness == {"a": 5, "b": 1}
+
+
+def test_sampling_among_the_peers_a_round_can_hear():
+    trust = DeftaTrust(["a", "b", "c", "d"], sample_size=2)
+    trust.observe(1.0, {})
+    assert trust.sample_peers(np.random.default_rng(0), among=["a", "b", "c", "d"]) == trust.sample_peers(np.random.default_rng(0))
+    draws = [trust.sample_peers(np.random.default_rng(s), among=["b", "d", "z"]) for s in range(10)]
+    assert all(d == ["b", "d"] for d in draws)  # both of the two it can hear; "z" is no peer
+    trust.observe(float("nan"), {"b": 0.5})  # b cut off
+    assert trust.sample_peers(np.random.default_rng(0), among=["b", "d"]) == ["d"]
+    assert DeftaTrust(["a", "b"]).sample_peers(np.random.default_rng(0), among=["b"]) == ["b"]  # S^0: all it can hear

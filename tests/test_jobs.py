@@ -142,3 +142,58 @@ def test_method_defaults_reach_the_components_and_can_be_overridden():
 def test_bad_method_settings_are_refused_when_the_job_is_generated(method, overrides, message):
     with pytest.raises(ValueError, match=message):
         generate.build_job(CONFIGS, method, "digits", overrides=overrides)
+
+
+P2P_METHODS = ["lightyear", "p2p_fedavg", "balance", "scclip", "defta"]
+
+
+def build_component(spec):
+    import importlib
+
+    module, _, name = spec["path"].rpartition(".")
+    return getattr(importlib.import_module(module), name)(**spec.get("args", {}))
+
+
+@pytest.mark.parametrize("method", P2P_METHODS)
+def test_every_p2p_method_takes_a_topology_and_neighbour_sampling(method):
+    overrides = {"topology": "random", "topology_args": {"degree": 3}, "sample_neighbours": 2}
+    _, files = generate.build_job(CONFIGS, method, "digits", "sfa", 1, overrides=overrides)
+    server = files["app/config/config_fed_server.json"]["workflows"][0]
+    assert server["args"]["topology"] == "random" and server["args"]["topology_args"] == {"degree": 3}
+    controller = build_component(server)
+    assert controller.topology == "random"
+    for app in ("app", "app_faulty"):
+        executor = files[f"{app}/config/config_fed_client.json"]["executors"][0]["executor"]
+        assert executor["args"]["sample_neighbours"] == 2
+        site = build_component(executor)  # the configuration's arguments are the constructor's
+        assert site.sample_neighbours == 2
+
+
+@pytest.mark.parametrize("method", ["balance", "scclip", "defta"])
+def test_method_defaults_reach_the_executor(method):
+    _, files = generate.build_job(CONFIGS, method, "digits")
+    defaults = json.load(open(os.path.join(CONFIGS, method, "method.json")))["defaults"]
+    args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
+    site = build_component(files["app/config/config_fed_client.json"]["executors"][0]["executor"])
+    assert set(defaults) - {"sample_neighbours"}  # every method here has settings of its own
+    for key, value in args.items():
+        if key in ("dataset", "dataset_args", "data_root", "model", "model_args", "train_args"):
+            continue
+        assert getattr(site, key) == value, key
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"topology": "k_regular", "topology_args": {"k": 1}}, "never connected"),
+        ({"topology": "k_regular", "topology_args": {"k": 3}, "sites": ["site-1", "site-2", "site-3", "site-4", "site-5"]}, "n \\* k must be even"),
+        ({"topology": "random", "topology_args": {"degree": 0.5}}, "1 <= degree"),
+        ({"topology": "ring", "topology_args": {"k": 2}}, "takes no arguments"),
+        ({"topology": "star"}, "unknown topology"),
+        ({"topology": "random", "topology_args": [3]}, "topology_args must be a JSON object"),
+    ],
+)
+@pytest.mark.parametrize("method", P2P_METHODS)
+def test_a_topology_that_cannot_connect_the_sites_is_refused(method, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        generate.build_job(CONFIGS, method, "digits", overrides=overrides)

@@ -3,7 +3,7 @@
 import numpy as np
 from nvflare.apis.dxo import DataKind, MetaKey, from_shareable
 from nvflare.apis.fl_constant import ReturnCode
-from nvflare.apis.fl_context import FLContext, FLContextManager
+from nvflare.apis.fl_context import FLContextManager
 from nvflare.apis.shareable import make_reply
 
 from lightyear.flare.malfunction_filter import MalfunctionFilter

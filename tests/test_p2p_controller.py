@@ -165,3 +165,16 @@ def test_progress_timeout_shorter_than_twice_the_peer_deadline_is_refused():
     with pytest.raises(ValueError, match="progress_timeout"):
         P2PController(peer_deadline=1800, progress_timeout=900)
     assert P2PController(peer_deadline=1800).progress_timeout == 2 * 1800 + 600
+
+
+@pytest.mark.parametrize(
+    "topology, args, message",
+    [("k_regular", {"k": 1}, "never connected"), ("random", {"degree": 5}, "1 <= degree <= 3"), ("k_regular", {"k": 4}, "allows k <= 3")],
+)
+def test_a_topology_that_cannot_connect_the_sites_stops_the_run_at_start(tmp_path, topology, args, message):
+    ctrl, ctx = controller(tmp_path, topology=topology, topology_args=args)
+    ctrl.control_flow(Signal(), ctx)
+    assert len(ctrl.panics) == 1 and message in ctrl.panics[0]
+    assert not hasattr(ctrl, "task")  # no site was sent a run
+    rows = summary(tmp_path)
+    assert {rows[s]["status"] for s in SITES} == {"dropped"} and "no usable topology" in rows["site-1"]["reason"]

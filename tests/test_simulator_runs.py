@@ -184,3 +184,38 @@ def test_star_baseline_with_a_sign_flipping_site_finishes_and_writes_its_summary
     if method in ("ditto", "fedcap"):
         assert (ws / "site-1" / "simulate_job" / "personal_model.npz").exists()
         assert {r["model"] for r in rounds(ws, "site-1")} == {"personal"}
+
+
+SPARSE = {"topology": "random", "topology_args": {"degree": 2}, "train_args": {"local_epochs": 1, "batch_size": 64}}
+"""4 sites, 8 directed edges drawn from the seed and strongly connected: every site hears 2 peers."""
+
+
+@pytest.mark.parametrize(
+    "method, settings, columns",
+    [
+        ("lightyear", {}, ["site-2_score"]),
+        ("p2p_fedavg", {"sample_neighbours": 1}, []),
+        ("balance", {}, ["site-2_distance", "site-2_accepted", "radius"]),
+        ("scclip", {}, ["site-2_distance", "site-2_scale", "radius"]),
+        ("defta", {}, ["site-2_trust", "site-2_theta", "site-2_p", "sampled"]),
+        ("defta", {"asynchronous": True}, ["site-2_trust", "site-2_staleness"]),
+    ],
+    ids=["lightyear", "p2p_fedavg-sampled", "balance", "scclip", "defta", "defta-async"],
+)
+def test_p2p_methods_finish_on_a_sparse_topology_with_a_sign_flipping_site(tmp_path, method, settings, columns):
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    ws, summary, log = run_job(tmp_path, method, sites, "sfa", 1, **SPARSE, **settings)
+    by_site = {row["site"]: row for row in summary}
+    assert all(by_site[s]["status"] == "finished" for s in sites), summary
+    assert by_site["site-4"]["malfunction"] == "sfa" and by_site["mean_benign"]["malfunction"] == "n=3"
+    assert 0.0 <= by_site["mean_benign"]["acc"] <= 1.0
+    for site in ("site-1", "site-3"):  # site-1 hears site-2 and site-3; site-3 hears site-2 and the faulty site-4
+        rows = rounds(ws, site)
+        assert [int(r["round"]) for r in rows] == [0, 1]
+        for column in columns:
+            assert column in rows[0], f"{method}: no {column} in {site}'s records"
+        for r in rows:
+            senders = [s for s in r["senders"].split(";") if s]
+            assert len(senders) == settings.get("sample_neighbours", 2)
+            assert r["rejected"] == "" and (settings.get("asynchronous") or r["late"] == "")
+    assert {r["malfunction"] for r in rounds(ws, "site-4")} == {"sfa"}

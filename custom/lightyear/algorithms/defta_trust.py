@@ -123,24 +123,28 @@ class DeftaTrust:
         """theta_i = softmax(cRELU(c_i)) over the peers (Eq. 12)."""
         return trust_sample_weights(self.scores, self.positive_slope)
 
-    def sample_peers(self, rng: np.random.Generator) -> list[str]:
+    def sample_peers(self, rng: np.random.Generator, among: Iterable[str] | None = None) -> list[str]:
         """The peers to aggregate this round, sorted (Algorithm 1, WeightedSample).
 
         Before the first observation every peer (S_i^0 = N_i). Afterwards ``sample_size`` peers
         drawn without replacement with probabilities theta_i, fewer if fewer have a non-zero
-        weight; none if all are blocked. ``rng`` is the caller's seeded numpy Generator.
+        weight; none if all are blocked. ``among`` restricts the draw to those peers (e.g. the
+        in-neighbours a round's neighbour sampling lets this site hear), with theta_i
+        renormalised over them; None draws from every peer. ``rng`` is the caller's seeded
+        numpy Generator.
         """
         if not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+        pool = self.peers if among is None else tuple(p for p in self.peers if p in set(among))
         if self.observations == 0:
-            return list(self.peers)
+            return list(pool)
         weights = self.sample_weights()
-        w = np.array([weights[p] for p in self.peers])
+        w = np.array([weights[p] for p in pool])
         size = min(self.sample_size, int(np.count_nonzero(w)))
         if size == 0:
             return []
-        chosen = rng.choice(len(self.peers), size=size, replace=False, p=w / w.sum())
-        return sorted(self.peers[i] for i in chosen)
+        chosen = rng.choice(len(pool), size=size, replace=False, p=w / w.sum())
+        return sorted(pool[i] for i in chosen)
 
     def is_damaged(self, loss: float) -> bool:
         """True if a trained model with this loss counts as damaged (see the module notes)."""

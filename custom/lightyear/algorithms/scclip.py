@@ -87,7 +87,9 @@ def farthest(distances: Mapping[str, float], remove: int) -> list[str]:
     return sorted(order[:remove])
 
 
-def _check_settings(radius, remove) -> None:
+def check_scclip_settings(radius, remove) -> None:
+    """Raise a ValueError naming the setting unless ``radius`` is None or a finite number >= 0
+    and ``remove`` an integer >= 0."""
     if radius is not None and (
         isinstance(radius, bool) or not isinstance(radius, (int, float)) or not math.isfinite(radius) or radius < 0
     ):
@@ -110,7 +112,7 @@ def scclip_update(
     Returns ``ScclipResult(model, radius, records)``. Raises a ValueError for a bad setting or a
     malformed or non-finite model.
     """
-    _check_settings(radius, remove)
+    check_scclip_settings(radius, remove)
     check_models(own, received)
     keys = float_keys(own)
     mine = to_vector(own, keys)

@@ -26,6 +26,14 @@ hospitals do:
 Each site's images are split 60/20/20 into train/val/test with the job seed. The assignment
 of images to sites, the noise and the splits are all drawn from the seed, so one seed gives
 the same data on every site and every run.
+
+**More sites** (``num_sites``, default 8, for scale tests of the peer-to-peer topology): with N
+sites ``site-1`` .. ``site-N``, site k (0-based) has the dominant classes {3k, 3k+1, 3k+2} mod 10
+(the same rule, so the dominant classes keep cycling over the sites) and the acquisition shift of
+site k mod 8 (site-9 is shifted like site-1, site-10 like site-2, ...); the images are spread over
+the N sites with the same weights, so each site holds about 1,797 / N images (about 56 at 32 sites,
+34 of them for training). Sites sharing a noisy shift draw their own noise. With 8 sites the data
+are exactly those above.
 """
 
 from __future__ import annotations
@@ -56,14 +64,23 @@ def dominant_classes(site_index: int) -> tuple[int, ...]:
     return tuple((3 * site_index + d) % NUM_CLASSES for d in range(3))
 
 
-def assign_sites(labels: np.ndarray, seed: int) -> np.ndarray:
-    """Draw a site (0..7) for every image from its class's site weights."""
-    weights = np.ones((NUM_SITES, NUM_CLASSES))
-    for k in range(NUM_SITES):
+MAX_SITES = 256
+
+
+def check_num_sites(num_sites) -> int:
+    if isinstance(num_sites, bool) or not isinstance(num_sites, int) or not 2 <= num_sites <= MAX_SITES:
+        raise ValueError(f"num_sites must be an integer in [2, {MAX_SITES}] (digits has 1,797 images to share), got {num_sites!r}")
+    return num_sites
+
+
+def assign_sites(labels: np.ndarray, seed: int, num_sites: int = NUM_SITES) -> np.ndarray:
+    """Draw a site (0..num_sites-1) for every image from its class's site weights."""
+    weights = np.ones((num_sites, NUM_CLASSES))
+    for k in range(num_sites):
         weights[k, list(dominant_classes(k))] = DOMINANT_WEIGHT
     probs = weights / weights.sum(axis=0, keepdims=True)  # per class, over sites
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 1797])
-    return np.array([rng.choice(NUM_SITES, p=probs[:, c]) for c in labels])
+    return np.array([rng.choice(num_sites, p=probs[:, c]) for c in labels])
 
 
 def read_digits() -> tuple[np.ndarray, np.ndarray]:
@@ -111,8 +128,13 @@ def _noise(images: torch.Tensor, sigma: float, seed: int, site_index: int) -> to
     return (images + sigma * torch.randn(images.shape, generator=gen)).clamp(0.0, 1.0)
 
 
-def apply_site_shift(images: torch.Tensor, site_index: int, seed: int = 0) -> torch.Tensor:
-    """Apply site ``site_index``'s acquisition shift to images ``(N, 1, 28, 28)`` in [0, 1]."""
+def apply_site_shift(images: torch.Tensor, site_index: int, seed: int = 0, noise_key: int | None = None) -> torch.Tensor:
+    """Apply acquisition shift ``site_index`` (0..7) to images ``(N, 1, 28, 28)`` in [0, 1].
+
+    ``noise_key`` seeds the noisy shifts (default ``site_index``); sites beyond the eighth that
+    reuse a noisy shift pass their own index, so their noise differs.
+    """
+    key = site_index if noise_key is None else noise_key
     if site_index == 0:
         return images
     if site_index == 1:
@@ -122,39 +144,45 @@ def apply_site_shift(images: torch.Tensor, site_index: int, seed: int = 0) -> to
     if site_index == 3:
         return rotate(images, 20.0)
     if site_index == 4:
-        return _noise(images, 0.15, seed, site_index)
+        return _noise(images, 0.15, seed, key)
     if site_index == 5:
         return images.clamp(0.0, 1.0) ** 0.4
     if site_index == 6:
         rotated = rotate(images, -20.0)
         return gaussian_blur(rotated, kernel_size=5, sigma=0.8)
     if site_index == 7:
-        return _noise((1.8 * images - 0.2).clamp(0.0, 1.0), 0.08, seed, site_index)
+        return _noise((1.8 * images - 0.2).clamp(0.0, 1.0), 0.08, seed, key)
     raise ValueError(f"digits has sites 0..{NUM_SITES - 1}, got {site_index}")
 
 
-def site_index(site: str) -> int:
-    if site not in SITES:
-        raise ValueError(f"digits has sites {', '.join(SITES)}; got {site!r}. Name the sites site-1 .. site-8 in the job.")
-    return SITES.index(site)
+def site_index(site: str, num_sites: int = NUM_SITES) -> int:
+    names = [f"site-{k + 1}" for k in range(num_sites)]
+    if site not in names:
+        raise ValueError(
+            f"digits with num_sites={num_sites} has sites site-1 .. site-{num_sites}; got {site!r}. "
+            "Name the sites so in the job, or set dataset_args num_sites to the number of sites"
+        )
+    return names.index(site)
 
 
 PIXEL_MEAN = 0.5
 PIXEL_STD = 0.5
 
 
-def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2), normalize: bool = True) -> SiteData:
+def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2), normalize: bool = True, num_sites: int = NUM_SITES) -> SiteData:
     """Return site ``site``'s train/val/test split of the embedded digits data.
 
-    With ``normalize`` the shifted images are mapped from [0, 1] to [-1, 1].
+    With ``normalize`` the shifted images are mapped from [0, 1] to [-1, 1]. ``num_sites``: how
+    many sites share the images (8: the default data; more: see the module notes).
     """
-    k = site_index(site)
+    num_sites = check_num_sites(num_sites)
+    k = site_index(site, num_sites)
     all_images, labels = read_digits()
-    owner = assign_sites(labels, seed)
+    owner = assign_sites(labels, seed, num_sites)
     mine = np.flatnonzero(owner == k)
     images = torch.from_numpy(all_images[mine].astype(np.float32) / 16.0).unsqueeze(1)
     images = F.interpolate(images, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear", align_corners=False, antialias=True)
-    images = apply_site_shift(images.clamp(0.0, 1.0), k, seed).float()
+    images = apply_site_shift(images.clamp(0.0, 1.0), k % NUM_SITES, seed, noise_key=k).float()
     if normalize:
         images = (images - PIXEL_MEAN) / PIXEL_STD
     images = images.contiguous()

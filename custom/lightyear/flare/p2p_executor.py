@@ -7,6 +7,17 @@ are in :mod:`lightyear.flare.peer_exchange`), lets the aggregation rule (a subcl
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
 checkpoint, and reports progress to the server. A site restarted within the same run continues
 from its checkpoint.
+
+With ``sample_neighbours`` set, each round a site takes models from a sample of its in-neighbours
+and sends only to the out-neighbours whose sample holds it; both ends compute the samples from
+the graph and the seed (:mod:`lightyear.flare.neighbour_sampling`).
+
+Hooks for the rules beyond :meth:`P2PExecutor.aggregate`: :meth:`P2PExecutor.local_update` (the
+local training step), :meth:`P2PExecutor.awaited_senders` (whom to wait for), the class attribute
+``shares_dataset_size`` (send the training-set size with every model) and the attributes
+``asynchronous``/``async_wait`` (the exchange's asynchronous mode). During :meth:`aggregate`,
+``self.inbox`` is the round's :class:`~lightyear.flare.peer_exchange.Inbox` (claimed sizes,
+senders' rounds).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
+from lightyear.flare.neighbour_sampling import RoundSampling, check_sample_setting
 from lightyear.flare.peer_exchange import Inbox, PeerExchange
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.records import RoundLog, check_records_file
@@ -52,6 +64,9 @@ class Aggregation:
 class P2PExecutor(Executor):
     """Base of the peer-to-peer executors; subclasses implement :meth:`aggregate`."""
 
+    shares_dataset_size = False
+    """True: every model message carries this site's training-set size (for rules weighting by it)."""
+
     def __init__(
         self,
         dataset: str = "digits",
@@ -70,6 +85,7 @@ class P2PExecutor(Executor):
         num_threads: int = 1,
         compute_slots="auto",
         records_file: str = "rounds.csv",
+        sample_neighbours=None,
     ):
         """Args:
         dataset, dataset_args, data_root: the site's data (see ``lightyear.data``).
@@ -89,6 +105,9 @@ class P2PExecutor(Executor):
         compute_slots: how many sites on one machine may compute at once (``auto`` = its CPU
             count, 0 = no limit); see :mod:`lightyear.training.compute_slots`.
         records_file: file name of the per-round CSV, written in the site's run folder.
+        sample_neighbours: None (every neighbour every round), an integer count or a fraction in
+            (0, 1] of in-neighbours a site takes models from each round, drawn from the seed, the
+            site and the round (see :mod:`lightyear.flare.neighbour_sampling`).
         """
         super().__init__()
         from lightyear.training.site_runtime import runtime_arguments
@@ -106,9 +125,18 @@ class P2PExecutor(Executor):
         self.malfunction_id = malfunction_id
         self.records_file = check_records_file(records_file)
         self.compute_slots = resolve_slots(compute_slots)
+        check_sample_setting(sample_neighbours)
+        self.sample_neighbours = sample_neighbours
         self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
         self.exchange: PeerExchange | None = None
+        self.sampling: RoundSampling | None = None
+        self.inbox: Inbox | None = None
+        self.asynchronous = False
+        self.async_wait = 5.0
+        self.rounds = 0
+        self.seed = 0
         self.neighbours: list[str] = []
+        self.in_neighbours: list[str] = []
         self.ready = False
         self.runtime = None
         self.malfunction = None
@@ -126,6 +154,26 @@ class P2PExecutor(Executor):
 
     def restore_method_state(self, state: dict, arrays: dict) -> None:
         """Take back what :meth:`method_state` returned, when a site resumes from its checkpoint."""
+
+    def local_update(self, round_num: int) -> dict:
+        """The round's local step on ``self.runtime``; returns the training statistics."""
+        return self.runtime.train(round_num)
+
+    def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]:
+        """Which of this round's ``senders`` to wait for (default: all of them)."""
+        return senders
+
+    def round_senders(self, round_num: int) -> list[str]:
+        """The in-neighbours this site takes models from in ``round_num``."""
+        if self.sampling is None:
+            return list(self.exchange.receive_from)
+        return self.sampling.senders(self.site, round_num)
+
+    def round_receivers(self, round_num: int) -> list[str]:
+        """The out-neighbours this site sends its model to in ``round_num``."""
+        if self.sampling is None:
+            return list(self.exchange.send_to)
+        return self.sampling.receivers(self.site, round_num)
 
     # ------------------------------------------------------------------ FLARE events
     def handle_event(self, event_type: str, fl_ctx: FLContext):
@@ -192,6 +240,9 @@ class P2PExecutor(Executor):
         send_to = sorted(graph.get(self.site, []))
         receive_from = sorted(s for s, outs in graph.items() if self.site in outs and s != self.site)
         self.neighbours = sorted(set(send_to) | set(receive_from))
+        self.in_neighbours = receive_from
+        self.rounds, self.seed = rounds, seed
+        self.sampling = RoundSampling(graph, seed, self.sample_neighbours) if graph else None
         self._abort = lambda: abort_signal.triggered
         run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         checkpoint = load_site_checkpoint(run_dir)
@@ -200,6 +251,7 @@ class P2PExecutor(Executor):
         self.exchange = PeerExchange(
             send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
+            asynchronous=self.asynchronous, async_wait=self.async_wait,
         )
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
@@ -209,6 +261,8 @@ class P2PExecutor(Executor):
             self.restore_method_state(checkpoint.state, checkpoint.arrays)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round}")
         self.exchange.reference = self.runtime.get_weights()
+        if self.shares_dataset_size:
+            self.exchange.num_samples = self.runtime.data.sizes()["train"]
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
         self.ready = True
         self.exchange.handshake(fl_ctx.get_engine(), fl_ctx, self.ready_timeout, self._abort)
@@ -236,9 +290,10 @@ class P2PExecutor(Executor):
     def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
         rt, exchange = self.runtime, self.exchange
         self.slots.waited_s = 0.0
+        senders, receivers = self.round_senders(round_num), self.round_receivers(round_num)
         t0 = time.perf_counter()
         with self.slots.hold(self._abort):
-            train_stats = rt.train(round_num)
+            train_stats = self.local_update(round_num)
             own = rt.get_weights()
         t1 = time.perf_counter()
 
@@ -247,9 +302,10 @@ class P2PExecutor(Executor):
             outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
             self.log_info(fl_ctx, f"round {round_num}: malfunction sends a {applied} model")
         outgoing = self._to_wire(outgoing)
-        sent = exchange.send(round_num, outgoing, fl_ctx.get_engine())
+        sent = exchange.send(round_num, outgoing, fl_ctx.get_engine(), targets=receivers)
 
-        inbox: Inbox = exchange.collect(round_num, self._abort)
+        inbox: Inbox = exchange.collect(round_num, self._abort, senders=senders, wait_for=self.awaited_senders(round_num, senders))
+        self.inbox = inbox
         if abort_signal.triggered:
             return None
         t2 = time.perf_counter()
@@ -261,6 +317,7 @@ class P2PExecutor(Executor):
         with self.slots.hold(self._abort):
             outcome = self.aggregate(round_num, own, inbox.valid)
         t3 = time.perf_counter()
+        self.inbox = None  # the received models are not kept past their round
         exchange.release(round_num)
         for peer, reason in outcome.rejected.items():
             self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
@@ -273,6 +330,7 @@ class P2PExecutor(Executor):
         row.update(outcome.fields)
         rejected = sorted(set(inbox.rejected) | set(outcome.rejected))
         row.update({"late": inbox.late, "rejected": rejected, "not_waited_for": inbox.not_waited_for})
+        row.update({"senders": senders, "receivers": receivers})
         row["train_loss"] = train_stats["train_loss"]
         row.update({f"val_{k}": v for k, v in val.items()})
         row.update({f"test_{k}": v for k, v in test.items()})
