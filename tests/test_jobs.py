@@ -137,6 +137,7 @@ def test_method_defaults_reach_the_components_and_can_be_overridden():
         ("asmr", {"min_gap": -1}, "min_gap"),
         ("fedcap", {"t_norm": 0}, "t_norm"),
         ("fedcap", {"phi": 2}, "phi"),
+        ("fedavg", {"min_clients": 0}, "min_clients"),
     ],
 )
 def test_bad_method_settings_are_refused_when_the_job_is_generated(method, overrides, message):

@@ -157,7 +157,8 @@ STAR_BASELINES = ["fedprox", "ditto", "krum", "afa", "asmr", "cfl", "fedcap"]
 @pytest.mark.parametrize("method", STAR_BASELINES)
 def test_star_baseline_with_a_sign_flipping_site_finishes_and_writes_its_summary(tmp_path, method):
     sites = ["site-1", "site-2", "site-3"]
-    ws, summary, log = run_job(tmp_path, method, sites, "sfa", 1, train_args={"local_epochs": 1, "batch_size": 64})
+    # every round waits for all three sites, so a slow machine cannot leave one out of a round
+    ws, summary, log = run_job(tmp_path, method, sites, "sfa", 1, train_args={"local_epochs": 1, "batch_size": 64}, min_clients=3)
     by_site = {row["site"]: row for row in summary}
     assert by_site["site-3"]["malfunction"] == "sfa"
     assert by_site["mean_benign"]["malfunction"] == "n=2"
@@ -176,7 +177,7 @@ def test_star_baseline_with_a_sign_flipping_site_finishes_and_writes_its_summary
         if method == "afa":
             assert set(state["reputation"]["alpha"]) == set(sites)
         if method == "fedcap":
-            # ||-w - w^0|| is about twice the initial model's norm, far above T_norm = 10
+            # ||-w - w^0|| is about twice the initial model's norm (2 x 14.4), above digits' T_norm = 20
             assert state["fedcap"]["removed"] == {"site-3": 0}
             assert (server / "aggregator_state.npz").exists()
             # a removed site is sent no more training tasks, only the final evaluation

@@ -128,6 +128,8 @@ def check_settings(settings: dict) -> None:
     deadline = positive_seconds("peer_deadline", settings.get("peer_deadline", 120.0))
     if settings.get("progress_timeout") is not None:
         check_progress_timeout(positive_seconds("progress_timeout", settings["progress_timeout"]), deadline)
+    if settings.get("min_clients") is not None:
+        positive_int("min_clients", settings["min_clients"])
     if "mu" in settings:
         from lightyear.training.regularizers import check_mu
 
