@@ -3,8 +3,10 @@
     python benchmarks/p2p_job_timing.py                      # jobs/lightyear_digits, 8 sites
     python benchmarks/p2p_job_timing.py --job /tmp/jobs/lightyear_digits_dynamic3
 
-Prints the whole job's wall time, the peak resident memory of all its processes together
-(sampled every 0.2 s), and per round the median over sites of: local training, waiting for the
+Prints the whole job's wall time, the peak memory of all its processes together (sampled every
+0.2 s: the sum of resident sizes, which counts a shared library once per process, and the sum of
+proportional set sizes, which splits shared pages among the processes that map them: what the
+job really takes), and per round the median over sites of: local training, waiting for the
 peers' models, sending the own model to every peer (the transport), scoring, aggregation and
 evaluation, with the bytes each site sent.
 """
@@ -28,14 +30,20 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def tree_memory(proc: psutil.Process, proportional: bool) -> tuple[int, int]:
+    """(sum of RSS, sum of PSS or 0) over ``proc`` and its descendants."""
+    rss = pss = 0
     for p in [proc] + proc.children(recursive=True):
         try:
-            total += p.memory_info().rss
+            if proportional:
+                info = p.memory_full_info()
+                pss += info.pss
+            else:
+                info = p.memory_info()
+            rss += info.rss
         except psutil.Error:
             pass
-    return total
+    return rss, pss
 
 
 def main(argv=None) -> int:
@@ -53,12 +61,15 @@ def main(argv=None) -> int:
     print(" ".join(cmd))
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    peak = [0]
+    peak = [0, 0]
     ps = psutil.Process(proc.pid)
 
     def sample():
+        tick = 0
         while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss(ps))
+            rss, pss = tree_memory(ps, proportional=tick % 5 == 0)  # PSS reads smaps: once a second
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+            tick += 1
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -66,7 +77,10 @@ def main(argv=None) -> int:
     rc = proc.wait()
     wall = time.perf_counter() - start
     sampler.join()
-    print(f"exit code {rc}; wall {wall:.1f} s; peak memory of all processes {peak[0] / 2**30:.2f} GiB")
+    print(
+        f"exit code {rc}; wall {wall:.1f} s; peak memory of all processes: {peak[1] / 2**30:.2f} GiB proportional "
+        f"(PSS), {peak[0] / 2**30:.2f} GiB summed resident (RSS)"
+    )
 
     rows = []
     for site in sites:
