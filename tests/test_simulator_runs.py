@@ -19,7 +19,8 @@ pytestmark = pytest.mark.simulator
 
 
 def run_job(tmp_path, method, sites, malfunction="none", faulty=0, dataset="digits", **overrides):
-    settings = {"sites": sites, "rounds": 2, **overrides}
+    # generous start timeouts: a loaded 2-core machine can take over a minute to start the sites
+    settings = {"sites": sites, "rounds": 2, "start_timeout": 240.0, "ready_timeout": 240.0, **overrides}
     name, files = generate.build_job(CONFIGS, method, dataset, malfunction, faulty, seed=0, overrides=settings)
     job = tmp_path / "jobs" / name
     generate.write_job(files, str(job))
@@ -110,7 +111,8 @@ def test_a_killed_site_is_dropped_and_the_others_finish(tmp_path):
     import time
 
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    overrides = {"sites": sites, "rounds": 3, "peer_deadline": 10.0, "train_args": {"local_epochs": 1, "batch_size": 64}}
+    overrides = {"sites": sites, "rounds": 3, "peer_deadline": 10.0, "train_args": {"local_epochs": 1, "batch_size": 64},
+                 "start_timeout": 240.0, "ready_timeout": 240.0}
     name, files = generate.build_job(CONFIGS, "lightyear", "digits", seed=0, overrides=overrides)
     job = tmp_path / "jobs" / name
     generate.write_job(files, str(job))
