@@ -60,7 +60,7 @@ class P2PController(Controller):
         seed: int = 0,
         topology: str = "full",
         peer_deadline: float = 120.0,
-        start_timeout: float = 40.0,
+        start_timeout: float = 90.0,
         progress_timeout: float | None = None,
         liveness_interval: float = 10.0,
         liveness_failures: int = 3,

@@ -76,7 +76,7 @@ class P2PExecutor(Executor):
         train_args: dict | None = None,
         data_root: str | None = None,
         peer_deadline: float = 120.0,
-        ready_timeout: float = 45.0,
+        ready_timeout: float = 90.0,
         send_timeout: float = 60.0,
         max_missed_rounds: int = 2,
         max_abs_weight: float | None = DEFAULT_MAX_ABS,
