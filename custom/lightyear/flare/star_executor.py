@@ -27,6 +27,7 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
+from lightyear.flare.analytics import stream_round
 from lightyear.flare.star_messages import StarTask, read_task, result_data
 from lightyear.records import RoundLog, check_records_file
 from lightyear.training.compute_slots import ComputeSlots
@@ -135,6 +136,7 @@ class StarExecutor(Executor):
         samples = stats.pop("train_samples")
         row.update(stats)
         self.log.write(row)
+        stream_round(self, row, fl_ctx)
         weights = rt.get_weights()
         if not self.send_update:
             return result_data(weights, samples, task.round_num, DataKind.WEIGHTS)
