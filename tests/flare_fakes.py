@@ -21,3 +21,14 @@ def model_message(sender, round_num, weights):
     req[C.KEY_WEIGHTS] = weights
     req.set_peer_props({ReservedKey.IDENTITY_NAME: sender})
     return req
+
+
+def context(engine, site="site-1"):
+    """An FLContext of ``site`` whose engine is ``engine`` (which keeps it as its new_context())."""
+    from nvflare.apis.fl_context import FLContext
+
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
+    ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
+    engine.ctx = ctx
+    return ctx

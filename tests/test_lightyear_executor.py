@@ -3,8 +3,7 @@
 
 import numpy as np
 import pytest
-from nvflare.apis.fl_constant import ReservedKey, ReturnCode
-from nvflare.apis.fl_context import FLContext
+from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
@@ -12,7 +11,7 @@ from lightyear.flare import constants as C
 from lightyear.flare.lightyear_executor import LightyearExecutor
 from lightyear.flare.peer_exchange import PeerExchange
 from lightyear.training.site_runtime import SiteRuntime
-from flare_fakes import FakeWorkspace, model_message
+from flare_fakes import FakeWorkspace, context, model_message
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
 
@@ -38,14 +37,6 @@ class FakeEngine:
 
     def fire_event(self, event_type, fl_ctx):
         pass
-
-
-def context(engine, site="site-1"):
-    ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
-    ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
-    engine.ctx = ctx
-    return ctx
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
-from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
@@ -18,6 +17,8 @@ from lightyear.flare.p2p_fedavg_executor import P2PFedAvgExecutor
 from lightyear.flare.peer_exchange import PeerExchange
 from lightyear.flare.scclip_executor import ScclipExecutor
 from lightyear.site_checkpoint import SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
+
+from flare_fakes import context
 
 FAST = {"local_epochs": 1, "batch_size": 64}
 
@@ -73,14 +74,6 @@ class FakeEngine:
 
     def fire_event(self, event_type, fl_ctx):
         pass
-
-
-def context(engine, site="site-1"):
-    ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
-    ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
-    engine.ctx = ctx
-    return ctx
 
 
 def wire(ex, graph, site="site-1", rounds=10, deadline=0.3, runtime=None, seed=0, start=0):
