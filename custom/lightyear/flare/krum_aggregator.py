@@ -8,7 +8,8 @@ the uniform mean of the m lowest. The rule is :func:`lightyear.algorithms.krum.k
 Defaults: ``f`` = :func:`~lightyear.algorithms.krum.default_f` of the round's number of results,
 the largest f with n > 2f + 2 (the paper's condition, Prop. 1); ``m`` = 1 (Krum). The authors of
 the LIGHTYEAR paper used f = n // 2, which breaks that condition for every n, so it is refused
-here.
+here. A round with fewer than 2f + 3 valid results (at least 3) cannot be scored: the controller
+keeps the global model for that round and logs why; ``min_clients`` >= 3 avoids such rounds.
 """
 
 from __future__ import annotations
