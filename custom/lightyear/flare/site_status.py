@@ -79,10 +79,6 @@ class SiteStatus:
         with self._lock:
             return all(state in (FINISHED, FAILED, DROPPED) for state in self._state.values())
 
-    def state(self, site: str) -> str:
-        with self._lock:
-            return self._state[site]
-
     def results(self) -> list[dict]:
         """One record per site for the summary: a finished site's result, else its status, reason and last round."""
         with self._lock:
