@@ -17,12 +17,12 @@ import subprocess
 import sys
 import time
 
+from lightyear.deploy import allow_list
 from lightyear.experiments.sweep_spec import Run
 from lightyear.jobs import generate
 
 RUNS = "runs"
 NOISE = ("unknown aux message topic",)  # ERROR lines FLARE prints in healthy runs too
-DEFAULT_RESOURCES = {"format_version": 2, "class_allow_list": ["nvflare.", "lightyear."]}
 
 
 def run_dir(out: str, name: str) -> str:
@@ -73,9 +73,9 @@ def matches_job(folder: str, files: dict) -> bool:
 
 
 def resources_file(configs: str) -> dict:
-    """The repository's ``workspace/local/resources.json`` next to ``configs``, or the same allow list."""
+    """The repository's ``workspace/local/resources.json`` next to ``configs``, or FLARE's default policy plus this package."""
     path = os.path.join(os.path.dirname(os.path.abspath(configs)), "workspace", "local", "resources.json")
-    return generate.load_json(path) if os.path.isfile(path) else DEFAULT_RESOURCES
+    return generate.load_json(path) if os.path.isfile(path) else allow_list.with_package({})[0]
 
 
 def prepare(folder: str, files: dict, resources: dict) -> None:

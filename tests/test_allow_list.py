@@ -1,0 +1,94 @@
+"""lightyear-allow: a participant's policy gains this toolkit and nothing more."""
+
+import json
+import os
+
+import pytest
+
+from lightyear.deploy import allow_list
+from lightyear.deploy.allow_list import AllowListError, allow_package, with_package
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _write(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def _read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_a_provisioned_default_file_keeps_every_key_and_gains_only_the_package(tmp_path):
+    default = {
+        "format_version": 2,
+        "class_allow_list": ["nvflare.app_common.workflows.fedavg.FedAvg"],
+        "components": [{"id": "resource_manager", "path": "nvflare.app_common.resource_managers.gpu_resource_manager.GPUResourceManager"}],
+        "snapshot_persistor": {"path": "x"},
+    }
+    _write(tmp_path / "resources.json.default", default)
+    path, added = allow_package(str(tmp_path))
+    assert path == str(tmp_path / "resources.json")
+    out = _read(path)
+    assert out["components"] == default["components"] and out["snapshot_persistor"] == default["snapshot_persistor"]
+    assert out["class_allow_list"][:1] == default["class_allow_list"]
+    assert "lightyear." in out["class_allow_list"]
+    assert "nvflare." not in out["class_allow_list"]
+    assert set(added) == {"lightyear.", *allow_list.FLARE_CLASSES_USED}
+    # the provisioned default is left as it was
+    assert _read(tmp_path / "resources.json.default") == default
+
+
+def test_running_it_twice_changes_nothing_the_second_time(tmp_path):
+    path, added = allow_package(str(tmp_path))
+    first = _read(path)
+    assert added
+    path, added = allow_package(str(tmp_path))
+    assert added == [] and _read(path) == first
+
+
+def test_no_policy_at_all_means_flare_default_plus_the_package(tmp_path):
+    path, _ = allow_package(str(tmp_path))
+    listed = _read(path)["class_allow_list"]
+    defaults = allow_list.flare_default_allow_list()
+    assert listed[: len(defaults)] == defaults
+    assert "nvflare.app_common.widgets.streaming.AnalyticsSender" in listed  # not in FLARE's default list
+    assert "nvflare." not in listed
+
+
+def test_entries_already_covered_by_a_prefix_are_not_added_again():
+    out, added = with_package({"class_allow_list": ["lightyear", "nvflare.app_common.widgets"]})
+    assert added == ["nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver"]
+    out, added = with_package({"class_allow_list": ["*"]})
+    assert added == [] and out["class_allow_list"] == ["*"]
+
+
+def test_malformed_files_are_refused_with_the_file_named(tmp_path):
+    (tmp_path / "resources.json").write_text("{not json")
+    with pytest.raises(AllowListError, match="resources.json is not valid JSON"):
+        allow_package(str(tmp_path))
+    _write(tmp_path / "resources.json", {"class_allow_list": "lightyear."})
+    with pytest.raises(AllowListError, match="must be a list of strings"):
+        allow_package(str(tmp_path))
+    with pytest.raises(AllowListError, match="not a folder"):
+        allow_package(str(tmp_path / "missing"))
+
+
+def test_the_cli_takes_startup_kits_and_reports_what_it_added(tmp_path, capsys):
+    kit = tmp_path / "site-1"
+    (kit / "local").mkdir(parents=True)
+    assert allow_list.main([str(kit)]) == 0
+    assert "added lightyear." in capsys.readouterr().out
+    assert os.path.isfile(kit / "local" / "resources.json")
+    (kit / "local" / "resources.json").write_text("[")
+    assert allow_list.main([str(kit)]) == 2
+
+
+def test_the_repository_workspace_policy_is_flare_default_plus_the_package():
+    listed = _read(os.path.join(ROOT, "workspace", "local", "resources.json"))["class_allow_list"]
+    assert "nvflare." not in listed
+    _, added = with_package({"class_allow_list": listed})
+    assert added == []
+    assert set(listed) == set(allow_list.flare_default_allow_list()) | {"lightyear.", *allow_list.FLARE_CLASSES_USED}
