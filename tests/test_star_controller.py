@@ -266,14 +266,14 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     ctrl.start_controller(ctx)
     before = show_stats(ctrl)["StarController"]
     assert before["phase"] == "starting" and before["current_round"] is None and before["num_rounds"] == 2
-    seen = []
+    seen, weights = [], ctrl.initial_weights()
 
     def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
         seen.append(show_stats(ctrl)["StarController"])
         for site in targets[:3]:  # site-4 is silent
             ct = ClientTask(Client(site, None), task)
             if task.name == C.STAR_TRAIN_TASK:
-                ct.result = result(ctrl.initial_weights(), 10)
+                ct.result = result(weights, 10)
             else:
                 ct.result = make_reply(ReturnCode.OK)
                 ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
