@@ -32,3 +32,34 @@ def context(engine, site="site-1"):
     ctx.set_prop(ReservedKey.IDENTITY_NAME, site, private=False, sticky=False)
     engine.ctx = ctx
     return ctx
+
+
+class _StatsEngine:
+    """The part of the server engine FLARE's InfoCollector uses: a new context and fire_event."""
+
+    def __init__(self, components):
+        self.components = components
+
+    def new_context(self):
+        from nvflare.apis.fl_context import FLContext
+
+        return FLContext()
+
+    def fire_event(self, event_type, fl_ctx):
+        for component in self.components:
+            component.handle_event(event_type, fl_ctx)
+
+
+def show_stats(*components):
+    """What FLARE's server answers to ``show_stats JOB server`` with these components in the job:
+    its InfoCollector widget fires the stats event to them and returns what they added."""
+    from nvflare.apis.event_type import EventType
+    from nvflare.apis.fl_context import FLContext
+    from nvflare.widgets.info_collector import InfoCollector
+
+    engine = _StatsEngine(components)
+    collector = InfoCollector()
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
+    collector.handle_event(EventType.START_RUN, ctx)
+    return collector.get_run_stats()

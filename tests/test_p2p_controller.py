@@ -15,7 +15,7 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.p2p_controller import P2PController
-from flare_fakes import FakeWorkspace
+from flare_fakes import FakeWorkspace, show_stats
 
 SITES = ["site-1", "site-2", "site-3", "site-4"]
 
@@ -146,6 +146,7 @@ def test_summary_is_written_when_the_run_is_aborted(tmp_path):
     ctrl.control_flow(signal, ctx)
     rows = summary(tmp_path)
     assert {rows[s]["status"] for s in SITES} == {"dropped"}
+    assert show_stats(ctrl)["P2PController"]["phase"] == "aborted"
 
 
 def test_records_are_keyed_by_the_identity_flare_gives_not_the_claimed_one(tmp_path):
@@ -178,3 +179,47 @@ def test_a_topology_that_cannot_connect_the_sites_stops_the_run_at_start(tmp_pat
     assert not hasattr(ctrl, "task")  # no site was sent a run
     rows = summary(tmp_path)
     assert {rows[s]["status"] for s in SITES} == {"dropped"} and "no usable topology" in rows["site-1"]["reason"]
+    stats = show_stats(ctrl)["P2PController"]
+    assert stats["phase"] == "failed" and stats["sites_dropped"] == 4
+
+
+def test_show_stats_follows_the_run_phase_round_and_every_site(tmp_path):
+    """What `show_stats JOB server` / `nvflare job monitor` show: before the start, mid-run with
+    site-3 failed and site-4 dead (dropped after 2 missed pings), and after the end."""
+    from nvflare.tool.job.job_cli import _build_monitor_key_aliases, _extract_monitor_metrics
+
+    ctrl, ctx = controller(tmp_path, dead={"site-4"})
+    before = show_stats(ctrl)["P2PController"]
+    assert before["phase"] == "starting" and before["current_round"] is None and before["num_rounds"] == 3
+    seen = {}
+
+    def sites():
+        while not hasattr(ctrl, "task"):
+            time.sleep(0.01)
+        for site in SITES:
+            progress(ctrl, ctx, site, 0)
+        progress(ctrl, ctx, "site-1", 1)
+        progress(ctrl, ctx, "site-2", 1)
+        finish(ctrl, ctx, "site-3", error="site-3: RuntimeError: CUDA out of memory")
+        deadline = time.monotonic() + 10
+        while "site-4" not in ctrl.status.dropped() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen["mid"] = show_stats(ctrl)
+        for site in ("site-1", "site-2"):
+            progress(ctrl, ctx, site, 2)
+            finish(ctrl, ctx, site)
+
+    thread = threading.Thread(target=sites, daemon=True)
+    thread.start()
+    ctrl.control_flow(Signal(), ctx)
+    thread.join(5)
+    mid = seen["mid"]["P2PController"]
+    assert mid["phase"] == "training" and mid["num_rounds"] == 3 and mid["sites"] == 4
+    assert mid["current_round"] == 2  # site-1 and site-2, still running, finished rounds 0 and 1
+    assert (mid["sites_running"], mid["sites_finished"], mid["sites_failed"], mid["sites_dropped"]) == (2, 0, 1, 1)
+    assert "stopped answering" in mid["dropped"]["site-4"] and "CUDA out of memory" in mid["failed"]["site-3"]
+    assert mid["rounds_done"] == {"site-1": 2, "site-2": 2, "site-3": 1, "site-4": 1}
+    assert _extract_monitor_metrics({"server": seen["mid"]}, _build_monitor_key_aliases([])) == {"round": 2}  # "round=2"
+    after = show_stats(ctrl)["P2PController"]
+    assert after["phase"] == "finished" and after["current_round"] == 3
+    assert (after["sites_running"], after["sites_finished"], after["sites_failed"], after["sites_dropped"]) == (0, 2, 1, 1)

@@ -63,6 +63,7 @@ def test_afa_block_outlives_the_round_and_is_in_the_state():
     assert rounds_to_block == 6
     state = json.loads(json.dumps(agg.state()))
     assert state["reputation"]["blocked"] == ["e"] and state["reputation"]["beta"]["e"] == 9.0
+    assert agg.removed_sites() == ["e"]  # shown as `removed` in show_stats
     # the next round e sends a perfectly good model: it is still ignored
     out = agg.aggregate(GLOBAL, results({**good, "e": model(1.0, 1.0, 1.0)}), 6, CTX)
     assert agg.history[-1]["ignored_blocked"] == ["e"] and "e" not in agg.history[-1]["weights"]
@@ -119,6 +120,7 @@ def test_fedcap_customises_per_site_removes_for_good_and_saves_its_state():
 
     state = json.loads(json.dumps(agg.state()))
     assert state["fedcap"]["removed"] == {"c": 0}
+    assert agg.removed_sites() == ["c"]  # shown as `removed` in show_stats
     restored = load_state(state["fedcap"], agg.state_arrays())
     assert restored.removed == agg.fedcap.removed and restored.round == 2
     for s in ("a", "b"):

@@ -238,3 +238,56 @@ def test_per_site_wait_ends_on_abort(monkeypatch):
     signal.trigger("stop")
     ctrl._wait_per_site(tasks, need=1, abort_signal=signal)
     assert {t.completion_status for t in tasks} == {TaskCompletionStatus.ABORTED}
+
+
+def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
+    """What `show_stats JOB server` shows: before the start, mid-run (site-4 silent, site-3 shut
+    out by the rule in round 0) and after the end."""
+    from nvflare.apis.fl_constant import ReservedKey
+
+    from flare_fakes import show_stats
+    from lightyear.flare.star_aggregator import FedAvgAggregator
+
+    class ShutsOutSite3(FedAvgAggregator):
+        """FedAvg that leaves site-3 out for good from round 0 on (as AFA blocks, FedCAP removes)."""
+
+        def aggregate(self, global_weights, results, round_num, fl_ctx):
+            kept = {s: r for s, r in results.items() if s != "site-3"}
+            self.record(round_num, kept, sorted(set(results) - set(kept)))
+            return super().aggregate(global_weights, kept, round_num, fl_ctx)
+
+        def removed_sites(self):
+            return ["site-3"] if self.history else []
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, _Engine(str(tmp_path), sites, ShutsOutSite3()), private=True, sticky=False)
+    ctrl.start_controller(ctx)
+    before = show_stats(ctrl)["StarController"]
+    assert before["phase"] == "starting" and before["current_round"] is None and before["num_rounds"] == 2
+    seen, weights = [], ctrl.initial_weights()
+
+    def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
+        seen.append(show_stats(ctrl)["StarController"])
+        for site in targets[:3]:  # site-4 is silent
+            ct = ClientTask(Client(site, None), task)
+            if task.name == C.STAR_TRAIN_TASK:
+                ct.result = result(weights, 10)
+            else:
+                ct.result = make_reply(ReturnCode.OK)
+                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
+            task.client_tasks.append(ct)
+
+    ctrl.broadcast_and_wait = broadcast_and_wait
+    ctrl.control_flow(Signal(), ctx)
+    round0, round1, evaluation = seen
+    assert (round0["phase"], round0["current_round"], round0["sites"], round0["min_clients"]) == ("training", 0, 4, 3)
+    assert round0["rounds_aggregated"] == 0 and round0["removed"] == []
+    assert (round1["phase"], round1["current_round"], round1["sites_answered"], round1["not_answered"]) == ("training", 1, 3, ["site-4"])
+    assert round1["excluded"] == ["site-3"] and round1["removed"] == ["site-3"] and round1["sites_removed"] == 1
+    assert round1["rounds_aggregated"] == 1 and round1["rounds_skipped"] == 0
+    assert (evaluation["phase"], evaluation["current_round"]) == ("evaluating", 2)
+    after = show_stats(ctrl)["StarController"]
+    assert (after["phase"], after["current_round"], after["rounds_aggregated"]) == ("finished", 2, 2)
+    assert (after["sites_answered"], after["not_answered"]) == (3, ["site-4"])  # final evaluations

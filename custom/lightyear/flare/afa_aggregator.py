@@ -64,3 +64,6 @@ class AfaAggregator(StarAggregator):
 
     def state(self) -> dict:
         return {"reputation": self.reputation.to_dict(), **super().state()}
+
+    def removed_sites(self) -> list[str]:
+        return sorted(self.reputation.blocked)

@@ -97,6 +97,9 @@ class FedCapAggregator(StarAggregator):
         extra = {"fedcap": self.fedcap.to_dict()} if self.fedcap is not None else {}
         return {**extra, **super().state()}
 
+    def removed_sites(self) -> list[str]:
+        return sorted(self.fedcap.removed) if self.fedcap is not None else []
+
     def state_arrays(self) -> dict:
         if self.fedcap is None:
             return {}

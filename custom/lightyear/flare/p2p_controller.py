@@ -8,6 +8,10 @@ process died) or stays silent for ``progress_timeout`` is ``dropped`` with its l
 the others go on. When every site has finished, failed or been dropped the run ends and
 ``summary.csv``/``summary.json`` are written (also when the run is aborted), beside
 ``progress.jsonl`` (every round record the sites reported, one JSON object a line).
+
+While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the run's phase,
+current round, number of rounds and how many sites are running, finished, failed or dropped
+(:meth:`P2PController.stats`, via :mod:`lightyear.flare.run_stats`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from nvflare.apis.signal import Signal
 
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.flare import run_stats
 from lightyear.flare.site_status import SiteStatus
 from lightyear.flare.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
@@ -101,6 +106,7 @@ class P2PController(Controller):
         self.status: SiteStatus | None = None
         self._lock = threading.Lock()
         self._run_dir = ""
+        self._phase = run_stats.STARTING
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
@@ -109,6 +115,24 @@ class P2PController(Controller):
 
     def stop_controller(self, fl_ctx: FLContext):
         pass
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext):
+        super().handle_event(event_type, fl_ctx)
+        run_stats.add_stats(self, event_type, fl_ctx, self.stats)
+
+    def stats(self) -> dict:
+        """The run's progress as FLARE's ``show_stats`` shows it: ``phase``, ``current_round``
+        (see :meth:`SiteStatus.snapshot`), ``num_rounds``, ``sites`` and ``sites_<state>`` counts
+        (pending, running, finished, failed, dropped), each site's ``rounds_done`` and the
+        ``failed``/``dropped`` sites with their reasons."""
+        out = {"phase": self._phase, "num_rounds": self.rounds, "topology": self.topology}
+        status = self.status
+        if status is None:
+            return dict(out, current_round=None, sites=0)
+        snap = status.snapshot()
+        for state in ("failed", "dropped"):
+            snap[state] = {site: run_stats.short(reason) for site, reason in snap[state].items()}
+        return dict(out, **snap)
 
     def _on_progress(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         row = request.get(C.KEY_PROGRESS)
@@ -152,12 +176,15 @@ class P2PController(Controller):
             self.system_panic("no site is connected to run the job", fl_ctx)
             return
         self.status = SiteStatus(sites)
+        phase = run_stats.FAILED
         try:
-            self._control(sites, abort_signal, fl_ctx)
+            phase = self._control(sites, abort_signal, fl_ctx)
         finally:
+            self._phase = phase
             self._write_summary(fl_ctx)
 
-    def _control(self, sites: list[str], abort_signal: Signal, fl_ctx: FLContext) -> None:
+    def _control(self, sites: list[str], abort_signal: Signal, fl_ctx: FLContext) -> str:
+        """Run the sites to the end; the phase the run ended in (see :mod:`lightyear.flare.run_stats`)."""
         try:
             neighbours = build_graph(sites, self.topology, seed=self.seed, **self.topology_args)
             if self.topology != "none":
@@ -166,12 +193,13 @@ class P2PController(Controller):
             for site in sites:
                 self.status.drop(site, f"no usable topology: {exc}")
             self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
-            return
+            return run_stats.FAILED
         self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}")
         data = Shareable()
         data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours}
         task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)
         self.broadcast(task=task, fl_ctx=fl_ctx, targets=sites, min_responses=len(sites))
+        self._phase = run_stats.TRAINING
         status = self.status
         start = time.monotonic()
         next_ping = start + self.liveness_interval
@@ -191,7 +219,7 @@ class P2PController(Controller):
                     f"sites (nvflare simulator JOB -w WORKSPACE -t {len(sites)}); in a deployment check that they are connected",
                     fl_ctx,
                 )
-                return
+                return run_stats.FAILED
             if now - start > self.run_timeout:
                 for site in status.running():
                     status.drop(site, f"still running after run_timeout={self.run_timeout:g} s")
@@ -212,6 +240,7 @@ class P2PController(Controller):
             time.sleep(0.5)
         if abort_signal.triggered or status.dropped():
             self.cancel_task(task, fl_ctx=fl_ctx)
+        return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
 
     def _ping(self, sites: list[str], fl_ctx: FLContext) -> None:
         """Ask every running site whether it is alive; drop one that failed ``liveness_failures`` pings in a row."""

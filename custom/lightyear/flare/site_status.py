@@ -79,6 +79,23 @@ class SiteStatus:
         with self._lock:
             return all(state in (FINISHED, FAILED, DROPPED) for state in self._state.values())
 
+    def snapshot(self) -> dict:
+        """How far the run is, for FLARE's stats: sites per state, the rounds each site completed,
+        ``current_round`` (the round the slowest running site is in, 0-based, i.e. the rounds it
+        completed; once no site runs, the most rounds any site completed) and the reason of every
+        failed or dropped site."""
+        with self._lock:
+            done = {s: self._last_round.get(s, -1) + 1 for s in self.sites}
+            running = [done[s] for s in self.sites if self._state[s] == RUNNING]
+            out = {"sites": len(self.sites)}
+            for state in (PENDING, RUNNING, FINISHED, FAILED, DROPPED):
+                out[f"sites_{state}"] = sum(1 for s in self.sites if self._state[s] == state)
+            out["current_round"] = min(running) if running else max(done.values(), default=0)
+            out["rounds_done"] = done
+            for state in (FAILED, DROPPED):
+                out[state] = {s: self._reason.get(s, "") for s in self.sites if self._state[s] == state}
+            return out
+
     def results(self) -> list[dict]:
         """One record per site for the summary: a finished site's result, else its status, reason and last round."""
         with self._lock:

@@ -57,6 +57,11 @@ class StarAggregator(FLComponent):
         """Array state kept across rounds (e.g. model pools), saved as ``aggregator_state.npz``; {} if none."""
         return {}
 
+    def removed_sites(self) -> list[str]:
+        """The sites the rule has shut out for good (removed, blocked), sorted; [] for a rule that
+        decides afresh each round."""
+        return []
+
     def task_extras(self, round_num: int) -> dict:
         """Extra entries of the round's task data (e.g. a method's settings for the sites)."""
         return {}

@@ -21,6 +21,11 @@ rule fails, keeps the global model and the run goes on. Each round's global mode
 exist. After the last round every site gets the final model once more (its own, for a
 customising rule) and evaluates on its test set, and ``summary.csv``/``summary.json`` are
 written, also when the run stops early.
+
+While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the phase, the
+current round, the number of rounds, which sites answered the last round and which sites the
+rule left out or shut out for good (:meth:`StarController.stats`, via
+:mod:`lightyear.flare.run_stats`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs, model_problems
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.flare import run_stats
 from lightyear.flare.star_aggregator import StarAggregator
 from lightyear.flare.star_messages import read_result, task_data
 from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
@@ -133,6 +139,8 @@ class StarController(Controller):
         self._run_dir = ""
         self._finals: list[dict] = []
         self._sites: list[str] = []
+        self._phase, self._round, self._need = run_stats.STARTING, None, None
+        self._progress = {"sites_answered": 0, "not_answered": [], "excluded": [], "sites_removed": 0, "removed": [], "rounds_aggregated": 0, "rounds_skipped": 0}
 
     def initial_weights(self) -> dict:
         """The seeded initial global model, as every site would build it."""
@@ -153,6 +161,24 @@ class StarController(Controller):
     def stop_controller(self, fl_ctx: FLContext):
         pass
 
+    def handle_event(self, event_type: str, fl_ctx: FLContext):
+        super().handle_event(event_type, fl_ctx)
+        run_stats.add_stats(self, event_type, fl_ctx, self.stats)
+
+    def stats(self) -> dict:
+        """The run's progress as FLARE's ``show_stats`` shows it: ``phase``, ``current_round``
+        (the round being trained, 0-based; ``num_rounds`` during the final evaluation), ``sites``,
+        ``min_clients``, the last finished round's ``sites_answered`` (valid results) and
+        ``not_answered`` sites, the sites the rule ``excluded`` from the last aggregated round,
+        the sites it ``removed`` for good (blocked, removed), and the rounds aggregated or
+        ``rounds_skipped`` (global model kept)."""
+        return {"phase": self._phase, "current_round": self._round, "num_rounds": self.rounds, "sites": len(self._sites), "min_clients": self._need, **self._progress}
+
+    def _note(self, **changes) -> None:
+        """Update the progress shown by :meth:`stats` (replaced whole: the stats request comes
+        from another thread)."""
+        self._progress = {**self._progress, **changes}
+
     def _task(self, name: str, round_num: int, weights) -> Task:
         config = {"seed": self.seed, "rounds": self.rounds}
         extras = self.aggregator.task_extras(round_num) if self.aggregator else {}
@@ -160,23 +186,27 @@ class StarController(Controller):
 
     def control_flow(self, abort_signal: Signal, fl_ctx: FLContext):
         self._sites = sorted(c.name for c in fl_ctx.get_engine().get_clients())
+        phase = run_stats.FAILED
         try:
-            self._control(abort_signal, fl_ctx)
+            phase = self._control(abort_signal, fl_ctx)
         finally:
+            self._phase = phase
             self._write_summary(fl_ctx)
 
-    def _control(self, abort_signal: Signal, fl_ctx: FLContext) -> None:
+    def _control(self, abort_signal: Signal, fl_ctx: FLContext) -> str:
+        """Train, then evaluate; the phase the run ended in (see :mod:`lightyear.flare.run_stats`)."""
         sites = self._sites
-        need = min(self.min_clients or default_min_clients(len(sites)), len(sites))
+        need = self._need = min(self.min_clients or default_min_clients(len(sites)), len(sites))
         problem = self.aggregator.check_sites(len(sites))
         if problem:
             self.system_panic(problem, fl_ctx)
-            return
+            return run_stats.FAILED
         global_weights = self.initial_weights()
         self.log_info(fl_ctx, f"{len(sites)} sites, {self.rounds} rounds; a round is aggregated once {need} sites answered")
         for round_num in range(self.rounds):
             if abort_signal.triggered:
-                return
+                return run_stats.ABORTED
+            self._phase, self._round = run_stats.TRAINING, round_num
             per_site = self.aggregator.site_models(sites, global_weights, round_num, fl_ctx)
             if per_site is not None and not per_site:
                 self.log_error(fl_ctx, f"round {round_num}: the rule left no site to train; training ends")
@@ -184,20 +214,25 @@ class StarController(Controller):
             sent = per_site if per_site is not None else {s: global_weights for s in sites}
             tasks = self._run_tasks(C.STAR_TRAIN_TASK, round_num, sent, per_site is not None, need, abort_signal, fl_ctx)
             if abort_signal.triggered:
-                return
+                return run_stats.ABORTED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
+            self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
             if len(results) < round_need:
                 self.log_error(fl_ctx, f"round {round_num}: only {len(results)} valid results, {round_need} needed: the global model is kept")
+                self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
             try:
                 global_weights = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
             except ValueError as exc:
                 self.log_error(fl_ctx, f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept")
+                self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
+            self._note_aggregated(round_num)
             self._save_round(global_weights)
             self.log_info(fl_ctx, f"round {round_num}: aggregated {sorted(results)}")
 
+        self._phase, self._round = run_stats.EVALUATING, self.rounds
         final = self.aggregator.site_models(sites, global_weights, self.rounds, fl_ctx)
         sent = {s: (final or {}).get(s, global_weights) for s in sites}
         tasks = self._run_tasks(C.STAR_EVAL_TASK, self.rounds, sent, final is not None, need, abort_signal, fl_ctx)
@@ -206,6 +241,15 @@ class StarController(Controller):
                 result = ct.result
                 if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK and isinstance(result.get(C.KEY_RESULT), dict):
                     self._finals.append(dict(result[C.KEY_RESULT], site=ct.client.name, status="finished", last_round=self.rounds - 1))
+        evaluated = {f["site"] for f in self._finals}
+        self._note(sites_answered=len(evaluated), not_answered=sorted(set(sites) - evaluated))
+        return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
+
+    def _note_aggregated(self, round_num: int) -> None:
+        history = self.aggregator.history
+        excluded = history[-1]["excluded"] if history and history[-1]["round"] == round_num else []
+        removed = self.aggregator.removed_sites()
+        self._note(rounds_aggregated=self._progress["rounds_aggregated"] + 1, excluded=list(excluded), removed=removed, sites_removed=len(removed))
 
     def _save_round(self, global_weights: dict) -> None:
         save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
