@@ -63,9 +63,21 @@ def parse_overrides(items: list[str]) -> dict:
     return overrides
 
 
-def make_env(args, sites: list[str]):
-    """The FLARE execution environment the arguments ask for, for a job with ``sites``."""
+def gpus_asked(meta: dict) -> int:
+    """The most GPUs a site of the job asks for in meta.json's ``resource_spec``."""
+    return max((spec.get("num_of_gpus", 0) for spec in (meta.get("resource_spec") or {}).values()), default=0)
+
+
+def make_env(args, recipe: GeneratedRecipe):
+    """The FLARE execution environment the arguments ask for, for the recipe's job."""
+    sites = recipe.sites
     gpus = parse_gpu_ids(args.gpus) if args.gpus else None
+    if args.env == "poc" and not gpus and gpus_asked(recipe.files["meta.json"]):
+        raise ValueError(
+            f"{recipe.name} asks every site for a GPU (meta.json resource_spec) and a POC without --gpus has none, so "
+            "FLARE would never schedule it: add --set site_resource_spec=null to train on CPU, or give --gpus and "
+            "declare the GPUs in each site's local/resources.json (GPUResourceManager num_of_gpus, mem_per_gpu_in_GiB)"
+        )
     if args.env == "sim":
         kwargs = {"clients": sites, "num_threads": len(sites)}
         if gpus:
@@ -74,7 +86,7 @@ def make_env(args, sites: list[str]):
             kwargs["workspace_root"] = os.path.abspath(args.workspace)
         return LightyearSimEnv(**kwargs)
     if args.env == "poc":
-        return LightyearPocEnv(clients=sites, gpu_ids=gpus, workspace=args.workspace, username=args.username)
+        return LightyearPocEnv(clients=sites, num_clients=len(sites), gpu_ids=gpus, workspace=args.workspace, username=args.username)
     if not args.startup_kit:
         raise ValueError("--env prod needs --startup-kit: the admin's startup kit folder of the running deployment")
     return ProdEnv(startup_kit_location=args.startup_kit, username=args.username, login_timeout=args.login_timeout)
@@ -112,7 +124,7 @@ def main(argv=None) -> int:
             configs, args.method, args.dataset, malfunction=args.malfunction, faulty=args.faulty,
             seed=args.seed, overrides=parse_overrides(args.set),
         )
-        env = make_env(args, recipe.sites)
+        env = make_env(args, recipe)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         ap.error(str(exc))
     run = recipe.execute(env)  # exits after writing the folder when FLARE's --export was given
