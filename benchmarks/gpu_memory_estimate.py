@@ -8,7 +8,11 @@ and reports:
 - weights + gradients + Adam's two moment buffers (4 x the parameter bytes);
 - activations kept for the backward pass: the bytes of every tensor autograd saves during the
   forward pass (``torch.autograd.graph.saved_tensors_hooks``), counted once per storage;
-- the estimate: the sum of both, plus 0.5 GiB for the CUDA context and allocator slack.
+- the estimate: the sum of both, plus 0.5 GiB for the CUDA context and allocator slack;
+- the floating-point operations of one training step: 3 x those of the forward pass counted by
+  ``torch.utils.flop_counter.FlopCounterMode`` (the backward pass costs about twice the forward;
+  its own count overstates depthwise convolutions, as in EfficientNet), a device-independent
+  measure of the step's compute.
 
 It is an estimate: cuDNN workspaces, the caching allocator's fragmentation and the evaluation
 pass are not counted, and the CUDA context varies with the driver. Measure on a GPU with
@@ -62,6 +66,10 @@ def estimate(settings: dict, dataset: str) -> dict:
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     acts = saved_activation_bytes(model, batch)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(batch)
     state = 4 * param_bytes
     return {
         "dataset": dataset,
@@ -71,6 +79,7 @@ def estimate(settings: dict, dataset: str) -> dict:
         "weights_grads_adam_GiB": round(state / GIB, 3),
         "activations_GiB": round(acts / GIB, 3),
         "estimate_GiB": round((state + acts) / GIB + CUDA_CONTEXT_GIB, 2),
+        "step_GFLOP": round(3 * counter.get_total_flops() / 1e9, 1),
     }
 
 
