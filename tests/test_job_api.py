@@ -160,3 +160,9 @@ def test_plain_simulator_in_a_fresh_workspace_is_refused_until_the_documented_fi
     subprocess.run([sys.executable, "-m", "lightyear.deploy.allow_list", str(ws / "local")], check=True, timeout=60)
     ran = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
     assert (ws / "server" / "simulate_job" / "summary.json").exists(), (ran.stdout + ran.stderr)[-3000:]
+
+
+def test_prod_needs_the_admin_startup_kit(capsys):
+    with pytest.raises(SystemExit):
+        job_api.main(["--method", "fedavg", "--dataset", "digits", "--env", "prod"])
+    assert "--env prod needs --startup-kit" in capsys.readouterr().err
