@@ -92,3 +92,29 @@ def test_the_repository_workspace_policy_is_flare_default_plus_the_package():
     _, added = with_package({"class_allow_list": listed})
     assert added == []
     assert set(listed) == set(allow_list.flare_default_allow_list()) | {"lightyear.", *allow_list.FLARE_CLASSES_USED}
+
+
+def _class_paths(obj):
+    if isinstance(obj, dict):
+        if isinstance(obj.get("path"), str):
+            yield obj["path"]
+        for v in obj.values():
+            yield from _class_paths(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _class_paths(v)
+
+
+def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours():
+    """Generated jobs, and the Job API's folders (the same files), name no FLARE class that a
+    participant with FLARE's default policy would refuse after ``lightyear-allow``."""
+    from lightyear.jobs import generate
+
+    configs = os.path.join(ROOT, "app_configs")
+    allowed = with_package({})[0]["class_allow_list"]
+    for method in generate.methods(configs):
+        for malfunction, faulty in (("none", 0), ("sfa", 1)):
+            _, files = generate.build_job(configs, method, "digits", malfunction, faulty)
+            for name in ("app/config/config_fed_server.json", "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"):
+                for path in _class_paths(files.get(name, {})):
+                    assert allow_list._covered(path, allowed), f"{method}: {path} is not allowed"

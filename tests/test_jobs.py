@@ -198,3 +198,32 @@ def test_method_defaults_reach_the_executor(method):
 def test_a_topology_that_cannot_connect_the_sites_is_refused(method, overrides, message):
     with pytest.raises(ValueError, match=message):
         generate.build_job(CONFIGS, method, "digits", overrides=overrides)
+
+
+GPU_DATASETS = {"camelyon17": 2, "isic19": 4, "ultrasound": 1, "xray": 1}
+
+
+@pytest.mark.parametrize("dataset", sorted(generate.datasets(CONFIGS)))
+def test_gpu_datasets_ask_one_gpu_per_site_and_none_for_the_server(dataset):
+    from nvflare.private.fed.server.job_meta_validator import JobMetaValidator
+    from nvflare.utils.job_launcher_utils import get_resource_manager_spec
+
+    _, files = generate.build_job(CONFIGS, "fedavg", dataset)
+    meta = files["meta.json"]
+    JobMetaValidator._validate_resource(meta["name"], meta)  # FLARE accepts the spec
+    sites = [s for s in meta["deploy_map"]["app"] if s != "server"]
+    if dataset in GPU_DATASETS:
+        for site in sites:  # what FLARE's scheduler asks each site's resource manager
+            assert get_resource_manager_spec(meta, site) == {"num_of_gpus": 1, "mem_per_gpu_in_GiB": GPU_DATASETS[dataset]}
+        assert get_resource_manager_spec(meta, "server") == {}
+    else:
+        assert meta["resource_spec"] == {}
+
+
+def test_a_gpu_job_can_be_generated_for_cpu_and_a_bad_spec_is_refused():
+    _, files = generate.build_job(CONFIGS, "lightyear", "isic19", overrides={"site_resource_spec": None})
+    assert files["meta.json"]["resource_spec"] == {}
+    with pytest.raises(ValueError, match="num_of_gpus must be an integer"):
+        generate.build_job(CONFIGS, "lightyear", "isic19", overrides={"site_resource_spec": {"num_of_gpus": "1"}})
+    with pytest.raises(ValueError, match="mem_per_gpu_in_GiB must be a number"):
+        generate.build_job(CONFIGS, "lightyear", "isic19", overrides={"site_resource_spec": {"num_of_gpus": 1, "mem_per_gpu_in_GiB": -2}})

@@ -35,6 +35,7 @@ from lightyear.flare import run_stats
 from lightyear.flare.site_status import SiteStatus
 from lightyear.flare.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
+from lightyear.simulator_placement import p2p_simulator_advice
 
 COMPUTE_ALLOWANCE_S = 600.0
 """Seconds of training and evaluation a round may take beyond waiting for peers, in the
@@ -214,9 +215,8 @@ class P2PController(Controller):
                 for site in missing:
                     status.drop(site, f"did not start within start_timeout={self.start_timeout:g} s")
                 self.system_panic(
-                    f"sites {missing} did not start the run within start_timeout={self.start_timeout:g} s. Every site "
-                    "of a peer-to-peer job runs at the same time: in FLARE's simulator give -t equal to the number of "
-                    f"sites (nvflare simulator JOB -w WORKSPACE -t {len(sites)}); in a deployment check that they are connected",
+                    f"sites {missing} did not start the run within start_timeout={self.start_timeout:g} s: "
+                    + p2p_simulator_advice(len(sites)),
                     fl_ctx,
                 )
                 return run_stats.FAILED

@@ -48,6 +48,7 @@ from lightyear.flare import constants as C
 from lightyear.flare import latest_models, peer_buffer
 from lightyear.flare.latest_models import LatestModelStore
 from lightyear.flare.peer_buffer import PeerModelBuffer
+from lightyear.simulator_placement import p2p_simulator_advice
 from lightyear.training.weights import num_bytes
 
 
@@ -310,10 +311,8 @@ class PeerExchange:
             time.sleep(0.5)
         if pending and pending == set(neighbours):
             raise RuntimeError(
-                f"no neighbour ({sorted(pending)}) answered within ready_timeout={ready_timeout:g} s. "
-                "Every site of a peer-to-peer job must run at the same time: in FLARE's simulator give "
-                f"-t equal to the number of sites (e.g. nvflare simulator JOB -w WORKSPACE -t {len(neighbours) + 1}); "
-                "in a deployment check that those sites are connected"
+                f"no neighbour ({sorted(pending)}) answered within ready_timeout={ready_timeout:g} s: "
+                + p2p_simulator_advice(len(neighbours) + 1)
             )
         if pending:
             self.log("warning", f"neighbours {sorted(pending)} not ready after {ready_timeout:g} s: going on without waiting for them")

@@ -138,6 +138,34 @@ def check_settings(settings: dict) -> None:
         from lightyear.flare.personal_executor import check_lam
 
         check_lam(settings["lam"])
+    check_site_resources(settings.get("site_resource_spec"))
+
+
+def check_site_resources(spec) -> None:
+    """Refuse a ``site_resource_spec`` FLARE's scheduler could not use, naming the problem.
+
+    The spec is what every site asks of its resource manager (``nvflare/app_common/resource_managers/
+    gpu_resource_manager.py``): ``num_of_gpus`` and ``mem_per_gpu_in_GiB``; ``null`` asks for nothing.
+    """
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        raise ValueError(f"site_resource_spec must be a JSON object such as {{\"num_of_gpus\": 1, \"mem_per_gpu_in_GiB\": 2}} or null, got {spec!r}")
+    gpus = spec.get("num_of_gpus")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ValueError(f"site_resource_spec.num_of_gpus must be an integer >= 0, got {gpus!r}")
+    mem = spec.get("mem_per_gpu_in_GiB", 0)
+    if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
+        raise ValueError(f"site_resource_spec.mem_per_gpu_in_GiB must be a number >= 0 (GiB), got {mem!r}")
+    from nvflare.utils.job_launcher_utils import validate_portable_resource_spec
+
+    validate_portable_resource_spec({"site": spec})
+
+
+def resource_spec(sites: list[str], spec: dict | None) -> dict:
+    """meta.json's ``resource_spec``: ``spec`` for every site, nothing for the server (FLARE's job
+    scheduler, ``nvflare/app_common/job_schedulers/job_scheduler.py``, checks only the sites)."""
+    return {site: dict(spec) for site in sites} if spec else {}
 
 
 def check_server_components(server: dict, num_sites: int) -> None:
@@ -218,7 +246,7 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
         files["app_faulty/config/config_fed_client.json"] = faulty_client_config(client, topology, component)
     files["meta.json"] = {
         "name": name,
-        "resource_spec": {},
+        "resource_spec": resource_spec(sites, settings.get("site_resource_spec")),
         "min_clients": len(sites),
         "deploy_map": deploy,
         "lightyear": {

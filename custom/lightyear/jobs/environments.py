@@ -1,0 +1,103 @@
+"""FLARE execution environments (``nvflare.recipe``) that let the participants build this toolkit's components.
+
+FLARE builds a job component only when its class path is in the participant's
+``class_allow_list`` (``nvflare/app_common/widgets/component_path_authorizer.py``), read from the
+participant's ``local/resources.json`` (else ``resources.json.default``, else FLARE's built-in
+default list, which lacks ``lightyear.``). The check runs on the class path before the class is
+imported, so no code of this toolkit runs before it: a participant must allow the package
+before it starts. Here that is done with :func:`lightyear.deploy.allow_list.allow_package`:
+
+- :class:`LightyearSimEnv`: FLARE's ``SimEnv`` runs the simulator in ``<workspace_root>/<job name>``,
+  whose ``local/`` folder the simulator copies into every participant's folder
+  (``nvflare/private/fed/app/simulator/simulator_runner.py``); ``SimEnv`` writes FLARE's default
+  list there unless a list exists (``nvflare/recipe/sim_env.py``). This env writes the list with
+  the package first.
+- :class:`LightyearPocEnv`: FLARE's ``PocEnv`` prepares a fresh POC, starts it and submits the
+  job in one call; this env allows the package in every participant between preparing and starting.
+- ``ProdEnv`` needs nothing here: each site's administrator runs ``lightyear-allow`` on the
+  site's startup kit once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from nvflare.recipe.poc_env import PocEnv
+from nvflare.recipe.sim_env import SimEnv
+
+from lightyear.deploy.allow_list import allow_package
+
+LOCAL = "local"
+
+
+def prepare_simulator_workspace(workspace: str) -> str:
+    """Create ``workspace/local/`` if needed and let the simulator's participants build this
+    toolkit's components (``resources.json`` there, FLARE's other settings kept). Returns the file."""
+    local = os.path.join(workspace, LOCAL)
+    os.makedirs(local, exist_ok=True)
+    path, _ = allow_package(local)
+    return path
+
+
+def simulator_fix(workspace: str) -> str:
+    """The commands that let a plain ``nvflare simulator -w WORKSPACE`` run this toolkit's jobs."""
+    local = os.path.join(workspace, LOCAL)
+    return f"mkdir -p {local} && lightyear-allow {local}"
+
+
+class LightyearSimEnv(SimEnv):
+    """FLARE's ``SimEnv`` whose workspace allows this toolkit's components (any ``workspace_root``)."""
+
+    def deploy(self, job) -> str:
+        prepare_simulator_workspace(os.path.join(self.workspace_root, job.name))
+        return super().deploy(job)
+
+
+def poc_participant_dirs(poc_workspace: str) -> list[str]:
+    """The server's and the clients' folders of the POC prepared in ``poc_workspace`` (no admins)."""
+    from nvflare.tool.poc.poc_commands import get_prod_dir, setup_service_config
+    from nvflare.tool.poc.service_constants import FlareServiceConstants as SC
+
+    project, service = setup_service_config(poc_workspace)
+    prod = get_prod_dir(poc_workspace, project.get("name"))
+    names = [service[SC.FLARE_SERVER], *service.get(SC.FLARE_CLIENTS, [])]
+    return [os.path.join(prod, n) for n in names]
+
+
+def allow_in_poc(poc_workspace: str) -> list[str]:
+    """Allow the package in every participant of the prepared POC; returns the files written."""
+    return [allow_package(os.path.join(d, LOCAL))[0] for d in poc_participant_dirs(poc_workspace)]
+
+
+class LightyearPocEnv(PocEnv):
+    """FLARE's ``PocEnv`` whose server and clients allow this toolkit's components.
+
+    ``deploy`` does what ``PocEnv.deploy`` does (stop a running POC, prepare a fresh one, start it,
+    submit the job) and allows the package in every participant before starting it.
+    ``workspace`` sets the POC folder (FLARE's default: ``NVFLARE_POC_WORKSPACE`` or its config).
+    """
+
+    def __init__(self, *, workspace: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if workspace:
+            self.poc_workspace = os.path.abspath(workspace)
+
+    def deploy(self, job) -> str:
+        from nvflare.recipe import poc_env as flare_poc
+
+        if self._check_poc_running():
+            self.stop(clean_up=True)
+        flare_poc.prepare_poc_provision(
+            clients=self.clients or [],
+            number_of_clients=self.num_clients,
+            workspace=self.poc_workspace,
+            docker_image=self.docker_image,
+            use_he=self.use_he,
+            project_conf_path=self.project_conf_path,
+            examples_dir=None,
+        )
+        allow_in_poc(self.poc_workspace)
+        flare_poc._start_poc(poc_workspace=self.poc_workspace, gpu_ids=self.gpu_ids, excluded=[self.username], services_list=[])
+        time.sleep(flare_poc.SERVICE_START_TIMEOUT)
+        return self._get_session_manager().submit_job(job)

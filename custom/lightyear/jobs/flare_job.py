@@ -1,0 +1,103 @@
+"""A generated job folder as an object of FLARE's Job API (``nvflare.job_config`` and ``nvflare.recipe``).
+
+FLARE's Job API describes a job with Python objects and writes the folder when the job is
+exported, submitted or simulated: every path goes through ``FedJobConfig.generate_job_config``
+(``nvflare/job_config/fed_job_config.py``): ``FedJob.export_job``, ``FedJob.simulator_run``
+(used by ``SimEnv``), and the job submission of ``PocEnv``/``ProdEnv`` (``SessionManager.submit_job``
+in ``nvflare/recipe/session_mgr.py``, which exports to a temporary folder first).
+
+:class:`GeneratedJob` is a ``FedJob`` whose configuration writes exactly the files of
+:func:`lightyear.jobs.generate.build_job`, so the generator stays the one description of a job's
+components: the Job API runs and exports the very folder ``lightyear-jobs`` writes.
+:class:`GeneratedRecipe` wraps it as a FLARE ``Recipe`` (``nvflare/recipe/spec.py``), giving
+``export(dir)``, ``run(env)`` and ``execute(env)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from nvflare.apis.job_def import SERVER_SITE_NAME
+from nvflare.job_config.api import FedJob
+from nvflare.job_config.fed_job_config import FedJobConfig
+from nvflare.recipe.spec import Recipe
+
+from lightyear.jobs.generate import build_job, write_job
+
+META = "meta.json"
+
+
+def job_sites(files: dict) -> list[str]:
+    """The sites of a generated job, in deploy-map order (every participant but the server)."""
+    sites: list[str] = []
+    for participants in files[META]["deploy_map"].values():
+        sites.extend(p for p in participants if p != SERVER_SITE_NAME and p not in sites)
+    return sites
+
+
+class GeneratedJobConfig(FedJobConfig):
+    """FLARE's job configuration whose folder is the generator's files, unchanged."""
+
+    def __init__(self, name: str, files: dict):
+        meta = files[META]
+        if meta.get("name") != name:
+            raise ValueError(f"meta.json names the job {meta.get('name')!r}, not {name!r}")
+        super().__init__(job_name=name, min_clients=meta["min_clients"])
+        self.files = files
+
+    def generate_job_config(self, job_root: str) -> None:
+        """Write the job folder ``job_root/<name>``. Like FLARE's own export, an existing folder
+        is replaced only when it holds this job (its meta.json has this name)."""
+        folder = os.path.join(os.path.abspath(job_root), self.job_name)
+        if os.path.exists(folder) and not _holds_job(folder, self.job_name):
+            raise RuntimeError(f"{folder} exists and is not the folder of job {self.job_name}: choose another export folder")
+        write_job(self.files, folder)
+
+
+def _holds_job(folder: str, name: str) -> bool:
+    try:
+        with open(os.path.join(folder, META)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("name") == name
+
+
+class GeneratedJob(FedJob):
+    """A ``FedJob`` built from the generator's output (``{relative path: JSON object}``).
+
+    Its clients are the job's sites, so ``simulator_run`` passes them to the simulator by name.
+    """
+
+    def __init__(self, name: str, files: dict):
+        super().__init__(name=name, min_clients=files[META]["min_clients"])
+        self.job = GeneratedJobConfig(name, files)
+        self.sites = job_sites(files)
+        self.clients = list(self.sites)
+
+
+class GeneratedRecipe(Recipe):
+    """A FLARE recipe for one generated job: ``GeneratedRecipe.build(configs, method, dataset, ...)``
+    takes the arguments of :func:`lightyear.jobs.generate.build_job`."""
+
+    def __init__(self, name: str, files: dict):
+        super().__init__(GeneratedJob(name, files))
+        self.files = files
+        self.sites = self._job.sites
+
+    @classmethod
+    def build(cls, configs: str, method: str, dataset: str, **kwargs) -> "GeneratedRecipe":
+        name, files = build_job(configs, method, dataset, **kwargs)
+        return cls(name, files)
+
+    def process_env(self, env) -> None:
+        """Refuse a simulator environment that names other sites than the job's: FLARE's
+        ``FedJob.simulator_run`` runs the clients the environment gives."""
+        from nvflare.recipe.sim_env import SimEnv
+
+        if isinstance(env, SimEnv) and list(env.clients or []) != self.sites:
+            raise ValueError(
+                f"SimEnv must name this job's sites: SimEnv(clients={self.sites!r}), got clients={env.clients!r} "
+                f"(num_clients={env.num_clients})"
+            )

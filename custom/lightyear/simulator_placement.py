@@ -1,0 +1,60 @@
+"""Where the sites of a job run in FLARE's simulator: how many processes, on which GPUs.
+
+FLARE's simulator (``nvflare/private/fed/app/simulator/simulator_runner.py``) runs the sites in
+groups: without ``-gpu`` one group of ``-t`` worker threads; with ``-gpu`` one group per
+comma-separated entry, sites dealt to the groups in turn (site i to group i mod G), and, when
+there is more than one group, a single worker per group. A group whose worker has several sites
+runs them one after the other, swapping them in and out, so sites of one group never run at the
+same time. Each group's site processes see only that group's GPUs (``CUDA_VISIBLE_DEVICES``,
+``nvflare/private/fed/app/simulator/simulator_worker.py``); ids may repeat across groups.
+
+A peer-to-peer job needs every site running at once (they wait for each other's models), so it
+needs one worker per site: ``-t N`` on CPU, or N GPU groups, e.g. ``-gpu 0,1,0,1`` for 4 sites
+on 2 GPUs.
+"""
+
+from __future__ import annotations
+
+
+def gpu_groups(num_sites: int, gpu_ids: list[int] | list[str]) -> str:
+    """The simulator's ``-gpu`` value giving each of ``num_sites`` sites its own group, the GPUs
+    dealt in turn (site i gets ``gpu_ids[i % len(gpu_ids)]``)."""
+    if isinstance(num_sites, bool) or not isinstance(num_sites, int) or num_sites < 1:
+        raise ValueError(f"the number of sites must be a positive integer, got {num_sites!r}")
+    ids = [str(g).strip() for g in gpu_ids]
+    if not ids or not all(i.isdigit() for i in ids):
+        raise ValueError(f"GPU ids must be non-negative integers such as 0,1, got {gpu_ids!r}")
+    return ",".join(ids[i % len(ids)] for i in range(num_sites))
+
+
+def parse_gpu_ids(text: str) -> list[int]:
+    """``"0,1"`` -> [0, 1]; refuses anything but comma-separated non-negative integers."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"--gpus takes comma-separated GPU ids such as 0,1, got {text!r}")
+    return [int(p) for p in parts]
+
+
+def host_gpu_count() -> int:
+    """GPUs nvidia-smi lists on this host (0 without a GPU or without nvidia-smi)."""
+    try:
+        from nvflare.fuel.utils.gpu_utils import get_host_gpu_ids
+
+        return len(get_host_gpu_ids())
+    except Exception:
+        return 0
+
+
+def p2p_simulator_advice(num_sites: int, num_gpus: int | None = None) -> str:
+    """How to run a peer-to-peer job of ``num_sites`` sites in FLARE's simulator: the exact
+    command on CPU and on ``num_gpus`` GPUs (this host's count when not given; 2 as the example
+    when the host has none)."""
+    gpus = host_gpu_count() if num_gpus is None else num_gpus
+    example = gpus if gpus and gpus > 0 else 2
+    groups = gpu_groups(num_sites, list(range(example)))
+    return (
+        f"every site of a peer-to-peer job runs at the same time, each in its own simulator worker: on CPU "
+        f"'nvflare simulator JOB -w WORKSPACE -t {num_sites}'; on {example} GPUs one GPU group per site, "
+        f"'nvflare simulator JOB -w WORKSPACE -gpu {groups}' ({num_sites} sites dealt over GPUs "
+        f"{','.join(str(i) for i in range(example))}); in a deployment check that every site is connected"
+    )
