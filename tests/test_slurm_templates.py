@@ -16,8 +16,9 @@ DESCRIPTION = os.path.join(ROOT, "app_configs", "slurm", "templates.yaml")
 SITES = ["site-1", "site-2", "site-3"]
 
 
-@pytest.fixture
-def job(tmp_path):
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("jobs")
     name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "lightyear", "digits", "none", 0, seed=0,
                                      overrides={"sites": SITES, "rounds": 2})
     generate.write_job(files, str(tmp_path / name))
@@ -46,7 +47,8 @@ def run_script(tmp_path, text, *args, **env):
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     full = dict(os.environ, LIGHTYEAR_PYTHON=fake_python(tmp_path), LIGHTYEAR_RESULTS=str(tmp_path / "results"),
-                PYTHONPATH=os.path.join(ROOT, "custom"), SLURM_JOB_ID="77", **env)
+                PYTHONPATH=os.path.join(ROOT, "custom"), SLURM_JOB_ID="77")
+    full.update(env)
     if "CUDA_VISIBLE_DEVICES" not in env:
         full.pop("CUDA_VISIBLE_DEVICES", None)
     return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=full, cwd=str(tmp_path), timeout=120)
@@ -149,3 +151,12 @@ def test_one_gpu_a_site_unless_given_and_deploy_nodes_follow_the_gpus():
     assert for_job(templates["deploy"], 6, {"gpus": 4}).nodes == 2
     with pytest.raises(SlurmInputError, match="leave a node without a site"):
         for_job(templates["deploy"], 2, {"gpus": 4, "nodes": 2})
+
+
+def test_a_committed_script_stops_with_the_reason_when_python_or_the_job_is_missing(tmp_path):
+    with open(os.path.join(ROOT, "slurm", "cpu.sbatch")) as f:
+        text = f.read()
+    no_python = run_script(tmp_path, text, "jobs/lightyear_digits", LIGHTYEAR_PYTHON="no-such-python")
+    assert no_python.returncode == 2 and "no Python no-such-python" in no_python.stderr
+    no_job = run_script(tmp_path, text, "jobs/missing", SLURM_SUBMIT_DIR=ROOT)
+    assert no_job.returncode == 2 and f"job folder '{ROOT}/jobs/missing' does not exist" in no_job.stderr
