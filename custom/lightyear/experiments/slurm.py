@@ -1,5 +1,9 @@
 """A SLURM job-array script for a sweep: one array task per run, each running that run alone.
 
+(Batch scripts for one job, on FLARE's simulator or a provisioned deployment, are
+:mod:`lightyear.deploy.slurm_cli`; both build their ``#SBATCH`` and Python lines with
+:mod:`lightyear.deploy.slurm_script`.)
+
 Every task calls ``python -m lightyear.experiments.sweep <sweep>/spec.json --out <sweep> --task
 $SLURM_ARRAY_TASK_ID``, so a task skips a run already finished and records its outcome like a
 local sweep; ``lightyear-report`` reads the folder the same way afterwards.
@@ -11,6 +15,8 @@ import os
 import shlex
 import sys
 
+from lightyear.deploy.slurm_script import package_folder, python_lines, sbatch_lines
+
 SCRIPT = "sweep.sbatch"
 
 
@@ -19,28 +25,22 @@ def script_text(name: str, n_runs: int, out: str, configs: str, cpus: int, time_
     """The sbatch script's text. ``gres`` (e.g. ``gpu:1``) may also be given when submitting."""
     if n_runs < 1:
         raise ValueError("a SLURM script needs at least one run")
-    import lightyear
-
     out, configs = os.path.abspath(out), os.path.abspath(configs)
-    custom = os.path.dirname(os.path.dirname(os.path.abspath(lightyear.__file__)))
     array = f"0-{n_runs - 1}" + (f"%{parallel}" if parallel and parallel > 0 else "")
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --job-name={name}",
-        f"#SBATCH --array={array}",
-        f"#SBATCH --cpus-per-task={cpus}",
-        f"#SBATCH --time={time_limit}",
-        f"#SBATCH --output={os.path.join(out, 'slurm', '%A_%a.out')}",
-    ]
-    if gres:
-        lines.append(f"#SBATCH --gres={gres}")
-    else:
+    lines = ["#!/bin/bash", *sbatch_lines({
+        "job-name": name,
+        "array": array,
+        "cpus-per-task": cpus,
+        "time": time_limit,
+        "output": os.path.join(out, "slurm", "%A_%a.out"),
+        "gres": gres,
+    })]
+    if not gres:
         lines.append("# no --gres here: pass one when submitting, e.g. sbatch --gres=gpu:1 " + shlex.quote(os.path.join(out, SCRIPT)))
     q = shlex.quote
     lines += [
         "set -euo pipefail",
-        f"export PYTHONPATH={q(custom)}${{PYTHONPATH:+:$PYTHONPATH}}",
-        f"PYTHON=${{LIGHTYEAR_PYTHON:-{q(python or sys.executable)}}}",
+        *python_lines(python or sys.executable, package_folder()),
         f'"$PYTHON" -m lightyear.experiments.sweep {q(os.path.join(out, "spec.json"))} --out {q(out)} '
         f'--configs {q(configs)} --task "$SLURM_ARRAY_TASK_ID"',
     ]

@@ -1,0 +1,137 @@
+"""The parameters of a SLURM batch template and their checks, read from ``app_configs/slurm/templates.yaml``.
+
+The description names each template (``simulator``, ``cpu``, ``deploy``, ``deploy_cpu``), its
+``mode`` and its defaults; ``defaults`` gives the values every template shares. A bad value is
+refused here, before any script is written, with the option that fixes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+
+import yaml
+
+MODES = ("simulator", "deploy")
+DESCRIPTION = os.path.join("app_configs", "slurm", "templates.yaml")
+PARAMETERS = ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu", "sites")
+
+_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")
+_NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
+_MEM = re.compile(r"^\d+[KMGT]?$")
+
+
+class SlurmInputError(ValueError):
+    """A template parameter, a mode or a job that cannot make a working batch script."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmParams:
+    """One template's settings. ``gpus`` is per node (``--gres=gpu:<gpu_type>:<gpus>``), 0 for CPU
+    only; ``cpus`` is per site process; ``sites`` sizes the allocation."""
+
+    name: str
+    mode: str
+    description: str = ""
+    partition: str | None = None
+    account: str | None = None
+    time: str = "04:00:00"
+    gpu_type: str | None = "a100"
+    gpus: int = 0
+    cpus: int = 4
+    nodes: int = 1
+    mem_per_cpu: str | None = None
+    sites: int = 8
+
+    @property
+    def gres(self) -> str | None:
+        """The ``--gres`` value, None in CPU mode."""
+        if not self.gpus:
+            return None
+        return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
+
+    def checked(self) -> "SlurmParams":
+        """Self, when every value can work; else :class:`SlurmInputError` naming the fix."""
+        if self.mode not in MODES:
+            raise SlurmInputError(f"template {self.name!r}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        for label, value, low in (("gpus", self.gpus, 0), ("cpus", self.cpus, 1), ("nodes", self.nodes, 1), ("sites", self.sites, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise SlurmInputError(f"--{label} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.time, str) or not _TIME.match(self.time):
+            raise SlurmInputError(f"--time {self.time!r} is not a SLURM time: use HH:MM:SS or D-HH:MM:SS")
+        for label, value in (("partition", self.partition), ("account", self.account), ("gpu-type", self.gpu_type)):
+            if value is not None and (not isinstance(value, str) or not _NAME.match(value)):
+                raise SlurmInputError(f"--{label} {value!r} is not a valid SLURM name (letters, digits, '_', '.', '-')")
+        if self.mem_per_cpu is not None and (not isinstance(self.mem_per_cpu, str) or not _MEM.match(self.mem_per_cpu)):
+            raise SlurmInputError(f"--mem-per-cpu {self.mem_per_cpu!r} is not a SLURM size: use e.g. 4G or 4000M")
+        if self.mode == "simulator":
+            self._check_simulator()
+        else:
+            self._check_deploy()
+        return self
+
+    def _check_simulator(self) -> None:
+        if self.nodes != 1:
+            raise SlurmInputError(f"the simulator runs on one node, got --nodes {self.nodes}: use the deploy mode for several nodes")
+        if self.gpus > self.sites:
+            raise SlurmInputError(f"{self.gpus} GPUs for {self.sites} sites: each site process uses one GPU, so "
+                                  f"{self.gpus - self.sites} would idle (FLARE's simulator refuses more GPU groups than "
+                                  f"sites): use --gpus {self.sites}")
+
+    def _check_deploy(self) -> None:
+        if self.gpus:
+            total = self.nodes * self.gpus
+            if total < self.sites:
+                raise SlurmInputError(f"{self.sites} sites need {self.sites} GPUs (one a site) but {self.nodes} node(s) x "
+                                      f"{self.gpus} GPUs give {total}: use --nodes {math.ceil(self.sites / self.gpus)}")
+            if (self.nodes - 1) * self.gpus >= self.sites:
+                raise SlurmInputError(f"{self.nodes} nodes x {self.gpus} GPUs for {self.sites} sites leave a node without a "
+                                      f"site: use --nodes {math.ceil(self.sites / self.gpus)}")
+        elif self.nodes > self.sites + 1:
+            raise SlurmInputError(f"{self.nodes} nodes for a server and {self.sites} sites leave a node idle: "
+                                  f"use --nodes {self.sites + 1} or fewer")
+
+
+def load_description(path: str) -> dict[str, SlurmParams]:
+    """Every template of the description, checked, by name."""
+    try:
+        with open(path) as f:
+            spec = yaml.safe_load(f)
+    except OSError as e:
+        raise SlurmInputError(f"cannot read the template description {path}: {e.strerror}") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("templates"), dict):
+        raise SlurmInputError(f"{path} must map 'templates' to named templates")
+    defaults = spec.get("defaults") or {}
+    out = {}
+    for name, entry in spec["templates"].items():
+        values = {**defaults, **(entry or {})}
+        unknown = set(values) - set(PARAMETERS) - {"mode", "description"}
+        if unknown:
+            raise SlurmInputError(f"{path}: template {name!r} has unknown keys {sorted(unknown)}; known: {', '.join(PARAMETERS)}")
+        out[name] = SlurmParams(name=name, **values).checked()
+    return out
+
+
+def template(templates: dict[str, SlurmParams], name: str) -> SlurmParams:
+    """The template called ``name`` (the MODE argument of ``lightyear-slurm``)."""
+    if name not in templates:
+        raise SlurmInputError(f"unknown mode {name!r}: choose one of {', '.join(templates)}")
+    return templates[name]
+
+
+def for_job(base: SlurmParams, sites: int, given: dict) -> SlurmParams:
+    """``base`` sized for a job of ``sites`` sites, with the command line's values (``given``) on top.
+
+    Unless given: the simulator asks one GPU a site, and a GPU deployment as many nodes as its
+    sites need.
+    """
+    values = dataclasses.asdict(base)
+    values["sites"] = sites
+    if base.mode == "simulator" and base.gpus and "gpus" not in given:
+        values["gpus"] = sites
+    values.update({k: v for k, v in given.items() if v is not None})
+    if base.mode == "deploy" and values["gpus"] and "nodes" not in given:
+        values["nodes"] = math.ceil(sites / values["gpus"])
+    return SlurmParams(**values).checked()
