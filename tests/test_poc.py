@@ -1,0 +1,89 @@
+"""``lightyear-poc``: a real FLARE POC on loopback runs a peer-to-peer and a star job and brings back
+the summary and every site's rounds.csv; nothing it started outlives it, also when it is stopped
+by a signal; bad arguments are refused before anything starts."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lightyear.deploy import flare_cli, poc
+from deploy_helpers import assert_finished, make_job, processes_with
+
+
+def run_poc(tmp_path, *args, **popen):
+    """``python -m lightyear.deploy.poc ARGS`` with its temporary folders under ``tmp_path/tmp``."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmp))
+    argv = [sys.executable, "-m", "lightyear.deploy.poc", *map(str, args)]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen), str(tmp)
+
+
+@pytest.mark.deployment
+def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
+    jobs = [make_job(tmp_path / "jobs", "lightyear"), make_job(tmp_path / "jobs", "fedavg")]
+    out = tmp_path / "out"
+    proc, marker = run_poc(tmp_path, *jobs, "--out", out, "--timeout", 600)
+    try:
+        log, _ = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, log[-4000:]
+    assert "127.0.0.1:" in log  # the server listened on loopback
+    for name in ("lightyear_digits", "fedavg_digits"):
+        assert_finished(out / name)
+    assert "global_model.npz" in os.listdir(out / "fedavg_digits" / "server" / "simulate_job")
+    assert "every POC process stopped" in log
+    assert processes_with(marker) == []
+    assert not os.listdir(marker)  # the POC folder is gone (no --keep-workspace)
+
+
+@pytest.mark.deployment
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_poc_leaves_no_process(tmp_path, sig):
+    job = make_job(tmp_path / "jobs", "lightyear", rounds=50)
+    proc, marker = run_poc(tmp_path, job, "--out", tmp_path / "out")
+    try:
+        # wait until the sites' job processes (FLARE starts them in sessions of their own) run
+        deadline = time.monotonic() + 300
+        while not any("worker_process" in line for line in processes_with(marker)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-4000:] if proc.poll() is not None else "no job process"
+            time.sleep(1)
+        proc.send_signal(sig)
+        log, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, log[-4000:]
+    assert "interrupted" in log and "every POC process stopped" in log
+    assert processes_with(marker) == []
+
+
+def test_bad_arguments_are_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
+    assert poc.main([str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "is not a FLARE job folder: it has no meta.json" in capsys.readouterr().err
+    job = make_job(tmp_path / "jobs", "lightyear")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert poc.main([job, "--out", str(blocker / "out")]) == 2
+    assert "is not a writable folder" in capsys.readouterr().err
+    assert poc.main([job, job, "--out", str(tmp_path / "o")]) == 2
+    assert "job names must differ" in capsys.readouterr().err
+    monkeypatch.setattr(flare_cli.importlib.util, "find_spec", lambda name: None)
+    assert poc.main([job, "--out", str(tmp_path / "o")]) == 2
+    assert "nvflare is not installed" in capsys.readouterr().err
+
+
+def test_job_folder_sites_come_from_the_deploy_map(tmp_path):
+    from lightyear.deploy.job_folder import JobFolderError, read_job
+
+    job = read_job(make_job(tmp_path, "lightyear", sites=[f"site-{i}" for i in (1, 2, 10)]))
+    assert job.sites == ("site-1", "site-2", "site-10") and job.min_clients == 3
+    meta = os.path.join(job.path, "meta.json")
+    with open(meta, "w") as f:
+        f.write('{"name": "x", "deploy_map": {"app": ["@ALL"]}}')
+    with pytest.raises(JobFolderError, match="deploys to @ALL"):
+        read_job(job.path)
