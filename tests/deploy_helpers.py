@@ -43,5 +43,12 @@ def assert_finished(run_folder, sites=SITES, rounds=2):
 
 def processes_with(marker):
     """Lines of ``ps`` naming ``marker`` (a folder only this test's deployment uses)."""
-    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if marker in line and " Z " not in line and "ps -eo" not in line]
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if marker in line and " Z " not in line and "ps -ww" not in line]
+
+
+def kill_marked(marker):
+    """Last resort after a failed test: end whatever still runs with ``marker`` on its command line."""
+    from lightyear.deploy.processes import ProcessSet
+
+    ProcessSet(marker).stop(grace=5.0)

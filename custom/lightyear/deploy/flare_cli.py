@@ -34,10 +34,12 @@ def nvflare_command() -> list[str]:
 
 def flare_env(base: dict | None = None, **extra: str) -> dict:
     """``base`` (default: this process's environment) with this interpreter's folder first on PATH
-    (FLARE's start scripts run ``python3``) and ``extra`` set."""
+    (FLARE's start scripts run ``python3``), PYTHONPATH entries made absolute, and ``extra`` set."""
     env = dict(os.environ if base is None else base)
     bindir = os.path.dirname(sys.executable)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    if env.get("PYTHONPATH"):  # FLARE's processes run in other folders: a relative entry would point elsewhere
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else p for p in env["PYTHONPATH"].split(os.pathsep))
     env.update(extra)
     return env
 
@@ -49,14 +51,14 @@ class FlareCli:
         self.log = log
         self.base = nvflare_command()
 
-    def run(self, args: list[str], timeout: float, json_output: bool = False) -> str:
+    def run(self, args: list[str], timeout: float, json_output: bool = False, check: bool = True) -> str:
         argv = self.base + (["--format", "json"] if json_output else []) + args
         try:
             done = subprocess.run(argv, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise FlareCommandError(f"`nvflare {' '.join(args)}` did not finish within {timeout:g} s") from None
         out = (done.stdout or "") + (done.stderr or "")
-        if done.returncode != 0:
+        if check and done.returncode != 0:
             raise FlareCommandError(f"`nvflare {' '.join(args)}` failed (exit {done.returncode}):\n{out.strip()[-3000:]}")
         return out
 
@@ -69,11 +71,12 @@ class FlareCli:
 
     def wait(self, job_id: str, timeout: float) -> str:
         """Wait until the job ends, at most ``timeout`` s; returns its final status (e.g. FINISHED:COMPLETED)."""
+        # a job that ended badly makes `nvflare job wait` exit non-zero, still printing its status
         out = self.run(["job", "wait", job_id, "--timeout", str(int(max(1, timeout))), "--interval", "2", *self.kit],
-                       timeout + 60, json_output=True)
+                       timeout + 60, json_output=True, check=False)
         status = _find(out, "status")
         if not status:
-            raise FlareCommandError(f"`nvflare job wait` printed no status:\n{out.strip()[-2000:]}")
+            raise FlareCommandError(f"`nvflare job wait {job_id}` printed no job status:\n{out.strip()[-2000:]}")
         return status
 
     def download(self, job_id: str, out_dir: str, timeout: float = 300.0) -> str:
@@ -86,17 +89,17 @@ class FlareCli:
 
 
 def _find(output: str, key: str) -> str | None:
-    """``key``'s value in the JSON envelope ``nvflare --format json`` prints, else in ``key: value`` text."""
+    """``key``'s value in the result of the JSON envelope ``nvflare --format json`` prints (its
+    ``data``; the envelope's own ``status`` is only ok/error), else in ``key: value`` text."""
     start = output.find("{")
     if start >= 0:
         try:
             envelope = json.loads(output[start:])
-            # the command's own result is under "data"; the envelope's "status" is only "ok" or "error"
-            found = _search(envelope.get("data") if isinstance(envelope, dict) else envelope, key)
-            if found:
-                return str(found)
         except ValueError:
-            pass
+            envelope = None
+        if isinstance(envelope, dict):
+            found = _search(envelope.get("data"), key)
+            return str(found) if found else None
     match = re.search(rf"\b{re.escape(key)}\b[\"']?\s*[:=]\s*[\"']?([\w:.\-]+)", output)
     return match.group(1) if match else None
 
