@@ -33,11 +33,13 @@ def round_rows(run_folder, site):
         return list(csv.DictReader(f))
 
 
-def assert_finished(run_folder, sites=SITES, rounds=2):
+def assert_finished(run_folder, sites=SITES, rows_per_site=2):
+    """Every site finished, with ``rows_per_site`` rows in its rounds.csv (a P2P job writes one per
+    round; a star job's sites also record the global model they receive after the last round)."""
     rows = summary_rows(run_folder)
     for site in sites:
         assert rows[site]["status"] == "finished", rows[site]
-        assert [int(r["round"]) for r in round_rows(run_folder, site)] == list(range(rounds))
+        assert [int(r["round"]) for r in round_rows(run_folder, site)] == list(range(rows_per_site))
     assert rows["mean_benign"]["malfunction"] == f"n={len(sites)}"
 
 

@@ -38,7 +38,7 @@ def run_poc(tmp_path, *args, **popen):
 def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
     jobs = [make_job(tmp_path / "jobs", "lightyear"), make_job(tmp_path / "jobs", "fedavg")]
     out = tmp_path / "out"
-    proc, marker = run_poc(tmp_path, *jobs, "--out", out, "--timeout", 600)
+    proc, marker = run_poc(tmp_path, *jobs, "--out", out, "--timeout", 600, "--start-timeout", 400)
     try:
         log, _ = proc.communicate(timeout=900)
         left = processes_with(marker)  # before the safety net below ends anything
@@ -46,18 +46,18 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
         end(proc, marker)
     assert proc.returncode == 0, log[-4000:]
     assert "127.0.0.1:" in log  # the server listened on loopback
-    for name in ("lightyear_digits", "fedavg_digits"):
-        assert_finished(out / name)
+    assert_finished(out / "lightyear_digits")
+    assert_finished(out / "fedavg_digits", rows_per_site=3)
     assert "global_model.npz" in os.listdir(out / "fedavg_digits" / "server" / "simulate_job")
     assert "every POC process stopped" in log
     assert left == []
-    assert not os.listdir(marker)  # the POC folder is gone (no --keep-workspace)
+    assert not [n for n in os.listdir(marker) if n.startswith("lightyear-poc-")]  # the POC folder is gone (no --keep-workspace)
 
 
 @pytest.mark.deployment
 def test_ctrl_c_stops_every_poc_process(tmp_path):
     job = make_job(tmp_path / "jobs", "lightyear", rounds=50)
-    proc, marker = run_poc(tmp_path, job, "--out", tmp_path / "out")
+    proc, marker = run_poc(tmp_path, job, "--out", tmp_path / "out", "--start-timeout", 400)
     try:
         # wait until the sites' job processes (FLARE starts them in sessions of their own) run
         deadline = time.monotonic() + 300
@@ -109,3 +109,12 @@ def test_job_folder_sites_come_from_the_deploy_map(tmp_path):
         f.write('{"name": "x", "deploy_map": {"app": ["@ALL"]}}')
     with pytest.raises(JobFolderError, match="deploys to @ALL"):
         read_job(job.path)
+
+
+def test_job_id_and_status_are_read_from_nvflares_json_envelope():
+    from lightyear.deploy.flare_cli import _find
+
+    failed = '{"status": "error", "error_code": "JOB_FAILED", "data": {"job_id": "0ff8", "status": "FINISHED:FAILED_TO_RUN"}}'
+    assert _find("Connecting to FLARE ...\n" + failed, "status") == "FINISHED:FAILED_TO_RUN"  # not the envelope's "error"
+    assert _find('{"status": "error", "error_code": "TIMEOUT"}', "status") is None
+    assert _find("job_id: 1a2b-3c\n", "job_id") == "1a2b-3c"

@@ -130,8 +130,9 @@ def run_job(poc: Poc, job: JobFolder, out: str, timeout: float) -> bool:
         return False
     missing = [s for s in job.sites if s not in written]
     if missing:
-        log(f"{job.name}: no run folder of {', '.join(missing)} (see {poc.prod}/<site>/log.txt)")
-    log(f"{job.name}: records in {out} (lightyear-summary {out})")
+        log(f"{job.name}: no run folder of {', '.join(missing)}: the job never started there (rerun with --keep-workspace "
+            "and read the POC's <site>/log.txt)")
+    log(f"{job.name}: records and logs in {out} (lightyear-summary {out})")
     return FINISHED_OK in status and not missing
 
 
