@@ -32,6 +32,7 @@ from nvflare.apis.signal import Signal
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
+from lightyear.flare import secure_messages as secure_setting
 from lightyear.flare.site_status import SiteStatus
 from lightyear.flare.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
@@ -72,6 +73,7 @@ class P2PController(Controller):
         liveness_failures: int = 3,
         run_timeout: float = 86400.0,
         topology_args: dict | None = None,
+        secure_messages="auto",
     ):
         """Args:
         rounds: communication rounds every site runs.
@@ -87,6 +89,8 @@ class P2PController(Controller):
         liveness_failures: a site that fails this many pings in a row is dropped (its process is gone).
         run_timeout: seconds the whole run may take.
         topology_args: extra arguments of the topology (see ``lightyear.flare.topology``).
+        secure_messages: ``"auto"``, true or false: encrypt the models sites send each other end
+            to end (see :mod:`lightyear.flare.secure_messages`); sent to every site with the run.
         """
         super().__init__()
         self.rounds = positive_int("rounds", rounds)
@@ -104,6 +108,7 @@ class P2PController(Controller):
         self.liveness_interval = positive_seconds("liveness_interval", liveness_interval)
         self.liveness_failures = positive_int("liveness_failures", liveness_failures)
         self.run_timeout = positive_seconds("run_timeout", run_timeout)
+        self.secure_messages = secure_setting.check_setting(secure_messages)
         self.status: SiteStatus | None = None
         self._lock = threading.Lock()
         self._run_dir = ""
@@ -195,9 +200,17 @@ class P2PController(Controller):
                 self.status.drop(site, f"no usable topology: {exc}")
             self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
             return run_stats.FAILED
-        self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}")
+        try:
+            secure = secure_setting.resolve(self.secure_messages, secure_setting.deployment_secure(fl_ctx), "the server")
+        except RuntimeError as exc:
+            for site in sites:
+                self.status.drop(site, str(exc))
+            self.system_panic(str(exc), fl_ctx)
+            return run_stats.FAILED
+        self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}, "
+                      f"secure peer messages {'on' if secure else 'off'}")
         data = Shareable()
-        data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours}
+        data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours, "secure_messages": secure}
         task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)
         self.broadcast(task=task, fl_ctx=fl_ctx, targets=sites, min_responses=len(sites))
         self._phase = run_stats.TRAINING

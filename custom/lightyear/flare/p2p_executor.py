@@ -38,6 +38,7 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.flare import secure_messages
 from lightyear.flare.analytics import stream_round
 from lightyear.flare.neighbour_sampling import RoundSampling, check_sample_setting
 from lightyear.flare.peer_exchange import Inbox, PeerExchange
@@ -253,6 +254,7 @@ class P2PExecutor(Executor):
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
             asynchronous=self.asynchronous, async_wait=self.async_wait,
         )
+        self.exchange.secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)

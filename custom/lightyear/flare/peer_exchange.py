@@ -124,6 +124,7 @@ class PeerExchange:
         self.missed = {peer: 0 for peer in self.receive_from}
         self.reference: dict | None = None
         self.num_samples: int | None = None  # sent with every model when set
+        self.secure = False  # True: every model is encrypted for its receiver (lightyear.flare.secure_messages)
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
@@ -261,7 +262,8 @@ class PeerExchange:
             timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
             try:
                 replies = engine.send_aux_request(
-                    targets=sorted(pending), topic=C.TOPIC_MODEL, request=request, timeout=timeout, fl_ctx=fl_ctx
+                    targets=sorted(pending), topic=C.TOPIC_MODEL, request=request, timeout=timeout, fl_ctx=fl_ctx,
+                    secure=self.secure,
                 ) or {}
             except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
                 self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")

@@ -35,7 +35,7 @@ from lightyear.algorithms.malfunctions import KINDS, NONE
 
 PLACEHOLDER_PREFIX = "${"
 DEFAULT_SEED = 0
-COMMON_DEFAULTS = {"topology": "full", "topology_args": {}, "tensorboard": True}
+COMMON_DEFAULTS = {"topology": "full", "topology_args": {}, "tensorboard": True, "secure_messages": "auto"}
 """Settings every job has unless the method (``method.json``'s ``defaults``), the dataset or
 ``--set`` say otherwise; later ones win in that order."""
 
@@ -125,6 +125,9 @@ def check_settings(settings: dict) -> None:
             raise ValueError(f"the dataset settings lack {key!r}")
     check_site_settings(settings["dataset"], settings["model"], settings.get("dataset_args"), settings.get("model_args"), settings.get("train_args"))
     positive_int("rounds", settings.get("rounds"))
+    from lightyear.flare.secure_messages import check_setting
+
+    check_setting(settings.get("secure_messages", "auto"))
     deadline = positive_seconds("peer_deadline", settings.get("peer_deadline", 120.0))
     if settings.get("progress_timeout") is not None:
         check_progress_timeout(positive_seconds("progress_timeout", settings["progress_timeout"]), deadline)

@@ -1,0 +1,63 @@
+"""What a deployment needs to know of a FLARE job folder: its name, its sites, its min_clients.
+
+A job folder holds ``meta.json`` whose ``deploy_map`` names, for each app, the participants it
+goes to (``{"app": ["server", "site-1", ...]}`` in every generated job). ``@ALL`` (any connected
+site) names no site, so a deployment cannot be sized from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+SERVER = "server"
+ALL = "@ALL"
+
+
+class JobFolderError(ValueError):
+    """The folder is not a FLARE job folder a deployment can run."""
+
+
+@dataclass(frozen=True)
+class JobFolder:
+    path: str
+    name: str
+    sites: tuple[str, ...]
+    min_clients: int
+
+
+def read_job(path: str) -> JobFolder:
+    """The job folder at ``path``, checked; a JobFolderError says what is wrong and how to fix it."""
+    meta_path = os.path.join(path, "meta.json")
+    if not os.path.isdir(path):
+        raise JobFolderError(f"{path} is not a folder: give a job folder (e.g. jobs/lightyear_digits, or one made with lightyear-jobs --out)")
+    if not os.path.isfile(meta_path):
+        raise JobFolderError(f"{path} is not a FLARE job folder: it has no meta.json (generate one with lightyear-jobs)")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except ValueError as e:
+        raise JobFolderError(f"{meta_path} is not valid JSON: {e}") from None
+    deploy_map = meta.get("deploy_map") if isinstance(meta, dict) else None
+    if not isinstance(deploy_map, dict) or not all(isinstance(v, list) for v in deploy_map.values()):
+        raise JobFolderError(f"{meta_path} has no deploy_map of app -> [participants]")
+    names = [n for targets in deploy_map.values() for n in targets]
+    if ALL in names:
+        raise JobFolderError(f"{meta_path} deploys to {ALL}: name the sites in its deploy_map (generated jobs do)")
+    sites = tuple(sorted({n for n in names if n != SERVER}, key=site_sort_key))
+    if not sites:
+        raise JobFolderError(f"{meta_path} deploys to no site")
+    for app in deploy_map:
+        if not os.path.isdir(os.path.join(path, app)):
+            raise JobFolderError(f"{path} lacks the app folder {app!r} that its deploy_map names")
+    min_clients = meta.get("min_clients", len(sites))
+    if isinstance(min_clients, bool) or not isinstance(min_clients, int) or not 1 <= min_clients <= len(sites):
+        raise JobFolderError(f"{meta_path}: min_clients must be an integer in [1, {len(sites)}] (its sites), got {min_clients!r}")
+    return JobFolder(os.path.abspath(path), str(meta.get("name") or os.path.basename(os.path.abspath(path))), sites, min_clients)
+
+
+def site_sort_key(name: str):
+    """Sort key putting site-2 before site-10."""
+    head, _, tail = name.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (name, -1)

@@ -1,0 +1,193 @@
+"""``lightyear-poc JOB [JOB ...] --out DIR``: run jobs on a FLARE POC deployment and bring back the records.
+
+One command does what the README's *POC mode* lists by hand:
+
+1. provisions a POC for the jobs' sites (read from each ``meta.json`` deploy_map) in a fresh
+   temporary folder, with its own ``HOME`` and ``NVFLARE_POC_WORKSPACE`` so that nothing of the
+   user's FLARE configuration is read or changed; the server is named ``localhost`` (FLARE then
+   listens on 127.0.0.1 only) and its two ports are free ones, so two POCs on one machine do not
+   collide (:mod:`lightyear.deploy.project`);
+2. lets the server and every site build this toolkit's components (``lightyear-allow``,
+   :mod:`lightyear.deploy.allow_list`);
+3. starts the POC (``nvflare poc start``, which returns when the server and sites are ready),
+   submits each job in turn (``nvflare job submit``), waits for it (``nvflare job wait``), downloads
+   the server's records (``nvflare job download``) and copies them with every site's ``rounds.csv``
+   into ``DIR`` in a simulator run's layout (:mod:`lightyear.deploy.collect`): ``DIR/server/
+   simulate_job/summary.csv``, ``DIR/site-N/simulate_job/rounds.csv``, or ``DIR/<job name>/...``
+   when several jobs are given;
+4. stops every process it started, also on failure, Ctrl-C or SIGTERM
+   (:mod:`lightyear.deploy.processes`), and deletes the POC folder unless ``--keep-workspace``.
+
+Exit status: 0 when every job finished (FINISHED:COMPLETED), 1 when one did not, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+from lightyear.deploy.allow_list import AllowListError, allow_package, local_folder
+from lightyear.deploy.collect import collect
+from lightyear.deploy.flare_cli import FINISHED_OK, FlareCli, FlareCommandError, flare_env, nvflare_command
+from lightyear.deploy.job_folder import JobFolder, JobFolderError, read_job, site_sort_key
+from lightyear.deploy.processes import ProcessSet, terminate_as_interrupt
+from lightyear.deploy.project import write_project
+
+PROJECT = "lightyear"
+SERVER = "localhost"
+
+
+def log(message: str) -> None:
+    print(f"lightyear-poc: {message}", file=sys.stderr, flush=True)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports free on 127.0.0.1 now (the system picks them)."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def check_out_dir(path: str) -> str:
+    """Create ``path`` if needed and make sure files can be written in it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".lightyear-poc-check-"):
+            pass
+    except OSError as e:
+        raise PermissionError(f"--out {path} is not a writable folder ({e.strerror}): choose another --out") from None
+    return os.path.abspath(path)
+
+
+class Poc:
+    """An isolated POC deployment in ``root``: prepared, started, stopped."""
+
+    def __init__(self, root: str, sites: list[str]):
+        self.root = root
+        self.sites = sites
+        self.home = os.path.join(root, "home")
+        self.workspace = os.path.join(root, "poc")
+        os.makedirs(self.home, exist_ok=True)
+        self.env = flare_env(HOME=self.home, NVFLARE_POC_WORKSPACE=self.workspace)
+        self.cli = FlareCli(self.env)
+        self.processes = ProcessSet(marker=self.workspace)
+        self.prod = os.path.join(self.workspace, PROJECT, "prod_00")
+
+    def prepare(self) -> None:
+        fed_port, admin_port = free_ports(2)
+        project = os.path.join(self.root, "project.yml")
+        write_project(project, self.sites, server=SERVER, name=PROJECT, fed_learn_port=fed_port, admin_port=admin_port)
+        self.cli.run(["poc", "prepare", "-i", project, "--force"], timeout=180)
+        for participant in [SERVER, *self.sites]:
+            allow_package(local_folder(os.path.join(self.prod, participant)))
+        log(f"POC for {', '.join(self.sites)} in {self.workspace}; server on 127.0.0.1:{fed_port} (admin {admin_port})")
+
+    def start(self, timeout: float) -> None:
+        console = os.path.join(self.root, "poc_start.log")
+        proc = self.processes.start(self.cli.base + ["poc", "start", "--timeout", str(int(timeout))], self.env, console)
+        try:
+            rc = proc.wait(timeout=timeout + 60)
+        except Exception:
+            proc.kill()
+            raise
+        if rc != 0:
+            with open(console, errors="replace") as f:
+                tail = f.read()[-3000:]
+            raise FlareCommandError(f"`nvflare poc start` failed (exit {rc}):\n{tail.strip()}\n(participant logs: {self.prod}/*/log.txt)")
+
+    def site_run_dirs(self, job_id: str) -> dict[str, str]:
+        return {site: os.path.join(self.prod, site, job_id) for site in self.sites}
+
+    def stop(self) -> list[int]:
+        return self.processes.stop(grace=10.0)
+
+
+def run_job(poc: Poc, job: JobFolder, out: str, timeout: float) -> bool:
+    """Submit, wait, download and collect one job; True when it finished without error."""
+    started = time.monotonic()
+    job_id = poc.cli.submit(job.path)
+    log(f"{job.name}: submitted as {job_id}; waiting (at most {timeout:g} s)")
+    status = poc.cli.wait(job_id, timeout)
+    log(f"{job.name}: {status} after {time.monotonic() - started:.0f} s")
+    download = poc.cli.download(job_id, os.path.join(poc.root, "downloads"))
+    try:
+        written = collect(download, poc.site_run_dirs(job_id), out)
+    except FileNotFoundError as e:
+        log(f"{job.name}: {e}")
+        return False
+    missing = [s for s in job.sites if s not in written]
+    if missing:
+        log(f"{job.name}: no run folder of {', '.join(missing)}: the job never started there (rerun with --keep-workspace "
+            "and read the POC's <site>/log.txt)")
+    log(f"{job.name}: records and logs in {out} (lightyear-summary {out})")
+    return FINISHED_OK in status and not missing
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="lightyear-poc", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    ap.add_argument("jobs", nargs="+", metavar="JOB", help="job folders (generated by lightyear-jobs); several run in turn on one POC")
+    ap.add_argument("--out", required=True, help="where the records go (a simulator workspace's layout)")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds each job may run (default 3600)")
+    ap.add_argument("--start-timeout", type=float, default=180.0, help="seconds the POC may take to start (default 180)")
+    ap.add_argument("--keep-workspace", action="store_true", help="keep the POC folder (logs, startup kits) for debugging")
+    args = ap.parse_args(argv)
+    try:
+        jobs = [read_job(j) for j in args.jobs]
+        names = [j.name for j in jobs]
+        if len(set(names)) != len(names):
+            raise JobFolderError(f"job names must differ (their records go to --out/<name>), got {names}")
+        out = check_out_dir(args.out)
+        nvflare_command()
+    except (JobFolderError, PermissionError, FlareCommandError) as e:
+        print(f"lightyear-poc: {e}", file=sys.stderr)
+        return 2
+    sites = sorted({s for j in jobs for s in j.sites}, key=site_sort_key)
+    root = tempfile.mkdtemp(prefix="lightyear-poc-")
+    poc = Poc(root, sites)
+    ok = False
+    try:
+        with terminate_as_interrupt():
+            poc.prepare()
+            started = time.monotonic()
+            poc.start(args.start_timeout)
+            log(f"POC started in {time.monotonic() - started:.0f} s")
+            ok = True
+            for job in jobs:
+                target = out if len(jobs) == 1 else os.path.join(out, job.name)
+                ok = run_job(poc, job, target, args.timeout) and ok
+    except KeyboardInterrupt as e:
+        log(f"interrupted ({e or 'Ctrl-C'}): stopping the POC")
+        ok = False
+    except (FlareCommandError, AllowListError, OSError, ValueError) as e:
+        log(str(e))
+        ok = False
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
+        log("stopping every POC process")
+        survivors = poc.stop()
+        if survivors:
+            log(f"could not stop processes {survivors}: end them by hand (kill {' '.join(map(str, survivors))})")
+        else:
+            log("every POC process stopped")
+        if args.keep_workspace:
+            log(f"POC folder kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
