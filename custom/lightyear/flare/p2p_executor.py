@@ -5,8 +5,8 @@ site trains locally, sends its model to its out-neighbours (client-to-client mes
 for its in-neighbours' models of that round until ``peer_deadline`` (the exchange and its checks
 are in :mod:`lightyear.flare.peer_exchange`), lets the aggregation rule (a subclass's
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
-checkpoint, and reports progress to the server. A site restarted within the same run continues
-from its checkpoint.
+checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.flare.p2p_round`).
+A site restarted within the same run continues from its checkpoint.
 
 With ``sample_neighbours`` set, each round a site takes models from a sample of its in-neighbours
 and sends only to the out-neighbours whose sample holds it; both ends compute the samples from
@@ -23,11 +23,8 @@ senders' rounds).
 from __future__ import annotations
 
 import os
-import time
 import traceback
-from dataclasses import dataclass, field
 
-import numpy as np
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
 from nvflare.apis.fl_constant import ReturnCode
@@ -38,30 +35,21 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
-from lightyear.flare.analytics import stream_round
 from lightyear.flare.neighbour_sampling import RoundSampling, check_sample_setting
+from lightyear.flare.p2p_round import Aggregation, RoundStep
 from lightyear.flare.peer_exchange import Inbox, PeerExchange
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.records import RoundLog, check_records_file
 from lightyear.site_checkpoint import SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
-from lightyear.training.weights import num_bytes
 
 TRANSFER_DTYPES = ("float32", "float16")
 
 
-@dataclass
-class Aggregation:
-    """What an aggregation rule returns: the new weights, record fields, seconds spent scoring,
-    and peers it refused while scoring (peer -> reason)."""
-
-    weights: dict
-    fields: dict = field(default_factory=dict)
-    score_s: float = 0.0
-    rejected: dict = field(default_factory=dict)
+__all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
 
 
-class P2PExecutor(Executor):
+class P2PExecutor(RoundStep, Executor):
     """Base of the peer-to-peer executors; subclasses implement :meth:`aggregate`."""
 
     shares_dataset_size = False
@@ -286,93 +274,3 @@ class P2PExecutor(Executor):
             val, test = self.runtime.evaluate("val"), self.runtime.evaluate("test")
         self.exchange.wait_sent(self.send_timeout)
         return {"site": self.site, "malfunction": kind, "rounds": rounds, "last_round": rounds - 1, "val": val, "test": test}
-
-    def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        rt, exchange = self.runtime, self.exchange
-        self.slots.waited_s = 0.0
-        senders, receivers = self.round_senders(round_num), self.round_receivers(round_num)
-        t0 = time.perf_counter()
-        with self.slots.hold(self._abort):
-            train_stats = self.local_update(round_num)
-            own = rt.get_weights()
-        t1 = time.perf_counter()
-
-        outgoing, applied = own, "none"
-        if self.malfunction is not None:
-            outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
-            self.log_info(fl_ctx, f"round {round_num}: malfunction sends a {applied} model")
-        outgoing = self._to_wire(outgoing)
-        sent = exchange.send(round_num, outgoing, fl_ctx.get_engine(), targets=receivers)
-
-        inbox: Inbox = exchange.collect(round_num, self._abort, senders=senders, wait_for=self.awaited_senders(round_num, senders))
-        self.inbox = inbox
-        if abort_signal.triggered:
-            return None
-        t2 = time.perf_counter()
-        if inbox.late:
-            self.log_warning(fl_ctx, f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round")
-        for peer, reason in inbox.rejected.items():
-            self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer}: {reason}")
-
-        with self.slots.hold(self._abort):
-            outcome = self.aggregate(round_num, own, inbox.valid)
-        t3 = time.perf_counter()
-        self.inbox = None  # the received models are not kept past their round
-        exchange.release(round_num)
-        for peer, reason in outcome.rejected.items():
-            self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
-        with self.slots.hold(self._abort):
-            rt.set_weights(outcome.weights)
-            val, test = rt.evaluate("val"), rt.evaluate("test")
-        t4 = time.perf_counter()
-
-        row = {"round": round_num, "site": self.site, "malfunction": applied}
-        row.update(outcome.fields)
-        rejected = sorted(set(inbox.rejected) | set(outcome.rejected))
-        row.update({"late": inbox.late, "rejected": rejected, "not_waited_for": inbox.not_waited_for})
-        row.update({"senders": senders, "receivers": receivers})
-        row["train_loss"] = train_stats["train_loss"]
-        row.update({f"val_{k}": v for k, v in val.items()})
-        row.update({f"test_{k}": v for k, v in test.items()})
-        exchange.wait_last_send(2.0)  # so that the record has the bytes this round delivered
-        row.update(
-            {
-                "train_s": t1 - t0,
-                "wait_s": t2 - t1,
-                "score_s": outcome.score_s,
-                "aggregate_s": (t3 - t2) - outcome.score_s,
-                "eval_s": t4 - t3,
-                "slot_wait_s": self.slots.waited_s,
-                "model_bytes": num_bytes(outgoing),
-                "bytes_sent": sent["bytes"],
-                "send_s": sent["send_s"],
-                "neighbours": len(self.neighbours),
-            }
-        )
-        row["_val"], row["_test"] = val, test
-        self.log_info(
-            fl_ctx,
-            f"round {round_num}: selected {outcome.fields.get('selected', '-')}, val "
-            + ", ".join(f"{k} {v:.4f}" for k, v in val.items())
-            + ", test "
-            + ", ".join(f"{k} {v:.4f}" for k, v in test.items()),
-        )
-        return row
-
-    def _to_wire(self, weights: dict) -> dict:
-        if self.transfer_dtype == "float32":
-            return weights
-        return {k: (v.astype(np.float16) if np.issubdtype(v.dtype, np.floating) else v) for k, v in weights.items()}
-
-    def _report(self, row: dict, fl_ctx: FLContext) -> None:
-        """Send the round's record to the server (fire and forget: the server only monitors),
-        and its metrics to TensorBoard (:mod:`lightyear.flare.analytics`)."""
-        stream_round(self, row, fl_ctx)
-        message = Shareable()
-        message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
-        try:
-            fl_ctx.get_engine().send_aux_request(
-                targets=["server"], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
-            )
-        except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
-            self.log_warning(fl_ctx, f"could not report progress to the server: {exc}")
