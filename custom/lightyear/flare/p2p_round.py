@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
@@ -50,7 +49,7 @@ class RoundStep:
         if self.malfunction is not None:
             outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
             self.log_info(fl_ctx, f"round {round_num}: malfunction sends a {applied} model")
-        outgoing = self._to_wire(outgoing)
+        outgoing = exchange.codec.encode(outgoing)
         sent = exchange.send(round_num, outgoing, fl_ctx.get_engine(), targets=receivers)
 
         inbox: Inbox = exchange.collect(round_num, self._abort, senders=senders, wait_for=self.awaited_senders(round_num, senders))
@@ -84,6 +83,7 @@ class RoundStep:
         row.update({f"val_{k}": v for k, v in val.items()})
         row.update({f"test_{k}": v for k, v in test.items()})
         exchange.wait_last_send(2.0)  # so that the record has the bytes this round delivered
+        self.isolation.update(bool(senders or receivers), bool(inbox.heard), sent["bytes"] > 0)
         row.update(
             {
                 "train_s": t1 - t0,
@@ -93,9 +93,10 @@ class RoundStep:
                 "eval_s": t4 - t3,
                 "slot_wait_s": self.slots.waited_s,
                 "model_bytes": num_bytes(outgoing),
-                "bytes_sent": sent["bytes"],
+                "sent_bytes": sent["bytes"],
                 "send_s": sent["send_s"],
                 "neighbours": len(self.neighbours),
+                "isolated_rounds": self.isolation.count,
             }
         )
         row["_val"], row["_test"] = val, test
@@ -107,11 +108,6 @@ class RoundStep:
             + ", ".join(f"{k} {v:.4f}" for k, v in test.items()),
         )
         return row
-
-    def _to_wire(self, weights: dict) -> dict:
-        if self.transfer_dtype == "float32":
-            return weights
-        return {k: (v.astype(np.float16) if np.issubdtype(v.dtype, np.floating) else v) for k, v in weights.items()}
 
     def _report(self, row: dict, fl_ctx: FLContext) -> None:
         """Send the round's record to the server (fire and forget: the server only monitors),
