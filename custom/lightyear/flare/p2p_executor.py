@@ -49,7 +49,7 @@ from lightyear.flare.process_memory import limit_malloc_arenas, release_free_mem
 from lightyear.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.site_checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
-from lightyear.site_isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch
+from lightyear.site_isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.site_resume import check_resume_from, starting_checkpoint
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 
@@ -130,7 +130,8 @@ class P2PExecutor(RoundStep, Executor):
         self.max_missed_rounds = positive_int("max_missed_rounds", max_missed_rounds)
         self.max_abs_weight = check_max_abs(max_abs_weight)
         self.transfer_dtype = check_transfer_dtype(transfer_dtype)
-        self.isolation = IsolationWatch(max_isolated_rounds)
+        self.max_isolated_rounds = check_max_isolated_rounds(max_isolated_rounds)
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
         self.resume_from = check_resume_from(resume_from)
         self.run_dir: str | None = None
         self.last_round = -1
@@ -274,7 +275,7 @@ class P2PExecutor(RoundStep, Executor):
         checkpoint, source = starting_checkpoint(run_dir, meta, self.site, self.resume_from)
         start = 0 if checkpoint is None else checkpoint.round + 1
         self.last_round = start - 1
-        self.isolation = IsolationWatch(self.isolation.max_rounds)
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
         self.exchange = PeerExchange(
             send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
