@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     for rnd in rounds:
         mine = [r for r in rows if int(r["round"]) == rnd]
         med = [statistics.median(float(r[c]) for r in mine if r.get(c) not in ("", None)) if any(r.get(c) for r in mine) else float("nan") for c in cols]
-        mb = statistics.median(float(r["bytes_sent"]) for r in mine) / 1e6
+        mb = statistics.median(float(r["sent_bytes"]) for r in mine) / 1e6
         print(f"{rnd:>5}  " + "  ".join(f"{v:11.3f}" for v in med) + f"   {mb:7.1f}")
     later = [r for r in rows if int(r["round"]) >= 1]
     if later:

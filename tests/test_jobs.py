@@ -89,6 +89,9 @@ def test_cli_writes_a_job(tmp_path, capsys):
         ({"topology": "ring", "topology_args": {"k": 3}}, "takes no arguments"),
         ({"topology": "k_regular", "topology_args": {"k": 9}}, "k"),
         ({"skill_floor": 1.2}, "skill_floor"),
+        ({"transfer_dtype": "delta"}, "transfer_dtype must be one of"),
+        ({"max_isolated_rounds": 0}, "max_isolated_rounds"),
+        ({"resume_from": "/ckpt/{job_id}"}, "resume_from"),
     ],
 )
 def test_bad_settings_are_refused_when_the_job_is_generated(overrides, message):
@@ -158,6 +161,7 @@ def build_component(spec):
 @pytest.mark.parametrize("method", P2P_METHODS)
 def test_every_p2p_method_takes_a_topology_and_neighbour_sampling(method):
     overrides = {"topology": "random", "topology_args": {"degree": 3}, "sample_neighbours": 2}
+    overrides.update({"transfer_dtype": "float16_delta", "max_isolated_rounds": 5, "resume_from": "/ckpt/{site}"})
     _, files = generate.build_job(CONFIGS, method, "digits", "sfa", 1, overrides=overrides)
     server = files["app/config/config_fed_server.json"]["workflows"][0]
     assert server["args"]["topology"] == "random" and server["args"]["topology_args"] == {"degree": 3}
@@ -168,6 +172,7 @@ def test_every_p2p_method_takes_a_topology_and_neighbour_sampling(method):
         assert executor["args"]["sample_neighbours"] == 2
         site = build_component(executor)  # the configuration's arguments are the constructor's
         assert site.sample_neighbours == 2
+        assert (site.transfer_dtype, site.max_isolated_rounds, site.resume_from) == ("float16_delta", 5, "/ckpt/{site}")
 
 
 @pytest.mark.parametrize("method", ["balance", "scclip", "defta"])

@@ -84,6 +84,17 @@ class RoundLog:
             writer.writerow(row)
 
 
+SITE_STATUS_FILE = "site_status.json"
+
+
+def write_site_status(folder: str, site: str, status: str, reason: str, last_round: int, checkpoint: str) -> str:
+    """Write ``<folder>/site_status.json`` (atomically): how a site's run ended, on the site itself,
+    so the outcome is known even when the server that collects the summary is gone."""
+    blob = {"site": site, "status": status, "reason": reason, "last_round": last_round, "checkpoint": checkpoint}
+    data = json.dumps(blob, indent=1).encode()
+    return atomic_write(os.path.join(folder, SITE_STATUS_FILE), lambda f: f.write(data))
+
+
 def _cell(value):
     if isinstance(value, (list, tuple, set)):
         return ";".join(str(v) for v in value)

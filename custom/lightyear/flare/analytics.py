@@ -20,7 +20,7 @@ EVENT = "analytix_log_stats"
 FED_EVENT_PREFIX = "fed."
 
 _PREFIXES = ("val_", "test_")
-_NAMES = ("train_loss", "n_selected", "own_skill", "train_s", "wait_s", "score_s", "bytes_sent")
+_NAMES = ("train_loss", "n_selected", "own_skill", "train_s", "wait_s", "score_s", "sent_bytes")
 _SUFFIXES = ("_score",)
 
 

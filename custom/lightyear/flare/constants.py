@@ -15,6 +15,7 @@ KEY_RESULT = "lightyear_result"
 KEY_ERROR = "lightyear_error"
 KEY_PROGRESS = "lightyear_progress"
 KEY_NUM_SAMPLES = "lightyear_num_samples"
+KEY_PAYLOAD = "lightyear_payload"
 
 
 def register_decomposers() -> None:

@@ -5,8 +5,15 @@ site trains locally, sends its model to its out-neighbours (client-to-client mes
 for its in-neighbours' models of that round until ``peer_deadline`` (the exchange and its checks
 are in :mod:`lightyear.flare.peer_exchange`), lets the aggregation rule (a subclass's
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
-checkpoint, and reports progress to the server. A site restarted within the same run continues
-from its checkpoint.
+checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.flare.p2p_round`).
+A site restarted within the same run continues from its checkpoint; a job submitted again
+continues from the checkpoints ``resume_from`` names (:mod:`lightyear.site_resume`). A site that
+reached none of its neighbours for ``max_isolated_rounds`` rounds in a row (the server relaying
+every client-to-client message is probably gone) stops with the reason
+(:mod:`lightyear.site_isolation`). Every run ends with ``site_status.json`` in the site's run folder:
+``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round.
+
+What goes on the wire is set by ``transfer_dtype`` (:mod:`lightyear.payload`).
 
 With ``sample_neighbours`` set, each round a site takes models from a sample of its in-neighbours
 and sends only to the out-neighbours whose sample holds it; both ends compute the samples from
@@ -23,11 +30,8 @@ senders' rounds).
 from __future__ import annotations
 
 import os
-import time
 import traceback
-from dataclasses import dataclass, field
 
-import numpy as np
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
 from nvflare.apis.fl_constant import ReturnCode
@@ -39,30 +43,27 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import secure_messages
-from lightyear.flare.analytics import stream_round
 from lightyear.flare.neighbour_sampling import RoundSampling, check_sample_setting
+from lightyear.flare.p2p_round import Aggregation, RoundStep
 from lightyear.flare.peer_exchange import Inbox, PeerExchange
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.records import RoundLog, check_records_file
-from lightyear.site_checkpoint import SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
+from lightyear.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
+from lightyear.records import RoundLog, check_records_file, write_site_status
+from lightyear.site_checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
+from lightyear.site_isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
+from lightyear.site_resume import check_resume_from, starting_checkpoint
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
-from lightyear.training.weights import num_bytes
-
-TRANSFER_DTYPES = ("float32", "float16")
 
 
-@dataclass
-class Aggregation:
-    """What an aggregation rule returns: the new weights, record fields, seconds spent scoring,
-    and peers it refused while scoring (peer -> reason)."""
 
-    weights: dict
-    fields: dict = field(default_factory=dict)
-    score_s: float = 0.0
-    rejected: dict = field(default_factory=dict)
+class SiteIsolated(RuntimeError):
+    """The site reached none of its neighbours for ``max_isolated_rounds`` rounds and stops."""
 
 
-class P2PExecutor(Executor):
+__all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
+
+
+class P2PExecutor(RoundStep, Executor):
     """Base of the peer-to-peer executors; subclasses implement :meth:`aggregate`."""
 
     shares_dataset_size = False
@@ -87,6 +88,8 @@ class P2PExecutor(Executor):
         compute_slots="auto",
         records_file: str = "rounds.csv",
         sample_neighbours=None,
+        max_isolated_rounds: int | None = DEFAULT_MAX_ISOLATED_ROUNDS,
+        resume_from: str | None = None,
     ):
         """Args:
         dataset, dataset_args, data_root: the site's data (see ``lightyear.data``).
@@ -99,7 +102,9 @@ class P2PExecutor(Executor):
         max_missed_rounds: a neighbour that missed this many rounds in a row is no longer waited
             for (its models are still taken if it comes back).
         max_abs_weight: a received model with a value beyond this magnitude is rejected (None: no bound).
-        transfer_dtype: ``float32`` or ``float16`` (half the bytes on the wire).
+        transfer_dtype: what goes on the wire: ``float32``, ``float16`` (half the bytes) or
+            ``float16_delta`` (half the bytes: the difference from the seeded initial model in
+            float16, a smaller rounding error than ``float16``); see :mod:`lightyear.payload`.
         malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
             component that corrupts what this site sends; None for a benign site.
         num_threads: torch CPU threads of this site's process (1 suits many sites on few cores).
@@ -109,6 +114,11 @@ class P2PExecutor(Executor):
         sample_neighbours: None (every neighbour every round), an integer count or a fraction in
             (0, 1] of in-neighbours a site takes models from each round, drawn from the seed, the
             site and the round (see :mod:`lightyear.flare.neighbour_sampling`).
+        max_isolated_rounds: stop after this many rounds in a row without receiving any
+            neighbour's model or delivering to any (None: never); see :mod:`lightyear.site_isolation`.
+        resume_from: where a job submitted again finds each site's checkpoint (absolute, with
+            ``{site}``, or relative to the site's workspace, e.g. the previous job's ID); None:
+            start from round 0 (see :mod:`lightyear.site_resume`).
         """
         super().__init__()
         from lightyear.training.site_runtime import runtime_arguments
@@ -120,9 +130,12 @@ class P2PExecutor(Executor):
         self.send_timeout = positive_seconds("send_timeout", send_timeout)
         self.max_missed_rounds = positive_int("max_missed_rounds", max_missed_rounds)
         self.max_abs_weight = check_max_abs(max_abs_weight)
-        if transfer_dtype not in TRANSFER_DTYPES:
-            raise ValueError(f"transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer_dtype!r}")
-        self.transfer_dtype = transfer_dtype
+        self.transfer_dtype = check_transfer_dtype(transfer_dtype)
+        self.max_isolated_rounds = check_max_isolated_rounds(max_isolated_rounds)
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
+        self.resume_from = check_resume_from(resume_from)
+        self.run_dir: str | None = None
+        self.last_round = -1
         self.malfunction_id = malfunction_id
         self.records_file = check_records_file(records_file)
         self.compute_slots = resolve_slots(compute_slots)
@@ -216,16 +229,29 @@ class P2PExecutor(Executor):
         try:
             result = self._run(shareable.get(C.KEY_CONFIG) or {}, fl_ctx, abort_signal)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the server as a message
-            message = f"{self.site}: {type(exc).__name__}: {exc}"
-            self.log_error(fl_ctx, message + "\n" + traceback.format_exc())
+            stopped = isinstance(exc, SiteIsolated)
+            message = f"{self.site}: {exc}" if stopped else f"{self.site}: {type(exc).__name__}: {exc}"
+            self.log_error(fl_ctx, message if stopped else message + "\n" + traceback.format_exc())
+            self._status("stopped" if stopped else "failed", message, fl_ctx)
             reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
             reply[C.KEY_ERROR] = message
             return reply
         if result is None:
+            self._status("aborted", "the run was aborted", fl_ctx)
             return make_reply(ReturnCode.TASK_ABORTED)
+        self._status("finished", "", fl_ctx)
         reply = make_reply(ReturnCode.OK)
         reply[C.KEY_RESULT] = result
         return reply
+
+    def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:
+        if self.run_dir is None:
+            return
+        try:
+            checkpoint = os.path.join(self.run_dir, CHECKPOINT_FILE)
+            write_site_status(self.run_dir, self.site, status, reason, self.last_round, checkpoint if os.path.exists(checkpoint) else "")
+        except OSError as exc:
+            self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
 
     def _log(self, fl_ctx: FLContext):
         def log(level: str, message: str) -> None:
@@ -245,10 +271,12 @@ class P2PExecutor(Executor):
         self.rounds, self.seed = rounds, seed
         self.sampling = RoundSampling(graph, seed, self.sample_neighbours) if graph else None
         self._abort = lambda: abort_signal.triggered
-        run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
-        checkpoint = load_site_checkpoint(run_dir)
+        run_dir = self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         meta = {"rounds": rounds, "seed": seed}
-        start = 0 if checkpoint is None or checkpoint.meta != meta else checkpoint.round + 1
+        checkpoint, source = starting_checkpoint(run_dir, meta, self.site, self.resume_from)
+        start = 0 if checkpoint is None else checkpoint.round + 1
+        self.last_round = start - 1
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
         self.exchange = PeerExchange(
             send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
@@ -258,10 +286,12 @@ class P2PExecutor(Executor):
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
-        if start:
+        initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
+        self.exchange.codec = PayloadCodec(self.transfer_dtype, initial)
+        if checkpoint is not None:
             self.runtime.set_weights(checkpoint.weights)
             self.restore_method_state(checkpoint.state, checkpoint.arrays)
-            self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round}")
+            self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
         self.exchange.reference = self.runtime.get_weights()
         if self.shares_dataset_size:
             self.exchange.num_samples = self.runtime.data.sizes()["train"]
@@ -282,99 +312,12 @@ class P2PExecutor(Executor):
             log.write(row)
             state, arrays = self.method_state()
             save_site_checkpoint(run_dir, SiteCheckpoint(round_num, self.runtime.get_weights(), meta, state, arrays))
+            self.last_round = round_num
             self._report(row, fl_ctx)
             release_free_memory()
+            if self.isolation.cut_off:
+                raise SiteIsolated(self.isolation.reason(round_num, self.peer_deadline))
         if start >= rounds:
             val, test = self.runtime.evaluate("val"), self.runtime.evaluate("test")
         self.exchange.wait_sent(self.send_timeout)
         return {"site": self.site, "malfunction": kind, "rounds": rounds, "last_round": rounds - 1, "val": val, "test": test}
-
-    def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        rt, exchange = self.runtime, self.exchange
-        self.slots.waited_s = 0.0
-        senders, receivers = self.round_senders(round_num), self.round_receivers(round_num)
-        t0 = time.perf_counter()
-        with self.slots.hold(self._abort):
-            train_stats = self.local_update(round_num)
-            own = rt.get_weights()
-        t1 = time.perf_counter()
-
-        outgoing, applied = own, "none"
-        if self.malfunction is not None:
-            outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
-            self.log_info(fl_ctx, f"round {round_num}: malfunction sends a {applied} model")
-        outgoing = self._to_wire(outgoing)
-        sent = exchange.send(round_num, outgoing, fl_ctx.get_engine(), targets=receivers)
-
-        inbox: Inbox = exchange.collect(round_num, self._abort, senders=senders, wait_for=self.awaited_senders(round_num, senders))
-        self.inbox = inbox
-        if abort_signal.triggered:
-            return None
-        t2 = time.perf_counter()
-        if inbox.late:
-            self.log_warning(fl_ctx, f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round")
-        for peer, reason in inbox.rejected.items():
-            self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer}: {reason}")
-
-        with self.slots.hold(self._abort):
-            outcome = self.aggregate(round_num, own, inbox.valid)
-        t3 = time.perf_counter()
-        self.inbox = None  # the received models are not kept past their round
-        exchange.release(round_num)
-        for peer, reason in outcome.rejected.items():
-            self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
-        with self.slots.hold(self._abort):
-            rt.set_weights(outcome.weights)
-            val, test = rt.evaluate("val"), rt.evaluate("test")
-        t4 = time.perf_counter()
-
-        row = {"round": round_num, "site": self.site, "malfunction": applied}
-        row.update(outcome.fields)
-        rejected = sorted(set(inbox.rejected) | set(outcome.rejected))
-        row.update({"late": inbox.late, "rejected": rejected, "not_waited_for": inbox.not_waited_for})
-        row.update({"senders": senders, "receivers": receivers})
-        row["train_loss"] = train_stats["train_loss"]
-        row.update({f"val_{k}": v for k, v in val.items()})
-        row.update({f"test_{k}": v for k, v in test.items()})
-        exchange.wait_last_send(2.0)  # so that the record has the bytes this round delivered
-        row.update(
-            {
-                "train_s": t1 - t0,
-                "wait_s": t2 - t1,
-                "score_s": outcome.score_s,
-                "aggregate_s": (t3 - t2) - outcome.score_s,
-                "eval_s": t4 - t3,
-                "slot_wait_s": self.slots.waited_s,
-                "model_bytes": num_bytes(outgoing),
-                "bytes_sent": sent["bytes"],
-                "send_s": sent["send_s"],
-                "neighbours": len(self.neighbours),
-            }
-        )
-        row["_val"], row["_test"] = val, test
-        self.log_info(
-            fl_ctx,
-            f"round {round_num}: selected {outcome.fields.get('selected', '-')}, val "
-            + ", ".join(f"{k} {v:.4f}" for k, v in val.items())
-            + ", test "
-            + ", ".join(f"{k} {v:.4f}" for k, v in test.items()),
-        )
-        return row
-
-    def _to_wire(self, weights: dict) -> dict:
-        if self.transfer_dtype == "float32":
-            return weights
-        return {k: (v.astype(np.float16) if np.issubdtype(v.dtype, np.floating) else v) for k, v in weights.items()}
-
-    def _report(self, row: dict, fl_ctx: FLContext) -> None:
-        """Send the round's record to the server (fire and forget: the server only monitors),
-        and its metrics to TensorBoard (:mod:`lightyear.flare.analytics`)."""
-        stream_round(self, row, fl_ctx)
-        message = Shareable()
-        message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
-        try:
-            fl_ctx.get_engine().send_aux_request(
-                targets=["server"], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
-            )
-        except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
-            self.log_warning(fl_ctx, f"could not report progress to the server: {exc}")

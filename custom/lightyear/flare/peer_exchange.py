@@ -1,7 +1,9 @@
 """One site's side of the model exchange between peers: send, receive, check, wait.
 
 Every message a peer sends is treated as written by a broken or hostile site. A model is
-checked when it arrives (:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes,
+checked when it arrives (first decoded by :attr:`PeerExchange.codec`, which rebuilds a model from a
+delta payload, see :mod:`lightyear.payload`; then
+:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes,
 values finite in the receiver's dtype and within ``max_abs_weight``), so a malformed one is never
 held for aggregation; the buffer accepts only the current and the next round, one model per
 sender and round (:class:`~lightyear.flare.peer_buffer.PeerModelBuffer`); a sender that is not an
@@ -48,6 +50,7 @@ from lightyear.flare import constants as C
 from lightyear.flare import latest_models, peer_buffer
 from lightyear.flare.latest_models import LatestModelStore
 from lightyear.flare.peer_buffer import PeerModelBuffer
+from lightyear.payload import PayloadCodec
 from lightyear.simulator_placement import p2p_simulator_advice
 from lightyear.training.weights import num_bytes
 
@@ -84,7 +87,8 @@ class Inbox:
     """What one round received: valid models (cast to the own dtypes), rejected ones with the
     reason, neighbours that did not deliver in time, and those no longer waited for; the
     training-set size each valid model's sender claimed (when sent) and the sender's round of each
-    valid model (the current round, except in asynchronous mode)."""
+    valid model (the current round, except in asynchronous mode); ``heard``: the senders whose
+    message for this round (in asynchronous mode: any new message) arrived, valid or not."""
 
     valid: dict = field(default_factory=dict)
     rejected: dict = field(default_factory=dict)
@@ -92,6 +96,7 @@ class Inbox:
     not_waited_for: list = field(default_factory=list)
     num_samples: dict = field(default_factory=dict)
     sent_round: dict = field(default_factory=dict)
+    heard: list = field(default_factory=list)
 
 
 class PeerExchange:
@@ -125,6 +130,7 @@ class PeerExchange:
         self.reference: dict | None = None
         self.num_samples: int | None = None  # sent with every model when set
         self.secure = False  # True: every model is encrypted for its receiver (lightyear.flare.secure_messages)
+        self.codec = PayloadCodec()  # how payloads are read (and marked when sent); see lightyear.payload
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
@@ -138,8 +144,9 @@ class PeerExchange:
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if self.reference is None:
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender retries
-        weights = request.get(C.KEY_WEIGHTS)
-        problems = model_problems(weights, self.reference, self.max_abs_weight)
+        weights, problems = self.codec.decode(request.get(C.KEY_WEIGHTS), request.get(C.KEY_PAYLOAD), self.reference)
+        if not problems:
+            problems = model_problems(weights, self.reference, self.max_abs_weight)
         claimed = request.get(C.KEY_NUM_SAMPLES)
         size_problem = None if claimed is None else num_samples_problem(claimed)
         if size_problem:
@@ -180,6 +187,7 @@ class PeerExchange:
                 self._missed(peer, peer in wait_for, peer in waited, inbox)
                 continue
             self._back(peer, round_num)
+            inbox.heard.append(peer)
             self._file(inbox, peer, arrived[peer], round_num)
         return inbox
 
@@ -191,6 +199,7 @@ class PeerExchange:
         for peer in senders:
             if peer in fresh:
                 self._back(peer, round_num)
+                inbox.heard.append(peer)
             else:
                 self._missed(peer, peer in wait_for, peer in waited, inbox)
             if peer in rejected:
@@ -257,6 +266,7 @@ class PeerExchange:
             request = Shareable()
             request[C.KEY_ROUND] = round_num
             request[C.KEY_WEIGHTS] = weights
+            request[C.KEY_PAYLOAD] = self.codec.marker
             if self.num_samples is not None:
                 request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
             timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))

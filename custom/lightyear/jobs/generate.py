@@ -38,6 +38,9 @@ DEFAULT_SEED = 0
 COMMON_DEFAULTS = {"topology": "full", "topology_args": {}, "tensorboard": True, "secure_messages": "auto"}
 """Settings every job has unless the method (``method.json``'s ``defaults``), the dataset or
 ``--set`` say otherwise; later ones win in that order."""
+P2P_DEFAULTS = {"transfer_dtype": "float32", "max_isolated_rounds": 3, "resume_from": None}
+"""Settings every peer-to-peer job has on top of ``COMMON_DEFAULTS`` (what its sites send, when
+they give up on unreachable neighbours, which checkpoints they resume from)."""
 
 
 def repo_root() -> str:
@@ -124,6 +127,18 @@ def check_settings(settings: dict) -> None:
         if key not in settings:
             raise ValueError(f"the dataset settings lack {key!r}")
     check_site_settings(settings["dataset"], settings["model"], settings.get("dataset_args"), settings.get("model_args"), settings.get("train_args"))
+    if "transfer_dtype" in settings:
+        from lightyear.payload import check_transfer_dtype
+
+        check_transfer_dtype(settings["transfer_dtype"])
+    if "max_isolated_rounds" in settings:
+        from lightyear.site_isolation import check_max_isolated_rounds
+
+        check_max_isolated_rounds(settings["max_isolated_rounds"])
+    if "resume_from" in settings:
+        from lightyear.site_resume import check_resume_from
+
+        check_resume_from(settings["resume_from"])
     positive_int("rounds", settings.get("rounds"))
     from lightyear.flare.secure_messages import check_setting
 
@@ -214,6 +229,8 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
         raise ValueError(f"unknown malfunction {malfunction!r}; choose one of {', '.join(KINDS)}")
     meta_method = load_json(os.path.join(configs, method, "method.json"))
     settings = dict(COMMON_DEFAULTS)
+    if meta_method["topology"] == "p2p":
+        settings.update(P2P_DEFAULTS)
     settings.update(meta_method.get("defaults", {}))
     settings.update(load_json(os.path.join(configs, "datasets", f"{dataset}.json")))
     settings.update(overrides or {})

@@ -1,0 +1,147 @@
+"""What a peer-to-peer site puts on the wire for its model, and how a receiver reads it back.
+
+Every client-to-client message transits the FLARE server (``nvflare/fuel/sec/authn.py`` marks
+cross-client messages as requiring server transit), so the payload's size is the server's load.
+Three encodings, chosen per job with ``transfer_dtype`` (every site of a job uses the same):
+
+``float32``
+    the model as it is (4 bytes a parameter).
+``float16``
+    floating-point entries cast to float16 (half the bytes; each value rounded to 11
+    significant bits, so the error grows with the weight's magnitude).
+``float16_delta``
+    the difference between the model and the seeded initial model, in float16. Every site
+    builds that initial model identically from the job's seed
+    (:meth:`lightyear.training.site_runtime.SiteRuntime.fresh_weights`), so a receiver rebuilds the
+    model as ``initial + delta`` from nothing but its own job settings: no state kept between
+    rounds that could be lost or poisoned. Half the bytes of ``float32``, and the rounding error
+    scales with ``|model - initial|`` instead of ``|model|``. An entry whose difference exceeds
+    float16's range (65504) is sent as a float32 difference instead of overflowing.
+
+Non-floating entries (e.g. BatchNorm's ``num_batches_tracked``) always travel unchanged.
+
+Each message names its encoding (``KEY_PAYLOAD``). A delta names its base by a fingerprint of the
+initial model, so sites that built different initial models (another torch version, say) reject
+each other's deltas with a reason instead of silently mixing garbage. A received payload is
+hostile input: :meth:`PayloadCodec.decode` checks a delta's structure
+(:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes, dtypes, finiteness)
+before rebuilding, and the rebuilt model then gets the same checks as any full model (overflow
+after adding the base, ``max_abs_weight``). No FLARE import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Mapping
+
+import numpy as np
+
+from lightyear.algorithms.model_check import model_problems
+
+FLOAT32, FLOAT16, FLOAT16_DELTA = "float32", "float16", "float16_delta"
+TRANSFER_DTYPES = (FLOAT32, FLOAT16, FLOAT16_DELTA)
+FULL_MODELS = (FLOAT32, FLOAT16)
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def check_transfer_dtype(value) -> str:
+    if value not in TRANSFER_DTYPES:
+        raise ValueError(
+            f"transfer_dtype must be one of {TRANSFER_DTYPES} (float16_delta: the difference from the seeded "
+            f"initial model in float16), got {value!r}"
+        )
+    return value
+
+
+def fingerprint(weights: Mapping[str, np.ndarray]) -> str:
+    """16 hex digits identifying a model's keys, dtypes, shapes and values."""
+    digest = hashlib.sha256()
+    for key in sorted(weights):
+        arr = np.ascontiguousarray(weights[key])
+        digest.update(f"{key}|{arr.dtype.str}|{arr.shape}|".encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _is_float(arr: np.ndarray) -> bool:
+    return np.issubdtype(arr.dtype, np.floating)
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:60] if isinstance(value, str) else type(value).__name__
+
+
+class PayloadCodec:
+    """Encodes this site's outgoing model and decodes its peers' payloads for one ``transfer_dtype``.
+
+    ``initial``: the seeded initial model, needed for ``float16_delta`` (the base of every delta).
+    """
+
+    def __init__(self, transfer_dtype: str = FLOAT32, initial: Mapping[str, np.ndarray] | None = None):
+        self.transfer_dtype = check_transfer_dtype(transfer_dtype)
+        self.base: dict[str, np.ndarray] = {}
+        self.marker = transfer_dtype
+        if transfer_dtype == FLOAT16_DELTA:
+            if initial is None:
+                raise ValueError("transfer_dtype float16_delta needs the seeded initial model as its base")
+            self.base = {k: np.array(v, copy=True) for k, v in initial.items()}
+            self.marker = f"{FLOAT16_DELTA}@{fingerprint(self.base)}"
+
+    # ------------------------------------------------------------------ sending
+    def encode(self, weights: Mapping[str, np.ndarray]) -> dict:
+        """The payload for ``weights`` (a new dict; the arrays of ``float32`` are not copied)."""
+        if self.transfer_dtype == FLOAT32:
+            return dict(weights)
+        if self.transfer_dtype == FLOAT16:
+            return {k: (v.astype(np.float16) if _is_float(v) else v) for k, v in weights.items()}
+        out = {}
+        for key, value in weights.items():
+            value = np.asarray(value)
+            if not _is_float(value):
+                out[key] = value
+                continue
+            diff = value - self.base[key]
+            with np.errstate(over="ignore"):
+                half = diff.astype(np.float16)
+            finite = np.isfinite(half) | ~np.isfinite(diff)
+            out[key] = half if finite.all() else diff.astype(np.float32)
+        return out
+
+    # ------------------------------------------------------------------ receiving
+    def decode(self, payload: Any, marker: Any, reference: Mapping[str, np.ndarray]) -> tuple[Any, list[str]]:
+        """(the model a payload stands for, problems). With problems the model is None.
+
+        A full-model site takes payloads marked ``float32`` or ``float16`` (or unmarked) as they
+        are; a ``float16_delta`` site takes only deltas on its own base. The returned model still
+        needs :func:`~lightyear.algorithms.model_check.model_problems` like any full model.
+        """
+        if self.transfer_dtype in FULL_MODELS:
+            if marker is None or marker in FULL_MODELS:
+                return payload, []
+            return None, [
+                f"payload {_shown(marker)} is not a full model, which this site takes (transfer_dtype "
+                f"{self.transfer_dtype}): every site of a job must use the same transfer_dtype"
+            ]
+        if marker != self.marker:
+            if isinstance(marker, str) and marker.startswith(FLOAT16_DELTA + "@"):
+                return None, [
+                    f"delta on another initial model ({marker[len(FLOAT16_DELTA) + 1:][:16]!r}, this site's "
+                    f"{self.marker[len(FLOAT16_DELTA) + 1:]!r}): the sites built different seeded initial models "
+                    "(different seed or torch version?); use transfer_dtype float16"
+                ]
+            return None, [
+                f"payload {_shown(marker)} is not a float16_delta, which this site takes: every site of a job "
+                "must use the same transfer_dtype"
+            ]
+        problems = model_problems(payload, reference, max_abs=None)
+        if problems:
+            return None, [f"delta: {p}" for p in problems]
+        model = {}
+        for key, ref in reference.items():
+            value = np.asarray(payload[key])
+            if not _is_float(np.asarray(ref)):
+                model[key] = value
+                continue
+            with np.errstate(over="ignore", invalid="ignore"):
+                model[key] = self.base[key] + value.astype(self.base[key].dtype)
+        return model, []
