@@ -1,7 +1,8 @@
 """Small stand-ins for FLARE's engine parts, shared by the component tests."""
 
 from nvflare.apis.fl_constant import ReservedKey
-from nvflare.apis.shareable import Shareable
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.flare import constants as C
 
@@ -63,3 +64,35 @@ def show_stats(*components):
     ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
     collector.handle_event(EventType.START_RUN, ctx)
     return collector.get_run_stats()
+
+
+class SiteEngine:
+    """A P2P site's engine: records every send as (topic, targets, request, secure) in ``sent``
+    and answers each neighbour OK and ready (progress reports to the server get no reply).
+    Subclasses override :meth:`before_send` to fail a send."""
+
+    def __init__(self, root):
+        self.sent = []
+        self.workspace = FakeWorkspace(root)
+
+    def before_send(self, topic, targets):
+        pass
+
+    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
+        self.sent.append((topic, list(targets) if isinstance(targets, list) else targets, request, secure))
+        if topic == C.TOPIC_PROGRESS:
+            return {}
+        self.before_send(topic, targets)
+        replies = {t: make_reply(ReturnCode.OK) for t in targets}
+        for reply in replies.values():
+            reply["ready"] = True
+        return replies
+
+    def new_context(self):
+        return self.ctx
+
+    def get_workspace(self):
+        return self.workspace
+
+    def fire_event(self, event_type, fl_ctx):
+        pass

@@ -4,39 +4,18 @@
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import ReturnCode
-from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.lightyear_executor import LightyearExecutor
 from lightyear.flare.peer_exchange import PeerExchange
 from lightyear.training.site_runtime import SiteRuntime
-from flare_fakes import FakeWorkspace, context, model_message
+from flare_fakes import SiteEngine, context, model_message
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
 
 
-class FakeEngine:
-    """Records the models a site sends and answers OK for every neighbour."""
-
-    def __init__(self, root):
-        self.sent = []
-        self.workspace = FakeWorkspace(root)
-
-    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
-        self.sent.append((topic, list(targets) if isinstance(targets, list) else targets, request))
-        if topic == C.TOPIC_PROGRESS:
-            return {}
-        return {t: make_reply(ReturnCode.OK) for t in targets}
-
-    def new_context(self):
-        return self.ctx
-
-    def get_workspace(self):
-        return self.workspace
-
-    def fire_event(self, event_type, fl_ctx):
-        pass
+FakeEngine = SiteEngine  # records the models a site sends, answers OK and ready
 
 
 @pytest.mark.parametrize(
@@ -138,15 +117,7 @@ def test_model_handler_buffers_by_round_and_refuses_strangers(tmp_path, peers):
     assert ex.exchange.buffer.rounds_held() == []
 
 
-class ReadyEngine(FakeEngine):
-    def get_workspace(self):
-        return self.workspace
-
-    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
-        replies = super().send_aux_request(targets, topic, request, timeout, fl_ctx, optional, secure)
-        for reply in replies.values():
-            reply["ready"] = True
-        return replies
+ReadyEngine = SiteEngine
 
 
 def test_a_restarted_site_continues_from_its_last_checkpoint(tmp_path):

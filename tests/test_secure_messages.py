@@ -16,36 +16,10 @@ from lightyear.flare import constants as C
 from lightyear.flare.p2p_controller import P2PController
 from lightyear.flare.p2p_fedavg_executor import P2PFedAvgExecutor
 from lightyear.flare.secure_messages import check_setting, resolve
-from flare_fakes import FakeWorkspace, context
+from flare_fakes import FakeWorkspace, SiteEngine, context
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
 SITES = ["site-1", "site-2"]
-
-
-class SiteEngine:
-    """Answers every neighbour ready and OK; records (topic, secure) of each send."""
-
-    def __init__(self, root):
-        self.sends = []
-        self.workspace = FakeWorkspace(root)
-
-    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
-        self.sends.append((topic, secure))
-        if topic == C.TOPIC_PROGRESS:
-            return {}
-        replies = {t: make_reply(ReturnCode.OK) for t in targets}
-        for reply in replies.values():
-            reply["ready"] = True
-        return replies
-
-    def new_context(self):
-        return self.ctx
-
-    def get_workspace(self):
-        return self.workspace
-
-    def fire_event(self, event_type, fl_ctx):
-        pass
 
 
 def run_site(tmp_path, setting, secure_mode):
@@ -59,7 +33,7 @@ def run_site(tmp_path, setting, secure_mode):
     task = Shareable()
     task[C.KEY_CONFIG] = {"rounds": 1, "seed": 0, "neighbours": {"site-1": ["site-2"], "site-2": ["site-1"]}, "secure_messages": setting}
     reply = ex.execute(C.P2P_RUN_TASK, task, ctx, Signal())
-    return reply, engine.sends
+    return reply, [(topic, secure) for topic, _, _, secure in engine.sent]
 
 
 @pytest.mark.parametrize("setting", [True, False])

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import ReturnCode
-from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
@@ -16,7 +16,7 @@ from lightyear.site_checkpoint import load_site_checkpoint
 from lightyear.site_isolation import IsolationWatch, check_max_isolated_rounds
 from lightyear.site_resume import check_resume_from, starting_checkpoint
 
-from flare_fakes import FakeWorkspace, context
+from flare_fakes import SiteEngine, context
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
 FULL3 = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3": ["site-1", "site-2"]}
@@ -50,35 +50,20 @@ def test_resume_from_is_checked(value, match):
         P2PFedAvgExecutor(train_args=TRAIN, resume_from=value)
 
 
-class RelayEngine:
+class RelayEngine(SiteEngine):
     """A site's engine whose server relay can die: pings (the start handshake) are answered until
     then; after ``dies_after`` model sends every send fails, as FLARE's do with the server gone."""
 
     def __init__(self, run_dir, dies_after=None):
-        self.workspace = FakeWorkspace(run_dir)
+        super().__init__(run_dir)
         self.dies_after = dies_after
         self.model_sends = 0
 
-    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
-        if topic == C.TOPIC_PROGRESS:
-            return {}
+    def before_send(self, topic, targets):
         if topic == C.TOPIC_MODEL:
             self.model_sends += 1
             if self.dies_after is not None and self.model_sends > self.dies_after:
                 raise ConnectionError("cannot reach the server")
-        replies = {t: make_reply(ReturnCode.OK) for t in targets}
-        for reply in replies.values():
-            reply["ready"] = True
-        return replies
-
-    def new_context(self):
-        return self.ctx
-
-    def get_workspace(self):
-        return self.workspace
-
-    def fire_event(self, event_type, fl_ctx):
-        pass
 
 
 def site(**kwargs):

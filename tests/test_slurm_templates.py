@@ -112,7 +112,7 @@ def test_dry_run_prints_the_script_without_calling_sbatch(job, capsys, monkeypat
 
 
 @pytest.mark.parametrize("args, message", [
-    (["simulator", "no/such/job"], "does not exist"),
+    (["simulator", "no/such/job"], "is not a folder: give a job folder"),
     (["simulator", "JOB", "--gpus", "4"], "4 GPUs for 3 sites"),
     (["deploy", "JOB", "--gpus", "1", "--nodes", "2"], "3 sites need 3 GPUs"),
     (["cluster", "JOB"], "unknown mode 'cluster'"),
@@ -159,4 +159,4 @@ def test_a_committed_script_stops_with_the_reason_when_python_or_the_job_is_miss
     no_python = run_script(tmp_path, text, "jobs/lightyear_digits", LIGHTYEAR_PYTHON="no-such-python")
     assert no_python.returncode == 2 and "no Python no-such-python" in no_python.stderr
     no_job = run_script(tmp_path, text, "jobs/missing", SLURM_SUBMIT_DIR=ROOT)
-    assert no_job.returncode == 2 and f"job folder '{ROOT}/jobs/missing' does not exist" in no_job.stderr
+    assert no_job.returncode == 2 and f"{ROOT}/jobs/missing is not a folder: give a job folder" in no_job.stderr

@@ -12,57 +12,21 @@ given (``python -m lightyear.deploy.slurm_job sites JOB`` prints one name a line
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-SERVER = "server"
+from lightyear.deploy.job_folder import JobFolderError, read_job
 
-
-class JobFolderError(ValueError):
-    """A job folder is missing or does not say which sites it deploys to."""
-
-
-def read_meta(job: str) -> dict:
-    """The job's ``meta.json``, with an error that names the folder and the fix."""
-    if not os.path.isdir(job):
-        raise JobFolderError(f"job folder {job!r} does not exist: give a folder under jobs/ "
-                             "(or generate one with python -m lightyear.jobs.generate --out DIR)")
-    path = os.path.join(job, "meta.json")
-    if not os.path.isfile(path):
-        raise JobFolderError(f"{job!r} has no meta.json: it is not a FLARE job folder")
-    try:
-        with open(path) as f:
-            meta = json.load(f)
-    except ValueError as e:
-        raise JobFolderError(f"{path} is not valid JSON ({e})") from None
-    if not isinstance(meta, dict):
-        raise JobFolderError(f"{path} must hold a JSON object")
-    return meta
+__all__ = ["JobFolderError", "job_name", "site_names"]
 
 
 def site_names(job: str) -> list[str]:
-    """The sites the job deploys to, in ``deploy_map`` order, each once."""
-    meta = read_meta(job)
-    deploy_map = meta.get("deploy_map")
-    if not isinstance(deploy_map, dict) or not deploy_map:
-        raise JobFolderError(f"{job}/meta.json has no deploy_map: the sites cannot be known")
-    sites: list[str] = []
-    for targets in deploy_map.values():
-        for name in targets if isinstance(targets, list) else []:
-            if name == "@ALL":
-                raise JobFolderError(f"{job}/meta.json deploys to @ALL: name the sites in deploy_map (as lightyear-jobs does)")
-            if name != SERVER and name not in sites:
-                sites.append(name)
-    if not sites:
-        raise JobFolderError(f"{job}/meta.json deploys to no site")
-    return sites
+    """The sites the job deploys to (site-2 before site-10), each once."""
+    return list(read_job(job).sites)
 
 
 def job_name(job: str) -> str:
     """The job's name (meta.json ``name``, else the folder name)."""
-    name = read_meta(job).get("name")
-    return name if isinstance(name, str) and name else os.path.basename(os.path.abspath(job))
+    return read_job(job).name
 
 
 def main(argv=None) -> int:

@@ -61,8 +61,8 @@ def header(target: Target, template: str, options: dict) -> list[str]:
     lines = ["#!/bin/bash", *sbatch_lines({"job-name": name, "output": output, **options})]
     if target.job is None:
         lines += [
-            f"# Committed template (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
-            f"# Submit from the repository with the virtual environment active:",
+            "# Committed template (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
+            "# Submit from the repository with the virtual environment active:",
             f"#   sbatch slurm/{template}.sbatch jobs/lightyear_digits",
             "# or let lightyear-slurm fill in a job and your cluster's settings:",
             f"#   lightyear-slurm {template} jobs/lightyear_digits --partition P --account A --dry-run",
