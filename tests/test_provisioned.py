@@ -90,12 +90,12 @@ def test_provisioned_p2p_run_with_secure_peer_messages(deployment):
     server_log = open(out / "server" / "simulate_job" / "log.txt").read()
     assert "secure peer messages on" in server_log
     for site in SITES:  # every model reached both peers
-        assert all(int(r["bytes_sent"]) == 2 * int(r["model_bytes"]) for r in round_rows(out, site))
+        assert all(int(r["sent_bytes"]) == 2 * int(r["model_bytes"]) for r in round_rows(out, site))
     # site-1's cell encrypted every byte of its models before they left for the relay
     # (core_cell.encrypt_payload logs each payload; the arrays go in download-service chunks)
     site_logs = "".join(open(p, errors="replace").read() for p in glob.glob(os.path.join(kits["site-1"], "**", "log.txt"), recursive=True))
     encrypted = sum(int(n) for n in re.findall(r"Payload \((\d+) bytes\) is encrypted", site_logs))
-    assert encrypted >= sum(int(r["bytes_sent"]) for r in round_rows(out, "site-1")) > 0
+    assert encrypted >= sum(int(r["sent_bytes"]) for r in round_rows(out, "site-1")) > 0
 
 
 def test_the_committed_provisioning_example_is_what_the_project_writer_makes(tmp_path):
