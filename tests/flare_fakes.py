@@ -1,6 +1,7 @@
 """Small stand-ins for FLARE's engine parts, shared by the component tests."""
 
 from nvflare.apis.fl_constant import ReservedKey
+from nvflare.apis.client import Client
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
@@ -96,3 +97,30 @@ class SiteEngine:
 
     def fire_event(self, event_type, fl_ctx):
         pass
+
+
+class ServerEngine:
+    """The server's engine: ``sites`` connected, every ping recorded in ``pings`` and answered OK,
+    except by the sites in ``dead``."""
+
+    def __init__(self, root, sites, dead=()):
+        self.workspace = FakeWorkspace(root)
+        self.sites = list(sites)
+        self.dead = set(dead)
+        self.pings = []
+
+    def get_clients(self):
+        return [Client(s, None) for s in self.sites]
+
+    def get_workspace(self):
+        return self.workspace
+
+    def register_aux_message_handler(self, topic, message_handle_func):
+        pass
+
+    def fire_event(self, event_type, fl_ctx):
+        pass
+
+    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
+        self.pings.append(list(targets))
+        return {t: make_reply(ReturnCode.OK) for t in targets if t not in self.dead}

@@ -15,37 +15,14 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.p2p_controller import P2PController
-from flare_fakes import FakeWorkspace, show_stats
+from flare_fakes import ServerEngine, show_stats
 
 SITES = ["site-1", "site-2", "site-3", "site-4"]
 
 
-class FakeServerEngine:
-    def __init__(self, root, dead=()):
-        self.workspace = FakeWorkspace(root)
-        self.dead = set(dead)
-        self.pings = []
-
-    def get_clients(self):
-        return [Client(s, None) for s in SITES]
-
-    def get_workspace(self):
-        return self.workspace
-
-    def register_aux_message_handler(self, topic, message_handle_func):
-        pass
-
-    def fire_event(self, event_type, fl_ctx):
-        pass
-
-    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
-        self.pings.append(list(targets))
-        return {t: make_reply(ReturnCode.OK) for t in targets if t not in self.dead}
-
-
 def controller(tmp_path, dead=(), **kwargs):
     ctrl = P2PController(rounds=3, peer_deadline=1.0, liveness_interval=1.0, liveness_failures=2, run_timeout=30, **kwargs)
-    engine = FakeServerEngine(str(tmp_path), dead)
+    engine = ServerEngine(str(tmp_path), SITES, dead)
     ctx = FLContext()
     ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
     ctrl.start_controller(ctx)

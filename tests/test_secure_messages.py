@@ -16,7 +16,7 @@ from lightyear.flare import constants as C
 from lightyear.flare.p2p_controller import P2PController
 from lightyear.flare.p2p_fedavg_executor import P2PFedAvgExecutor
 from lightyear.flare.secure_messages import check_setting, resolve
-from flare_fakes import FakeWorkspace, SiteEngine, context
+from flare_fakes import ServerEngine, SiteEngine, context
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
 SITES = ["site-1", "site-2"]
@@ -63,33 +63,13 @@ def test_auto_follows_the_deployment_and_bad_values_are_refused():
         P2PController(secure_messages="on")
 
 
-class ServerEngine:
-    def __init__(self, root):
-        self.workspace = FakeWorkspace(root)
-
-    def get_clients(self):
-        return [Client(s, None) for s in SITES]
-
-    def get_workspace(self):
-        return self.workspace
-
-    def register_aux_message_handler(self, topic, message_handle_func):
-        pass
-
-    def fire_event(self, event_type, fl_ctx):
-        pass
-
-    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
-        return {t: make_reply(ReturnCode.OK) for t in targets}
-
-
 def run_controller(tmp_path, setting, secure_mode):
     """The server's run with two sites that finish at once; returns (config sent, panics, summary rows)."""
     import json
 
     ctrl = P2PController(rounds=1, peer_deadline=1.0, liveness_interval=1.0, run_timeout=30, secure_messages=setting)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, ServerEngine(str(tmp_path)), private=True, sticky=False)
+    ctx.set_prop(ReservedKey.ENGINE, ServerEngine(str(tmp_path), SITES), private=True, sticky=False)
     ctx.set_prop(FLContextKey.SECURE_MODE, secure_mode, private=True, sticky=True)
     ctrl.start_controller(ctx)
     panics, sent = [], []
