@@ -118,3 +118,79 @@ def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours(
             for name in ("app/config/config_fed_server.json", "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"):
                 for path in _class_paths(files.get(name, {})):
                     assert allow_list._covered(path, allowed), f"{method}: {path} is not allowed"
+
+
+def _components(obj):
+    """Every dict of a configuration that names a class (``path``)."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("path"), str):
+            yield obj
+        for v in obj.values():
+            yield from _components(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _components(v)
+
+
+def test_components_the_default_policy_lacks_carry_the_fix_right_after_their_path():
+    config = {
+        "workflows": [{"id": "c", "path": "lightyear.flare.p2p_controller.P2PController", "args": {"rounds": 2}}],
+        "components": [
+            {"id": "tb", "path": "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver", "args": {}},
+            {"id": "s", "path": "nvflare.app_common.widgets.streaming.AnalyticsSender", "args": {}},
+        ],
+        "filters": [{"path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"nested": {"path": "lightyear.x.Y"}}}],
+    }
+    marked = allow_list.with_refusal_fix(config)
+    controller = marked["workflows"][0]
+    assert list(controller) == ["id", "path", allow_list.REFUSAL_FIX_KEY, "args"]  # FLARE prints keys in this order
+    assert controller[allow_list.REFUSAL_FIX_KEY] == allow_list.REFUSAL_FIX
+    assert allow_list.REFUSAL_FIX_KEY not in marked["components"][0]  # in FLARE's default list
+    assert allow_list.REFUSAL_FIX_KEY in marked["components"][1]  # AnalyticsSender is not
+    assert allow_list.REFUSAL_FIX_KEY in marked["filters"][0]["args"]["nested"]
+    assert allow_list.with_refusal_fix(marked) == marked  # idempotent
+    assert allow_list.REFUSAL_FIX_KEY not in config["workflows"][0]  # the input is left alone
+
+
+def test_every_generated_component_flare_would_refuse_names_the_fix():
+    from lightyear.jobs import generate
+
+    configs = os.path.join(ROOT, "app_configs")
+    default = allow_list.flare_default_allow_list()
+    for method in generate.methods(configs):
+        _, files = generate.build_job(configs, method, "digits", "sfa", 1)
+        refusable = [c for f in files.values() for c in _components(f) if not allow_list._covered(c["path"], default)]
+        assert refusable, method
+        assert all(c.get(allow_list.REFUSAL_FIX_KEY) == allow_list.REFUSAL_FIX for c in refusable), method
+
+
+def test_flare_builds_a_component_that_carries_the_fix():
+    """The extra key must not reach the constructor: FLARE's builder takes only ``path`` and ``args``."""
+    from nvflare.fuel.utils.component_builder import ComponentBuilder
+
+    class Builder(ComponentBuilder):
+        def get_module_scanner(self):
+            return None
+
+    marked = allow_list.with_refusal_fix({"id": "m", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"kind": "sfa"}})
+    built = Builder().build_component(marked)
+    assert type(built).__name__ == "MalfunctionFilter"
+
+
+def test_lightyear_simulate_allows_the_workspace_and_passes_every_option_to_flare(tmp_path):
+    from lightyear.deploy import simulate
+
+    job = os.path.join(ROOT, "jobs", "lightyear_digits")
+    ws = tmp_path / "new" / "ws"
+    cmd = simulate.simulator_command([job, "-t", "8", "-w", str(ws), "-gpu", "0,1"])
+    assert cmd[1:] == ["simulator", job, "-w", str(ws), "-t", "8", "-gpu", "0,1"] and cmd[0].endswith("nvflare")
+    policy = _read(ws / "local" / "resources.json")["class_allow_list"]
+    assert "lightyear." in policy and "nvflare." not in policy
+
+
+def test_lightyear_simulate_refuses_what_is_not_a_job_before_touching_the_workspace(tmp_path, capsys):
+    from lightyear.deploy import simulate
+
+    assert simulate.main([str(tmp_path), "-w", str(tmp_path / "ws")]) == 2
+    assert "no meta.json" in capsys.readouterr().err
+    assert not (tmp_path / "ws").exists()

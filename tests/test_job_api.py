@@ -8,6 +8,7 @@ import sys
 import pytest
 from nvflare.recipe.sim_env import SimEnv
 
+from lightyear.deploy.allow_list import REFUSAL_FIX
 from lightyear.jobs import generate, job_api
 from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc, prepare_simulator_workspace, simulator_fix
 from lightyear.jobs.flare_job import GeneratedRecipe
@@ -146,20 +147,21 @@ def test_sim_env_runs_a_tiny_peer_to_peer_job_in_a_fresh_workspace(tmp_path):
 
 
 @pytest.mark.simulator
-def test_plain_simulator_in_a_fresh_workspace_is_refused_until_the_documented_fix(tmp_path):
+def test_plain_simulator_in_a_fresh_workspace_names_the_fix_and_lightyear_simulate_runs_it(tmp_path):
     name, files = generate.build_job(CONFIGS, "fedavg", "digits", overrides=TINY)
     job = tmp_path / "jobs" / name
     generate.write_job(files, str(job))
     ws = tmp_path / "ws"
-    cmd = [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "3"]
-    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=200, cwd=str(tmp_path))
+    refused = subprocess.run([NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "3"], capture_output=True, text=True, timeout=200, cwd=str(tmp_path))
+    out = refused.stdout + refused.stderr
     assert refused.returncode != 0
-    assert "lightyear.flare" in refused.stdout + refused.stderr and "not in allow_list" in refused.stdout + refused.stderr
-    # the fix the README gives: mkdir -p WS/local && lightyear-allow WS/local
-    (ws / "local").mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "lightyear.deploy.allow_list", str(ws / "local")], check=True, timeout=60)
-    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
-    assert (ws / "server" / "simulate_job" / "summary.json").exists(), (ran.stdout + ran.stderr)[-3000:]
+    assert "not in allow_list" in out and "lightyear.flare" in out
+    # FLARE's refusal quotes the component's configuration, which names the fix
+    assert REFUSAL_FIX in out and "lightyear-allow WS/local" in out
+    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lightyear-simulate"), str(job), "-w", str(ws), "-t", "3"],
+                         capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
+    assert ran.returncode == 0 and (ws / "server" / "simulate_job" / "summary.json").exists(), (ran.stdout + ran.stderr)[-3000:]
+    assert allows_package(ws / "local" / "resources.json")
 
 
 def test_prod_needs_the_admin_startup_kit(capsys):

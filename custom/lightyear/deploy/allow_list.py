@@ -35,6 +35,17 @@ FLARE_CLASSES_USED = (
 )
 
 
+REFUSAL_FIX_KEY = "if_not_in_allow_list"
+REFUSAL_FIX = (
+    "add lightyear. to class_allow_list in local/resources.json of every participant, keeping the rest: "
+    "lightyear-allow <participant>/local; for nvflare simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local "
+    "(or run lightyear-simulate JOB -w WS)"
+)
+"""Written beside the class path of every component FLARE's default policy lacks (see
+:func:`with_refusal_fix`): FLARE ignores keys it does not know in a component's configuration
+and prints the whole configuration when it refuses the class, so its refusal names the fix."""
+
+
 class AllowListError(ValueError):
     """A participant's resources file cannot be read or holds a malformed allow list."""
 
@@ -74,6 +85,30 @@ def with_package(resources: dict) -> tuple[dict, list[str]]:
     out[ALLOW_LIST_KEY] = allow_list + added
     out.setdefault("format_version", 2)
     return out, added
+
+
+def with_refusal_fix(config):
+    """A copy of a job configuration where every component whose class FLARE's default policy does
+    not list carries :data:`REFUSAL_FIX` right after its path.
+
+    FLARE checks a component's class path against the participant's ``class_allow_list`` before it
+    imports anything of this toolkit, so no code of ours can run first; the one thing that reaches
+    the user is FLARE's error, which quotes the component's configuration (``JSON element {...}``,
+    ``nvflare/fuel/utils/json_scanner.py``). Unknown keys beside ``path`` and ``args`` are ignored
+    when FLARE builds the component (``nvflare/fuel/utils/component_builder.py``).
+    """
+    if isinstance(config, list):
+        return [with_refusal_fix(v) for v in config]
+    if not isinstance(config, dict):
+        return config
+    out = {}
+    for key, value in config.items():
+        if key == REFUSAL_FIX_KEY:
+            continue
+        out[key] = with_refusal_fix(value)
+        if key == "path" and isinstance(value, str) and not _covered(value, flare_default_allow_list()):
+            out[REFUSAL_FIX_KEY] = REFUSAL_FIX
+    return out
 
 
 def _read(path: str) -> dict:

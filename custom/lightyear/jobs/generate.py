@@ -256,6 +256,9 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
     benign = [s for s in sites if s not in faulty_sites]
     deploy = {"app": ["server"] + benign}
+    from lightyear.deploy.allow_list import with_refusal_fix
+
+    server, client = with_refusal_fix(server), with_refusal_fix(client)
     files = {
         "app/config/config_fed_server.json": server,
         "app/config/config_fed_client.json": client,
@@ -263,7 +266,7 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     if faulty_sites:
         deploy["app_faulty"] = faulty_sites
         component = malfunction_component(settings, malfunction, seed)
-        files["app_faulty/config/config_fed_client.json"] = faulty_client_config(client, topology, component)
+        files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(faulty_client_config(client, topology, component))
     files["meta.json"] = {
         "name": name,
         "resource_spec": resource_spec(sites, settings.get("site_resource_spec")),
