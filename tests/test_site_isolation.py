@@ -1,17 +1,21 @@
-"""A site cut off from every neighbour (the relaying server died) stops; a new job resumes from its checkpoint."""
+"""A site cut off from every neighbour (the relaying server died) stops and ends its job process; a new job resumes from its checkpoint."""
 
 import csv
 import json
 import os
+import time
 
 import numpy as np
 import pytest
-from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.event_type import EventType
+from nvflare.apis.fl_constant import FLContextKey, ReturnCode
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
+from lightyear.flare import p2p_executor
 from lightyear.flare.p2p_fedavg_executor import P2PFedAvgExecutor
+from lightyear.result_delivery import DeliveryWatch, delivery_grace
 from lightyear.site_checkpoint import load_site_checkpoint
 from lightyear.site_isolation import IsolationWatch, check_max_isolated_rounds
 from lightyear.site_resume import check_resume_from, starting_checkpoint
@@ -128,3 +132,52 @@ def test_resume_from_names_a_missing_checkpoint_or_another_seed(tmp_path):
     assert ckpt.round == 2 and source == os.path.join(str(tmp_path), "ckpt", "site-1")  # more rounds: the run is extended
     save_site_checkpoint(str(run_dir), SiteCheckpoint(4, {"w": np.ones(2)}, meta))  # the job's own, newer checkpoint wins
     assert starting_checkpoint(str(run_dir), meta, "site-1", str(tmp_path / "ckpt" / "{site}"))[0].round == 4
+
+
+def test_a_delivery_watch_fires_once_after_its_grace_unless_disarmed():
+    fired = []
+    watch = DeliveryWatch(0.05, lambda: fired.append(time.monotonic()))
+    started = time.monotonic()
+    watch.arm()
+    time.sleep(0.3)
+    assert len(fired) == 1 and fired[0] - started >= 0.05 and not watch.armed
+    calm = []
+    watch = DeliveryWatch(0.1, lambda: calm.append(1))
+    watch.arm()
+    watch.disarm()
+    time.sleep(0.3)
+    assert calm == [] and not watch.armed
+    assert delivery_grace(20.0) == 60.0 and delivery_grace(300.0) == 300.0
+    with pytest.raises(ValueError, match="positive"):
+        DeliveryWatch(0, lambda: None)
+
+
+class PanicEngine(RelayEngine):
+    """A relay engine that also records the events a component fires (FLARE's system_panic is one)."""
+
+    def __init__(self, run_dir, dies_after=None):
+        super().__init__(run_dir, dies_after)
+        self.events = []
+
+    def fire_event(self, event_type, fl_ctx):
+        self.events.append((event_type, fl_ctx.get_prop(FLContextKey.EVENT_DATA)))
+
+
+@pytest.mark.parametrize("delivered", [False, True])
+def test_a_site_whose_result_cannot_reach_the_server_ends_its_job_process(tmp_path, monkeypatch, delivered):
+    """With the server dead, FLARE retries sending the run's result forever; the site asks FLARE to
+    end its job (FATAL_SYSTEM_ERROR, which aborts the client runner) once the grace has passed,
+    and does nothing when FLARE reports the result sent."""
+    monkeypatch.setattr(p2p_executor, "delivery_grace", lambda peer_deadline: 0.2)
+    ex = site(max_isolated_rounds=2)
+    engine = PanicEngine(str(tmp_path), dies_after=0)
+    reply = run_task(ex, engine)
+    assert reply.get_return_code() == ReturnCode.EXECUTION_EXCEPTION
+    if delivered:
+        ex.handle_event(EventType.AFTER_SEND_TASK_RESULT, engine.ctx)
+    time.sleep(0.6)
+    panics = [reason for event, reason in engine.events if event == EventType.FATAL_SYSTEM_ERROR]
+    if delivered:
+        assert panics == []
+    else:
+        assert len(panics) == 1 and "has not reached the server" in panics[0] and "resume_from" in panics[0]

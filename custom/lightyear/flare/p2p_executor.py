@@ -11,7 +11,10 @@ continues from the checkpoints ``resume_from`` names (:mod:`lightyear.site_resum
 reached none of its neighbours for ``max_isolated_rounds`` rounds in a row (the server relaying
 every client-to-client message is probably gone) stops with the reason
 (:mod:`lightyear.site_isolation`). Every run ends with ``site_status.json`` in the site's run folder:
-``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round.
+``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round. When
+FLARE cannot deliver the run's result to the server within a grace period (the server is gone),
+the site ends its FLARE job process instead of letting FLARE retry for ever
+(:mod:`lightyear.result_delivery`).
 
 What goes on the wire is set by ``transfer_dtype`` (:mod:`lightyear.payload`).
 
@@ -49,6 +52,7 @@ from lightyear.flare.peer_exchange import Inbox, PeerExchange
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
 from lightyear.records import RoundLog, check_records_file, write_site_status
+from lightyear.result_delivery import DeliveryWatch, delivery_grace
 from lightyear.site_checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
 from lightyear.site_isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.site_resume import check_resume_from, starting_checkpoint
@@ -156,6 +160,7 @@ class P2PExecutor(RoundStep, Executor):
         self.malfunction = None
         self.site = ""
         self._abort = lambda: False
+        self.delivery: DeliveryWatch | None = None
 
     # ------------------------------------------------------------------ the rule
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
@@ -205,6 +210,8 @@ class P2PExecutor(RoundStep, Executor):
                         f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config",
                         fl_ctx,
                     )
+        elif event_type in (EventType.AFTER_SEND_TASK_RESULT, EventType.END_RUN) and self.delivery is not None:
+            self.delivery.disarm()
 
     def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         reply = make_reply(ReturnCode.OK)
@@ -235,6 +242,7 @@ class P2PExecutor(RoundStep, Executor):
             self._status("stopped" if stopped else "failed", message, fl_ctx)
             reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
             reply[C.KEY_ERROR] = message
+            self._watch_delivery(fl_ctx)
             return reply
         if result is None:
             self._status("aborted", "the run was aborted", fl_ctx)
@@ -242,7 +250,27 @@ class P2PExecutor(RoundStep, Executor):
         self._status("finished", "", fl_ctx)
         reply = make_reply(ReturnCode.OK)
         reply[C.KEY_RESULT] = result
+        self._watch_delivery(fl_ctx)
         return reply
+
+    def _watch_delivery(self, fl_ctx: FLContext) -> None:
+        """End this site's job process if FLARE cannot deliver the run's result to the server
+        (:mod:`lightyear.result_delivery`): with the server gone it would retry forever."""
+        engine = fl_ctx.get_engine()
+        grace = delivery_grace(self.peer_deadline)
+
+        def overdue() -> None:
+            message = (
+                f"{self.site}: the run's result has not reached the server in {grace:g} s (the server, or this site's "
+                f"connection to it, is down): ending this site's job process. How the run ended and its last round's "
+                f"checkpoint are in {self.run_dir}; submit the job again with resume_from to continue from it"
+            )
+            with engine.new_context() as ctx:
+                self.log_error(ctx, message)
+                self.system_panic(message, ctx)
+
+        self.delivery = DeliveryWatch(grace, overdue)
+        self.delivery.arm()
 
     def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:
         if self.run_dir is None:
