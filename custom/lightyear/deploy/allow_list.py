@@ -97,18 +97,23 @@ def with_refusal_fix(config):
     ``nvflare/fuel/utils/json_scanner.py``). Unknown keys beside ``path`` and ``args`` are ignored
     when FLARE builds the component (``nvflare/fuel/utils/component_builder.py``).
     """
-    if isinstance(config, list):
-        return [with_refusal_fix(v) for v in config]
-    if not isinstance(config, dict):
-        return config
-    out = {}
-    for key, value in config.items():
-        if key == REFUSAL_FIX_KEY:
-            continue
-        out[key] = with_refusal_fix(value)
-        if key == "path" and isinstance(value, str) and not _covered(value, flare_default_allow_list()):
-            out[REFUSAL_FIX_KEY] = REFUSAL_FIX
-    return out
+    default = flare_default_allow_list()
+
+    def mark(node):
+        if isinstance(node, list):
+            return [mark(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key == REFUSAL_FIX_KEY:
+                continue
+            out[key] = mark(value)
+            if key == "path" and isinstance(value, str) and not _covered(value, default):
+                out[REFUSAL_FIX_KEY] = REFUSAL_FIX
+        return out
+
+    return mark(config)
 
 
 def _read(path: str) -> dict:

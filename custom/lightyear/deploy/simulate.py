@@ -17,21 +17,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 
 from lightyear.deploy.allow_list import AllowListError
-
-
-def nvflare_command() -> str:
-    """The ``nvflare`` beside this Python (its virtual environment), else the one on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "nvflare")
-    if os.access(beside, os.X_OK):
-        return beside
-    found = shutil.which("nvflare")
-    if not found:
-        raise FileNotFoundError("no nvflare command beside this Python or on PATH: pip install -e . installs it")
-    return found
+from lightyear.deploy.flare_cli import FlareCommandError, nvflare_command
 
 
 def simulator_command(argv=None) -> list[str]:
@@ -52,13 +41,13 @@ def simulator_command(argv=None) -> list[str]:
         raise NotADirectoryError(f"the workspace {args.workspace} is a file: give a folder (it is created if missing)")
     resources = prepare_simulator_workspace(args.workspace)
     print(f"{resources}: this toolkit's components are allowed in this workspace", flush=True)
-    return [nvflare_command(), "simulator", args.job_folder, "-w", args.workspace, *rest]
+    return [*nvflare_command(), "simulator", args.job_folder, "-w", args.workspace, *rest]
 
 
 def main(argv=None) -> int:
     try:
         cmd = simulator_command(argv)
-    except (OSError, AllowListError) as e:
+    except (OSError, AllowListError, FlareCommandError) as e:
         print(f"lightyear-simulate: {e}", file=sys.stderr)
         return 2
     os.execv(cmd[0], cmd)
