@@ -94,15 +94,16 @@ def test_the_repository_workspace_policy_is_flare_default_plus_the_package():
     assert set(listed) == set(allow_list.flare_default_allow_list()) | {"lightyear.", *allow_list.FLARE_CLASSES_USED}
 
 
-def _class_paths(obj):
+def _components(obj):
+    """Every dict of a configuration that names a class (``path``)."""
     if isinstance(obj, dict):
         if isinstance(obj.get("path"), str):
-            yield obj["path"]
+            yield obj
         for v in obj.values():
-            yield from _class_paths(v)
+            yield from _components(v)
     elif isinstance(obj, list):
         for v in obj:
-            yield from _class_paths(v)
+            yield from _components(v)
 
 
 def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours():
@@ -116,20 +117,8 @@ def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours(
         for malfunction, faulty in (("none", 0), ("sfa", 1)):
             _, files = generate.build_job(configs, method, "digits", malfunction, faulty)
             for name in ("app/config/config_fed_server.json", "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"):
-                for path in _class_paths(files.get(name, {})):
+                for path in (c["path"] for c in _components(files.get(name, {}))):
                     assert allow_list._covered(path, allowed), f"{method}: {path} is not allowed"
-
-
-def _components(obj):
-    """Every dict of a configuration that names a class (``path``)."""
-    if isinstance(obj, dict):
-        if isinstance(obj.get("path"), str):
-            yield obj
-        for v in obj.values():
-            yield from _components(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _components(v)
 
 
 def test_components_the_default_policy_lacks_carry_the_fix_right_after_their_path():
