@@ -7,7 +7,7 @@ import subprocess
 
 from lightyear.jobs import generate
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo import ROOT
 CONFIGS = os.path.join(ROOT, "app_configs")
 SITES = ["site-1", "site-2", "site-3"]
 

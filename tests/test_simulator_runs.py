@@ -11,7 +11,7 @@ import pytest
 
 from lightyear.jobs import generate
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo import ROOT
 CONFIGS = os.path.join(ROOT, "app_configs")
 NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
 

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from lightyear.deploy.allow_list import AllowListError, allow_package, local_folder
+from lightyear.flare.component_policy import AllowListError, allow_package, local_folder
 from lightyear.deploy.collect import collect
 from lightyear.deploy.flare_cli import FINISHED_OK, FlareCli, FlareCommandError, flare_env, nvflare_command
 from lightyear.deploy.job_folder import JobFolder, JobFolderError, read_job, site_sort_key

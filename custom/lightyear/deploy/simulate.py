@@ -3,7 +3,7 @@
 FLARE 2.9 builds a component only when the participant's ``class_allow_list`` admits its class,
 and the simulator reads that list from ``<workspace>/local/resources.json``; with no file there it
 uses FLARE's default list, which lacks this toolkit, and refuses the job at its first component.
-This command writes the list into the workspace (:func:`lightyear.deploy.allow_list.allow_package`:
+This command writes the list into the workspace (:func:`lightyear.flare.component_policy.allow_package`:
 ``lightyear.`` and the FLARE classes the jobs use are appended, every other setting kept) and then
 hands over to ``nvflare simulator`` with the same arguments, so FLARE's output, exit status and
 options (``-t``, ``-n``, ``-c``, ``-gpu``, ``-l``, ...) are FLARE's own.
@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 
-from lightyear.deploy.allow_list import AllowListError
+from lightyear.flare.component_policy import AllowListError
 from lightyear.deploy.flare_cli import FlareCommandError, nvflare_command
 
 

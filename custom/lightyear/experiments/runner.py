@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from lightyear.deploy import allow_list
+from lightyear.flare import component_policy
 from lightyear.experiments.sweep_spec import Run
 from lightyear.jobs import generate
 
@@ -75,7 +75,7 @@ def matches_job(folder: str, files: dict) -> bool:
 def resources_file(configs: str) -> dict:
     """The repository's ``workspace/local/resources.json`` next to ``configs``, or FLARE's default policy plus this package."""
     path = os.path.join(os.path.dirname(os.path.abspath(configs)), "workspace", "local", "resources.json")
-    return generate.load_json(path) if os.path.isfile(path) else allow_list.with_package({})[0]
+    return generate.load_json(path) if os.path.isfile(path) else component_policy.with_package({})[0]
 
 
 def prepare(folder: str, files: dict, resources: dict) -> None:

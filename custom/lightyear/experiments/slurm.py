@@ -1,8 +1,8 @@
 """A SLURM job-array script for a sweep: one array task per run, each running that run alone.
 
 (Batch scripts for one job, on FLARE's simulator or a provisioned deployment, are
-:mod:`lightyear.deploy.slurm_cli`; both build their ``#SBATCH`` and Python lines with
-:mod:`lightyear.deploy.slurm_script`.)
+:mod:`lightyear.deploy.slurm.cli`; both build their ``#SBATCH`` and Python lines with
+:mod:`lightyear.deploy.slurm.script`.)
 
 Every task calls ``python -m lightyear.experiments.sweep <sweep>/spec.json --out <sweep> --task
 $SLURM_ARRAY_TASK_ID``, so a task skips a run already finished and records its outcome like a
@@ -15,7 +15,7 @@ import os
 import shlex
 import sys
 
-from lightyear.deploy.slurm_script import package_folder, python_lines, sbatch_lines
+from lightyear.deploy.slurm.script import package_folder, python_lines, sbatch_lines
 
 SCRIPT = "sweep.sbatch"
 

@@ -5,7 +5,7 @@ FLARE builds a job component only when its class path is in the participant's
 participant's ``local/resources.json`` (else ``resources.json.default``, else FLARE's built-in
 default list, which lacks ``lightyear.``). The check runs on the class path before the class is
 imported, so no code of this toolkit runs before it: a participant must allow the package
-before it starts. Here that is done with :func:`lightyear.deploy.allow_list.allow_package`:
+before it starts. Here that is done with :func:`lightyear.flare.component_policy.allow_package`:
 
 - :class:`LightyearSimEnv`: FLARE's ``SimEnv`` runs the simulator in ``<workspace_root>/<job name>``,
   whose ``local/`` folder the simulator copies into every participant's folder
@@ -26,7 +26,7 @@ import time
 from nvflare.recipe.poc_env import PocEnv
 from nvflare.recipe.sim_env import SimEnv
 
-from lightyear.deploy.allow_list import allow_package
+from lightyear.flare.component_policy import allow_package
 
 LOCAL = "local"
 

@@ -114,11 +114,11 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
 
 def check_settings(settings: dict) -> None:
     """Refuse settings that would stop the job at its start, naming the setting."""
-    from lightyear.algorithms.aggregation import check_gamma
-    from lightyear.algorithms.agreement import check_skill_floor, check_tau
+    from lightyear.algorithms.p2p.decayed_update import check_gamma
+    from lightyear.algorithms.p2p.agreement import check_skill_floor, check_tau
     from lightyear.checks import positive_int, positive_seconds
-    from lightyear.flare.p2p_controller import check_progress_timeout
-    from lightyear.site_settings import check_site_settings
+    from lightyear.p2p.controller import check_progress_timeout
+    from lightyear.training.settings import check_site_settings
 
     check_tau(settings.get("tau", 0.75))
     check_gamma(settings.get("gamma", 0.95))
@@ -128,19 +128,19 @@ def check_settings(settings: dict) -> None:
             raise ValueError(f"the dataset settings lack {key!r}")
     check_site_settings(settings["dataset"], settings["model"], settings.get("dataset_args"), settings.get("model_args"), settings.get("train_args"))
     if "transfer_dtype" in settings:
-        from lightyear.payload import check_transfer_dtype
+        from lightyear.p2p.site.payload import check_transfer_dtype
 
         check_transfer_dtype(settings["transfer_dtype"])
     if "max_isolated_rounds" in settings:
-        from lightyear.site_isolation import check_max_isolated_rounds
+        from lightyear.p2p.site.isolation import check_max_isolated_rounds
 
         check_max_isolated_rounds(settings["max_isolated_rounds"])
     if "resume_from" in settings:
-        from lightyear.site_resume import check_resume_from
+        from lightyear.p2p.site.resume import check_resume_from
 
         check_resume_from(settings["resume_from"])
     positive_int("rounds", settings.get("rounds"))
-    from lightyear.flare.secure_messages import check_setting
+    from lightyear.p2p.secure_messages import check_setting
 
     check_setting(settings.get("secure_messages", "auto"))
     deadline = positive_seconds("peer_deadline", settings.get("peer_deadline", 120.0))
@@ -153,7 +153,7 @@ def check_settings(settings: dict) -> None:
 
         check_mu(settings["mu"])
     if "lam" in settings:
-        from lightyear.flare.personal_executor import check_lam
+        from lightyear.star.sites.personal import check_lam
 
         check_lam(settings["lam"])
     check_site_resources(settings.get("site_resource_spec"))
@@ -203,7 +203,7 @@ def check_server_components(server: dict, num_sites: int) -> None:
 
 def check_topology_settings(settings: dict) -> None:
     """Refuse a topology that cannot be built over the job's sites, before any site starts."""
-    from lightyear.flare.topology import build_graph, check_graph, check_topology_args
+    from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 
     args = settings.get("topology_args") or {}
     if not isinstance(args, dict):
@@ -256,7 +256,7 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
     benign = [s for s in sites if s not in faulty_sites]
     deploy = {"app": ["server"] + benign}
-    from lightyear.deploy.allow_list import with_refusal_fix
+    from lightyear.flare.component_policy import with_refusal_fix
 
     server, client = with_refusal_fix(server), with_refusal_fix(client)
     files = {

@@ -44,7 +44,7 @@ from lightyear.algorithms.malfunctions import KINDS, NONE  # noqa: E402
 from lightyear.jobs.environments import LightyearPocEnv, LightyearSimEnv
 from lightyear.jobs.flare_job import GeneratedRecipe
 from lightyear.jobs.generate import DEFAULT_SEED, repo_root
-from lightyear.simulator_placement import gpu_groups, parse_gpu_ids
+from lightyear.flare.placement import gpu_groups, parse_gpu_ids
 
 ENVS = ("sim", "poc", "prod")
 

@@ -10,26 +10,17 @@ import zlib
 import numpy as np
 import torch
 
-from lightyear.algorithms.agreement import PredictionSummary, summarize_predictions
+from lightyear.algorithms.p2p.agreement import PredictionSummary, summarize_predictions
 from lightyear.data import load_site_data
 from lightyear.models import build_model
-from lightyear.training.trainer import LocalTrainer, TrainConfig, metrics_from_predictions
+from lightyear.training.settings import build_train_config, check_site_settings
+from lightyear.training.trainer import LocalTrainer, metrics_from_predictions
 from lightyear.training.weights import get_weights, set_weights
 
 
 def site_seed(seed: int, site: str, stream: int = 0) -> int:
     """A per-site seed derived from the job seed (used for batch order)."""
     return int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(site.encode()), stream]).generate_state(1)[0])
-
-
-def build_train_config(train_args: dict | None) -> TrainConfig:
-    """A TrainConfig from the job's ``train_args``; unknown keys are an error that names them."""
-    train_args = dict(train_args or {})
-    known = set(TrainConfig.__dataclass_fields__)
-    unknown = sorted(set(train_args) - known)
-    if unknown:
-        raise ValueError(f"unknown train_args {unknown}; allowed are {sorted(known)}")
-    return TrainConfig(**train_args)
 
 
 def runtime_arguments(
@@ -44,8 +35,6 @@ def runtime_arguments(
     """The :class:`SiteRuntime` arguments of a site executor, with every setting checked now
     (dataset, model and their options, training settings, the device), so that a bad setting
     stops the job when its components are built."""
-    from lightyear.site_settings import check_site_settings
-
     check_site_settings(dataset, model, dataset_args, model_args, train_args, on_site=True)
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")

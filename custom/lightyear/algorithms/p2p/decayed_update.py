@@ -1,0 +1,49 @@
+"""LIGHTYEAR's aggregation: a step towards the selected peers' mean that decays with the rounds
+(Eq. 18 of "Don't Reach for the Stars"; pure NumPy, no FLARE).
+
+A model is a ``dict[str, np.ndarray]``; integer entries (e.g. BatchNorm's ``num_batches_tracked``)
+are counters, not parameters, and keep the receiving site's own value.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from lightyear.algorithms.aggregation import Weights, is_float
+
+
+def check_gamma(gamma: float) -> float:
+    """Raise a ValueError naming the fix if gamma is not a number in (0, 1]."""
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not np.isfinite(gamma) or not 0.0 < gamma <= 1.0:
+        raise ValueError(
+            f"gamma must be a number in (0, 1] (1 = plain FedAvg over the selected peers), got {gamma!r}; "
+            "the paper uses 0.95"
+        )
+    return float(gamma)
+
+
+def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float, t: int) -> dict[str, np.ndarray]:
+    """theta_i <- theta_i + gamma^t * 1/|S_i| * sum_{j in S_i} (theta_j - theta_i) (Eq. 18).
+
+    ``t`` counts aggregations from 0, so the first aggregation moves fully to the peers' mean
+    when gamma = 1 and by gamma^0 = 1 in any case. With ``gamma = 1`` the result equals the plain
+    mean of the selected models (FedAvg over S_i). The site's own model is not part of the mean.
+    An empty selection returns the own model unchanged.
+    """
+    check_gamma(gamma)
+    if t < 0:
+        raise ValueError(f"round index t must be >= 0, got {t}")
+    out = {k: np.array(v, copy=True) for k, v in own.items()}
+    if not selected:
+        return out
+    step = gamma**t
+    for key, mine in own.items():
+        if not is_float(mine):
+            continue
+        acc = np.zeros(np.shape(mine), dtype=np.float64)
+        for peer in selected:
+            acc += np.asarray(peer[key], dtype=np.float64) - mine
+        out[key] = (mine + step * acc / len(selected)).astype(np.asarray(mine).dtype)
+    return out

@@ -1,0 +1,215 @@
+"""DeFTA's decentralised trust system (DTS), as numbers in and decisions out (pure NumPy, no FLARE).
+
+Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg", Section 3.3,
+Eqs. 12-13 and Algorithm 3. Each site keeps a confidence score c_{i->j} for every peer j it receives
+models from, starting at 0 (neutral). After each round's local training it compares its training
+loss with the previous round's: a drop raises, a rise lowers the scores of the peers whose models
+it aggregated, each in proportion to that peer's aggregation weight p_{i,j}. Scores become sampling
+weights through cRELU and a softmax, and the next round aggregates only a weighted sample of the
+peers. A "time machine" keeps a backup of the model with the lowest loss so far; a damaged model is
+replaced by the backup, trained once more, and every peer aggregated into it loses all trust.
+
+The class holds no model: the executor stores the backup model and acts on the returned decisions.
+
+Choices where the paper is silent or loose (documented, not the paper's):
+- "Damaged" (Algorithm 3, line 1) is not defined. Here a loss that is NaN or Inf is always damaged
+  (the paper's own example is a model driven to +inf); with ``damage_ratio`` set, so is a loss
+  above ``damage_ratio`` times the previous round's loss (a jump after aggregation). The default
+  ``None`` adds no jump test, because a damaged round sets loss_trust = +inf and so cuts off every
+  peer aggregated that round for good: a false alarm would cost honest peers.
+- Line 13 reads softmax(cRELU(c_i^t)); the scores just updated (c_i^{t+1}) are used, as the
+  returned value theta_i^{t+1} implies.
+- The first observed loss has no predecessor: loss_trust = 0 and no score moves.
+- p_i in line 12 is taken as the weights actually used in this round's aggregation (normalised
+  over the sampled peers and the own model, see ``lightyear.algorithms.p2p.defta``); only peers whose
+  models were aggregated (m_i^t = 1) move.
+- A score of -inf (after a damaged round) means the peer is never sampled again; JSON cannot hold
+  -inf, so ``to_dict`` lists such peers under "blocked".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import numpy as np
+
+POSITIVE_SLOPE = 0.2  # Eq. 13
+SAMPLE_SIZE = 2  # peers aggregated per round in the paper's experiments (Section 4.2)
+
+
+def crelu(x, positive_slope: float = POSITIVE_SLOPE) -> np.ndarray:
+    """cRELU(x) = x for x <= 0, positive_slope * x for x > 0 (DeFTA Eq. 13, slope 0.2)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, positive_slope * x, x)
+
+
+def trust_sample_weights(scores: Mapping[str, float], positive_slope: float = POSITIVE_SLOPE) -> dict[str, float]:
+    """theta_i = softmax(cRELU(c_i)) (DeFTA Eq. 12); a score of -inf gets weight 0.
+
+    If every score is -inf every weight is 0 (no peer can be sampled).
+    """
+    names = sorted(scores)
+    z = crelu([scores[p] for p in names], positive_slope)
+    finite = np.isfinite(z)
+    w = np.zeros(len(names))
+    if finite.any():
+        e = np.exp(z[finite] - z[finite].max())
+        w[finite] = e / e.sum()
+    return {p: float(v) for p, v in zip(names, w)}
+
+
+@dataclass(frozen=True)
+class TrustDecision:
+    """What the executor must do after one observation (DeFTA Algorithm 3).
+
+    damaged: the trained model is damaged: load the backup model, train it once more (the
+    paper's compensation) and send that. save_backup: the trained model has the lowest loss so
+    far: store it as the backup (never both). loss_trust: the loss change charged to the
+    aggregated peers (+inf when damaged). score_changes: -p_ij * loss_trust per aggregated peer.
+    """
+
+    damaged: bool
+    save_backup: bool
+    loss_trust: float
+    score_changes: dict[str, float] = field(default_factory=dict)
+
+
+def _check_settings(sample_size, positive_slope, damage_ratio) -> None:
+    if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
+        raise ValueError(f"sample_size must be an integer >= 1 (peers aggregated per round; the paper uses 2), got {sample_size!r}")
+    if isinstance(positive_slope, bool) or not isinstance(positive_slope, (int, float)) or not 0 < positive_slope <= 1:
+        raise ValueError(f"positive_slope must be in (0, 1] (cRELU's slope above 0; the paper uses 0.2), got {positive_slope!r}")
+    if damage_ratio is not None and (
+        isinstance(damage_ratio, bool) or not isinstance(damage_ratio, (int, float)) or not 1 < damage_ratio < math.inf
+    ):
+        raise ValueError(f"damage_ratio must be None (only NaN/Inf losses are damage) or a finite number > 1, got {damage_ratio!r}")
+
+
+class DeftaTrust:
+    """One site's DTS state: confidence scores of its peers and the bookkeeping of its backup.
+
+    ``peers``: the sites this site receives models from (its in-neighbours). Hyperparameters:
+    ``sample_size`` peers aggregated per round (2 in the paper), ``positive_slope`` of cRELU (0.2,
+    Eq. 13), ``damage_ratio`` (None: only non-finite losses count as damage; see the module notes).
+    """
+
+    def __init__(
+        self,
+        peers: Iterable[str],
+        sample_size: int = SAMPLE_SIZE,
+        positive_slope: float = POSITIVE_SLOPE,
+        damage_ratio: float | None = None,
+    ):
+        _check_settings(sample_size, positive_slope, damage_ratio)
+        names = sorted(peers)
+        if len(set(names)) != len(names):
+            raise ValueError(f"peers {names} contain duplicates; list each peer once")
+        self.peers = tuple(names)
+        self.sample_size = sample_size
+        self.positive_slope = float(positive_slope)
+        self.damage_ratio = None if damage_ratio is None else float(damage_ratio)
+        self.scores = dict.fromkeys(self.peers, 0.0)  # c_i^0 = 0: neutral
+        self.best_loss: float | None = None  # loss of the backup model
+        self.last_loss: float | None = None  # loss_last of Algorithm 3
+        self.observations = 0
+
+    def blocked(self) -> list[str]:
+        """Peers whose score is -inf: never sampled again."""
+        return [p for p in self.peers if self.scores[p] == -math.inf]
+
+    def sample_weights(self) -> dict[str, float]:
+        """theta_i = softmax(cRELU(c_i)) over the peers (Eq. 12)."""
+        return trust_sample_weights(self.scores, self.positive_slope)
+
+    def sample_peers(self, rng: np.random.Generator, among: Iterable[str] | None = None) -> list[str]:
+        """The peers to aggregate this round, sorted (Algorithm 1, WeightedSample).
+
+        Before the first observation every peer (S_i^0 = N_i). Afterwards ``sample_size`` peers
+        drawn without replacement with probabilities theta_i, fewer if fewer have a non-zero
+        weight; none if all are blocked. ``among`` restricts the draw to those peers (e.g. the
+        in-neighbours a round's neighbour sampling lets this site hear), with theta_i
+        renormalised over them; None draws from every peer. ``rng`` is the caller's seeded
+        numpy Generator.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+        pool = self.peers if among is None else tuple(p for p in self.peers if p in set(among))
+        if self.observations == 0:
+            return list(pool)
+        weights = self.sample_weights()
+        w = np.array([weights[p] for p in pool])
+        size = min(self.sample_size, int(np.count_nonzero(w)))
+        if size == 0:
+            return []
+        chosen = rng.choice(len(pool), size=size, replace=False, p=w / w.sum())
+        return sorted(pool[i] for i in chosen)
+
+    def is_damaged(self, loss: float) -> bool:
+        """True if a trained model with this loss counts as damaged (see the module notes)."""
+        if not math.isfinite(loss):
+            return True
+        if self.damage_ratio is None or self.last_loss is None or self.last_loss <= 0:
+            return False
+        return loss > self.damage_ratio * self.last_loss
+
+    def observe(self, loss: float, used_weights: Mapping[str, float]) -> TrustDecision:
+        """One round of DTS (Algorithm 3) after local training; updates the scores and returns what to do.
+
+        ``loss``: the training loss of the model just trained (lower is better; NaN/Inf allowed,
+        they mean damage). ``used_weights``: p_ij of each peer whose model was aggregated into it
+        this round (as returned by ``defta_aggregate``; the own site left out); {} if none.
+        c_i^{t+1} = c_i^t - m_i^t o p_i * loss_trust, loss_trust = loss^t - loss_last, or +inf if
+        the model is damaged (the backup is then restored and loss_last is left as it was).
+        """
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+            raise ValueError(f"loss must be a number, got {loss!r}")
+        unknown = sorted(set(used_weights) - set(self.peers))
+        if unknown:
+            raise ValueError(f"used_weights name {unknown}, which are not peers of this site {list(self.peers)}")
+        for p, w in used_weights.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 1:
+                raise ValueError(f"the aggregation weight of {p!r} must be in (0, 1], got {w!r}")
+        damaged = self.is_damaged(float(loss))
+        save = False
+        if damaged:
+            loss_trust = math.inf
+        else:
+            save = self.best_loss is None or loss < self.best_loss
+            if save:
+                self.best_loss = float(loss)
+            loss_trust = 0.0 if self.last_loss is None else float(loss) - self.last_loss
+            self.last_loss = float(loss)
+        changes = {p: 0.0 - float(w) * loss_trust for p, w in sorted(used_weights.items())}
+        for p, delta in changes.items():
+            self.scores[p] += delta
+        self.observations += 1
+        return TrustDecision(damaged, save, loss_trust, changes)
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable copy of the state (strict JSON: no NaN or Inf)."""
+        return {
+            "peers": list(self.peers),
+            "scores": {p: s for p, s in self.scores.items() if math.isfinite(s)},
+            "blocked": self.blocked(),
+            "best_loss": self.best_loss,
+            "last_loss": self.last_loss,
+            "observations": self.observations,
+            "sample_size": self.sample_size,
+            "positive_slope": self.positive_slope,
+            "damage_ratio": self.damage_ratio,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "DeftaTrust":
+        """The state saved by ``to_dict``."""
+        state = cls(data["peers"], data["sample_size"], data["positive_slope"], data["damage_ratio"])
+        blocked = set(data.get("blocked", []))
+        if set(data["scores"]) | blocked != set(state.peers):
+            raise ValueError("saved DTS state: scores and blocked must together name every peer once")
+        state.scores = {p: (-math.inf if p in blocked else float(data["scores"][p])) for p in state.peers}
+        state.best_loss = data["best_loss"]
+        state.last_loss = data["last_loss"]
+        state.observations = int(data["observations"])
+        return state

@@ -1,0 +1,93 @@
+"""The parts every SLURM batch script of this toolkit shares: ``#SBATCH`` lines, the Python it
+runs, and where its results go.
+
+A script is either *committed* (``slurm/<template>.sbatch``: no machine's paths in it, the job
+given as its first argument, ``python3`` from the environment sbatch passes on) or *generated
+for one job* by ``lightyear-slurm MODE JOB`` (the job, this Python and this package's folder
+filled in). Both honour ``LIGHTYEAR_PYTHON`` and ``LIGHTYEAR_RESULTS`` at run time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+
+q = shlex.quote
+
+
+def sbatch_lines(options: dict) -> list[str]:
+    """``#SBATCH --key=value`` for each option whose value is not None (in the given order)."""
+    return [f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None]
+
+
+def python_lines(python: str, custom: str | None) -> list[str]:
+    """Shell lines setting ``$PYTHON`` (``$LIGHTYEAR_PYTHON`` wins) and, when ``custom`` is given,
+    putting that folder (the one holding ``lightyear``) first on ``PYTHONPATH``."""
+    lines = []
+    if custom:
+        lines.append(f"export PYTHONPATH={q(custom)}${{PYTHONPATH:+:$PYTHONPATH}}")
+    lines.append(f"PYTHON=${{LIGHTYEAR_PYTHON:-{q(python)}}}")
+    return lines
+
+
+def package_folder() -> str:
+    """The folder that holds the ``lightyear`` package (``custom/`` in a checkout)."""
+    import lightyear
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(lightyear.__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What a script runs and where it writes: the committed form has ``job=None`` (first argument)."""
+
+    job: str | None = None
+    results: str | None = None
+    python: str | None = None
+    custom: str | None = None
+    job_name: str | None = None
+
+    @classmethod
+    def for_job(cls, job: str, results: str, name: str) -> "Target":
+        return cls(os.path.abspath(job), os.path.abspath(results), sys.executable, package_folder(), name)
+
+
+def header(target: Target, template: str, options: dict) -> list[str]:
+    """The shebang, the ``#SBATCH`` lines and a comment saying how to submit."""
+    name = f"ly-{target.job_name}" if target.job_name else f"lightyear-{template}"
+    output = os.path.join(target.results, "%x-%j.out") if target.results else "slurm-%x-%j.out"
+    lines = ["#!/bin/bash", *sbatch_lines({"job-name": name, "output": output, **options})]
+    if target.job is None:
+        lines += [
+            "# Committed template (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
+            "# Submit from the repository with the virtual environment active:",
+            f"#   sbatch slurm/{template}.sbatch jobs/lightyear_digits",
+            "# or let lightyear-slurm fill in a job and your cluster's settings:",
+            f"#   lightyear-slurm {template} jobs/lightyear_digits --partition P --account A --dry-run",
+        ]
+    return lines
+
+
+def preamble(target: Target) -> list[str]:
+    """Strict mode, the job folder, ``$PYTHON`` with its folder first on PATH (FLARE's start
+    scripts call ``python3``), ``nvflare`` through it, and ``$RESULTS`` created."""
+    job = f"${{1:-{q(target.job)}}}" if target.job else '${1:?give the job folder: sbatch SCRIPT jobs/<job>}'
+    root = q(target.results) if target.results else '"${SLURM_SUBMIT_DIR:-$PWD}/slurm_results"'
+    lines = [
+        "set -euo pipefail",
+        f"JOB={job}",
+        'case "$JOB" in /*) ;; *) JOB="${SLURM_SUBMIT_DIR:-$PWD}/$JOB" ;; esac',
+        *python_lines(target.python or "python3", target.custom),
+        'FOUND=$(command -v "$PYTHON") || { echo "no Python $PYTHON: activate the environment or set LIGHTYEAR_PYTHON" >&2; exit 2; }',
+        'PYTHON=$FOUND',
+        'export PATH="$(dirname "$PYTHON"):$PATH"',
+        'nvflare() { "$PYTHON" -m nvflare.cli "$@"; }',
+        'SITES=($("$PYTHON" -m lightyear.deploy.slurm.job sites "$JOB")) || exit 2',
+        'NAME=$("$PYTHON" -m lightyear.deploy.slurm.job name "$JOB")',
+        f'RESULTS="${{LIGHTYEAR_RESULTS:-{root}}}/$NAME-${{SLURM_JOB_ID:-local}}"',
+        'mkdir -p "$RESULTS"',
+        'echo "job $JOB: ${#SITES[@]} sites; results in $RESULTS"',
+    ]
+    return lines

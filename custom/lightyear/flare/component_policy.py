@@ -1,0 +1,152 @@
+"""The component policy of a FLARE participant: let it build this package's components, and nothing more.
+
+FLARE 2.9 builds a job's components only when their class path matches the participant's
+``class_allow_list`` (``nvflare.app_common.widgets.component_path_authorizer``). A participant
+reads ``local/resources.json`` when it exists, else ``local/resources.json.default`` (what
+``nvflare provision`` and ``nvflare poc prepare`` write, holding FLARE's default list class by
+class), and with no list at all uses FLARE's built-in default list.
+
+A ``resources.json`` holding only ``class_allow_list`` would replace the whole default file
+(dropping its process launcher and resource manager), and the prefix ``"nvflare."`` would reopen
+FLARE's whole namespace. So :func:`allow_package` starts from the policy the participant has now,
+keeps every other key, and appends only ``"lightyear."`` and the few FLARE classes this toolkit's
+jobs use that the policy does not list yet (:data:`FLARE_CLASSES_USED`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+PACKAGE_PREFIX = "lightyear."
+ALLOW_LIST_KEY = "class_allow_list"
+RESOURCES = "resources.json"
+RESOURCES_DEFAULT = "resources.json.default"
+
+# The FLARE classes that generated jobs name (TensorBoard streaming); FLARE's default list has
+# the receiver and the event converter but not the sender.
+FLARE_CLASSES_USED = (
+    "nvflare.app_common.widgets.convert_to_fed_event.ConvertToFedEvent",
+    "nvflare.app_common.widgets.streaming.AnalyticsSender",
+    "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver",
+)
+
+
+REFUSAL_FIX_KEY = "if_not_in_allow_list"
+REFUSAL_FIX = (
+    "add lightyear. to class_allow_list in local/resources.json of every participant, keeping the rest: "
+    "lightyear-allow <participant>/local; for nvflare simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local "
+    "(or run lightyear-simulate JOB -w WS)"
+)
+"""Written beside the class path of every component FLARE's default policy lacks (see
+:func:`with_refusal_fix`): FLARE ignores keys it does not know in a component's configuration
+and prints the whole configuration when it refuses the class, so its refusal names the fix."""
+
+
+class AllowListError(ValueError):
+    """A participant's resources file cannot be read or holds a malformed allow list."""
+
+
+def flare_default_allow_list() -> list[str]:
+    """FLARE's built-in default component policy (the list provisioning writes)."""
+    from nvflare.app_common.default_component_policy import DEFAULT_CLASS_ALLOW_LIST
+
+    return list(DEFAULT_CLASS_ALLOW_LIST)
+
+
+def _matches(entry: str, item: str) -> bool:
+    """FLARE's rule: an exact class, a prefix ending in ".", a package name, or "*" for everything."""
+    if item in ("*", entry):
+        return True
+    return entry.startswith(item if item.endswith(".") else item + ".")
+
+
+def _covered(entry: str, allow_list: list[str]) -> bool:
+    return any(_matches(entry, item) for item in allow_list)
+
+
+def with_package(resources: dict) -> tuple[dict, list[str]]:
+    """(a copy of ``resources`` whose allow list also admits this toolkit, [entries added]).
+
+    A missing ``class_allow_list`` stands for FLARE's default list, which is written out so the
+    result keeps the participant's policy; every other key is kept as it is.
+    """
+    if not isinstance(resources, dict):
+        raise AllowListError(f"resources must be a JSON object, got {type(resources).__name__}")
+    out = copy.deepcopy(resources)
+    allow_list = out.get(ALLOW_LIST_KEY, flare_default_allow_list())
+    if not isinstance(allow_list, list) or not all(isinstance(x, str) for x in allow_list):
+        raise AllowListError(f"{ALLOW_LIST_KEY} must be a list of strings, got {allow_list!r:.80}")
+    allow_list = list(allow_list)
+    added = [e for e in (PACKAGE_PREFIX, *FLARE_CLASSES_USED) if not _covered(e, allow_list)]
+    out[ALLOW_LIST_KEY] = allow_list + added
+    out.setdefault("format_version", 2)
+    return out, added
+
+
+def with_refusal_fix(config):
+    """A copy of a job configuration where every component whose class FLARE's default policy does
+    not list carries :data:`REFUSAL_FIX` right after its path.
+
+    FLARE checks a component's class path against the participant's ``class_allow_list`` before it
+    imports anything of this toolkit, so no code of ours can run first; the one thing that reaches
+    the user is FLARE's error, which quotes the component's configuration (``JSON element {...}``,
+    ``nvflare/fuel/utils/json_scanner.py``). Unknown keys beside ``path`` and ``args`` are ignored
+    when FLARE builds the component (``nvflare/fuel/utils/component_builder.py``).
+    """
+    default = flare_default_allow_list()
+
+    def mark(node):
+        if isinstance(node, list):
+            return [mark(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key == REFUSAL_FIX_KEY:
+                continue
+            out[key] = mark(value)
+            if key == "path" and isinstance(value, str) and not _covered(value, default):
+                out[REFUSAL_FIX_KEY] = REFUSAL_FIX
+        return out
+
+    return mark(config)
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        raise AllowListError(f"{path} is not valid JSON ({e}): fix or remove it, then run again") from None
+
+
+def allow_package(local_dir: str) -> tuple[str, list[str]]:
+    """Let the participant whose ``local/`` folder is ``local_dir`` build this toolkit's components.
+
+    Edits ``resources.json`` in place when it exists; otherwise starts from ``resources.json.default``
+    (or, with neither, from FLARE's default policy) and writes ``resources.json``, which FLARE reads
+    first. Idempotent. Returns (the file written, the entries added).
+    """
+    if not os.path.isdir(local_dir):
+        raise AllowListError(f"{local_dir} is not a folder: give a participant's local/ folder (or its startup kit)")
+    target = os.path.join(local_dir, RESOURCES)
+    default = os.path.join(local_dir, RESOURCES_DEFAULT)
+    source = target if os.path.isfile(target) else default if os.path.isfile(default) else None
+    resources = _read(source) if source else {}
+    updated, added = with_package(resources)
+    if source == target and not added:
+        return target, []
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(updated, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, target)
+    return target, added
+
+
+def local_folder(path: str) -> str:
+    """``path`` itself when it is a ``local/`` folder, else its ``local/`` subfolder (a startup kit)."""
+    sub = os.path.join(path, "local")
+    return sub if os.path.isdir(sub) else path

@@ -1,0 +1,288 @@
+"""Server side of the peer-to-peer topology: configures the sites and watches their rounds.
+
+The server never receives, stores or aggregates model weights. It sends every site one task
+carrying the rounds, the seed and the neighbour lists, then watches the per-round progress the
+sites report. One site's failure is that site's alone: a site whose run raises is marked
+``failed`` with its reason, a site that stops answering the server's liveness pings (its
+process died) or stays silent for ``progress_timeout`` is ``dropped`` with its last round, and
+the others go on. When every site has finished, failed or been dropped the run ends and
+``summary.csv``/``summary.json`` are written (also when the run is aborted), beside
+``progress.jsonl`` (every round record the sites reported, one JSON object a line).
+
+While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the run's phase,
+current round, number of rounds and how many sites are running, finished, failed or dropped
+(:meth:`P2PController.stats`, via :mod:`lightyear.flare.run_stats`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+from nvflare.apis.client import Client
+from nvflare.apis.controller_spec import ClientTask, Task
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.impl.controller import Controller
+from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
+
+from lightyear.checks import integer, positive_int, positive_seconds
+from lightyear.flare import constants as C
+from lightyear.flare import run_stats
+from lightyear.p2p import secure_messages as secure_setting
+from lightyear.p2p.site_status import SiteStatus
+from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
+from lightyear.records import format_table, summarize_sites, write_summary
+from lightyear.flare.placement import p2p_simulator_advice
+
+COMPUTE_ALLOWANCE_S = 600.0
+"""Seconds of training and evaluation a round may take beyond waiting for peers, in the
+default ``progress_timeout`` (2 x peer_deadline + this)."""
+
+
+def default_progress_timeout(peer_deadline: float) -> float:
+    return 2.0 * peer_deadline + COMPUTE_ALLOWANCE_S
+
+
+def check_progress_timeout(progress_timeout: float, peer_deadline: float) -> float:
+    """A live site may wait ``peer_deadline`` for its peers each round, then compute: a server
+    that gives up on silence sooner than twice that would drop healthy sites whenever one of
+    their neighbours dies."""
+    if progress_timeout < 2.0 * peer_deadline:
+        raise ValueError(
+            f"progress_timeout={progress_timeout:g} s is shorter than 2 x peer_deadline={peer_deadline:g} s: healthy sites "
+            "waiting for a dead neighbour would be dropped. Raise progress_timeout (or leave it out: it then defaults "
+            f"to 2 x peer_deadline + {COMPUTE_ALLOWANCE_S:g} s) or lower peer_deadline"
+        )
+    return progress_timeout
+
+
+class P2PController(Controller):
+    def __init__(
+        self,
+        rounds: int = 12,
+        seed: int = 0,
+        topology: str = "full",
+        peer_deadline: float = 120.0,
+        start_timeout: float = 90.0,
+        progress_timeout: float | None = None,
+        liveness_interval: float = 10.0,
+        liveness_failures: int = 3,
+        run_timeout: float = 86400.0,
+        topology_args: dict | None = None,
+        secure_messages="auto",
+    ):
+        """Args:
+        rounds: communication rounds every site runs.
+        seed: the job seed (data splits, initial model, batch order, malfunction draws).
+        topology: ``full`` (every site a neighbour of every other), ``ring``, ``k_regular``,
+            ``random`` (directed, seeded) or ``none`` (sites train alone: the local-training
+            baseline); see :mod:`lightyear.p2p.topology`.
+        peer_deadline: the sites' ``peer_deadline``, to which the server's timeouts are matched.
+        start_timeout: seconds within which every site must pick up the run task.
+        progress_timeout: seconds a site may stay silent (no round finished) before it is
+            dropped; at least 2 x peer_deadline (default 2 x peer_deadline + 600).
+        liveness_interval: seconds between the server's pings of every running site.
+        liveness_failures: a site that fails this many pings in a row is dropped (its process is gone).
+        run_timeout: seconds the whole run may take.
+        topology_args: extra arguments of the topology (see ``lightyear.p2p.topology``).
+        secure_messages: ``"auto"``, true or false: encrypt the models sites send each other end
+            to end (see :mod:`lightyear.p2p.secure_messages`); sent to every site with the run.
+        """
+        super().__init__()
+        self.rounds = positive_int("rounds", rounds)
+        self.seed = integer("seed", seed)
+        if topology_args is not None and not isinstance(topology_args, dict):
+            raise ValueError(f"topology_args must be a JSON object, got {topology_args!r}")
+        check_topology_args(topology, topology_args or {})
+        self.topology = topology
+        self.topology_args = dict(topology_args or {})
+        self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
+        self.start_timeout = positive_seconds("start_timeout", start_timeout)
+        if progress_timeout is None:
+            progress_timeout = default_progress_timeout(self.peer_deadline)
+        self.progress_timeout = check_progress_timeout(positive_seconds("progress_timeout", progress_timeout), self.peer_deadline)
+        self.liveness_interval = positive_seconds("liveness_interval", liveness_interval)
+        self.liveness_failures = positive_int("liveness_failures", liveness_failures)
+        self.run_timeout = positive_seconds("run_timeout", run_timeout)
+        self.secure_messages = secure_setting.check_setting(secure_messages)
+        self.status: SiteStatus | None = None
+        self._lock = threading.Lock()
+        self._run_dir = ""
+        self._phase = run_stats.STARTING
+
+    def start_controller(self, fl_ctx: FLContext):
+        C.register_decomposers()
+        fl_ctx.get_engine().register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
+        self._run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
+
+    def stop_controller(self, fl_ctx: FLContext):
+        pass
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext):
+        super().handle_event(event_type, fl_ctx)
+        run_stats.add_stats(self, event_type, fl_ctx, self.stats)
+
+    def stats(self) -> dict:
+        """The run's progress as FLARE's ``show_stats`` shows it: ``phase``, ``current_round``
+        (see :meth:`SiteStatus.snapshot`), ``num_rounds``, ``sites`` and ``sites_<state>`` counts
+        (pending, running, finished, failed, dropped), each site's ``rounds_done`` and the
+        ``failed``/``dropped`` sites with their reasons."""
+        out = {"phase": self._phase, "num_rounds": self.rounds, "topology": self.topology}
+        status = self.status
+        if status is None:
+            return dict(out, current_round=None, sites=0)
+        snap = status.snapshot()
+        for state in ("failed", "dropped"):
+            snap[state] = {site: run_stats.short(reason) for site, reason in snap[state].items()}
+        return dict(out, **snap)
+
+    def _on_progress(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        row = request.get(C.KEY_PROGRESS)
+        site = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        status = self.status
+        if status is None or not isinstance(row, dict) or site not in status.sites:
+            self.log_warning(fl_ctx, f"ignored a progress message from {site!r}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        if row.get("site") != site:
+            self.log_warning(fl_ctx, f"progress message from {site} names site {row.get('site')!r}: recorded as {site}")
+        row = dict(row, site=site)
+        status.progress(site, row.get("round"))
+        with self._lock:
+            with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
+        summary = ", ".join(
+            f"{k} {row[k]:.4f}" if isinstance(row.get(k), float) else f"{k} {row.get(k)}"
+            for k in ("selected", "val_acc", "val_dice", "test_acc", "test_dice", "wait_s")
+            if k in row
+        )
+        self.log_info(fl_ctx, f"progress {site} round {row.get('round')}: {summary}")
+        return make_reply(ReturnCode.OK)
+
+    def _on_result(self, client_task: ClientTask, fl_ctx: FLContext):
+        site = client_task.client.name  # the identity FLARE authenticated, not what the result claims
+        result = client_task.result
+        rc = result.get_return_code() if isinstance(result, Shareable) else None
+        payload = result.get(C.KEY_RESULT) if isinstance(result, Shareable) else None
+        if rc == ReturnCode.OK and isinstance(payload, dict):
+            self.status.finish(site, dict(payload, site=site))
+            self.log_info(fl_ctx, f"{site} finished its rounds")
+        else:
+            reason = (result.get(C.KEY_ERROR) if isinstance(result, Shareable) else None) or f"return code {rc}"
+            self.status.fail(site, str(reason)[:2000])
+            self.log_error(fl_ctx, f"{site} failed: {reason}; the other sites go on")
+
+    def control_flow(self, abort_signal: Signal, fl_ctx: FLContext):
+        clients: list[Client] = fl_ctx.get_engine().get_clients()
+        sites = sorted(c.name for c in clients)
+        if not sites:
+            self.system_panic("no site is connected to run the job", fl_ctx)
+            return
+        self.status = SiteStatus(sites)
+        phase = run_stats.FAILED
+        try:
+            phase = self._control(sites, abort_signal, fl_ctx)
+        finally:
+            self._phase = phase
+            self._write_summary(fl_ctx)
+
+    def _control(self, sites: list[str], abort_signal: Signal, fl_ctx: FLContext) -> str:
+        """Run the sites to the end; the phase the run ended in (see :mod:`lightyear.flare.run_stats`)."""
+        try:
+            neighbours = build_graph(sites, self.topology, seed=self.seed, **self.topology_args)
+            if self.topology != "none":
+                check_graph(neighbours, sites)
+        except ValueError as exc:
+            for site in sites:
+                self.status.drop(site, f"no usable topology: {exc}")
+            self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
+            return run_stats.FAILED
+        try:
+            secure = secure_setting.resolve(self.secure_messages, secure_setting.deployment_secure(fl_ctx), "the server")
+        except RuntimeError as exc:
+            for site in sites:
+                self.status.drop(site, str(exc))
+            self.system_panic(str(exc), fl_ctx)
+            return run_stats.FAILED
+        self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}, "
+                      f"secure peer messages {'on' if secure else 'off'}")
+        data = Shareable()
+        data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours, "secure_messages": secure}
+        task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)
+        self.broadcast(task=task, fl_ctx=fl_ctx, targets=sites, min_responses=len(sites))
+        self._phase = run_stats.TRAINING
+        status = self.status
+        start = time.monotonic()
+        next_ping = start + self.liveness_interval
+        while not abort_signal.triggered:
+            now = time.monotonic()
+            started = {ct.client.name for ct in task.client_tasks}
+            for site in started:
+                status.start(site)
+            if now - start > self.start_timeout and started != set(sites):
+                missing = sorted(set(sites) - started)
+                self.cancel_task(task, fl_ctx=fl_ctx)
+                for site in missing:
+                    status.drop(site, f"did not start within start_timeout={self.start_timeout:g} s")
+                self.system_panic(
+                    f"sites {missing} did not start the run within start_timeout={self.start_timeout:g} s: "
+                    + p2p_simulator_advice(len(sites)),
+                    fl_ctx,
+                )
+                return run_stats.FAILED
+            if now - start > self.run_timeout:
+                for site in status.running():
+                    status.drop(site, f"still running after run_timeout={self.run_timeout:g} s")
+                self.log_error(fl_ctx, f"the run took longer than run_timeout={self.run_timeout:g} s: stopped")
+                break
+            for site in status.silent_since(now, self.progress_timeout):
+                status.drop(site, f"reported no round for {self.progress_timeout:g} s")
+                self.log_error(fl_ctx, f"{site} reported no round for {self.progress_timeout:g} s: dropped from the run")
+            if now >= next_ping:
+                self._ping(status.running(), fl_ctx)
+                next_ping = time.monotonic() + self.liveness_interval
+            if status.all_done():
+                break
+            if task.completion_status is not None:
+                for site in status.running():
+                    status.drop(site, f"its run task ended ({task.completion_status}) without a result")
+                break
+            time.sleep(0.5)
+        if abort_signal.triggered or status.dropped():
+            self.cancel_task(task, fl_ctx=fl_ctx)
+        return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
+
+    def _ping(self, sites: list[str], fl_ctx: FLContext) -> None:
+        """Ask every running site whether it is alive; drop one that failed ``liveness_failures`` pings in a row."""
+        if not sites:
+            return
+        try:
+            replies = fl_ctx.get_engine().send_aux_request(
+                targets=sites, topic=C.TOPIC_PING, request=Shareable(), timeout=min(10.0, self.liveness_interval), fl_ctx=fl_ctx, optional=True
+            ) or {}
+        except Exception as exc:  # noqa: BLE001 - a failed ping is counted like an unanswered one
+            self.log_warning(fl_ctx, f"liveness ping failed: {exc}")
+            replies = {}
+        for site in sites:
+            reply = replies.get(site)
+            alive = isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK
+            if self.status.ping(site, alive) >= self.liveness_failures:
+                self.status.drop(site, f"stopped answering the server ({self.liveness_failures} liveness pings in a row)")
+                self.log_error(fl_ctx, f"{site} stopped answering: dropped from the run; the other sites go on")
+
+    def _write_summary(self, fl_ctx: FLContext) -> None:
+        status = self.status
+        if status is None:
+            return
+        results = status.results()
+        if not results:
+            return
+        rows = summarize_sites(results)
+        path = write_summary(rows, self._run_dir)
+        self.log_info(fl_ctx, f"final test metrics (written to {path}):\n{format_table(rows)}")
+
+    def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):
+        self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} from {client.name}")

@@ -1,0 +1,44 @@
+"""BALANCE's site: accept a neighbour only if its model lies close to the own model.
+
+Reference: Fang et al., "Byzantine-Robust Decentralized Federated Learning", ACM CCS 2024. Each
+round a site accepts the neighbour models within gamma * exp(-kappa * lambda(t)) * ||theta_i||
+of its own freshly trained model and moves to alpha * theta_i + (1 - alpha) * mean(accepted)
+(:func:`lightyear.algorithms.p2p.balance.balance_update`; weights summing to 1, as in the paper).
+lambda(t) = t / T with t the round counted from 0 and T the run's number of rounds, as published
+(the LIGHTYEAR authors' code used (t + 1) / T). Every round's record lists the accepted peers,
+the acceptance radius and each in-neighbour's distance ``||theta_i - theta_j||``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from lightyear.algorithms.p2p.balance import balance_threshold, balance_update, check_balance_settings
+from lightyear.algorithms.model_vectors import float_keys, to_vector
+from lightyear.p2p.site.executor import Aggregation, P2PExecutor
+
+
+class BalanceExecutor(P2PExecutor):
+    def __init__(self, gamma: float = 0.3, kappa: float = 1.0, alpha: float = 0.5, **kwargs):
+        """Args:
+        gamma: acceptance radius as a share of the own model's norm (> 0; 0.3 in the paper).
+        kappa: how fast the radius shrinks over the run (>= 0; 1 in the paper; 0 keeps it fixed).
+        alpha: weight of the own model in the update, in [0, 1] (0.5 in the paper).
+        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
+        """
+        check_balance_settings(0, 1, gamma, kappa, alpha)
+        self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
+        super().__init__(**kwargs)
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+        start = time.perf_counter()
+        weights, accepted, distances = balance_update(own, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
+        own_norm = float(np.linalg.norm(to_vector(own, float_keys(own))))
+        radius = balance_threshold(own_norm, round_num, self.rounds, self.gamma, self.kappa)
+        fields = {"selected": accepted, "n_selected": len(accepted), "radius": radius, "lambda": round_num / self.rounds}
+        for peer in self.in_neighbours:
+            fields[f"{peer}_distance"] = distances.get(peer, "")
+            fields[f"{peer}_accepted"] = int(peer in accepted) if peer in distances else ""
+        return Aggregation(weights=weights, fields=fields, score_s=time.perf_counter() - start)

@@ -1,0 +1,202 @@
+"""DeFTA's site: trusted averaging, the decentralised trust system, and the asynchronous variant.
+
+Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg". The rules
+are in :mod:`lightyear.algorithms.p2p.defta` and :mod:`lightyear.algorithms.p2p.defta_trust`; this class
+only feeds them numbers, in the order of Algorithm 1 mapped onto the exchange's rounds
+(train, send, receive, aggregate):
+
+1. Local optimising, then the trust system (Algorithm 3): the training loss of round t judges
+   the aggregation of round t - 1, so the peers aggregated then are charged
+   ``-p_ij * (loss^t - loss_last)``. The lowest-loss model so far is kept as the backup; a
+   damaged model (non-finite loss, or ``damage_ratio``) is replaced by the backup and trained
+   once more (the compensation), and the peers aggregated into it are cut off for good.
+2. Sampling (Eq. 12 and Algorithm 1's WeightedSample): the peers to aggregate this round are
+   drawn with probabilities softmax(cRELU(c_i)), ``sample_size`` of them, from the in-neighbours
+   the round's neighbour sampling lets this site hear; every one of them in round 0 (S_i^0 = N_i).
+   The draw is seeded by (seed, site, round).
+3. Send the trained model with the site's training-set size (the exchange adds it to the message
+   and checks every received claim: an integer in [1, 1e9]; a claim above ``max_size_ratio`` x
+   the own size is capped, and a message without one counts as the own size).
+4. Aggregation (Algorithm 2, Corollary 3.3.2): w_i = sum_{j in S + own} p_ij w_j with
+   p_ij proportional to |D_j| / d_j. d_j is the number of sites j sends its model to in that
+   round plus one for its own model (the graph's out-degree without neighbour sampling); each site
+   computes it from the graph and the seed in the run config, so no degree travels.
+
+Synchronous (default): a site waits for all the in-neighbours it hears this round, as
+WaitUntilAllPeersInEpoch does, then aggregates its sample. Asynchronous (``asynchronous: true``,
+AsyncDeFTA, Section 3.4): the exchange keeps only the newest model from each in-neighbour; a site
+waits at most ``async_wait`` seconds for new models from its sampled peers and aggregates the
+newest model it holds from each of them, however old (their staleness is recorded, not weighted,
+as in the paper).
+
+State that survives a restart (:meth:`DeftaExecutor.method_state`): the trust scores and loss
+bookkeeping, the weights of the last aggregation (still to be judged) and the backup model.
+Records per round: each in-neighbour's trust score, sampling weight and aggregation weight, the
+sample, the damage and backup decisions and the blocked peers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+
+import numpy as np
+
+from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
+from lightyear.checks import positive_seconds
+from lightyear.p2p.site.executor import Aggregation, P2PExecutor
+from lightyear.p2p.site.exchange import Inbox
+
+BACKUP = "backup/"
+SAMPLING_STREAM = 0xDEF7A
+
+
+class DeftaExecutor(P2PExecutor):
+    shares_dataset_size = True
+
+    def __init__(
+        self,
+        sample_size: int = 2,
+        positive_slope: float = 0.2,
+        damage_ratio: float | None = None,
+        asynchronous: bool = False,
+        async_wait: float = 5.0,
+        max_size_ratio: float | None = 10.0,
+        **kwargs,
+    ):
+        """Args:
+        sample_size: peers aggregated per round (2 in the paper's experiments).
+        positive_slope: cRELU's slope above 0 (Eq. 13; 0.2).
+        damage_ratio: None (only a NaN/Inf training loss means a damaged model) or a number > 1:
+            also a loss above this multiple of the previous one (see ``defta_trust``).
+        asynchronous: AsyncDeFTA (Section 3.4) instead of the synchronous rounds.
+        async_wait: seconds an asynchronous site waits for new models before aggregating (>= 1).
+        max_size_ratio: a peer's claimed training-set size is capped at this multiple of the own
+            size (a number >= 1), so a false claim cannot take over the average; None: no cap.
+        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
+        """
+        DeftaTrust([], sample_size, positive_slope, damage_ratio)  # raises naming a bad setting
+        if not isinstance(asynchronous, bool):
+            raise ValueError(f"asynchronous must be true or false, got {asynchronous!r}")
+        wait = positive_seconds("async_wait", async_wait)
+        if max_size_ratio is not None and (
+            isinstance(max_size_ratio, bool) or not isinstance(max_size_ratio, (int, float))
+            or not math.isfinite(max_size_ratio) or max_size_ratio < 1
+        ):
+            raise ValueError(f"max_size_ratio must be a number >= 1 or null (no cap), got {max_size_ratio!r}")
+        self.sample_size, self.positive_slope, self.damage_ratio = sample_size, float(positive_slope), damage_ratio
+        self.max_size_ratio = None if max_size_ratio is None else float(max_size_ratio)
+        super().__init__(**kwargs)
+        self.asynchronous, self.async_wait = asynchronous, wait
+        self.trust: DeftaTrust | None = None
+        self.backup: dict | None = None
+        self.last_used: dict[str, float] = {}  # p_ij of the peers in the last aggregation, judged next round
+        self.sampled: list[str] = []
+        self.decision = None
+
+    # ------------------------------------------------------------------ the trust system
+    def _trust(self) -> DeftaTrust:
+        if self.trust is None:
+            self.trust = DeftaTrust(self.in_neighbours, self.sample_size, self.positive_slope, self.damage_ratio)
+        return self.trust
+
+    def _rng(self, round_num: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed & 0xFFFFFFFF, round_num, zlib.crc32(self.site.encode()), SAMPLING_STREAM])
+
+    def local_update(self, round_num: int) -> dict:
+        rt, trust = self.runtime, self._trust()
+        if self.backup is None:
+            self.backup = rt.get_weights()  # the initial model: what a damaged first round falls back to
+        stats = rt.train(round_num)
+        self.decision = trust.observe(float(stats["train_loss"]), self.last_used)
+        if self.decision.save_backup:
+            self.backup = rt.get_weights()
+        if self.decision.damaged:
+            rt.set_weights(self.backup)
+            stats = rt.train(round_num)  # the compensation step of Algorithm 3
+        self.last_used = {}
+        senders = self.round_senders(round_num)
+        self.sampled = list(senders) if round_num == 0 else trust.sample_peers(self._rng(round_num), among=senders)
+        return stats
+
+    def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]:
+        if self.asynchronous:
+            return [p for p in senders if p in self.sampled]
+        return senders
+
+    # ------------------------------------------------------------------ the aggregation
+    def _size(self, claimed, own_size: int) -> int:
+        if claimed is None:
+            return own_size
+        if self.max_size_ratio is None:
+            return int(claimed)
+        return max(1, min(int(claimed), int(self.max_size_ratio * own_size)))
+
+    def _degree(self, site: str, round_num: int) -> int:
+        """d_j: sites that receive ``site``'s model in ``round_num``, plus its own model."""
+        sends = self.sampling.out_degree(site, round_num) if self.sampling is not None else 1
+        return max(sends, 1) + 1
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+        start = time.perf_counter()
+        inbox = self.inbox or Inbox()
+        if self.asynchronous:
+            held = {p: (inbox.sent_round.get(p, round_num), m) for p, m in received.items()}
+            models, staleness = async_inputs(self.sampled, held, round_num)
+        else:
+            models, staleness = {p: received[p] for p in self.sampled if p in received}, {}
+        own_size = int(self.runtime.data.sizes()["train"])
+        sizes = {self.site: own_size}
+        degrees = {self.site: self._degree(self.site, round_num)}
+        for peer in models:
+            sizes[peer] = self._size(inbox.num_samples.get(peer), own_size)
+            degrees[peer] = self._degree(peer, inbox.sent_round.get(peer, round_num))
+        weights, used = defta_aggregate(self.site, own, models, sizes, degrees)
+        self.last_used = {p: w for p, w in used.items() if p != self.site}
+        return Aggregation(weights=weights, fields=self._fields(models, used, staleness), score_s=time.perf_counter() - start)
+
+    def _fields(self, models: dict, used: dict, staleness: dict) -> dict:
+        trust, decision = self._trust(), self.decision
+        theta = trust.sample_weights()
+        fields = {
+            "selected": sorted(models),
+            "n_selected": len(models),
+            "sampled": self.sampled,
+            "own_weight": used.get(self.site, 1.0),
+            "damaged": int(bool(decision and decision.damaged)),
+            "backup_saved": int(bool(decision and decision.save_backup)),
+            "loss_trust": _number(decision.loss_trust) if decision else "",
+            "blocked": trust.blocked(),
+        }
+        for peer in self.in_neighbours:
+            fields[f"{peer}_trust"] = _number(trust.scores.get(peer, 0.0))
+            fields[f"{peer}_theta"] = theta.get(peer, "")
+            fields[f"{peer}_p"] = used.get(peer, "")
+            if self.asynchronous:
+                fields[f"{peer}_staleness"] = staleness.get(peer, "")
+        return fields
+
+    # ------------------------------------------------------------------ state across restarts
+    def method_state(self) -> tuple[dict, dict]:
+        state = {"trust": self.trust.to_dict() if self.trust is not None else None, "last_used": dict(self.last_used)}
+        arrays = {BACKUP + k: v for k, v in (self.backup or {}).items()}
+        return state, arrays
+
+    def restore_method_state(self, state: dict, arrays: dict) -> None:
+        if state.get("trust") is not None:
+            trust = DeftaTrust.from_dict(state["trust"])
+            if set(trust.peers) != set(self.in_neighbours):
+                raise ValueError(
+                    f"the checkpoint's trust state is for peers {list(trust.peers)}, but this site now hears {self.in_neighbours}; "
+                    "delete the site checkpoint to start this site from round 0"
+                )
+            self.trust = trust
+        self.last_used = {str(p): float(w) for p, w in (state.get("last_used") or {}).items()}
+        backup = {k[len(BACKUP):]: v for k, v in arrays.items() if k.startswith(BACKUP)}
+        self.backup = backup or None
+
+
+def _number(value: float):
+    """A float for the records; infinities as text (strict JSON has none)."""
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")

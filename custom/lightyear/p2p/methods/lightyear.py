@@ -1,0 +1,75 @@
+"""LIGHTYEAR's site: agreement-scored peer selection and round-decayed aggregation.
+
+Each round the site scores every valid neighbour model against its own freshly trained model on
+its own validation set (agreement score, Eqs. 12-16), keeps those with A_ij >= tau (Eq. 17) and
+moves towards their mean with step gamma^t (Eq. 18, t = 0 at the first aggregation). With no
+neighbour selected it keeps its own model.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
+from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
+from lightyear.p2p.site.executor import Aggregation, P2PExecutor
+
+
+class LightyearExecutor(P2PExecutor):
+    def __init__(
+        self,
+        tau: float = 0.75,
+        gamma: float = 0.95,
+        third_term: str = "confidence",
+        normalize_entropy: bool = True,
+        skill_floor: float = 0.0,
+        **kwargs,
+    ):
+        """Args:
+        tau: selection threshold in [0, 1] (0.75 classification, 0.6 segmentation in the paper).
+        gamma: decay in (0, 1] of the aggregation step (0.95 in the paper; 1 = FedAvg over S).
+        third_term: ``confidence`` (Eq. 15) or ``sharpness`` (the short paper's entropy term).
+        normalize_entropy: divide the sharpness term's entropies by log K, keeping it in [0, 1].
+        skill_floor: cold-start guard in [0, 1). A model takes part in an aggregation only if
+            its accuracy on this site's validation set lies at least this far from chance
+            towards perfect (:func:`~lightyear.algorithms.p2p.agreement.skill`): until the own model
+            does, the site trains alone; a peer below it is never selected
+            (:func:`~lightyear.algorithms.p2p.agreement.select_peers`). 0 = the paper's rule.
+        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
+        """
+        self.tau = check_tau(tau)
+        self.gamma = check_gamma(gamma)
+        if third_term not in THIRD_TERMS:
+            raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {third_term!r}")
+        self.third_term = third_term
+        self.normalize_entropy = bool(normalize_entropy)
+        self.skill_floor = check_skill_floor(skill_floor)
+        super().__init__(**kwargs)
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+        start = time.perf_counter()
+        own_summary = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
+        scores, skills, rejected = {}, {}, {}
+        for peer, weights in received.items():
+            try:
+                peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+                scores[peer] = agreement(own_summary, peer_summary, self.third_term)
+                skills[peer] = skill(peer_summary)
+            except Exception as exc:  # noqa: BLE001 - a model that breaks scoring is refused, not fatal
+                rejected[peer] = f"{type(exc).__name__}: {exc}"
+        own_skill = skill(own_summary)
+        warming_up = self.skill_floor > 0 and not own_skill >= self.skill_floor
+        selected = [] if warming_up else select_peers({p: s.score for p, s in scores.items()}, self.tau, skills, self.skill_floor)
+        score_s = time.perf_counter() - start
+
+        weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
+        fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
+        fields.update({"own_skill": own_skill, "warming_up": int(warming_up)})
+        for peer in self.neighbours:
+            s = scores.get(peer)
+            fields[f"{peer}_score"] = s.score if s else ""
+            fields[f"{peer}_perf"] = s.performance if s else ""
+            fields[f"{peer}_ece"] = s.ece if s else ""
+            fields[f"{peer}_{self.third_term}"] = s.third if s else ""
+            fields[f"{peer}_skill"] = skills.get(peer, "")
+        return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected)

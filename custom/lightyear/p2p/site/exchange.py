@@ -1,0 +1,334 @@
+"""One site's side of the model exchange between peers: send, receive, check, wait.
+
+Every message a peer sends is treated as written by a broken or hostile site. A model is
+checked when it arrives (first decoded by :attr:`PeerExchange.codec`, which rebuilds a model from a
+delta payload, see :mod:`lightyear.p2p.site.payload`; then
+:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes,
+values finite in the receiver's dtype and within ``max_abs_weight``), so a malformed one is never
+held for aggregation; the buffer accepts only the current and the next round, one model per
+sender and round (:class:`~lightyear.p2p.site.buffer.PeerModelBuffer`); a sender that is not an
+in-neighbour is refused. A neighbour that missed ``max_missed_rounds`` consecutive rounds is no
+longer waited for (a dead site costs one deadline, not one per round) but its models are still
+taken when it comes back.
+
+A message may also carry the sender's training-set size (``KEY_NUM_SAMPLES``; rules that weight by
+it, such as DeFTA, set :attr:`PeerExchange.num_samples`). It is optional, so messages from senders
+that do not send it are still taken; when present it must be an integer in [1, ``MAX_NUM_SAMPLES``]
+or the whole model is rejected with the reason.
+
+Each round a site may take models from only some of its in-neighbours and send to only some of
+its out-neighbours (:mod:`lightyear.p2p.site.sampling`): :meth:`PeerExchange.collect` and
+:meth:`PeerExchange.send` take those subsets.
+
+Asynchronous mode (``asynchronous=True``, for AsyncDeFTA): models of any round are accepted and
+only the newest from each sender is held (:class:`~lightyear.p2p.site.latest_models.LatestModelStore`,
+at most one model per in-neighbour); :meth:`collect` waits at most ``async_wait`` seconds for
+models not yet taken and returns the newest held model of each sender, however old; a new send
+supersedes the previous one (its retries stop), so at most one outgoing model is in flight.
+
+The sender's name is the identity FLARE puts in the message's peer properties. FLARE 2.9
+passes aux handlers only those properties, which the sending site's own FLARE code sets: the
+server relay authenticates the sending client (mTLS and its token in a provisioned deployment),
+but a site running modified FLARE code could claim another site's name to its peers. See the
+README's section on reliability.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+
+from lightyear.algorithms.model_check import model_problems
+from lightyear.flare import constants as C
+from lightyear.p2p.site import buffer as peer_buffer
+from lightyear.p2p.site import latest_models
+from lightyear.p2p.site.latest_models import LatestModelStore
+from lightyear.p2p.site.buffer import PeerModelBuffer
+from lightyear.p2p.site.payload import PayloadCodec
+from lightyear.flare.placement import p2p_simulator_advice
+from lightyear.training.weights import num_bytes
+
+
+MAX_NUM_SAMPLES = 10**9
+"""Largest training-set size a peer may claim in a model message."""
+
+
+def num_samples_problem(value) -> str | None:
+    """Why a claimed training-set size is unacceptable, or None if it is an integer in [1, MAX_NUM_SAMPLES]."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_NUM_SAMPLES:
+        shown = repr(value) if isinstance(value, (int, float, np.number)) else type(value).__name__
+        return f"num_samples must be an integer in [1, {MAX_NUM_SAMPLES}], got {shown[:40]}"
+    return None
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Stands in the buffer for a model that failed its checks: the round records why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A model that passed its checks, with the training-set size its sender claimed (None: not sent)."""
+
+    weights: dict
+    num_samples: int | None = None
+
+
+@dataclass
+class Inbox:
+    """What one round received: valid models (cast to the own dtypes), rejected ones with the
+    reason, neighbours that did not deliver in time, and those no longer waited for; the
+    training-set size each valid model's sender claimed (when sent) and the sender's round of each
+    valid model (the current round, except in asynchronous mode); ``heard``: the senders whose
+    message for this round (in asynchronous mode: any new message) arrived, valid or not."""
+
+    valid: dict = field(default_factory=dict)
+    rejected: dict = field(default_factory=dict)
+    late: list = field(default_factory=list)
+    not_waited_for: list = field(default_factory=list)
+    num_samples: dict = field(default_factory=dict)
+    sent_round: dict = field(default_factory=dict)
+    heard: list = field(default_factory=list)
+
+
+class PeerExchange:
+    def __init__(
+        self,
+        send_to: list[str],
+        receive_from: list[str],
+        rounds: int,
+        peer_deadline: float,
+        send_timeout: float,
+        max_missed_rounds: int,
+        max_abs_weight: float | None,
+        log: Callable[[str, str], None],
+        start_round: int = 0,
+        asynchronous: bool = False,
+        async_wait: float = 5.0,
+    ):
+        self.send_to = sorted(send_to)
+        self.receive_from = sorted(receive_from)
+        self.peer_deadline = peer_deadline
+        self.send_timeout = send_timeout
+        self.max_missed_rounds = max_missed_rounds
+        self.max_abs_weight = max_abs_weight
+        self.log = log
+        self.buffer = PeerModelBuffer()
+        self.buffer.start(rounds, current=start_round)
+        self.asynchronous = bool(asynchronous)
+        self.async_wait = float(async_wait)
+        self.latest = LatestModelStore(self.receive_from, rounds)
+        self.missed = {peer: 0 for peer in self.receive_from}
+        self.reference: dict | None = None
+        self.num_samples: int | None = None  # sent with every model when set
+        self.secure = False  # True: every model is encrypted for its receiver (lightyear.p2p.secure_messages)
+        self.codec = PayloadCodec()  # how payloads are read (and marked when sent); see lightyear.p2p.site.payload
+        self._threads: list[threading.Thread] = []
+        self._stop_last_send = threading.Event()
+
+    # ------------------------------------------------------------------ receiving
+    def on_model(self, request: Shareable) -> Shareable:
+        """Handle one model message; the reply only tells the sender whether to send it again."""
+        sender = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        round_num = request.get(C.KEY_ROUND)
+        if sender not in self.missed:
+            self.log("warning", f"refused a model from {sender!r}: not an in-neighbour of this site")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        if self.reference is None:
+            return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender retries
+        weights, problems = self.codec.decode(request.get(C.KEY_WEIGHTS), request.get(C.KEY_PAYLOAD), self.reference)
+        if not problems:
+            problems = model_problems(weights, self.reference, self.max_abs_weight)
+        claimed = request.get(C.KEY_NUM_SAMPLES)
+        size_problem = None if claimed is None else num_samples_problem(claimed)
+        if size_problem:
+            problems.append(size_problem)
+        item = Rejected("; ".join(problems)) if problems else Delivery(weights, None if claimed is None else int(claimed))
+        if self.asynchronous:
+            reason = item.reason if isinstance(item, Rejected) else None
+            status = self.latest.put(round_num, sender, item, rejected_reason=reason)
+            if status != latest_models.STORED:
+                self.log("warning", f"model from {sender} for round {round_num!r} not kept: {status}")
+            return make_reply(ReturnCode.OK)
+        status = self.buffer.put(round_num, sender, item)
+        if status != peer_buffer.STORED:
+            self.log("warning", f"model from {sender} for round {round_num!r} not kept: {status}")
+        # late, early, duplicate or bad-round models are acknowledged so that the sender stops re-sending
+        return make_reply(ReturnCode.OK)
+
+    def collect(
+        self, round_num: int, abort: Callable[[], bool], senders: list[str] | None = None, wait_for: list[str] | None = None
+    ) -> Inbox:
+        """Wait for this round's models until ``peer_deadline``; skip neighbours that missed
+        ``max_missed_rounds`` in a row; return what arrived, checked.
+
+        ``senders``: the in-neighbours whose models this round takes (default: all); a model from
+        any other is dropped. ``wait_for``: those of them to wait for (default: all of
+        ``senders``); only these can be late or count a missed round.
+        """
+        senders = self.receive_from if senders is None else sorted(set(senders) & set(self.receive_from))
+        wait_for = senders if wait_for is None else sorted(set(wait_for) & set(senders))
+        waited = [p for p in wait_for if self.missed[p] < self.max_missed_rounds]
+        if self.asynchronous:
+            return self._collect_latest(round_num, abort, senders, wait_for, waited)
+        self.buffer.wait_for(round_num, waited, self.peer_deadline, abort=abort)
+        arrived = self.buffer.take(round_num)
+        inbox = Inbox(not_waited_for=sorted(set(wait_for) - set(waited)))
+        for peer in senders:
+            if peer not in arrived:
+                self._missed(peer, peer in wait_for, peer in waited, inbox)
+                continue
+            self._back(peer, round_num)
+            inbox.heard.append(peer)
+            self._file(inbox, peer, arrived[peer], round_num)
+        return inbox
+
+    def _collect_latest(self, round_num, abort, senders, wait_for, waited) -> Inbox:
+        """Asynchronous mode: wait at most ``async_wait`` s for new models, then take the newest held."""
+        self.latest.wait_fresh(waited, self.async_wait, abort=abort)
+        held, rejected, fresh = self.latest.take(senders)
+        inbox = Inbox(not_waited_for=sorted(set(wait_for) - set(waited)))
+        for peer in senders:
+            if peer in fresh:
+                self._back(peer, round_num)
+                inbox.heard.append(peer)
+            else:
+                self._missed(peer, peer in wait_for, peer in waited, inbox)
+            if peer in rejected:
+                inbox.rejected[peer] = rejected[peer]
+            elif peer in held:
+                sent_round, delivery = held[peer]
+                self._file(inbox, peer, delivery, sent_round)
+        return inbox
+
+    def _missed(self, peer: str, expected: bool, waited: bool, inbox: Inbox) -> None:
+        if not expected:
+            return
+        was = self.missed[peer]
+        self.missed[peer] += 1
+        if waited:
+            inbox.late.append(peer)
+        if was < self.max_missed_rounds <= self.missed[peer]:
+            self.log("warning", f"{peer} missed {self.missed[peer]} rounds in a row: no longer waited for (still accepted if it returns)")
+
+    def _back(self, peer: str, round_num: int) -> None:
+        if self.missed[peer] >= self.max_missed_rounds:
+            self.log("info", f"{peer} is back in round {round_num}")
+        self.missed[peer] = 0
+
+    def _file(self, inbox: Inbox, peer: str, item, sent_round: int) -> None:
+        if isinstance(item, Rejected):
+            inbox.rejected[peer] = item.reason
+            return
+        inbox.valid[peer] = {k: np.asarray(v).astype(self.reference[k].dtype, copy=False) for k, v in item.weights.items()}
+        inbox.sent_round[peer] = sent_round
+        if item.num_samples is not None:
+            inbox.num_samples[peer] = item.num_samples
+
+    def release(self, round_num: int) -> None:
+        if not self.asynchronous:  # the asynchronous store keeps the newest model of each sender
+            self.buffer.release(round_num)
+
+    # ------------------------------------------------------------------ sending
+    def send(self, round_num: int, weights: dict, engine, targets: list[str] | None = None) -> dict:
+        """Send this round's model to ``targets`` (default: every out-neighbour; others are
+        ignored) in the background; returns the dict that the sending thread fills with
+        ``bytes`` and ``send_s``."""
+        sent = {"bytes": 0, "send_s": ""}
+        targets = self.send_to if targets is None else sorted(set(targets) & set(self.send_to))
+        if self.asynchronous:  # a newer model makes the previous one pointless: stop its retries
+            self._stop_last_send.set()
+            self._stop_last_send = threading.Event()
+        if targets:
+            thread = threading.Thread(
+                target=self._send, args=(round_num, weights, engine, sent, targets, self._stop_last_send), daemon=True
+            )
+            thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        return sent
+
+    def _send(self, round_num: int, weights: dict, engine, sent: dict, targets: list[str], stop: threading.Event) -> None:
+        """Re-send only to those that did not answer OK, until ``peer_deadline`` (or ``stop``)."""
+        fl_ctx = engine.new_context()
+        pending = set(targets)
+        deadline = time.monotonic() + self.peer_deadline
+        size = num_bytes(weights)
+        start = time.perf_counter()
+        while pending and time.monotonic() < deadline and not stop.is_set():
+            request = Shareable()
+            request[C.KEY_ROUND] = round_num
+            request[C.KEY_WEIGHTS] = weights
+            request[C.KEY_PAYLOAD] = self.codec.marker
+            if self.num_samples is not None:
+                request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
+            timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
+            try:
+                replies = engine.send_aux_request(
+                    targets=sorted(pending), topic=C.TOPIC_MODEL, request=request, timeout=timeout, fl_ctx=fl_ctx,
+                    secure=self.secure,
+                ) or {}
+            except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
+                self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")
+                replies = {}
+            for peer, reply in replies.items():
+                if isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK:
+                    pending.discard(peer)
+                    sent["bytes"] += size
+            if pending:
+                stop.wait(1.0)
+        if pending and stop.is_set():
+            self.log("info", f"round {round_num}: a newer model superseded this one before {sorted(pending)} took it")
+        elif pending:
+            self.log("warning", f"round {round_num}: could not deliver the model to {sorted(pending)}")
+        else:
+            sent["send_s"] = time.perf_counter() - start
+
+    def wait_sent(self, timeout: float) -> None:
+        """Wait for every send still under way, at most ``timeout`` s in all."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def wait_last_send(self, timeout: float) -> None:
+        if self._threads:
+            self._threads[-1].join(timeout=timeout)
+
+    # ------------------------------------------------------------------ start
+    def handshake(self, engine, fl_ctx: FLContext, ready_timeout: float, abort: Callable[[], bool]) -> list[str]:
+        """Wait until every neighbour runs this job and is ready, at most ``ready_timeout`` s.
+
+        Returns the neighbours that never answered (the run goes on without waiting for them);
+        raises if none answered at all, since the site would only train alone.
+        """
+        neighbours = sorted(set(self.send_to) | set(self.receive_from))
+        pending = set(neighbours)
+        deadline = time.monotonic() + ready_timeout
+        while pending and not abort():
+            replies = engine.send_aux_request(
+                targets=sorted(pending), topic=C.TOPIC_PING, request=Shareable(), timeout=3.0, fl_ctx=fl_ctx
+            ) or {}
+            for peer, reply in replies.items():
+                if isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK and reply.get("ready"):
+                    pending.discard(peer)
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if pending and pending == set(neighbours):
+            raise RuntimeError(
+                f"no neighbour ({sorted(pending)}) answered within ready_timeout={ready_timeout:g} s: "
+                + p2p_simulator_advice(len(neighbours) + 1)
+            )
+        if pending:
+            self.log("warning", f"neighbours {sorted(pending)} not ready after {ready_timeout:g} s: going on without waiting for them")
+            for peer in pending & set(self.missed):
+                self.missed[peer] = self.max_missed_rounds
+        return sorted(pending)

@@ -1,0 +1,351 @@
+"""Site side of the peer-to-peer topology: the rounds run on the sites, not on the server.
+
+One long task (``lightyear_p2p_run``) carries the neighbour lists, rounds and seed. Each round a
+site trains locally, sends its model to its out-neighbours (client-to-client messages), waits
+for its in-neighbours' models of that round until ``peer_deadline`` (the exchange and its checks
+are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
+:meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
+checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.p2p.site.round`).
+A site restarted within the same run continues from its checkpoint; a job submitted again
+continues from the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that
+reached none of its neighbours for ``max_isolated_rounds`` rounds in a row (the server relaying
+every client-to-client message is probably gone) stops with the reason
+(:mod:`lightyear.p2p.site.isolation`). Every run ends with ``site_status.json`` in the site's run folder:
+``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round. When
+FLARE cannot deliver the run's result to the server within a grace period (the server is gone),
+the site ends its FLARE job process instead of letting FLARE retry for ever
+(:mod:`lightyear.p2p.site.delivery`).
+
+What goes on the wire is set by ``transfer_dtype`` (:mod:`lightyear.p2p.site.payload`).
+
+With ``sample_neighbours`` set, each round a site takes models from a sample of its in-neighbours
+and sends only to the out-neighbours whose sample holds it; both ends compute the samples from
+the graph and the seed (:mod:`lightyear.p2p.site.sampling`).
+
+Hooks for the rules beyond :meth:`P2PExecutor.aggregate`: :meth:`P2PExecutor.local_update` (the
+local training step), :meth:`P2PExecutor.awaited_senders` (whom to wait for), the class attribute
+``shares_dataset_size`` (send the training-set size with every model) and the attributes
+``asynchronous``/``async_wait`` (the exchange's asynchronous mode). During :meth:`aggregate`,
+``self.inbox`` is the round's :class:`~lightyear.p2p.site.exchange.Inbox` (claimed sizes,
+senders' rounds).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+from nvflare.apis.event_type import EventType
+from nvflare.apis.executor import Executor
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
+
+from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
+from lightyear.checks import positive_int, positive_seconds
+from lightyear.flare import constants as C
+from lightyear.p2p import secure_messages
+from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
+from lightyear.p2p.site.round import Aggregation, RoundStep
+from lightyear.p2p.site.exchange import Inbox, PeerExchange
+from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
+from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
+from lightyear.records import RoundLog, check_records_file, write_site_status
+from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
+from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
+from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
+from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
+from lightyear.training.compute_slots import ComputeSlots, resolve_slots
+
+
+
+class SiteIsolated(RuntimeError):
+    """The site reached none of its neighbours for ``max_isolated_rounds`` rounds and stops."""
+
+
+__all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
+
+
+class P2PExecutor(RoundStep, Executor):
+    """Base of the peer-to-peer executors; subclasses implement :meth:`aggregate`."""
+
+    shares_dataset_size = False
+    """True: every model message carries this site's training-set size (for rules weighting by it)."""
+
+    def __init__(
+        self,
+        dataset: str = "digits",
+        model: str = "cnn",
+        dataset_args: dict | None = None,
+        model_args: dict | None = None,
+        train_args: dict | None = None,
+        data_root: str | None = None,
+        peer_deadline: float = 120.0,
+        ready_timeout: float = 90.0,
+        send_timeout: float = 60.0,
+        max_missed_rounds: int = 2,
+        max_abs_weight: float | None = DEFAULT_MAX_ABS,
+        transfer_dtype: str = "float32",
+        malfunction_id: str | None = None,
+        num_threads: int = 1,
+        compute_slots="auto",
+        records_file: str = "rounds.csv",
+        sample_neighbours=None,
+        max_isolated_rounds: int | None = DEFAULT_MAX_ISOLATED_ROUNDS,
+        resume_from: str | None = None,
+    ):
+        """Args:
+        dataset, dataset_args, data_root: the site's data (see ``lightyear.data``).
+        model, model_args: the network (see ``lightyear.models``).
+        train_args: local training settings (``lightyear.training.trainer.TrainConfig`` fields).
+        peer_deadline: seconds a site waits for its neighbours' models after sending its own;
+            a neighbour that has not delivered by then is skipped for that round.
+        ready_timeout: seconds to wait at the start until every neighbour answers.
+        send_timeout: seconds one send to the neighbours may take.
+        max_missed_rounds: a neighbour that missed this many rounds in a row is no longer waited
+            for (its models are still taken if it comes back).
+        max_abs_weight: a received model with a value beyond this magnitude is rejected (None: no bound).
+        transfer_dtype: what goes on the wire: ``float32``, ``float16`` (half the bytes) or
+            ``float16_delta`` (half the bytes: the difference from the seeded initial model in
+            float16, a smaller rounding error than ``float16``); see :mod:`lightyear.p2p.site.payload`.
+        malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
+            component that corrupts what this site sends; None for a benign site.
+        num_threads: torch CPU threads of this site's process (1 suits many sites on few cores).
+        compute_slots: how many sites on one machine may compute at once (``auto`` = its CPU
+            count, 0 = no limit); see :mod:`lightyear.training.compute_slots`.
+        records_file: file name of the per-round CSV, written in the site's run folder.
+        sample_neighbours: None (every neighbour every round), an integer count or a fraction in
+            (0, 1] of in-neighbours a site takes models from each round, drawn from the seed, the
+            site and the round (see :mod:`lightyear.p2p.site.sampling`).
+        max_isolated_rounds: stop after this many rounds in a row without receiving any
+            neighbour's model or delivering to any (None: never); see :mod:`lightyear.p2p.site.isolation`.
+        resume_from: where a job submitted again finds each site's checkpoint (absolute, with
+            ``{site}``, or relative to the site's workspace, e.g. the previous job's ID); None:
+            start from round 0 (see :mod:`lightyear.p2p.site.resume`).
+        """
+        super().__init__()
+        from lightyear.training.site_runtime import runtime_arguments
+
+        # bad settings stop the job before it starts
+        self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
+        self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
+        self.ready_timeout = positive_seconds("ready_timeout", ready_timeout)
+        self.send_timeout = positive_seconds("send_timeout", send_timeout)
+        self.max_missed_rounds = positive_int("max_missed_rounds", max_missed_rounds)
+        self.max_abs_weight = check_max_abs(max_abs_weight)
+        self.transfer_dtype = check_transfer_dtype(transfer_dtype)
+        self.max_isolated_rounds = check_max_isolated_rounds(max_isolated_rounds)
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
+        self.resume_from = check_resume_from(resume_from)
+        self.run_dir: str | None = None
+        self.last_round = -1
+        self.malfunction_id = malfunction_id
+        self.records_file = check_records_file(records_file)
+        self.compute_slots = resolve_slots(compute_slots)
+        check_sample_setting(sample_neighbours)
+        self.sample_neighbours = sample_neighbours
+        self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
+        self.exchange: PeerExchange | None = None
+        self.sampling: RoundSampling | None = None
+        self.inbox: Inbox | None = None
+        self.asynchronous = False
+        self.async_wait = 5.0
+        self.rounds = 0
+        self.seed = 0
+        self.neighbours: list[str] = []
+        self.in_neighbours: list[str] = []
+        self.ready = False
+        self.runtime = None
+        self.malfunction = None
+        self.site = ""
+        self._abort = lambda: False
+        self.delivery: DeliveryWatch | None = None
+
+    # ------------------------------------------------------------------ the rule
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+        """Build the new own model from the own model and the valid models received this round."""
+        raise NotImplementedError
+
+    def method_state(self) -> tuple[dict, dict]:
+        """(JSON state, array state) the rule keeps across rounds; saved in every checkpoint."""
+        return {}, {}
+
+    def restore_method_state(self, state: dict, arrays: dict) -> None:
+        """Take back what :meth:`method_state` returned, when a site resumes from its checkpoint."""
+
+    def local_update(self, round_num: int) -> dict:
+        """The round's local step on ``self.runtime``; returns the training statistics."""
+        return self.runtime.train(round_num)
+
+    def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]:
+        """Which of this round's ``senders`` to wait for (default: all of them)."""
+        return senders
+
+    def round_senders(self, round_num: int) -> list[str]:
+        """The in-neighbours this site takes models from in ``round_num``."""
+        if self.sampling is None:
+            return list(self.exchange.receive_from)
+        return self.sampling.senders(self.site, round_num)
+
+    def round_receivers(self, round_num: int) -> list[str]:
+        """The out-neighbours this site sends its model to in ``round_num``."""
+        if self.sampling is None:
+            return list(self.exchange.send_to)
+        return self.sampling.receivers(self.site, round_num)
+
+    # ------------------------------------------------------------------ FLARE events
+    def handle_event(self, event_type: str, fl_ctx: FLContext):
+        if event_type == EventType.START_RUN:
+            limit_malloc_arenas()
+            C.register_decomposers()
+            engine = fl_ctx.get_engine()
+            engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
+            engine.register_aux_message_handler(topic=C.TOPIC_MODEL, message_handle_func=self._on_model)
+            self.site = fl_ctx.get_identity_name()
+            if self.malfunction_id:
+                self.malfunction = engine.get_component(self.malfunction_id)
+                if self.malfunction is None or not hasattr(self.malfunction, "corrupt"):
+                    self.system_panic(
+                        f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config",
+                        fl_ctx,
+                    )
+        elif event_type in (EventType.AFTER_SEND_TASK_RESULT, EventType.END_RUN) and self.delivery is not None:
+            self.delivery.disarm()
+
+    def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        reply = make_reply(ReturnCode.OK)
+        reply["ready"] = self.ready
+        return reply
+
+    def _on_model(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        exchange = self.exchange
+        if exchange is None:
+            return make_reply(ReturnCode.SERVICE_UNAVAILABLE)
+        try:
+            return exchange.on_model(request)
+        except Exception as exc:  # noqa: BLE001 - a message can only get its sender refused
+            self.log_warning(fl_ctx, f"refused a model message: {type(exc).__name__}: {exc}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+
+    # ------------------------------------------------------------------ the run
+    def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
+        if task_name != C.P2P_RUN_TASK:
+            self.log_error(fl_ctx, f"unknown task {task_name!r}")
+            return make_reply(ReturnCode.TASK_UNKNOWN)
+        try:
+            result = self._run(shareable.get(C.KEY_CONFIG) or {}, fl_ctx, abort_signal)
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the server as a message
+            stopped = isinstance(exc, SiteIsolated)
+            message = f"{self.site}: {exc}" if stopped else f"{self.site}: {type(exc).__name__}: {exc}"
+            self.log_error(fl_ctx, message if stopped else message + "\n" + traceback.format_exc())
+            self._status("stopped" if stopped else "failed", message, fl_ctx)
+            reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
+            reply[C.KEY_ERROR] = message
+            self._watch_delivery(fl_ctx)
+            return reply
+        if result is None:
+            self._status("aborted", "the run was aborted", fl_ctx)
+            return make_reply(ReturnCode.TASK_ABORTED)
+        self._status("finished", "", fl_ctx)
+        reply = make_reply(ReturnCode.OK)
+        reply[C.KEY_RESULT] = result
+        self._watch_delivery(fl_ctx)
+        return reply
+
+    def _watch_delivery(self, fl_ctx: FLContext) -> None:
+        """End this site's job process if FLARE cannot deliver the run's result to the server
+        (:mod:`lightyear.p2p.site.delivery`): with the server gone it would retry forever."""
+        engine = fl_ctx.get_engine()
+        grace = delivery_grace(self.peer_deadline)
+
+        def overdue() -> None:
+            message = (
+                f"{self.site}: the run's result has not reached the server in {grace:g} s (the server, or this site's "
+                f"connection to it, is down): ending this site's job process. How the run ended and its last round's "
+                f"checkpoint are in {self.run_dir}; submit the job again with resume_from to continue from it"
+            )
+            with engine.new_context() as ctx:
+                self.log_error(ctx, message)
+                self.system_panic(message, ctx)
+
+        self.delivery = DeliveryWatch(grace, overdue)
+        self.delivery.arm()
+
+    def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:
+        if self.run_dir is None:
+            return
+        try:
+            checkpoint = os.path.join(self.run_dir, CHECKPOINT_FILE)
+            write_site_status(self.run_dir, self.site, status, reason, self.last_round, checkpoint if os.path.exists(checkpoint) else "")
+        except OSError as exc:
+            self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
+
+    def _log(self, fl_ctx: FLContext):
+        def log(level: str, message: str) -> None:
+            getattr(self, f"log_{level}")(fl_ctx, message)
+
+        return log
+
+    def _run(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
+        from lightyear.training.site_runtime import SiteRuntime
+
+        rounds, seed = int(config["rounds"]), int(config["seed"])
+        graph = config.get("neighbours", {})
+        send_to = sorted(graph.get(self.site, []))
+        receive_from = sorted(s for s, outs in graph.items() if self.site in outs and s != self.site)
+        self.neighbours = sorted(set(send_to) | set(receive_from))
+        self.in_neighbours = receive_from
+        self.rounds, self.seed = rounds, seed
+        self.sampling = RoundSampling(graph, seed, self.sample_neighbours) if graph else None
+        self._abort = lambda: abort_signal.triggered
+        run_dir = self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
+        meta = {"rounds": rounds, "seed": seed}
+        checkpoint, source = starting_checkpoint(run_dir, meta, self.site, self.resume_from)
+        start = 0 if checkpoint is None else checkpoint.round + 1
+        self.last_round = start - 1
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
+        self.exchange = PeerExchange(
+            send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
+            self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
+            asynchronous=self.asynchronous, async_wait=self.async_wait,
+        )
+        self.exchange.secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
+        self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
+        with self.slots.hold(self._abort):
+            self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
+        initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
+        self.exchange.codec = PayloadCodec(self.transfer_dtype, initial)
+        if checkpoint is not None:
+            self.runtime.set_weights(checkpoint.weights)
+            self.restore_method_state(checkpoint.state, checkpoint.arrays)
+            self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
+        self.exchange.reference = self.runtime.get_weights()
+        if self.shares_dataset_size:
+            self.exchange.num_samples = self.runtime.data.sizes()["train"]
+        self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
+        self.ready = True
+        self.exchange.handshake(fl_ctx.get_engine(), fl_ctx, self.ready_timeout, self._abort)
+
+        log = RoundLog(os.path.join(run_dir, self.records_file))
+        kind = self.malfunction.kind if self.malfunction is not None else "none"
+        val = test = {}
+        for round_num in range(start, rounds):
+            if abort_signal.triggered:
+                return None
+            row = self._round(round_num, fl_ctx, abort_signal)
+            if row is None:
+                return None
+            val, test = row.pop("_val"), row.pop("_test")
+            log.write(row)
+            state, arrays = self.method_state()
+            save_site_checkpoint(run_dir, SiteCheckpoint(round_num, self.runtime.get_weights(), meta, state, arrays))
+            self.last_round = round_num
+            self._report(row, fl_ctx)
+            release_free_memory()
+            if self.isolation.cut_off:
+                raise SiteIsolated(self.isolation.reason(round_num, self.peer_deadline))
+        if start >= rounds:
+            val, test = self.runtime.evaluate("val"), self.runtime.evaluate("test")
+        self.exchange.wait_sent(self.send_timeout)
+        return {"site": self.site, "malfunction": kind, "rounds": rounds, "last_round": rounds - 1, "val": val, "test": test}

@@ -1,0 +1,54 @@
+"""When a peer-to-peer site should stop because it can reach none of its neighbours (no FLARE import).
+
+Every message between two FLARE clients transits the server, so when the server dies a site's
+sends all fail and nothing arrives: it would wait ``peer_deadline`` every round and train alone,
+in silence, to the end. :class:`IsolationWatch` counts the rounds in a row in which a site had
+neighbours to exchange with but heard from none of them (no message of the round arrived, valid
+or not) and delivered to none of them (no out-neighbour acknowledged its model); after
+``max_isolated_rounds`` such rounds the site stops, keeping its last finished round's checkpoint
+for a later job to resume from (``resume_from``, :mod:`lightyear.p2p.site.resume`). One round with
+any contact resets the count; a round without neighbours (topology ``none``, an empty sample)
+neither counts nor resets.
+"""
+
+from __future__ import annotations
+
+DEFAULT_MAX_ISOLATED_ROUNDS = 3
+
+
+def check_max_isolated_rounds(value) -> int | None:
+    """A positive integer, or None: never stop however long the site is cut off."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"max_isolated_rounds must be a positive integer (rounds in a row without reaching any neighbour "
+            f"before the site stops) or null (never stop), got {value!r}"
+        )
+    return value
+
+
+class IsolationWatch:
+    def __init__(self, max_isolated_rounds: int | None = DEFAULT_MAX_ISOLATED_ROUNDS):
+        self.max_rounds = check_max_isolated_rounds(max_isolated_rounds)
+        self.count = 0
+
+    def update(self, has_peers: bool, heard: bool, delivered: bool) -> bool:
+        """Record one finished round; True when the site has been cut off long enough to stop."""
+        if not has_peers:
+            return False
+        self.count = 0 if (heard or delivered) else self.count + 1
+        return self.cut_off
+
+    @property
+    def cut_off(self) -> bool:
+        """True once ``max_isolated_rounds`` rounds in a row reached no neighbour."""
+        return self.max_rounds is not None and self.count >= self.max_rounds
+
+    def reason(self, last_round: int, peer_deadline: float) -> str:
+        return (
+            f"stopped after round {last_round}: no neighbour reached for {self.count} rounds in a row (no model "
+            f"received within peer_deadline={peer_deadline:g} s and no send acknowledged; every client-to-client "
+            "message transits the FLARE server, so the server or this site's connection to it is probably down). "
+            f"The checkpoint of round {last_round} is kept: submit the job again with resume_from to continue"
+        )

@@ -1,0 +1,69 @@
+"""Where a peer-to-peer site starts: its own checkpoint, a previous job's, or round 0 (no FLARE import).
+
+A site writes ``site_model.npz`` into its run folder after every round
+(:mod:`lightyear.p2p.site.checkpoint`). A site process restarted within the same job finds it there. A
+job submitted again gets a new run folder, so the job setting ``resume_from`` names where each
+site finds the checkpoint to continue from:
+
+- an absolute folder, in which ``{site}`` stands for the site's name (``/data/ckpt/{site}``), or
+- a folder relative to the site's workspace (the folder that holds each job's run folder): the
+  previous job's ID resumes from that job's run folder on every site.
+
+The checkpoint must come from a job with the same seed (the data splits, the initial model and
+the neighbour samples derive from it); the number of rounds may differ, so a finished run can
+also be extended. The job's own checkpoint, when there is one, is newer and wins.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+
+from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint
+
+
+def check_resume_from(value) -> str | None:
+    """None, or a non-empty path whose only placeholder is ``{site}``."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ValueError(f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r}")
+    try:
+        fields = {name for _, name, spec, conv in string.Formatter().parse(value) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"resume_from {value!r} is not a valid path template ({exc}); write {{site}} for the site's name") from None
+    if fields - {"site"}:
+        raise ValueError(f"resume_from {value!r} may hold only the placeholder {{site}}, not {sorted(fields - {'site'})}")
+    return value
+
+
+def resume_folder(resume_from: str, site: str, workspace_root: str) -> str:
+    folder = check_resume_from(resume_from).format(site=site)
+    return folder if os.path.isabs(folder) else os.path.join(workspace_root, folder)
+
+
+def starting_checkpoint(run_dir: str, meta: dict, site: str, resume_from: str | None) -> tuple[SiteCheckpoint | None, str]:
+    """(the checkpoint this site continues from, the folder it came from); (None, "") for round 0.
+
+    ``meta`` is this job's ``{"rounds", "seed"}``. Raises a ValueError naming the folder when
+    ``resume_from`` is set but gives no usable checkpoint for this site.
+    """
+    own = load_site_checkpoint(run_dir)
+    if own is not None and own.meta == meta:
+        return own, run_dir
+    if resume_from is None:
+        return None, ""
+    folder = resume_folder(resume_from, site, os.path.dirname(os.path.abspath(run_dir)))
+    ckpt = load_site_checkpoint(folder) if os.path.isdir(folder) else None
+    if ckpt is None:
+        raise ValueError(
+            f"resume_from={resume_from!r}: {os.path.join(folder, CHECKPOINT_FILE)} does not exist for {site}; "
+            "name the folder holding this site's checkpoint (absolute, with {site} for the site's name, or a "
+            "previous job's ID on this site's workspace), or leave resume_from out to start from round 0"
+        )
+    if ckpt.meta.get("seed") != meta["seed"]:
+        raise ValueError(
+            f"resume_from: the checkpoint in {folder} comes from a job with seed {ckpt.meta.get('seed')!r}, this job "
+            f"has seed {meta['seed']}: resume only with the same seed"
+        )
+    return ckpt, folder

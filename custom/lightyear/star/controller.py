@@ -1,0 +1,357 @@
+"""Server side of the star topology: send the model(s), gather, aggregate, repeat.
+
+The server builds the seeded initial global model (the same network every site would build)
+and sends it in round 0; its keys, shapes and dtypes are the reference every result is checked
+against, so no site's result decides what a well-formed model is. Tasks and results are FLARE
+DXOs (:mod:`lightyear.star.messages`); a ``WEIGHT_DIFF`` result is turned back into a
+model by adding the model that site was sent.
+
+Most rules send every site the same global model (one broadcast). A rule that customises the
+model per site (FedCAP) returns them from
+:meth:`~lightyear.star.aggregator.StarAggregator.site_models`; FLARE's broadcast cannot
+customise data per client, so the controller then sends one task per site and waits for them
+with the same rules as a broadcast. A site the rule gives no model (a removed site) gets no
+training task.
+
+A round is aggregated once ``min_clients`` sites answered (the rest get
+``wait_time_after_min_received`` more seconds); a round with too few valid results, or whose
+rule fails, keeps the global model and the run goes on. Each round's global model
+(``global_model.npz``) and the rule's state (``aggregator_state.json``, plus
+``aggregator_state.npz`` for a rule with array state) are written atomically as soon as they
+exist. After the last round every site gets the final model once more (its own, for a
+customising rule) and evaluates on its test set, and ``summary.csv``/``summary.json`` are
+written, also when the run stops early.
+
+While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the phase, the
+current round, the number of rounds, which sites answered the last round and which sites the
+rule left out or shut out for good (:meth:`StarController.stats`, via
+:mod:`lightyear.flare.run_stats`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+from nvflare.apis.client import Client
+from nvflare.apis.controller_spec import Task, TaskCompletionStatus
+from nvflare.apis.dxo import DataKind
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.impl.controller import Controller
+from nvflare.apis.shareable import Shareable
+from nvflare.apis.signal import Signal
+
+from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs, model_problems
+from lightyear.checks import integer, positive_int, positive_seconds
+from lightyear.flare import constants as C
+from lightyear.flare import run_stats
+from lightyear.star.aggregator import StarAggregator
+from lightyear.star.messages import read_result, task_data
+from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
+
+POLL_SECONDS = 0.2
+"""How often the per-site send path looks at its tasks."""
+
+
+def default_min_clients(n_sites: int) -> int:
+    """All but the faulty budget: a strict majority, n - floor((n - 1) / 2) (8 sites: 5)."""
+    return n_sites - (n_sites - 1) // 2
+
+
+def valid_num_samples(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0
+
+
+def capped_counts(counts: dict[str, float], max_ratio: float | None) -> dict[str, float]:
+    """Cap each site's claimed sample count at ``max_ratio`` x the round's median claim, so that
+    one site cannot take over a sample-weighted mean by claiming a huge count."""
+    if not counts or max_ratio is None:
+        return dict(counts)
+    cap = max_ratio * float(np.median(list(counts.values())))
+    return {s: min(float(n), cap) for s, n in counts.items()}
+
+
+def added(sent: dict, diff: dict, reference: dict) -> dict:
+    """sent + diff for the floating entries (in float64, cast to the reference's dtypes later);
+    integer entries are taken from ``sent``."""
+    out = {}
+    for key, ref in reference.items():
+        if np.issubdtype(ref.dtype, np.floating):
+            out[key] = np.asarray(sent[key], dtype=np.float64) + np.asarray(diff[key], dtype=np.float64)
+        else:
+            out[key] = np.asarray(sent[key])
+    return out
+
+
+class StarController(Controller):
+    def __init__(
+        self,
+        aggregator_id: str = "aggregator",
+        rounds: int = 12,
+        seed: int = 0,
+        model: str = "cnn",
+        model_args: dict | None = None,
+        num_classes: int = 10,
+        in_channels: int = 1,
+        min_clients: int | None = None,
+        train_timeout: float = 3600.0,
+        wait_time_after_min_received: float = 10.0,
+        max_sample_ratio: float | None = 10.0,
+        max_abs_weight: float | None = DEFAULT_MAX_ABS,
+    ):
+        """Args:
+        aggregator_id: id of a :class:`~lightyear.star.aggregator.StarAggregator` component.
+        rounds: communication rounds.
+        seed: the job seed: the initial global model is built from it.
+        model, model_args, num_classes, in_channels: the network (as the sites build it).
+        min_clients: results needed to aggregate a round (default: a strict majority of the
+            sites, n - floor((n-1)/2), i.e. all but the largest faulty minority).
+        train_timeout: seconds a round's training task may take.
+        wait_time_after_min_received: seconds to wait for the rest once ``min_clients`` answered.
+        max_sample_ratio: a site's claimed training-sample count is capped at this multiple of
+            the round's median claim (None: no cap).
+        max_abs_weight: a result with a value beyond this magnitude is rejected (None: no bound).
+        """
+        super().__init__()
+        self.aggregator_id = aggregator_id
+        self.rounds = positive_int("rounds", rounds)
+        self.seed = integer("seed", seed)
+        self.model, self.model_args = model, dict(model_args or {})
+        self.num_classes = positive_int("num_classes", num_classes)
+        self.in_channels = positive_int("in_channels", in_channels)
+        self.min_clients = None if min_clients is None else positive_int("min_clients", min_clients)
+        self.train_timeout = positive_seconds("train_timeout", train_timeout)
+        self.wait_time_after_min_received = positive_seconds("wait_time_after_min_received", wait_time_after_min_received)
+        if max_sample_ratio is not None and (not valid_num_samples(max_sample_ratio) or max_sample_ratio < 1):
+            raise ValueError(f"max_sample_ratio must be a number >= 1 or null (no cap), got {max_sample_ratio!r}")
+        self.max_sample_ratio = max_sample_ratio
+        self.max_abs_weight = check_max_abs(max_abs_weight)
+        from lightyear.training.settings import model_options
+
+        allowed = model_options(model)
+        if allowed is not None and set(self.model_args) - allowed:
+            raise ValueError(f"model_args {sorted(set(self.model_args) - allowed)} are not options of model {model!r}; allowed: {sorted(allowed)}")
+        self.aggregator: StarAggregator | None = None
+        self._run_dir = ""
+        self._finals: list[dict] = []
+        self._sites: list[str] = []
+        self._phase, self._round, self._need = run_stats.STARTING, None, None
+        self._progress = {"sites_answered": 0, "not_answered": [], "excluded": [], "sites_removed": 0, "removed": [], "rounds_aggregated": 0, "rounds_skipped": 0}
+
+    def initial_weights(self) -> dict:
+        """The seeded initial global model, as every site would build it."""
+        from lightyear.models import build_model
+        from lightyear.training.weights import get_weights
+
+        net = build_model(self.model, self.num_classes, self.in_channels, seed=self.seed, **self.model_args)
+        return get_weights(net)
+
+    def start_controller(self, fl_ctx: FLContext):
+        C.register_decomposers()
+        engine = fl_ctx.get_engine()
+        self.aggregator = engine.get_component(self.aggregator_id)
+        if not isinstance(self.aggregator, StarAggregator):
+            self.system_panic(f"aggregator_id {self.aggregator_id!r} names no StarAggregator component", fl_ctx)
+        self._run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
+
+    def stop_controller(self, fl_ctx: FLContext):
+        pass
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext):
+        super().handle_event(event_type, fl_ctx)
+        run_stats.add_stats(self, event_type, fl_ctx, self.stats)
+
+    def stats(self) -> dict:
+        """The run's progress as FLARE's ``show_stats`` shows it: ``phase``, ``current_round``
+        (the round being trained, 0-based; ``num_rounds`` during the final evaluation), ``sites``,
+        ``min_clients``, the last finished round's ``sites_answered`` (valid results) and
+        ``not_answered`` sites, the sites the rule ``excluded`` from the last aggregated round,
+        the sites it ``removed`` for good (blocked, removed), and the rounds aggregated or
+        ``rounds_skipped`` (global model kept)."""
+        return {"phase": self._phase, "current_round": self._round, "num_rounds": self.rounds, "sites": len(self._sites), "min_clients": self._need, **self._progress}
+
+    def _note(self, **changes) -> None:
+        """Update the progress shown by :meth:`stats` (replaced whole: the stats request comes
+        from another thread)."""
+        self._progress = {**self._progress, **changes}
+
+    def _task(self, name: str, round_num: int, weights) -> Task:
+        config = {"seed": self.seed, "rounds": self.rounds}
+        extras = self.aggregator.task_extras(round_num) if self.aggregator else {}
+        return Task(name=name, data=task_data(weights, round_num, config, extras), timeout=int(self.train_timeout))
+
+    def control_flow(self, abort_signal: Signal, fl_ctx: FLContext):
+        self._sites = sorted(c.name for c in fl_ctx.get_engine().get_clients())
+        phase = run_stats.FAILED
+        try:
+            phase = self._control(abort_signal, fl_ctx)
+        finally:
+            self._phase = phase
+            self._write_summary(fl_ctx)
+
+    def _control(self, abort_signal: Signal, fl_ctx: FLContext) -> str:
+        """Train, then evaluate; the phase the run ended in (see :mod:`lightyear.flare.run_stats`)."""
+        sites = self._sites
+        need = self._need = min(self.min_clients or default_min_clients(len(sites)), len(sites))
+        problem = self.aggregator.check_sites(len(sites))
+        if problem:
+            self.system_panic(problem, fl_ctx)
+            return run_stats.FAILED
+        global_weights = self.initial_weights()
+        self.log_info(fl_ctx, f"{len(sites)} sites, {self.rounds} rounds; a round is aggregated once {need} sites answered")
+        for round_num in range(self.rounds):
+            if abort_signal.triggered:
+                return run_stats.ABORTED
+            self._phase, self._round = run_stats.TRAINING, round_num
+            per_site = self.aggregator.site_models(sites, global_weights, round_num, fl_ctx)
+            if per_site is not None and not per_site:
+                self.log_error(fl_ctx, f"round {round_num}: the rule left no site to train; training ends")
+                break
+            sent = per_site if per_site is not None else {s: global_weights for s in sites}
+            tasks = self._run_tasks(C.STAR_TRAIN_TASK, round_num, sent, per_site is not None, need, abort_signal, fl_ctx)
+            if abort_signal.triggered:
+                return run_stats.ABORTED
+            results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
+            self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
+            round_need = min(need, len(sent))
+            if len(results) < round_need:
+                self.log_error(fl_ctx, f"round {round_num}: only {len(results)} valid results, {round_need} needed: the global model is kept")
+                self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
+                continue
+            try:
+                global_weights = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
+            except ValueError as exc:
+                self.log_error(fl_ctx, f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept")
+                self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
+                continue
+            self._note_aggregated(round_num)
+            self._save_round(global_weights)
+            self.log_info(fl_ctx, f"round {round_num}: aggregated {sorted(results)}")
+
+        self._phase, self._round = run_stats.EVALUATING, self.rounds
+        final = self.aggregator.site_models(sites, global_weights, self.rounds, fl_ctx)
+        sent = {s: (final or {}).get(s, global_weights) for s in sites}
+        tasks = self._run_tasks(C.STAR_EVAL_TASK, self.rounds, sent, final is not None, need, abort_signal, fl_ctx)
+        for task in tasks:
+            for ct in task.client_tasks:
+                result = ct.result
+                if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK and isinstance(result.get(C.KEY_RESULT), dict):
+                    self._finals.append(dict(result[C.KEY_RESULT], site=ct.client.name, status="finished", last_round=self.rounds - 1))
+        evaluated = {f["site"] for f in self._finals}
+        self._note(sites_answered=len(evaluated), not_answered=sorted(set(sites) - evaluated))
+        return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
+
+    def _note_aggregated(self, round_num: int) -> None:
+        history = self.aggregator.history
+        excluded = history[-1]["excluded"] if history and history[-1]["round"] == round_num else []
+        removed = self.aggregator.removed_sites()
+        self._note(rounds_aggregated=self._progress["rounds_aggregated"] + 1, excluded=list(excluded), removed=removed, sites_removed=len(removed))
+
+    def _save_round(self, global_weights: dict) -> None:
+        save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
+        state = self.aggregator.state()
+        if state:
+            blob = json.dumps(state, default=float).encode()
+            atomic_write(os.path.join(self._run_dir, "aggregator_state.json"), lambda f: f.write(blob))
+        arrays = self.aggregator.state_arrays()
+        if arrays:
+            save_npz_atomic(os.path.join(self._run_dir, "aggregator_state.npz"), arrays)
+
+    def _run_tasks(self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext) -> list[Task]:
+        """Send the round's task (one broadcast, or one task per site) and wait for it; the tasks."""
+        need = min(need, len(sent))
+        if not per_site:
+            task = self._task(name, round_num, next(iter(sent.values())))
+            self.broadcast_and_wait(
+                task=task,
+                fl_ctx=fl_ctx,
+                targets=sorted(sent),
+                min_responses=need,
+                wait_time_after_min_received=int(math.ceil(self.wait_time_after_min_received)),
+                abort_signal=abort_signal,
+            )
+            return [task]
+        tasks = {site: self._task(name, round_num, sent[site]) for site in sorted(sent)}
+        for site, task in tasks.items():
+            self.send(task=task, fl_ctx=fl_ctx, targets=[site])
+        self._wait_per_site(list(tasks.values()), need, abort_signal)
+        return list(tasks.values())
+
+    def _wait_per_site(self, tasks: list[Task], need: int, abort_signal: Signal, poll: float = POLL_SECONDS) -> None:
+        """Wait as a broadcast would: until every task ended (result, ``train_timeout``, dead
+        site), or ``need`` sites answered and ``wait_time_after_min_received`` passed since, or an
+        abort; the tasks still open are then cancelled."""
+        enough_since = None
+        while True:
+            if abort_signal is not None and abort_signal.triggered:
+                status = TaskCompletionStatus.ABORTED
+                break
+            if all(t.completion_status is not None for t in tasks):
+                return
+            answered = sum(1 for t in tasks for ct in t.client_tasks if ct.result_received_time is not None)
+            if answered >= need:
+                enough_since = enough_since if enough_since is not None else time.monotonic()
+                if time.monotonic() - enough_since >= self.wait_time_after_min_received:
+                    status = TaskCompletionStatus.CANCELLED
+                    break
+            time.sleep(poll)
+        for task in tasks:
+            if task.completion_status is None:
+                self.cancel_task(task, completion_status=status)
+
+    def _write_summary(self, fl_ctx: FLContext) -> None:
+        if not self._sites:
+            return
+        done = {f["site"] for f in self._finals}
+        missing = [{"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}} for s in self._sites if s not in done]
+        rows = summarize_sites(self._finals + missing)
+        path = write_summary(rows, self._run_dir)
+        self.log_info(fl_ctx, f"final test metrics of each site's evaluated model (written to {path}):\n{format_table(rows)}")
+
+    def _collect(self, tasks, global_weights: dict, round_num: int, fl_ctx: FLContext, sent: dict | None = None) -> dict:
+        """The round's valid results, checked against the global model; results are keyed by the
+        identity FLARE authenticated and cast to the global model's dtypes. ``tasks`` is a Task
+        or a list of them; ``sent`` maps each site to the model it was sent (default: the global
+        model), to which a ``WEIGHT_DIFF`` result is added."""
+        tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
+        claimed, models = {}, {}
+        for ct in (ct for task in tasks for ct in task.client_tasks):
+            site, result = ct.client.name, ct.result
+            if not (isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK):
+                rc = result.get_return_code() if isinstance(result, Shareable) else "no result"
+                reason = result.get(C.KEY_ERROR, "") if isinstance(result, Shareable) else ""
+                self.log_warning(fl_ctx, f"round {round_num}: {site} returned {rc} {reason}")
+                continue
+            weights, n, problems = self._result_model(result, (sent or {}).get(site, global_weights), global_weights)
+            if not valid_num_samples(n):
+                problems.append(f"num_samples must be a finite positive number, got {n!r}")
+            if problems:
+                self.log_warning(fl_ctx, f"round {round_num}: rejected the result of {site}: {'; '.join(problems)}")
+                continue
+            claimed[site] = float(n)
+            models[site] = {k: np.asarray(v).astype(global_weights[k].dtype, copy=False) for k, v in weights.items()}
+            models[site].update({k: global_weights[k] for k in global_weights if not np.issubdtype(global_weights[k].dtype, np.floating)})
+        counts = capped_counts(claimed, self.max_sample_ratio)
+        for site in counts:
+            if counts[site] < claimed[site]:
+                self.log_warning(fl_ctx, f"round {round_num}: {site} claimed {claimed[site]:g} samples; capped at {counts[site]:g}")
+        return {s: {"weights": models[s], "num_samples": counts[s]} for s in models}
+
+    def _result_model(self, result: Shareable, sent: dict, global_weights: dict) -> tuple[dict | None, object, list[str]]:
+        """(model, claimed sample count, problems) of one OK result; a WEIGHT_DIFF is checked, then
+        added to the model the site was sent, and the sum checked again (it may overflow)."""
+        unpacked = read_result(result)
+        if unpacked.problem:
+            return None, None, [unpacked.problem]
+        problems = model_problems(unpacked.data, global_weights, self.max_abs_weight)
+        if problems or unpacked.kind == DataKind.WEIGHTS:
+            return unpacked.data, unpacked.num_samples, problems
+        weights = added(sent, unpacked.data, global_weights)
+        return weights, unpacked.num_samples, model_problems(weights, global_weights, self.max_abs_weight)
+
+    def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):
+        self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} (or one that came too late) from {client.name}")

@@ -1,0 +1,69 @@
+"""Adaptive Federated Averaging as a star aggregator (Munoz-Gonzalez, Co, Lupu, "Byzantine-Robust
+Federated Machine Learning through Adaptive Model Averaging", arXiv:1909.05125, 2019).
+
+Each round the updates (model minus the round's global model) of the sites not blocked are
+aggregated with weights n_k * E[p_k], the sites whose cosine similarity to the aggregate lies
+beyond median -/+ xi * std are removed and the pass repeated with xi + delta_xi (Algorithm 1);
+then each site's Beta reputation is updated and a site with P(p_k < 0.5) > ``block_threshold``
+is blocked for good (:func:`lightyear.algorithms.star.afa.afa_round`).
+
+The reputation lives in this component for the whole run, so blocks outlive the round; it is
+part of :meth:`AfaAggregator.state` (``aggregator_state.json``: Beta counts and blocked sites),
+and every block is logged. A blocked site still gets each round's task (one broadcast to all);
+its result is ignored. Defaults are the authors': xi0 = 2, delta_xi = 0.25, prior
+alpha0 = beta0 = 3, block threshold 0.95.
+"""
+
+from __future__ import annotations
+
+from lightyear.algorithms.star.afa import BLOCK_THRESHOLD, DELTA_XI, PRIOR, XI0, AfaReputation, afa_round, check_block_threshold, check_xi
+from lightyear.algorithms.vectors import flatten, unflatten
+from lightyear.star.aggregator import StarAggregator
+
+
+class AfaAggregator(StarAggregator):
+    def __init__(
+        self,
+        xi0: float = XI0,
+        delta_xi: float = DELTA_XI,
+        alpha0: float = PRIOR,
+        beta0: float = PRIOR,
+        block_threshold: float = BLOCK_THRESHOLD,
+    ):
+        """Args:
+        xi0: first removal threshold, in standard deviations of the similarities.
+        delta_xi: added to the threshold after every pass that removed someone.
+        alpha0, beta0: Beta prior of every site's reputation.
+        block_threshold: a site is blocked once P(p < 0.5) exceeds this probability.
+        """
+        super().__init__()
+        self.xi0, self.delta_xi = check_xi(xi0, delta_xi)
+        self.block_threshold = check_block_threshold(block_threshold)
+        self.reputation = AfaReputation(alpha0=alpha0, beta0=beta0)
+
+    def aggregate(self, global_weights, results, round_num, fl_ctx):
+        reference = flatten(global_weights)
+        updates = {s: flatten(r["weights"]) - reference for s, r in results.items()}
+        counts = {s: r["num_samples"] for s, r in results.items()}
+        ignored = sorted(s for s in results if s in self.reputation.blocked)
+        outcome = afa_round(updates, counts, self.reputation, self.xi0, self.delta_xi, self.block_threshold)
+        self.record(
+            round_num,
+            outcome.good,
+            outcome.bad + ignored,
+            removed=outcome.bad,
+            ignored_blocked=ignored,
+            newly_blocked=outcome.newly_blocked,
+            weights=outcome.weights,
+            similarity=outcome.similarity,
+        )
+        self.log_info(fl_ctx, f"round {round_num}: AFA kept {outcome.good}, removed {outcome.bad}, ignored blocked {ignored}")
+        for site in outcome.newly_blocked:
+            self.log_warning(fl_ctx, f"round {round_num}: AFA blocked {site} for good (P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})")
+        return unflatten(reference + outcome.aggregate, global_weights)
+
+    def state(self) -> dict:
+        return {"reputation": self.reputation.to_dict(), **super().state()}
+
+    def removed_sites(self) -> list[str]:
+        return sorted(self.reputation.blocked)

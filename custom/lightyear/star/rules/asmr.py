@@ -1,0 +1,30 @@
+"""ASMR as a star aggregator (Konstantin, Fuchs, Mukhopadhyay, "ASMR: Angular Support for
+Malfunctioning Client Resilience in Federated Learning", MIDL 2024).
+
+Each round the sites' full weight vectors get an angular outlier factor; the sites below the
+largest gap in the sorted factors are flagged and the others averaged uniformly
+(:func:`lightyear.algorithms.star.asmr.asmr`). The published rule (``min_gap`` 0, the default) flags
+someone in every round in which the factors differ at all, attacker or not; ``min_gap`` > 0 (this
+toolkit's addition) splits only at a larger gap.
+"""
+
+from __future__ import annotations
+
+from lightyear.algorithms.star.asmr import asmr, check_min_gap
+from lightyear.star.aggregator import StarAggregator
+
+
+class AsmrAggregator(StarAggregator):
+    def __init__(self, min_gap: float = 0.0):
+        """Args:
+        min_gap: split only where the largest gap between sorted outlier factors (mean 1)
+            exceeds this; 0 is the published rule.
+        """
+        super().__init__()
+        self.min_gap = check_min_gap(min_gap)
+
+    def aggregate(self, global_weights, results, round_num, fl_ctx):
+        mean, outcome = asmr({s: r["weights"] for s, r in results.items()}, self.min_gap)
+        self.record(round_num, outcome.benign, outcome.flagged, outlier_factor=outcome.outlier_factor)
+        self.log_info(fl_ctx, f"round {round_num}: ASMR flagged {outcome.flagged}, averaged {outcome.benign}")
+        return mean

@@ -1,0 +1,22 @@
+"""The Byzantine-robust use of Clustered FL as a star aggregator (Sattler, Mueller, Samek,
+"Clustered Federated Learning: Model-Agnostic Distributed Multitask Optimization Under Privacy
+Constraints", IEEE TNNLS 2020).
+
+Each round the sites' updates (model minus the round's global model) are split in two by
+complete linkage on their pairwise cosine distances (the paper's bipartition); the larger
+cluster is averaged uniformly, the smaller one left out (:func:`lightyear.algorithms.star.cfl.cfl`).
+The rule has no hyperparameter; it leaves a minority out in every round, attacker or not.
+"""
+
+from __future__ import annotations
+
+from lightyear.algorithms.star.cfl import cfl
+from lightyear.star.aggregator import StarAggregator
+
+
+class CflAggregator(StarAggregator):
+    def aggregate(self, global_weights, results, round_num, fl_ctx):
+        mean, majority, minority = cfl({s: r["weights"] for s, r in results.items()}, global_weights)
+        self.record(round_num, majority, minority)
+        self.log_info(fl_ctx, f"round {round_num}: CFL kept the cluster {majority}, left out {minority}")
+        return mean

@@ -1,0 +1,108 @@
+"""FedCAP's server as a star aggregator (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust
+Federated Learning via Customized Aggregation and Personalization", Sec. V, Algorithm 1).
+
+Round t on the server, with the rules of :mod:`lightyear.algorithms.star.fedcap`:
+
+1. :meth:`FedCapAggregator.site_models` (Alg. 1 lines 5-11): every site that is not removed gets
+   its customised model w^_k = sum_i p'_ki w~_i over the recovered model pool (Eqs. 3-5); round 0
+   sends everyone w^0. The global model is updated from the pool by Eq. 6 (w^t). The controller
+   sends each site its own model in its own task.
+2. The sites train (``personal_executor``: a personal model by Eq. 7 beside the customised one)
+   and return the trained customised model w_k^t, or d_k^t = w_k^t - w^_k^t, which the controller
+   recovers to w~_k^t = w^_k^t + d_k^t by adding the model it sent (Sec. V-C, Recovery).
+3. :meth:`FedCapAggregator.aggregate` (Alg. 1 lines 18-19): d~_k = w~_k - w^t (Calibration); a site
+   with ||d~_k||_2 > T_norm is removed for good and is sent nothing more (Detection); the kept
+   sites refill the pools. The global model the controller saves is w^t.
+
+Sites outside the pool (a site whose result was missing or rejected last round) get w^t, this
+toolkit's fallback for the paper's newcomer case. Defaults: alpha = 10, phi = 0.1, T_norm = 10
+(see the rules' module for where they come from; T_norm is an absolute L2 norm over all
+parameters, so it depends on the network's size and the training settings).
+
+State kept across rounds (removed sites, pools, norms) is in :meth:`state`
+(``aggregator_state.json``) and :meth:`state_arrays` (``aggregator_state.npz``: w^t and the
+recovered pool; the calibrated pool is recovered - w^t); :func:`load_state` rebuilds it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from lightyear.algorithms.star.fedcap import (
+    ALPHA,
+    PHI,
+    T_NORM,
+    FedCapState,
+    check_alpha,
+    check_phi,
+    check_t_norm,
+    fedcap_calibrate_and_detect,
+    fedcap_customize,
+)
+from lightyear.algorithms.vectors import flatten, unflatten
+from lightyear.star.aggregator import StarAggregator
+
+
+def load_state(saved: Mapping, arrays: Mapping[str, np.ndarray]) -> FedCapState:
+    """The FedCapState from ``aggregator_state.json``'s ``fedcap`` entry and ``aggregator_state.npz``."""
+    full = {"global": np.asarray(arrays["global"], dtype=np.float64)}
+    for key, value in arrays.items():
+        if key.startswith("recovered/"):
+            recovered = np.asarray(value, dtype=np.float64)
+            full[key] = recovered
+            full["calibrated/" + key.split("/", 1)[1]] = recovered - full["global"]
+    return FedCapState.from_dict(saved, full)
+
+
+def _compact(vector: np.ndarray) -> np.ndarray:
+    """float32 when that loses nothing (pools of float32 models), else the float64 vector."""
+    small = vector.astype(np.float32)
+    return small if np.array_equal(small, vector) else vector
+
+
+class FedCapAggregator(StarAggregator):
+    def __init__(self, alpha: float = ALPHA, phi: float = PHI, t_norm: float = T_NORM):
+        """Args:
+        alpha: softmax scale of the customisation weights (Eq. 5).
+        phi: each site's weight on its own recovered model.
+        t_norm: a site whose calibrated update's L2 norm exceeds this is removed for good.
+        """
+        super().__init__()
+        self.alpha = check_alpha(alpha)
+        self.phi = check_phi(phi)
+        self.t_norm = check_t_norm(t_norm)
+        self.fedcap: FedCapState | None = None
+
+    def site_models(self, sites, global_weights, round_num, fl_ctx):
+        if self.fedcap is None:
+            self.fedcap = FedCapState(global_vector=flatten(global_weights))
+        vectors = fedcap_customize(self.fedcap, sites, self.alpha, self.phi, absent="global")
+        return {s: unflatten(v, global_weights) for s, v in vectors.items()}
+
+    def aggregate(self, global_weights, results, round_num, fl_ctx):
+        if self.fedcap is None or not self.fedcap.customized:
+            raise ValueError("FedCAP aggregates only results of models it customised this round (site_models first)")
+        vectors = {s: flatten(r["weights"]) for s, r in results.items()}
+        counts = {s: r["num_samples"] for s, r in results.items()}
+        found = fedcap_calibrate_and_detect(self.fedcap, vectors, counts, self.t_norm)
+        self.record(round_num, found.kept, found.removed_now + found.ignored, removed_now=found.removed_now, norms=found.norms)
+        self.log_info(fl_ctx, f"round {round_num}: FedCAP kept {found.kept}; calibrated update norms {found.norms}")
+        for site in found.removed_now:
+            self.log_warning(fl_ctx, f"round {round_num}: FedCAP removed {site} for good (||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})")
+        return unflatten(self.fedcap.global_vector, global_weights)
+
+    def state(self) -> dict:
+        extra = {"fedcap": self.fedcap.to_dict()} if self.fedcap is not None else {}
+        return {**extra, **super().state()}
+
+    def removed_sites(self) -> list[str]:
+        return sorted(self.fedcap.removed) if self.fedcap is not None else []
+
+    def state_arrays(self) -> dict:
+        if self.fedcap is None:
+            return {}
+        out = {"global": self.fedcap.global_vector}
+        out.update({f"recovered/{s}": _compact(v) for s, v in self.fedcap.recovered.items()})
+        return out

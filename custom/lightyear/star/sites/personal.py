@@ -1,0 +1,115 @@
+"""A personal model per site beside the shared one: the site side of Ditto and of FedCAP.
+
+* Ditto (Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through
+  Personalization", ICML 2021, Eq. 2 and Algorithm 1): the site receives the global model w^t,
+  trains it on its loss alone and sends it back (the server is FedAvg's), and beside it trains
+  its personal model v_k on F_k(v) + lambda/2 ||v - w^t||^2.
+* FedCAP (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via Customized
+  Aggregation and Personalization", Sec. V-B, Eq. 7): the site receives its customised model w^_k^t, trains it
+  on its loss alone and sends it back (the server is ``fedcap_aggregator``), and trains v_k on
+  L_k(v) + lambda/2 ||v - w^_k^t||^2.
+
+Both are this executor: the received model, frozen when training starts, is the proximal
+term's reference (:func:`~lightyear.training.regularizers.proximal_term`), so the two models'
+updates do not interact; training v_k and then the received model over the same batches in
+the same order equals the papers' alternating mini-batch updates.
+
+The personal model is what the site evaluates and reports: the ``val_``/``test_`` columns of
+its records and its final summary row (``model`` column ``personal``); the received model's
+metrics are recorded too, as ``received_val_``/``received_test_`` (FedCAP's paper compares
+both). v_k starts as the seeded initial model (w^0, the same as the server's), lives on the site
+for the whole run and is written after every round to ``personal_model.npz`` in the site's run
+folder (atomically); a site process restarted within the run continues from it.
+
+Default lambda = 0.5: the LIGHTYEAR authors' setting for Ditto; for FedCAP the middle of the
+paper's grid {0.1, 0.5, 1} (Sec. VI-A), which names no single value.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from lightyear.star.executor import StarExecutor
+from lightyear.star.messages import StarTask
+from lightyear.records import save_npz_atomic
+from lightyear.training.regularizers import check_mu, parameter_snapshot, proximal_term
+from lightyear.training.weights import get_weights, set_weights
+
+LAM = 0.5
+PERSONAL_FILE = "personal_model.npz"
+_WEIGHT = "weights/"
+_ROUND = "round"
+
+
+def check_lam(lam) -> float:
+    """lambda (the personal model's proximal weight) must be a finite number >= 0."""
+    try:
+        return check_mu(lam)
+    except ValueError:
+        raise ValueError(f"lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) must be a finite number >= 0, got {lam!r}") from None
+
+
+def save_personal(folder: str, weights: dict, round_num: int) -> str:
+    """Write the personal model after ``round_num`` to ``<folder>/personal_model.npz``, atomically."""
+    blob = {_WEIGHT + k: np.asarray(v) for k, v in weights.items()}
+    blob[_ROUND] = np.array(int(round_num), dtype=np.int64)
+    return save_npz_atomic(os.path.join(folder, PERSONAL_FILE), blob)
+
+
+def load_personal(folder: str) -> tuple[dict, int] | None:
+    """(weights, round) of the saved personal model, or None if there is none; a damaged file is
+    an error that names it."""
+    path = os.path.join(folder, PERSONAL_FILE)
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            weights = {k[len(_WEIGHT):]: data[k] for k in data.files if k.startswith(_WEIGHT)}
+            return weights, int(data[_ROUND])
+    except Exception as exc:  # noqa: BLE001 - any damage is reported the same way
+        raise RuntimeError(f"the personal model {path} cannot be read ({exc}); delete it to start from the initial model") from exc
+
+
+class PersonalExecutor(StarExecutor):
+    def __init__(self, lam: float = LAM, evaluate_received: bool = True, **kwargs):
+        """Args:
+        lam: lambda, the weight of the personal model's proximal term (>= 0).
+        evaluate_received: also record the received model's validation and test metrics.
+        Other arguments: see :class:`~lightyear.star.executor.StarExecutor`.
+        """
+        self.lam = check_lam(lam)
+        if not isinstance(evaluate_received, bool):
+            raise ValueError(f"evaluate_received must be true or false, got {evaluate_received!r}")
+        self.evaluate_received = evaluate_received
+        super().__init__(**kwargs)
+        self.personal = None
+        self.personal_round = -1
+
+    def runtime_ready(self, fl_ctx) -> None:
+        rt = self.runtime
+        self.personal = rt.fresh_model(rt.seed).to(rt.trainer.device)
+        saved = load_personal(self.run_dir)
+        if saved is not None:
+            set_weights(self.personal, saved[0])
+            self.personal_round = saved[1]
+            self.log_info(fl_ctx, f"continuing with the personal model saved after round {saved[1]}")
+
+    def evaluate_round(self, task: StarTask) -> tuple[dict, dict, dict]:
+        rt = self.runtime
+        val, test = rt.trainer.evaluate(self.personal, rt.data.val), rt.trainer.evaluate(self.personal, rt.data.test)
+        fields = {"model": "personal"}
+        if self.evaluate_received:
+            fields.update({f"received_val_{k}": v for k, v in rt.evaluate("val").items()})
+            fields.update({f"received_test_{k}": v for k, v in rt.evaluate("test").items()})
+        return fields, val, test
+
+    def train_round(self, task: StarTask) -> dict:
+        rt = self.runtime
+        reference = parameter_snapshot(rt.model)  # the received model, frozen
+        personal = rt.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.lam), model=self.personal)
+        stats = rt.train(task.round_num)
+        save_personal(self.run_dir, get_weights(self.personal), task.round_num)
+        self.personal_round = task.round_num
+        return {**stats, "personal_train_loss": personal["train_loss"]}

@@ -1,0 +1,163 @@
+"""lightyear-slurm: the batch scripts it writes (parameters, GPU pinning, CPU mode), its checks of
+bad input, submission through sbatch, and the committed templates in slurm/ being current."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lightyear.deploy.slurm import cli as slurm_cli
+from lightyear.deploy.slurm import templates as slurm_templates
+from lightyear.deploy.slurm.params import SlurmInputError, for_job, load_description
+from lightyear.jobs import generate
+
+from repo import ROOT
+DESCRIPTION = os.path.join(ROOT, "app_configs", "slurm", "templates.yaml")
+SITES = ["site-1", "site-2", "site-3"]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("jobs")
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "lightyear", "digits", "none", 0, seed=0,
+                                     overrides={"sites": SITES, "rounds": 2})
+    generate.write_job(files, str(tmp_path / name))
+    return str(tmp_path / name)
+
+
+def dry_run(capsys, *args):
+    assert slurm_cli.main([*args, "--description", DESCRIPTION, "--dry-run"]) == 0
+    return capsys.readouterr().out
+
+
+def fake_python(tmp_path):
+    """A python3 that records nvflare's arguments instead of running FLARE, and runs the rest."""
+    path = tmp_path / "bin" / "python3"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"""#!/bin/bash
+if [ "$1 $2" = "-m nvflare.cli" ]; then shift 2; echo "NVFLARE $*"; exit 0; fi
+if [ "$1 $2" = "-m lightyear.deploy.slurm.results" ]; then exit 0; fi
+exec {sys.executable} "$@"
+""")
+    path.chmod(0o755)
+    return str(path)
+
+
+def run_script(tmp_path, text, *args, **env):
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    full = dict(os.environ, LIGHTYEAR_PYTHON=fake_python(tmp_path), LIGHTYEAR_RESULTS=str(tmp_path / "results"),
+                PYTHONPATH=os.path.join(ROOT, "custom"), SLURM_JOB_ID="77")
+    full.update(env)
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        full.pop("CUDA_VISIBLE_DEVICES", None)
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=full, cwd=str(tmp_path), timeout=120)
+
+
+def test_the_committed_templates_are_current():
+    assert slurm_templates.differences(DESCRIPTION, os.path.join(ROOT, "slurm")) == []
+
+
+def test_parameters_appear_as_sbatch_directives(job, capsys):
+    text = dry_run(capsys, "simulator", job, "--partition", "gpu-a", "--account", "proj1", "--time", "1-02:00:00",
+                   "--gpu-type", "h100", "--cpus", "2", "--mem-per-cpu", "4G")
+    for line in ("#SBATCH --partition=gpu-a", "#SBATCH --account=proj1", "#SBATCH --time=1-02:00:00",
+                 "#SBATCH --gres=gpu:h100:3", "#SBATCH --cpus-per-task=6", "#SBATCH --mem-per-cpu=4G", "#SBATCH --nodes=1"):
+        assert line in text.splitlines()
+    assert f"JOB=${{1:-{job}}}" in text
+
+
+def test_each_simulated_site_gets_its_own_gpu_of_the_allocation(job, capsys, tmp_path):
+    text = dry_run(capsys, "simulator", job)
+    assert "#SBATCH --gres=gpu:a100:3" in text.splitlines()  # one GPU a site by default
+    out = run_script(tmp_path, text, CUDA_VISIBLE_DEVICES="2,5,7")
+    assert out.returncode == 0, out.stderr
+    assert f"NVFLARE simulator {job} -w {tmp_path}/results/lightyear_digits-77/workspace -gpu 2,5,7" in out.stdout
+    assert (tmp_path / "results" / "lightyear_digits-77" / "workspace" / "local" / "resources.json").is_file()
+    shared = run_script(tmp_path, text, CUDA_VISIBLE_DEVICES="0,1")  # fewer GPUs than sites: shared round-robin
+    assert "-gpu 0,1,0" in shared.stdout
+    none = run_script(tmp_path, text)
+    assert none.returncode == 2 and "no GPU in this allocation" in none.stderr
+
+
+def test_cpu_mode_asks_no_gpu_and_runs_one_thread_a_site(job, capsys, tmp_path):
+    text = dry_run(capsys, "cpu", job, "--cpus", "1")
+    assert "--gres" not in text and "#SBATCH --cpus-per-task=3" in text.splitlines()
+    out = run_script(tmp_path, text)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("NVFLARE simulator") == 1 and "-t 3" in out.stdout and "-gpu" not in out.stdout
+    assert "--gres" not in dry_run(capsys, "deploy_cpu", job)
+
+
+def test_a_gpu_deployment_gives_each_site_step_one_gpu_and_the_server_none(job, capsys):
+    text = dry_run(capsys, "deploy", job, "--gpus", "2")
+    lines = text.splitlines()
+    assert {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --gres=gpu:a100:2", "#SBATCH --signal=B:TERM@120"} <= set(lines)
+    assert 'SITE_GRES="--gres=gpu:1"' in lines and 'SERVER_GRES="--gres=none"' in lines
+    assert "trap stop_all EXIT" in lines
+
+
+def test_a_deployment_refuses_an_allocation_too_small_for_the_job(job, tmp_path):
+    text = slurm_templates.render(load_description(DESCRIPTION)["deploy_cpu"], slurm_templates.Target())
+    out = run_script(tmp_path, text, job, SLURM_NTASKS="3")
+    assert out.returncode == 2 and "it needs 4 tasks" in out.stderr
+
+
+def test_dry_run_prints_the_script_without_calling_sbatch(job, capsys, monkeypatch):
+    def no_sbatch(*a, **k):
+        raise AssertionError("sbatch called on --dry-run")
+
+    monkeypatch.setattr(subprocess, "Popen", no_sbatch)
+    assert dry_run(capsys, "deploy_cpu", job).startswith("#!/bin/bash\n#SBATCH --job-name=ly-lightyear_digits")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["simulator", "no/such/job"], "is not a folder: give a job folder"),
+    (["simulator", "JOB", "--gpus", "4"], "4 GPUs for 3 sites"),
+    (["deploy", "JOB", "--gpus", "1", "--nodes", "2"], "3 sites need 3 GPUs"),
+    (["cluster", "JOB"], "unknown mode 'cluster'"),
+    (["cpu", "JOB", "--time", "2h"], "not a SLURM time"),
+    (["simulator", "JOB", "--nodes", "2"], "one node"),
+])
+def test_bad_input_is_refused_with_the_fix(job, capsys, args, message):
+    args = [job if a == "JOB" else a for a in args]
+    assert slurm_cli.main([*args, "--description", DESCRIPTION, "--dry-run"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_without_sbatch_submission_says_so(job, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert slurm_cli.main(["cpu", job, "--description", DESCRIPTION, "--out", str(tmp_path / "out")]) == 2
+    assert "sbatch not found" in capsys.readouterr().err
+
+
+def test_submission_prints_the_job_id_and_where_results_land(job, capsys, monkeypatch, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f'#!/bin/bash\necho "$@" > {tmp_path}/args\necho 4242\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    out = tmp_path / "out"
+    assert slurm_cli.main(["cpu", job, "--description", DESCRIPTION, "--out", str(out), "--wait"]) == 0
+    printed = capsys.readouterr().out
+    assert "submitted SLURM job 4242" in printed and f"results: {out}/lightyear_digits-4242" in printed
+    args = (tmp_path / "args").read_text().split()
+    assert args[:2] == ["--parsable", "--wait"] and args[2] == str(out / "lightyear_digits-cpu.sbatch")
+
+
+def test_one_gpu_a_site_unless_given_and_deploy_nodes_follow_the_gpus():
+    templates = load_description(DESCRIPTION)
+    assert for_job(templates["simulator"], 5, {}).gpus == 5
+    assert for_job(templates["deploy"], 6, {"gpus": 4}).nodes == 2
+    with pytest.raises(SlurmInputError, match="leave a node without a site"):
+        for_job(templates["deploy"], 2, {"gpus": 4, "nodes": 2})
+
+
+def test_a_committed_script_stops_with_the_reason_when_python_or_the_job_is_missing(tmp_path):
+    with open(os.path.join(ROOT, "slurm", "cpu.sbatch")) as f:
+        text = f.read()
+    no_python = run_script(tmp_path, text, "jobs/lightyear_digits", LIGHTYEAR_PYTHON="no-such-python")
+    assert no_python.returncode == 2 and "no Python no-such-python" in no_python.stderr
+    no_job = run_script(tmp_path, text, "jobs/missing", SLURM_SUBMIT_DIR=ROOT)
+    assert no_job.returncode == 2 and f"{ROOT}/jobs/missing is not a folder: give a job folder" in no_job.stderr

@@ -1,0 +1,186 @@
+"""lightyear-allow: a participant's policy gains this toolkit and nothing more."""
+
+import json
+import os
+
+import pytest
+
+from lightyear.deploy import allow_list
+from lightyear.flare import component_policy
+from lightyear.flare.component_policy import AllowListError, allow_package, with_package
+
+from repo import ROOT
+
+
+def _write(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def _read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_a_provisioned_default_file_keeps_every_key_and_gains_only_the_package(tmp_path):
+    default = {
+        "format_version": 2,
+        "class_allow_list": ["nvflare.app_common.workflows.fedavg.FedAvg"],
+        "components": [{"id": "resource_manager", "path": "nvflare.app_common.resource_managers.gpu_resource_manager.GPUResourceManager"}],
+        "snapshot_persistor": {"path": "x"},
+    }
+    _write(tmp_path / "resources.json.default", default)
+    path, added = allow_package(str(tmp_path))
+    assert path == str(tmp_path / "resources.json")
+    out = _read(path)
+    assert out["components"] == default["components"] and out["snapshot_persistor"] == default["snapshot_persistor"]
+    assert out["class_allow_list"][:1] == default["class_allow_list"]
+    assert "lightyear." in out["class_allow_list"]
+    assert "nvflare." not in out["class_allow_list"]
+    assert set(added) == {"lightyear.", *component_policy.FLARE_CLASSES_USED}
+    # the provisioned default is left as it was
+    assert _read(tmp_path / "resources.json.default") == default
+
+
+def test_running_it_twice_changes_nothing_the_second_time(tmp_path):
+    path, added = allow_package(str(tmp_path))
+    first = _read(path)
+    assert added
+    path, added = allow_package(str(tmp_path))
+    assert added == [] and _read(path) == first
+
+
+def test_no_policy_at_all_means_flare_default_plus_the_package(tmp_path):
+    path, _ = allow_package(str(tmp_path))
+    listed = _read(path)["class_allow_list"]
+    defaults = component_policy.flare_default_allow_list()
+    assert listed[: len(defaults)] == defaults
+    assert "nvflare.app_common.widgets.streaming.AnalyticsSender" in listed  # not in FLARE's default list
+    assert "nvflare." not in listed
+
+
+def test_entries_already_covered_by_a_prefix_are_not_added_again():
+    out, added = with_package({"class_allow_list": ["lightyear", "nvflare.app_common.widgets"]})
+    assert added == ["nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver"]
+    out, added = with_package({"class_allow_list": ["*"]})
+    assert added == [] and out["class_allow_list"] == ["*"]
+
+
+def test_malformed_files_are_refused_with_the_file_named(tmp_path):
+    (tmp_path / "resources.json").write_text("{not json")
+    with pytest.raises(AllowListError, match="resources.json is not valid JSON"):
+        allow_package(str(tmp_path))
+    _write(tmp_path / "resources.json", {"class_allow_list": "lightyear."})
+    with pytest.raises(AllowListError, match="must be a list of strings"):
+        allow_package(str(tmp_path))
+    with pytest.raises(AllowListError, match="not a folder"):
+        allow_package(str(tmp_path / "missing"))
+
+
+def test_the_cli_takes_startup_kits_and_reports_what_it_added(tmp_path, capsys):
+    kit = tmp_path / "site-1"
+    (kit / "local").mkdir(parents=True)
+    assert allow_list.main([str(kit)]) == 0
+    assert "added lightyear." in capsys.readouterr().out
+    assert os.path.isfile(kit / "local" / "resources.json")
+    (kit / "local" / "resources.json").write_text("[")
+    assert allow_list.main([str(kit)]) == 2
+
+
+def test_the_repository_workspace_policy_is_flare_default_plus_the_package():
+    listed = _read(os.path.join(ROOT, "workspace", "local", "resources.json"))["class_allow_list"]
+    assert "nvflare." not in listed
+    _, added = with_package({"class_allow_list": listed})
+    assert added == []
+    assert set(listed) == set(component_policy.flare_default_allow_list()) | {"lightyear.", *component_policy.FLARE_CLASSES_USED}
+
+
+def _components(obj):
+    """Every dict of a configuration that names a class (``path``)."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("path"), str):
+            yield obj
+        for v in obj.values():
+            yield from _components(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _components(v)
+
+
+def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours():
+    """Generated jobs, and the Job API's folders (the same files), name no FLARE class that a
+    participant with FLARE's default policy would refuse after ``lightyear-allow``."""
+    from lightyear.jobs import generate
+
+    configs = os.path.join(ROOT, "app_configs")
+    allowed = with_package({})[0]["class_allow_list"]
+    for method in generate.methods(configs):
+        for malfunction, faulty in (("none", 0), ("sfa", 1)):
+            _, files = generate.build_job(configs, method, "digits", malfunction, faulty)
+            for name in ("app/config/config_fed_server.json", "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"):
+                for path in (c["path"] for c in _components(files.get(name, {}))):
+                    assert component_policy._covered(path, allowed), f"{method}: {path} is not allowed"
+
+
+def test_components_the_default_policy_lacks_carry_the_fix_right_after_their_path():
+    config = {
+        "workflows": [{"id": "c", "path": "lightyear.p2p.controller.P2PController", "args": {"rounds": 2}}],
+        "components": [
+            {"id": "tb", "path": "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver", "args": {}},
+            {"id": "s", "path": "nvflare.app_common.widgets.streaming.AnalyticsSender", "args": {}},
+        ],
+        "filters": [{"path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"nested": {"path": "lightyear.x.Y"}}}],
+    }
+    marked = component_policy.with_refusal_fix(config)
+    controller = marked["workflows"][0]
+    assert list(controller) == ["id", "path", component_policy.REFUSAL_FIX_KEY, "args"]  # FLARE prints keys in this order
+    assert controller[component_policy.REFUSAL_FIX_KEY] == component_policy.REFUSAL_FIX
+    assert component_policy.REFUSAL_FIX_KEY not in marked["components"][0]  # in FLARE's default list
+    assert component_policy.REFUSAL_FIX_KEY in marked["components"][1]  # AnalyticsSender is not
+    assert component_policy.REFUSAL_FIX_KEY in marked["filters"][0]["args"]["nested"]
+    assert component_policy.with_refusal_fix(marked) == marked  # idempotent
+    assert component_policy.REFUSAL_FIX_KEY not in config["workflows"][0]  # the input is left alone
+
+
+def test_every_generated_component_flare_would_refuse_names_the_fix():
+    from lightyear.jobs import generate
+
+    configs = os.path.join(ROOT, "app_configs")
+    default = component_policy.flare_default_allow_list()
+    for method in generate.methods(configs):
+        _, files = generate.build_job(configs, method, "digits", "sfa", 1)
+        refusable = [c for f in files.values() for c in _components(f) if not component_policy._covered(c["path"], default)]
+        assert refusable, method
+        assert all(c.get(component_policy.REFUSAL_FIX_KEY) == component_policy.REFUSAL_FIX for c in refusable), method
+
+
+def test_flare_builds_a_component_that_carries_the_fix():
+    """The extra key must not reach the constructor: FLARE's builder takes only ``path`` and ``args``."""
+    from nvflare.fuel.utils.component_builder import ComponentBuilder
+
+    class Builder(ComponentBuilder):
+        def get_module_scanner(self):
+            return None
+
+    marked = component_policy.with_refusal_fix({"id": "m", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"kind": "sfa"}})
+    built = Builder().build_component(marked)
+    assert type(built).__name__ == "MalfunctionFilter"
+
+
+def test_lightyear_simulate_allows_the_workspace_and_passes_every_option_to_flare(tmp_path):
+    from lightyear.deploy import simulate
+
+    job = os.path.join(ROOT, "jobs", "lightyear_digits")
+    ws = tmp_path / "new" / "ws"
+    cmd = simulate.simulator_command([job, "-t", "8", "-w", str(ws), "-gpu", "0,1"])
+    assert cmd[1:] == ["simulator", job, "-w", str(ws), "-t", "8", "-gpu", "0,1"] and cmd[0].endswith("nvflare")
+    policy = _read(ws / "local" / "resources.json")["class_allow_list"]
+    assert "lightyear." in policy and "nvflare." not in policy
+
+
+def test_lightyear_simulate_refuses_what_is_not_a_job_before_touching_the_workspace(tmp_path, capsys):
+    from lightyear.deploy import simulate
+
+    assert simulate.main([str(tmp_path), "-w", str(tmp_path / "ws")]) == 2
+    assert "no meta.json" in capsys.readouterr().err
+    assert not (tmp_path / "ws").exists()

@@ -1,0 +1,243 @@
+"""lightyear-sweep: runs, failures, skipping finished runs, Ctrl-C, SLURM scripts; one real resumed sweep.
+
+Most tests use a stand-in for ``nvflare simulator`` ($LIGHTYEAR_NVFLARE) that behaves by the
+job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 4 writes a
+summary in which every site dropped, seed 2 hangs with a
+child process (to check that Ctrl-C ends the whole process group), any other seed writes a
+summary after two progress records.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lightyear.experiments import progress, report, runner, sweep
+from lightyear.experiments.selection import counts, run_selection
+from lightyear.experiments.results import load_sweep
+
+from repo import ROOT
+CONFIGS = os.path.join(ROOT, "app_configs")
+CUSTOM = os.path.join(ROOT, "custom")
+
+FAKE = r'''
+import json, os, subprocess, sys, time
+job, ws = sys.argv[2], sys.argv[sys.argv.index("-w") + 1]
+meta = json.load(open(os.path.join(job, "meta.json")))
+seed = meta["lightyear"]["seed"]
+print("fake simulator", meta["name"], "sites", sys.argv[sys.argv.index("-t") + 1], flush=True)
+run = os.path.join(ws, "server", "simulate_job")
+os.makedirs(run, exist_ok=True)
+if seed == 1:
+    print("2026-01-01 - ERROR - received unknown aux message topic lightyear.ping")
+    print("2026-01-01 - ERROR - site-2 failed: CUDA out of memory")
+    sys.exit(0)
+if seed == 4:  # peer-to-peer runs whose sites all dropped still write a summary
+    print("2026-01-01 - ERROR - the peer-to-peer run failed: site-1: ValueError: no data")
+    with open(os.path.join(run, "summary.csv"), "w") as f:
+        f.write("site,malfunction,status,acc\nsite-1,none,dropped,nan\nmean_benign,n=0,,nan\nstd_benign,n=0,,nan\n")
+    sys.exit(0)
+if seed == 2:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open(os.path.join(ws, "pids"), "w").write(f"{os.getpid()} {child.pid}")
+    time.sleep(600)
+for rnd in range(2):
+    with open(os.path.join(run, "progress.jsonl"), "a") as f:
+        f.write(json.dumps({"round": rnd, "site": "site-1"}) + "\n")
+    time.sleep(0.1)
+with open(os.path.join(run, "summary.csv"), "w") as f:
+    f.write("site,malfunction,status,acc\nsite-1,none,finished,0.5\nmean_benign,n=1,,0.5\nstd_benign,n=1,,0.0\n")
+'''
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    path = tmp_path / "fake_nvflare"
+    path.write_text(f"#!{sys.executable}\n{FAKE}")
+    path.chmod(0o755)
+    monkeypatch.setenv("LIGHTYEAR_NVFLARE", str(path))
+    return path
+
+
+def write_spec(tmp_path, seeds, name="s.json", **extra):
+    spec = {"datasets": ["digits"], "methods": ["fedavg"], "faulty": [0], "seeds": seeds,
+            "set": {"sites": ["site-1", "site-2"], "rounds": 2}, **extra}
+    path = tmp_path / name
+    path.write_text(json.dumps(spec))
+    return str(path)
+
+
+def statuses(out):
+    return {n: r["status"] for n, r in json.loads((out / "sweep_status.json").read_text())["runs"].items()}
+
+
+def env():
+    return {**os.environ, "PYTHONPATH": CUSTOM + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, [0, 1, 3, 4])
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
+    assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s1": "failed",
+                             "fedavg_digits_clean_s3": "finished", "fedavg_digits_clean_s4": "failed"}
+    failed = json.loads((out / "runs" / "fedavg_digits_clean_s1" / "status.json").read_text())
+    assert failed["reason"] == "2026-01-01 - ERROR - site-2 failed: CUDA out of memory"
+    assert failed["wall_s"] >= 0
+    dropped = json.loads((out / "runs" / "fedavg_digits_clean_s4" / "status.json").read_text())
+    assert dropped["reason"] == "2026-01-01 - ERROR - the peer-to-peer run failed: site-1: ValueError: no data"
+    log = (out / "runs" / "fedavg_digits_clean_s0" / "log.txt").read_text()
+    assert "fake simulator fedavg_digits_clean_s0 sites 2" in log
+    assert "fake simulator" not in capsys.readouterr().out  # FLARE's output goes to the log only
+    first = os.path.getmtime(out / "runs" / "fedavg_digits_clean_s0" / "log.txt")
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
+    printed = capsys.readouterr().out
+    assert "4 runs, 2 already done, 2 to run" in printed and "FAILED   fedavg_digits_clean_s1" in printed
+    assert os.path.getmtime(out / "runs" / "fedavg_digits_clean_s0" / "log.txt") == first
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--dry-run"]) == 0
+    assert "todo  fedavg_digits_clean_s1" in capsys.readouterr().out
+
+
+def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, [0, 2])
+    proc = subprocess.Popen([sys.executable, "-m", "lightyear.experiments.sweep", spec, "--out", str(out), "--configs", CONFIGS],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids_file = out / "runs" / "fedavg_digits_clean_s2" / "ws" / "pids"
+    deadline = time.monotonic() + 60
+    while not pids_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pids = [int(p) for p in pids_file.read_text().split()]
+    proc.send_signal(signal.SIGINT)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, text
+    assert "run the same command again to continue" in text
+    time.sleep(0.5)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s2": "interrupted"}
+
+
+def test_finished_runs_with_other_settings_are_not_mixed_in(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    assert sweep.main([write_spec(tmp_path, [0]), "--out", str(out), "--configs", CONFIGS, "--plain"]) == 0
+    changed = write_spec(tmp_path, [0], set={"sites": ["site-1", "site-2"], "rounds": 3})
+    assert sweep.main([changed, "--out", str(out), "--configs", CONFIGS]) == 2
+    assert "used other settings than the spec now gives (fedavg_digits_clean_s0)" in capsys.readouterr().err
+
+
+def test_bad_spec_stops_before_anything_is_written(tmp_path, capsys):
+    path = write_spec(tmp_path, [0], methods=["nope"])
+    assert sweep.main([path, "--out", str(tmp_path / "out"), "--configs", CONFIGS]) == 2
+    assert "unknown methods nope" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    path = write_spec(tmp_path, [0], set={"tau": 3})
+    assert sweep.main([path, "--out", str(tmp_path / "out"), "--configs", CONFIGS]) == 2
+    assert "run fedavg_digits_clean_s0: " in capsys.readouterr().err
+
+
+def test_slurm_script_runs_one_task_per_run(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, [0, 3])
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--gres", "gpu:1", "--time", "01:00:00"]) == 0
+    text = (out / "sweep.sbatch").read_text()
+    assert text.startswith("#!/bin/bash\n")
+    for line in ("#SBATCH --array=0-1", "#SBATCH --gres=gpu:1", "#SBATCH --time=01:00:00", "#SBATCH --cpus-per-task=2"):
+        assert line in text
+    assert f"-m lightyear.experiments.sweep {out / 'spec.json'} --out {out} --configs {CONFIGS} --task \"$SLURM_ARRAY_TASK_ID\"" in text
+    assert "sbatch " + str(out / "sweep.sbatch") in capsys.readouterr().out
+    assert not (out / "runs").exists()
+    no_gres = sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"])
+    assert no_gres == 0 and "sbatch --gres=gpu:1" in (out / "sweep.sbatch").read_text()
+    # what array task 1 runs
+    assert sweep.main([str(out / "spec.json"), "--out", str(out), "--configs", CONFIGS, "--task", "1"]) == 0
+    assert statuses(out) == {"fedavg_digits_clean_s3": "finished"}
+    assert sweep.main([str(out / "spec.json"), "--out", str(out), "--configs", CONFIGS, "--task", "2"]) == 2
+
+
+def test_failure_reason_skips_noise_and_falls_back_to_the_last_line(tmp_path):
+    (tmp_path / "log.txt").write_text("start\nx - ERROR - received unknown aux message topic lightyear.ping\nlast words\n")
+    assert runner.failure_reason(str(tmp_path), 0) == "last words"
+    assert runner.failure_reason(str(tmp_path), 1) == "exit code 1: last words"
+
+
+def test_progress_reads_rounds_and_estimates_time_left(tmp_path):
+    run = tmp_path / "ws" / "server" / "simulate_job"
+    run.mkdir(parents=True)
+    (run / "progress.jsonl").write_text('{"round": 0}\n{"round": 2}\n{"round": 1}\n{"rou')
+    assert progress.rounds_done(str(tmp_path)) == 3
+    live = [progress.Running("a", 3, 12, 30.0)]
+    assert progress.estimate_left([100.0, 60.0], pending=2, running=live, parallel=1) == 2 * 80 + 50
+    assert progress.estimate_left([], pending=1, running=live, parallel=1) == 120 + 90
+    assert progress.estimate_left([], pending=1, running=[], parallel=1) is None
+    line = progress.status_line(progress.SweepState(5, 2, 1, 65, 3700, live))
+    assert line == "2/5 done | 1 running | 1 failed | elapsed 1:05 | left ~1:01:40 | a round 3/12"
+
+
+def processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_parallel_runs(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    assert sweep.main([write_spec(tmp_path, [0, 3, 5]), "--out", str(out), "--configs", CONFIGS, "--parallel", "2"]) == 0
+    assert set(statuses(out).values()) == {"finished"}
+    assert "3/3 runs finished" in capsys.readouterr().out
+
+
+@pytest.mark.simulator
+def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
+    """Two real runs (3 digits sites, 2 rounds); the sweep is killed during the second and resumed."""
+    out = tmp_path / "out"
+    spec = tmp_path / "real.json"
+    spec.write_text(json.dumps({
+        "datasets": ["digits"], "methods": ["fedavg", "lightyear"], "malfunctions": ["sfa"], "faulty": [1], "seeds": [0],
+        "set": {"sites": ["site-1", "site-2", "site-3"], "rounds": 2, "train_args": {"local_epochs": 8, "batch_size": 16, "lr": 0.002}},
+    }))
+    cmd = [sys.executable, "-m", "lightyear.experiments.sweep", str(spec), "--out", str(out), "--configs", CONFIGS]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    second = out / "runs" / "lightyear_digits_sfa1_s0"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (second / "status.json").exists() and (second / "log.txt").stat().st_size > 0:
+            break
+        time.sleep(0.5)
+    pid = json.loads((second / "status.json").read_text())["pid"]
+    proc.send_signal(signal.SIGTERM)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, text
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert processes_mentioning(str(second)) == []  # no site process outlived the simulator
+    assert statuses(out) == {"fedavg_digits_sfa1_s0": "finished", "lightyear_digits_sfa1_s0": "interrupted"}
+    first_log = os.path.getmtime(out / "runs" / "fedavg_digits_sfa1_s0" / "log.txt")
+
+    resumed = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "2 runs, 1 already done, 1 to run" in resumed.stdout
+    assert os.path.getmtime(out / "runs" / "fedavg_digits_sfa1_s0" / "log.txt") == first_log
+    assert statuses(out) == {"fedavg_digits_sfa1_s0": "finished", "lightyear_digits_sfa1_s0": "finished"}
+
+    runs = {r.name: r for r in load_sweep(str(out))}
+    assert run_selection(runs["fedavg_digits_sfa1_s0"]) is None
+    sel = run_selection(runs["lightyear_digits_sfa1_s0"])
+    assert sel.faulty == ["site-3"] and sel.rounds == [0, 1]
+    for site in ("site-1", "site-2"):
+        assert sel.selected[site]["site-3"] == [0.0, 0.0]  # scored every round, never selected
+    assert counts(sel)[:2] == (0, 4)
+    written = report.report(str(out), log=lambda *_: None)
+    assert os.path.join(str(out), "report", "selection", "lightyear_digits_sfa1_s0_selection.png") in written["selection"]
+    table = (out / "report" / "tables" / "digits_sfa_acc.md").read_text().splitlines()
+    assert [line.split(" | ")[0] for line in table[-2:]] == ["| fedavg", "| lightyear"]

@@ -1,0 +1,112 @@
+"""Sweep descriptions expand into the expected, stably named runs; bad ones are refused with a fix."""
+
+import json
+import os
+
+import pytest
+
+from lightyear.experiments.sweep_spec import SpecError, expand, load_spec, run_name
+from lightyear.jobs import generate
+
+from repo import ROOT
+CONFIGS = os.path.join(ROOT, "app_configs")
+
+
+def spec(**raw):
+    base = {"datasets": ["digits"], "methods": ["lightyear", "fedavg"], "malfunctions": ["sfa", "dynamic"], "faulty": [0, 1, 3], "seeds": [0, 1]}
+    base.update(raw)
+    return expand({k: v for k, v in base.items() if v is not None}, CONFIGS, "test")
+
+
+def test_counts_and_names():
+    s = spec()
+    # per method and seed: one clean run + 2 kinds x 2 counts
+    assert len(s.runs) == 2 * 2 * (1 + 2 * 2)
+    names = [r.name for r in s.runs]
+    assert len(set(names)) == len(names)
+    assert names[:6] == [
+        "lightyear_digits_clean_s0", "lightyear_digits_clean_s1",
+        "lightyear_digits_sfa1_s0", "lightyear_digits_sfa1_s1",
+        "lightyear_digits_sfa3_s0", "lightyear_digits_sfa3_s1",
+    ]
+    assert "fedavg_digits_dynamic3_s1" in names
+    clean = [r for r in s.runs if r.faulty == 0]
+    assert {r.malfunction for r in clean} == {"none"} and len(clean) == 4
+    run = next(r for r in s.runs if r.name == "fedavg_digits_dynamic3_s1")
+    assert (run.method, run.dataset, run.malfunction, run.faulty, run.seed, run.sites, run.rounds) == ("fedavg", "digits", "dynamic", 3, 1, 8, 12)
+
+
+def test_names_are_stable():
+    assert run_name("p2p_fedavg", "femnist", "ana", 7, 3) == "p2p_fedavg_femnist_ana7_s3"
+    assert run_name("lightyear", "digits", "none", 0, 0) == "lightyear_digits_clean_s0"
+    assert [r.name for r in spec().runs] == [r.name for r in spec().runs]
+
+
+def test_overrides_reach_every_run_and_the_site_count():
+    s = spec(set={"sites": ["site-1", "site-2", "site-3"], "rounds": 2}, faulty=[1, 2])
+    assert {r.sites for r in s.runs} == {3} and {r.rounds for r in s.runs} == {2}
+    assert all(r.overrides == {"sites": ["site-1", "site-2", "site-3"], "rounds": 2} for r in s.runs)
+
+
+def test_all_means_every_folder_of_app_configs():
+    s = spec(methods="all", datasets="all", faulty=[0], malfunctions=None)
+    assert s.methods == generate.methods(CONFIGS) and s.datasets == generate.datasets(CONFIGS)
+    assert len(s.runs) == len(s.methods) * len(s.datasets) * 2
+
+
+def test_clean_only_needs_no_malfunctions():
+    s = spec(faulty=[0], malfunctions=None, seeds=[5])
+    assert [r.name for r in s.runs] == ["lightyear_digits_clean_s5", "fedavg_digits_clean_s5"]
+
+
+def test_repeats_are_dropped():
+    s = spec(methods=["lightyear", "lightyear"], faulty=[1, 1], malfunctions=["sfa"], seeds=[0])
+    assert [r.name for r in s.runs] == ["lightyear_digits_sfa1_s0"]
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"methods": ["lightyaer"]}, "unknown methods lightyaer: app_configs has"),
+    ({"datasets": ["mnist"]}, "unknown datasets mnist: app_configs/datasets has"),
+    ({"malfunctions": ["flip"]}, "unknown malfunctions flip; choose from ana, ana_relative, sfa, random, dynamic"),
+    ({"malfunctions": ["none"]}, "put 0 in 'faulty' for clean runs"),
+    ({"faulty": [8]}, "use at most 7"),
+    ({"faulty": [3], "set": {"sites": ["site-1", "site-2", "site-3"]}}, "leaves no benign site among the 3 sites of digits: use at most 2"),
+    ({"faulty": [-1]}, "'faulty' must be whole numbers >= 0"),
+    ({"faulty": None}, "needs 'faulty'"),
+    ({"malfunctions": None}, "needs 'malfunctions'"),
+    ({"seeds": ["a"]}, "'seeds' must be whole numbers"),
+    ({"set": {"seed": 3}}, "seeds: [...]"),
+    ({"set": [1]}, "'set' must be a mapping"),
+    ({"rounds": 2}, "unknown key(s) rounds in the sweep description; allowed:"),
+    ({"name": "a b"}, "sweep name 'a b'"),
+    ({"methods": []}, "'methods' is empty"),
+])
+def test_validation_names_the_fix(raw, message):
+    with pytest.raises(SpecError) as err:
+        spec(**raw)
+    assert message in str(err.value)
+
+
+def test_load_yaml_and_json(tmp_path):
+    (tmp_path / "s.yaml").write_text("datasets: [digits]\nmethods: [lightyear]\nmalfunctions: [ana]\nfaulty: [2]\nseeds: [4]\nset: {rounds: 3}\n")
+    s = load_spec(str(tmp_path / "s.yaml"), CONFIGS)
+    assert s.name == "s" and [r.name for r in s.runs] == ["lightyear_digits_ana2_s4"] and s.runs[0].rounds == 3
+    (tmp_path / "t.json").write_text(json.dumps({"name": "mine", "datasets": "digits", "methods": "fedavg", "faulty": 0}))
+    s = load_spec(str(tmp_path / "t.json"), CONFIGS)
+    assert s.name == "mine" and [r.name for r in s.runs] == ["fedavg_digits_clean_s0"]
+    (tmp_path / "bad.yaml").write_text("datasets: [digits\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(str(tmp_path / "bad.yaml"), CONFIGS)
+    with pytest.raises(SpecError, match="no sweep description"):
+        load_spec(str(tmp_path / "missing.yaml"), CONFIGS)
+
+
+def test_shipped_sweeps_expand_and_do_not_confuse_the_generator():
+    folder = os.path.join(CONFIGS, "sweeps")
+    for name in os.listdir(folder):
+        s = load_spec(os.path.join(folder, name), CONFIGS)
+        assert s.runs
+    assert "sweeps" not in generate.methods(CONFIGS) and "sweeps" not in generate.datasets(CONFIGS)
+    s = load_spec(os.path.join(folder, "digits_dynamic.yaml"), CONFIGS)
+    assert s.methods == generate.methods(CONFIGS) and s.faulty == [0, 1, 3, 5, 7]
+    assert len(s.runs) == len(s.methods) * 5

@@ -1,0 +1,164 @@
+"""The LIGHTYEAR site executor without a FLARE run: settings checks, buffering, deadline, rejection."""
+
+
+import numpy as np
+import pytest
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.signal import Signal
+
+from lightyear.flare import constants as C
+from lightyear.p2p.methods.lightyear import LightyearExecutor
+from lightyear.p2p.site.exchange import PeerExchange
+from lightyear.training.site_runtime import SiteRuntime
+from flare_fakes import SiteEngine, context, model_message
+
+TRAIN = {"local_epochs": 1, "batch_size": 64}
+
+
+FakeEngine = SiteEngine  # records the models a site sends, answers OK and ready
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [({"tau": 1.2}, "tau"), ({"gamma": 0.0}, "gamma"), ({"third_term": "x"}, "third_term"),
+     ({"peer_deadline": -1}, "peer_deadline"), ({"peer_deadline": 0.5}, "peer_deadline"),
+     ({"records_file": "../../etc/x.csv"}, "records_file"), ({"max_missed_rounds": 0}, "max_missed_rounds"),
+     ({"skill_floor": 1.0}, "skill_floor"), ({"dataset": "mnist"}, "unknown dataset"), ({"model": "resnet"}, "unknown model"),
+     ({"dataset_args": {"fraction": 0.5}}, "dataset_args"), ({"model_args": {"width": 3}}, "model_args"),
+     ({"train_args": {"loss_args": {"gama": 2}}}, "loss_args"), ({"train_args": {"momentum": 1.0}}, "momentum"),
+     ({"train_args": {"device": "tpu"}}, "device"), ({"max_abs_weight": -1}, "max_abs_weight"), ({"train_args": {"local_epochs": 0}}, "local_epochs"),
+     ({"train_args": {"epochs": 3}}, "unknown train_args"), ({"transfer_dtype": "int8"}, "transfer_dtype")],
+)
+def test_bad_settings_stop_the_job_at_construction(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        LightyearExecutor(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def peers():
+    """Trained models of three digits sites (the neighbours' would-be messages)."""
+    out = {}
+    for site in ("site-2", "site-3"):
+        rt = SiteRuntime(site, "digits", "cnn", seed=0, train_args=TRAIN, num_threads=1)
+        rt.train(0)
+        out[site] = rt.get_weights()
+    return out
+
+
+def make_executor(tmp_path, deadline=0.5, rounds=12, **kwargs):
+    ex = LightyearExecutor(tau=0.0, gamma=0.95, train_args=TRAIN, num_threads=1, **kwargs)
+    ex.peer_deadline = deadline  # below the 1 s a job may set: keeps the test fast
+    ex.site = "site-1"
+    ex.neighbours = ["site-2", "site-3", "site-4"]
+    ex.runtime = SiteRuntime("site-1", "digits", "cnn", seed=0, train_args=TRAIN, num_threads=1)
+    ex.exchange = PeerExchange(
+        ex.neighbours, ex.neighbours, rounds, deadline, 5.0, ex.max_missed_rounds, ex.max_abs_weight, lambda level, msg: None
+    )
+    ex.exchange.reference = ex.runtime.get_weights()
+    return ex
+
+
+def test_round_skips_late_rejects_malformed_and_aggregates_the_rest(tmp_path, peers):
+    ex = make_executor(tmp_path)
+    engine = FakeEngine(str(tmp_path))
+    ctx = context(engine)
+    broken = {k: v.copy() for k, v in peers["site-3"].items()}
+    first = next(k for k, v in broken.items() if v.dtype.kind == "f")
+    broken[first][...] = np.nan
+    ex._on_model(C.TOPIC_MODEL, model_message("site-2", 0, peers["site-2"]), ctx)
+    ex._on_model(C.TOPIC_MODEL, model_message("site-3", 0, broken), ctx)
+    # site-4 never delivers: skipped after peer_deadline
+    row = ex._round(0, ctx, Signal())
+    assert row["late"] == ["site-4"]
+    assert row["rejected"] == ["site-3"]
+    assert row["selected"] == ["site-2"]  # tau = 0 keeps every valid model
+    assert row["site-3_score"] == "" and isinstance(row["site-2_score"], float)
+    assert 0.4 < row["wait_s"] < 5.0
+    # gamma^0 = 1 and one selected peer: the new model is that peer's model
+    new = ex.runtime.get_weights()
+    np.testing.assert_allclose(new[first], peers["site-2"][first], rtol=1e-6)
+    assert ex.exchange.buffer.rounds_held() == []  # round 0 freed
+    sends = [s for s in engine.sent if s[0] == C.TOPIC_MODEL]
+    assert sends and sorted(sends[0][1]) == ["site-2", "site-3", "site-4"]
+    assert sends[0][2][C.KEY_ROUND] == 0
+
+
+def test_empty_selection_keeps_the_own_model(tmp_path, peers):
+    ex = make_executor(tmp_path, deadline=0.2)
+    ex.tau = 1.0
+    ctx = context(FakeEngine(str(tmp_path)))
+    ex._on_model(C.TOPIC_MODEL, model_message("site-2", 0, peers["site-2"]), ctx)
+    own_before = {}
+
+    original = ex.aggregate
+
+    def spy(round_num, own, received):
+        own_before.update(own)
+        return original(round_num, own, received)
+
+    ex.aggregate = spy
+    row = ex._round(0, ctx, Signal())
+    assert row["selected"] == []
+    new = ex.runtime.get_weights()
+    for k in own_before:
+        np.testing.assert_array_equal(new[k], own_before[k])
+
+
+def test_model_handler_buffers_by_round_and_refuses_strangers(tmp_path, peers):
+    ex = make_executor(tmp_path)
+    ctx = context(FakeEngine(str(tmp_path)))
+    good = peers["site-2"]
+    assert ex._on_model(C.TOPIC_MODEL, model_message("site-2", 1, good), ctx).get_return_code() == ReturnCode.OK
+    assert ex._on_model(C.TOPIC_MODEL, model_message("site-9", 1, good), ctx).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    assert ex.exchange.buffer.rounds_held() == [1]
+    ex.exchange.release(1)
+    # a late model is acknowledged (so the sender stops re-sending) but not stored
+    assert ex._on_model(C.TOPIC_MODEL, model_message("site-2", 0, good), ctx).get_return_code() == ReturnCode.OK
+    assert ex.exchange.buffer.rounds_held() == []
+
+
+ReadyEngine = SiteEngine
+
+
+def test_a_restarted_site_continues_from_its_last_checkpoint(tmp_path):
+    import csv
+
+    from lightyear.p2p.site.checkpoint import load_site_checkpoint
+
+    config = {"rounds": 3, "seed": 0, "neighbours": {"site-1": []}}
+    first = LightyearExecutor(train_args=TRAIN, num_threads=1, compute_slots=0)
+    first.site = "site-1"
+    ctx = context(ReadyEngine(str(tmp_path)))
+    signal = Signal()
+    reported = []
+
+    def report(row, fl_ctx):
+        reported.append(row["round"])
+        if row["round"] == 1:
+            signal.trigger("the site process dies after round 1")
+
+    first._report = report
+    assert first._run(config, ctx, signal) is None
+    ckpt = load_site_checkpoint(str(tmp_path))
+    assert ckpt.round == 1
+    for key, value in first.runtime.get_weights().items():
+        np.testing.assert_array_equal(ckpt.weights[key], value)
+
+    again = LightyearExecutor(train_args=TRAIN, num_threads=1, compute_slots=0)
+    again.site = "site-1"
+    again._report = lambda row, fl_ctx: reported.append(row["round"])
+    result = again._run(config, context(ReadyEngine(str(tmp_path))), Signal())
+    assert reported == [0, 1, 2]
+    with open(tmp_path / "rounds.csv", newline="") as f:
+        assert [int(r["round"]) for r in csv.DictReader(f)] == [0, 1, 2]
+    assert result["last_round"] == 2 and load_site_checkpoint(str(tmp_path)).round == 2
+
+
+def test_cold_start_guard_trains_alone_until_the_own_model_is_clearly_better_than_chance(tmp_path, peers):
+    ex = make_executor(tmp_path, skill_floor=0.95)  # a 1-epoch digits model is far from 0.95 skill
+    own = ex.runtime.get_weights()
+    outcome = ex.aggregate(0, own, dict(peers))
+    assert outcome.fields["warming_up"] == 1 and outcome.fields["selected"] == []
+    assert outcome.fields["own_skill"] < 0.95
+    ex.skill_floor = 0.0  # the paper's rule: tau = 0 keeps every peer
+    assert ex.aggregate(0, own, dict(peers)).fields["selected"] == ["site-2", "site-3"]

@@ -1,0 +1,97 @@
+"""A P2P executor wired as its run would wire it, without FLARE: a fake runtime (a 4-value model),
+a fake engine, and the helpers that deliver peers' models to it."""
+
+import numpy as np
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.shareable import Shareable, make_reply
+
+from lightyear.flare import constants as C
+from lightyear.p2p.site.exchange import PeerExchange
+from lightyear.p2p.site.sampling import RoundSampling
+
+FAST = {"local_epochs": 1, "batch_size": 64}
+
+
+class FakeData:
+    def __init__(self, train=100):
+        self.train = train
+
+    def sizes(self):
+        return {"train": self.train, "val": 10, "test": 10}
+
+
+class FakeRuntime:
+    """A 4-value model; training reports mean(w^2) as its loss, then shrinks w by 10 %.
+
+    So a peer whose model lies far from 0 raises this site's next training loss, one near 0 lowers
+    it; a model beyond 1e3 "diverges" (NaN loss), like a damaged network.
+    """
+
+    def __init__(self, value=1.0, train=100):
+        self.w = {"w": np.full(4, value, dtype=np.float32), "n": np.array(0, dtype=np.int64)}
+        self.data = FakeData(train)
+        self.trained = 0
+
+    def get_weights(self):
+        return {k: v.copy() for k, v in self.w.items()}
+
+    def set_weights(self, weights):
+        self.w = {k: np.array(v, copy=True) for k, v in weights.items()}
+
+    def train(self, round_num):
+        self.trained += 1
+        w = self.w["w"]
+        loss = float("nan") if np.abs(w).max() > 1e3 else float(np.mean(w.astype(np.float64) ** 2))
+        self.w["w"] = (w * 0.9).astype(np.float32)
+        return {"train_loss": loss, "train_samples": self.data.train}
+
+    def evaluate(self, split, weights=None):
+        return {"acc": 0.5, "loss": float(np.mean(self.w["w"] ** 2))}
+
+
+class FakeEngine:
+    def __init__(self):
+        self.sent = []
+
+    def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
+        if topic == C.TOPIC_MODEL:
+            self.sent.append((sorted(targets), request.get(C.KEY_ROUND), request.get(C.KEY_NUM_SAMPLES)))
+        return {t: make_reply(ReturnCode.OK) for t in targets}
+
+    def new_context(self):
+        return self.ctx
+
+    def fire_event(self, event_type, fl_ctx):
+        pass
+
+
+def wire(ex, graph, site="site-1", rounds=10, deadline=0.3, runtime=None, seed=0, start=0):
+    """Set an executor up as its run would, without FLARE: graph, sampling, exchange, runtime."""
+    from lightyear.p2p.topology import in_neighbours
+
+    ex.site, ex.rounds, ex.seed = site, rounds, seed
+    ex.in_neighbours = in_neighbours(graph)[site]
+    ex.neighbours = sorted(set(graph[site]) | set(ex.in_neighbours))
+    ex.sampling = RoundSampling(graph, seed, ex.sample_neighbours)
+    ex.runtime = runtime or FakeRuntime()
+    ex.exchange = PeerExchange(
+        graph[site], ex.in_neighbours, rounds, deadline, 5.0, ex.max_missed_rounds, ex.max_abs_weight,
+        lambda level, msg: None, start_round=start, asynchronous=ex.asynchronous, async_wait=ex.async_wait,
+    )
+    ex.exchange.reference = ex.runtime.get_weights()
+    if ex.shares_dataset_size:
+        ex.exchange.num_samples = ex.runtime.data.sizes()["train"]
+    return ex
+
+
+def deliver(ex, sender, round_num, value, num_samples=None):
+    req = Shareable()
+    req[C.KEY_ROUND] = round_num
+    req[C.KEY_WEIGHTS] = {"w": np.full(4, value, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
+    if num_samples is not None:
+        req[C.KEY_NUM_SAMPLES] = num_samples
+    req.set_peer_props({ReservedKey.IDENTITY_NAME: sender})
+    return ex._on_model(C.TOPIC_MODEL, req, None)
+
+
+FULL3 = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3": ["site-1", "site-2"]}
