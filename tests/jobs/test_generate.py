@@ -116,11 +116,15 @@ def test_every_star_method_has_a_committed_job_for_every_dataset():
 
 
 def test_method_defaults_reach_the_components_and_can_be_overridden():
+    from lightyear.jobs.settings import component_class
+
     _, files = generate.build_job(CONFIGS, "fedcap", "shapes")
     server = files["app/config/config_fed_server.json"]["components"][0]
-    assert server["args"] == {"alpha": 10.0, "phi": 0.1, "t_norm": 10.0}
-    assert files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["lam"] == 0.5
-    _, files = generate.build_job(CONFIGS, "fedcap", "digits")  # a dataset's setting beats the method's default
+    assert server["args"] == {}  # no layer sets them: the constructor's defaults are the only ones
+    built = component_class(server["path"])(**server["args"])
+    assert (built.alpha, built.phi, built.t_norm) == (10.0, 0.1, 10.0)
+    assert "lam" not in files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
+    _, files = generate.build_job(CONFIGS, "fedcap", "digits")  # the method's value for one dataset
     assert files["app/config/config_fed_server.json"]["components"][0]["args"]["t_norm"] == 20.0
     _, files = generate.build_job(CONFIGS, "fedprox", "digits", overrides={"mu": 0.1})
     assert files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["mu"] == 0.1
@@ -178,10 +182,12 @@ def test_every_p2p_method_takes_a_topology_and_neighbour_sampling(method):
 @pytest.mark.parametrize("method", ["balance", "scclip", "defta"])
 def test_method_defaults_reach_the_executor(method):
     _, files = generate.build_job(CONFIGS, method, "digits")
-    defaults = json.load(open(os.path.join(CONFIGS, method, "method.json")))["defaults"]
+    from lightyear.jobs.settings import placeholders
+
+    template = json.load(open(os.path.join(CONFIGS, method, "config_fed_client.json")))
+    assert {p for p in placeholders(template) if p.startswith(method + "_")}  # every method here has settings of its own
     args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
     site = build_component(files["app/config/config_fed_client.json"]["executors"][0]["executor"])
-    assert set(defaults) - {"sample_neighbours"}  # every method here has settings of its own
     for key, value in args.items():
         if key in ("dataset", "dataset_args", "data_root", "model", "model_args", "train_args"):
             continue

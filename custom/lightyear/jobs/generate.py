@@ -2,11 +2,12 @@
 one dataset's settings (``app_configs/datasets/<dataset>.json``).
 
 ``app_configs/<method>/config_fed_server.json`` and ``config_fed_client.json`` are templates:
-a string value ``"${name}"`` is replaced by the dataset setting ``name`` with its JSON type.
+a string value ``"${name}"`` is replaced by the job's setting ``name`` with its JSON type, and an
+argument whose setting no layer gives is left out (the constructor's default applies).
 ``method.json`` says whether the method is peer-to-peer (``p2p``) or ``star`` and may give the
-method's own settings with their defaults (``"defaults": {"mu": 0.01}``); a dataset's settings
-and ``--set`` override them. A star job's aggregator is built once when the job is generated,
-so a bad method setting is refused then, with the message of the component's constructor.
+method's settings (``"defaults"``, and ``"datasets"`` for one dataset's values). Where each
+setting comes from, and how a job is checked by building every component of it as FLARE will:
+:mod:`lightyear.jobs.settings`.
 
 With ``--malfunction KIND --faulty K`` the last K sites get a second app, ``app_faulty``, whose
 client configuration adds a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`:
@@ -32,15 +33,24 @@ import sys
 import tempfile
 
 from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.flare import analytics
+from lightyear.flare.component_policy import with_refusal_fix
+from lightyear.jobs.settings import (
+    MALFUNCTION_KEYS,
+    build_components,
+    check_override_keys,
+    check_site_names,
+    check_site_resources,
+    constructor_default,
+    fill,
+    known_settings,
+    layered_settings,
+    resource_spec,
+    with_direct_arguments,
+)
+from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 
-PLACEHOLDER_PREFIX = "${"
 DEFAULT_SEED = 0
-COMMON_DEFAULTS = {"topology": "full", "topology_args": {}, "tensorboard": True, "secure_messages": "auto"}
-"""Settings every job has unless the method (``method.json``'s ``defaults``), the dataset or
-``--set`` say otherwise; later ones win in that order."""
-P2P_DEFAULTS = {"transfer_dtype": "float32", "max_isolated_rounds": 3, "resume_from": None}
-"""Settings every peer-to-peer job has on top of ``COMMON_DEFAULTS`` (what its sites send, when
-they give up on unreachable neighbours, which checkpoints they resume from)."""
 
 
 def repo_root() -> str:
@@ -69,36 +79,13 @@ def datasets(configs: str) -> list[str]:
     return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
 
 
-def fill(template, values: dict):
-    """Replace every ``"${name}"`` string in ``template`` by ``values[name]``."""
-    if isinstance(template, dict):
-        return {k: fill(v, values) for k, v in template.items()}
-    if isinstance(template, list):
-        return [fill(v, values) for v in template]
-    if isinstance(template, str) and template.startswith(PLACEHOLDER_PREFIX) and template.endswith("}"):
-        name = template[2:-1]
-        if name not in values:
-            raise KeyError(f"template placeholder ${{{name}}} has no value in the dataset settings")
-        return copy.deepcopy(values[name])
-    return template
-
-
 def malfunction_component(settings: dict, kind: str, seed: int) -> dict:
-    return {
-        "id": "malfunction",
-        "path": "lightyear.flare.malfunction_filter.MalfunctionFilter",
-        "args": {
-            "kind": kind,
-            "scale": settings.get("ana_scale", 120.5),
-            "sigma": settings.get("ana_sigma", 1.0),
-            "alpha": settings.get("sfa_alpha", 1.0),
-            "seed": seed,
-            "model": settings["model"],
-            "model_args": settings.get("model_args", {}),
-            "num_classes": settings["num_classes"],
-            "in_channels": settings.get("in_channels", 1),
-        },
-    }
+    """The faulty sites' filter; its settings a job does not give keep the filter's defaults."""
+    args = {"kind": kind}
+    args.update({arg: settings[key] for key, arg in MALFUNCTION_KEYS.items() if key in settings})
+    args.update(seed=seed, model=settings["model"], model_args=settings.get("model_args", {}), num_classes=settings["num_classes"])
+    args["in_channels"] = settings.get("in_channels", 1)
+    return {"id": "malfunction", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": args}
 
 
 def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
@@ -112,105 +99,28 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
     return client
 
 
-def check_settings(settings: dict) -> None:
-    """Refuse settings that would stop the job at its start, naming the setting."""
-    from lightyear.algorithms.p2p.decayed_update import check_gamma
-    from lightyear.algorithms.p2p.agreement import check_skill_floor, check_tau
-    from lightyear.checks import positive_int, positive_seconds
-    from lightyear.p2p.controller import check_progress_timeout
-    from lightyear.training.settings import check_site_settings
-
-    check_tau(settings.get("tau", 0.75))
-    check_gamma(settings.get("gamma", 0.95))
-    check_skill_floor(settings.get("skill_floor", 0.0))
-    for key in ("dataset", "model"):
+def check_settings(settings: dict, topology: str) -> None:
+    """The checks no single component makes: what the dataset file must give, the sites, the
+    resources every site asks for and (peer-to-peer) the graph over the sites."""
+    for key in ("dataset", "model", "sites", "rounds"):
         if key not in settings:
             raise ValueError(f"the dataset settings lack {key!r}")
-    check_site_settings(settings["dataset"], settings["model"], settings.get("dataset_args"), settings.get("model_args"), settings.get("train_args"))
-    if "transfer_dtype" in settings:
-        from lightyear.p2p.site.payload import check_transfer_dtype
-
-        check_transfer_dtype(settings["transfer_dtype"])
-    if "max_isolated_rounds" in settings:
-        from lightyear.p2p.site.isolation import check_max_isolated_rounds
-
-        check_max_isolated_rounds(settings["max_isolated_rounds"])
-    if "resume_from" in settings:
-        from lightyear.p2p.site.resume import check_resume_from
-
-        check_resume_from(settings["resume_from"])
-    positive_int("rounds", settings.get("rounds"))
-    from lightyear.p2p.secure_messages import check_setting
-
-    check_setting(settings.get("secure_messages", "auto"))
-    deadline = positive_seconds("peer_deadline", settings.get("peer_deadline", 120.0))
-    if settings.get("progress_timeout") is not None:
-        check_progress_timeout(positive_seconds("progress_timeout", settings["progress_timeout"]), deadline)
-    if settings.get("min_clients") is not None:
-        positive_int("min_clients", settings["min_clients"])
-    if "mu" in settings:
-        from lightyear.training.regularizers import check_mu
-
-        check_mu(settings["mu"])
-    if "lam" in settings:
-        from lightyear.star.sites.personal import check_lam
-
-        check_lam(settings["lam"])
+    check_site_names(settings["sites"], minimum=2 if topology == "p2p" else 1)
     check_site_resources(settings.get("site_resource_spec"))
-
-
-def check_site_resources(spec) -> None:
-    """Refuse a ``site_resource_spec`` FLARE's scheduler could not use, naming the problem.
-
-    The spec is what every site asks of its resource manager (``nvflare/app_common/resource_managers/
-    gpu_resource_manager.py``): ``num_of_gpus`` and ``mem_per_gpu_in_GiB``; ``null`` asks for nothing.
-    """
-    if spec is None:
-        return
-    if not isinstance(spec, dict):
-        raise ValueError(f"site_resource_spec must be a JSON object such as {{\"num_of_gpus\": 1, \"mem_per_gpu_in_GiB\": 2}} or null, got {spec!r}")
-    gpus = spec.get("num_of_gpus")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise ValueError(f"site_resource_spec.num_of_gpus must be an integer >= 0, got {gpus!r}")
-    mem = spec.get("mem_per_gpu_in_GiB", 0)
-    if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
-        raise ValueError(f"site_resource_spec.mem_per_gpu_in_GiB must be a number >= 0 (GiB), got {mem!r}")
-    from nvflare.utils.job_launcher_utils import validate_portable_resource_spec
-
-    validate_portable_resource_spec({"site": spec})
-
-
-def resource_spec(sites: list[str], spec: dict | None) -> dict:
-    """meta.json's ``resource_spec``: ``spec`` for every site, nothing for the server (FLARE's job
-    scheduler, ``nvflare/app_common/job_schedulers/job_scheduler.py``, checks only the sites)."""
-    return {site: dict(spec) for site in sites} if spec else {}
-
-
-def check_server_components(server: dict, num_sites: int) -> None:
-    """Build the toolkit's server components of a job (a star job's aggregator): their
-    constructors refuse a bad method setting, naming it, and a rule that cannot run with the
-    job's number of sites says so, before any site starts."""
-    import importlib
-
-    for component in server.get("components", []):
-        module, _, name = component.get("path", "").rpartition(".")
-        if module.startswith("lightyear."):
-            built = getattr(importlib.import_module(module), name)(**component.get("args", {}))
-            problem = built.check_sites(num_sites) if hasattr(built, "check_sites") else ""
-            if problem:
-                raise ValueError(problem)
+    if topology == "p2p":
+        check_topology_settings(settings)
 
 
 def check_topology_settings(settings: dict) -> None:
     """Refuse a topology that cannot be built over the job's sites, before any site starts."""
-    from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
-
+    controller = "lightyear.p2p.controller.P2PController"
+    topology = settings.get("topology", constructor_default(controller, "topology"))
     args = settings.get("topology_args") or {}
     if not isinstance(args, dict):
         raise ValueError(f"topology_args must be a JSON object, got {args!r}")
-    check_topology_args(settings["topology"], args)
-    graph = build_graph(settings["sites"], settings["topology"], seed=settings["seed"], **args)
-    if settings["topology"] != "none":
+    check_topology_args(topology, args)
+    graph = build_graph(settings["sites"], topology, seed=settings["seed"], **args)
+    if topology != "none":
         check_graph(graph, settings["sites"])
 
 
@@ -228,36 +138,28 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     if malfunction not in KINDS:
         raise ValueError(f"unknown malfunction {malfunction!r}; choose one of {', '.join(KINDS)}")
     meta_method = load_json(os.path.join(configs, method, "method.json"))
-    settings = dict(COMMON_DEFAULTS)
-    if meta_method["topology"] == "p2p":
-        settings.update(P2P_DEFAULTS)
-    settings.update(meta_method.get("defaults", {}))
-    settings.update(load_json(os.path.join(configs, "datasets", f"{dataset}.json")))
-    settings.update(overrides or {})
+    topology = meta_method["topology"]
+    server_template = load_json(os.path.join(configs, method, "config_fed_server.json"))
+    client_template = load_json(os.path.join(configs, method, "config_fed_client.json"))
+    check_override_keys(overrides or {}, known_settings([server_template, client_template], malfunction != NONE), method, dataset)
+    server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
+    settings = layered_settings(meta_method, dataset, load_json(os.path.join(configs, "datasets", f"{dataset}.json")), overrides)
     settings["seed"] = seed
-    check_settings(settings)
-    if meta_method["topology"] == "p2p":
-        check_topology_settings(settings)
+    check_settings(settings, topology)
     sites = list(settings["sites"])
     if not 0 <= faulty <= len(sites):
         raise ValueError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
     if faulty and malfunction == NONE:
         raise ValueError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
-    topology = meta_method["topology"]
-    server = fill(load_json(os.path.join(configs, method, "config_fed_server.json")), settings)
-    check_server_components(server, len(settings["sites"]))
-    client = fill(load_json(os.path.join(configs, method, "config_fed_client.json")), settings)
+    server = fill(server_template, settings)
+    client = fill(client_template, settings)
     if settings.get("tensorboard"):
-        from lightyear.flare import analytics
-
         client.setdefault("components", []).extend(analytics.client_components())
         server.setdefault("components", []).extend(analytics.server_components())
     name = job_name(method, dataset, malfunction, faulty)
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
     benign = [s for s in sites if s not in faulty_sites]
     deploy = {"app": ["server"] + benign}
-    from lightyear.flare.component_policy import with_refusal_fix
-
     server, client = with_refusal_fix(server), with_refusal_fix(client)
     files = {
         "app/config/config_fed_server.json": server,
@@ -267,6 +169,7 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
         deploy["app_faulty"] = faulty_sites
         component = malfunction_component(settings, malfunction, seed)
         files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(faulty_client_config(client, topology, component))
+    build_components(list(files.values()), len(sites))
     files["meta.json"] = {
         "name": name,
         "resource_spec": resource_spec(sites, settings.get("site_resource_spec")),

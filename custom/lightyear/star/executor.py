@@ -30,6 +30,7 @@ from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.star.messages import StarTask, read_task, result_data
 from lightyear.records import RoundLog, check_records_file
+from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
 from lightyear.training.compute_slots import ComputeSlots
 
 
@@ -53,8 +54,6 @@ class StarExecutor(Executor):
         ``send_update``: send the trained model minus the received one (a ``WEIGHT_DIFF`` DXO, which
         a malfunction filter then corrupts) instead of the trained model (``WEIGHTS``, default)."""
         super().__init__()
-        from lightyear.training.site_runtime import runtime_arguments
-
         self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.malfunction_id = malfunction_id
         self.slots = ComputeSlots(compute_slots, group="star")
@@ -76,7 +75,6 @@ class StarExecutor(Executor):
 
     def _ensure_runtime(self, config: dict, fl_ctx: FLContext) -> None:
         if self.runtime is None:
-            from lightyear.training.site_runtime import SiteRuntime
 
             site = fl_ctx.get_identity_name()
             self.runtime = SiteRuntime(site, seed=int(config.get("seed", 0)), **self.runtime_args)

@@ -13,7 +13,7 @@ import torch
 from lightyear.algorithms.p2p.agreement import PredictionSummary, summarize_predictions
 from lightyear.data import load_site_data
 from lightyear.models import build_model
-from lightyear.training.settings import build_train_config, check_site_settings
+from lightyear.training.settings import build_train_config, check_device, check_site_settings
 from lightyear.training.trainer import LocalTrainer, metrics_from_predictions
 from lightyear.training.weights import get_weights, set_weights
 
@@ -33,9 +33,10 @@ def runtime_arguments(
     num_threads: int | None = None,
 ) -> dict:
     """The :class:`SiteRuntime` arguments of a site executor, with every setting checked now
-    (dataset, model and their options, training settings, the device), so that a bad setting
-    stops the job when its components are built."""
-    check_site_settings(dataset, model, dataset_args, model_args, train_args, on_site=True)
+    (dataset, model and their options, training settings, the device's form), so that a bad setting
+    stops the job when its components are built: on the site, and before, when the job is generated.
+    Whether the device exists is checked by :class:`SiteRuntime` on the site."""
+    check_site_settings(dataset, model, dataset_args, model_args, train_args)
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     return dict(
@@ -69,6 +70,7 @@ class SiteRuntime:
         self.site = site
         self.seed = int(seed)
         self.config = build_train_config(train_args)
+        check_device(self.config.device, require_available=True)
         self.data = load_site_data(dataset, site, seed=self.seed, data_root=data_root, **(dataset_args or {}))
         self.model_name = model
         self.model_args = dict(model_args or {})

@@ -56,6 +56,7 @@ from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
+from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 
 
@@ -125,8 +126,6 @@ class P2PExecutor(RoundStep, Executor):
             start from round 0 (see :mod:`lightyear.p2p.site.resume`).
         """
         super().__init__()
-        from lightyear.training.site_runtime import runtime_arguments
-
         # bad settings stop the job before it starts
         self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
@@ -288,7 +287,6 @@ class P2PExecutor(RoundStep, Executor):
         return log
 
     def _run(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        from lightyear.training.site_runtime import SiteRuntime
 
         rounds, seed = int(config["rounds"]), int(config["seed"])
         graph = config.get("neighbours", {})

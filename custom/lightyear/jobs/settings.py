@@ -1,0 +1,266 @@
+"""A job's settings: where each comes from, which ones a job takes, and how they are checked.
+
+A job's settings are layered, later layers winning:
+
+1. the generator's own (:data:`GENERATOR_DEFAULTS`: TensorBoard streaming on);
+2. the method's ``defaults`` (``app_configs/<method>/method.json``);
+3. the dataset's (``app_configs/datasets/<dataset>.json``: sites, model, training, rounds...);
+4. the method's values for the dataset's task (``tasks.<task>`` of ``method.json``, e.g. LIGHTYEAR's
+   tau of 0.6 on segmentation), then for that dataset alone (``datasets.<dataset>``);
+5. the user's ``--set KEY=VALUE``: a dict-valued setting (``train_args``...) keeps the keys not given.
+
+A setting no layer gives is left out of the job, so the component's constructor default applies:
+each default lives in one place, the constructor. The job is checked the way FLARE will build it:
+every toolkit component of the job (controllers, site executors, aggregators, filters) is
+constructed from its arguments (:func:`build_components`), so a bad setting is refused when the job
+is generated with the message the component gives on a site. A ``--set`` key that the job does not
+use is refused, naming the settings the job takes (:func:`check_override_keys`).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import importlib
+import inspect
+import re
+
+PLACEHOLDER_PREFIX = "${"
+
+GENERATOR_DEFAULTS = {"tensorboard": True}
+"""Settings only the generator reads, with their defaults."""
+
+GENERATOR_KEYS = {
+    "sites": "the site names",
+    "dataset": "the dataset",
+    "model": "the network",
+    "num_classes": "the number of classes",
+    "in_channels": "the input channels",
+    "tensorboard": "TensorBoard streaming (true/false)",
+    "site_resource_spec": "what every site asks of its resource manager (GPUs)",
+}
+"""Settings every job takes beyond its templates' placeholders (read by the generator itself)."""
+
+MALFUNCTION_KEYS = {"ana_scale": "scale", "ana_sigma": "sigma", "sfa_alpha": "alpha"}
+"""Settings of the malfunction filter (a job with ``--malfunction``): setting -> filter argument."""
+
+DESCRIPTIVE_KEYS = {"description", "task"}
+"""Keys of a dataset file that describe it and configure nothing."""
+
+DICT_SETTINGS = ("train_args", "dataset_args", "model_args", "topology_args")
+"""Settings whose ``--set`` value is merged key by key into the dataset's."""
+
+RESERVED = {"seed": "the seed is set with --seed N"}
+"""Keys ``--set`` does not take, with what to use instead."""
+
+
+def is_placeholder(value) -> bool:
+    return isinstance(value, str) and value.startswith(PLACEHOLDER_PREFIX) and value.endswith("}")
+
+
+def placeholders(template) -> set[str]:
+    """The names of every ``"${name}"`` in a configuration template."""
+    if isinstance(template, dict):
+        return set().union(*(placeholders(v) for v in template.values())) if template else set()
+    if isinstance(template, list):
+        return set().union(*(placeholders(v) for v in template)) if template else set()
+    return {template[2:-1]} if is_placeholder(template) else set()
+
+
+def fill(template, values: dict):
+    """Replace every ``"${name}"`` in ``template`` by ``values[name]`` (a copy, with its JSON type).
+
+    An argument (a dict entry) whose placeholder has no value is left out, so that the component's
+    constructor default applies; a placeholder elsewhere must have a value.
+    """
+    if isinstance(template, dict):
+        out = {}
+        for key, value in template.items():
+            if is_placeholder(value) and value[2:-1] not in values:
+                continue
+            out[key] = fill(value, values)
+        return out
+    if isinstance(template, list):
+        return [fill(v, values) for v in template]
+    if is_placeholder(template):
+        name = template[2:-1]
+        if name not in values:
+            raise KeyError(f"template placeholder ${{{name}}} has no value in the job's settings")
+        return copy.deepcopy(values[name])
+    return template
+
+
+def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, overrides: dict | None) -> dict:
+    """The job's settings from the five layers (module docstring); dict settings merged key by key."""
+    settings = dict(GENERATOR_DEFAULTS)
+    settings.update(method_meta.get("defaults", {}))
+    settings.update(dataset_settings)
+    settings.update(method_meta.get("tasks", {}).get(dataset_settings.get("task"), {}))
+    settings.update(method_meta.get("datasets", {}).get(dataset, {}))
+    for key, value in (overrides or {}).items():
+        if key in DICT_SETTINGS and isinstance(value, dict) and isinstance(settings.get(key), dict):
+            settings[key] = {**settings[key], **value}
+        else:
+            settings[key] = value
+    return settings
+
+
+def constructor_arguments(cls) -> dict[str, object]:
+    """Every keyword a class's constructor takes, through the ``**kwargs`` its subclasses pass on."""
+    found: dict[str, object] = {}
+    for klass in reversed(cls.__mro__):
+        init = vars(klass).get("__init__")
+        if init is None or klass is object:
+            continue
+        for name, param in inspect.signature(init).parameters.items():
+            if name != "self" and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+                found[name] = param.default
+    return found
+
+
+NOT_SETTABLE = {"malfunction_id"}
+"""Constructor arguments the generator wires itself."""
+
+
+def direct_arguments(templates: list) -> dict[str, dict]:
+    """Constructor arguments a template does not set, by name -> the one component that takes it.
+
+    ``--set max_abs_weight=1e3`` then reaches the site executor although no placeholder names it.
+    A name that two components take (or that is a placeholder) is not offered, so it is never ambiguous.
+    """
+    named = set().union(*(placeholders(t) for t in templates))
+    owners: dict[str, list] = {}
+    for template in templates:
+        for component in toolkit_components(template):
+            given = set(component.get("args", {}))
+            for name in constructor_arguments(component_class(component["path"])):
+                if name not in given and name not in NOT_SETTABLE:
+                    owners.setdefault(name, []).append(component)
+    return {name: found[0] for name, found in owners.items() if len(found) == 1 and name not in named and name not in RESERVED}
+
+
+def known_settings(templates: list, malfunction: bool) -> set[str]:
+    """Every setting a job of these templates takes: placeholders, the components' other constructor
+    arguments and the generator's own keys."""
+    known = set().union(*(placeholders(t) for t in templates)) | set(GENERATOR_KEYS) | set(direct_arguments(templates))
+    return known | set(MALFUNCTION_KEYS) if malfunction else known
+
+
+def with_direct_arguments(templates: list, overrides: dict) -> list:
+    """Copies of the templates in which each ``--set`` of a constructor argument no placeholder
+    names (:func:`direct_arguments`) is written into the component that takes it."""
+    templates = copy.deepcopy(templates)
+    direct = direct_arguments(templates)
+    for key, value in overrides.items():
+        if key in direct:
+            direct[key].setdefault("args", {})[key] = copy.deepcopy(value)
+    return templates
+
+
+def check_override_keys(overrides: dict, known: set[str], method: str, dataset: str) -> None:
+    """Refuse a ``--set`` key the job does not use, naming the nearest known one and the rest."""
+    for key in overrides:
+        if key in RESERVED:
+            raise ValueError(f"--set {key}=... is not a setting: {RESERVED[key]}")
+        if key not in known:
+            near = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise ValueError(
+                f"--set {key}: the {method} job on {dataset} has no setting {key!r}; {hint}"
+                f"its settings are {', '.join(sorted(set(known) - set(RESERVED)))}"
+            )
+
+
+def component_class(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def constructor_default(path: str, argument: str):
+    """The default of ``argument`` in the constructor of the class at ``path`` (the one place it lives)."""
+    return inspect.signature(component_class(path).__init__).parameters[argument].default
+
+
+def toolkit_components(config) -> list[dict]:
+    """Every ``{"path": "lightyear....", "args": {...}}`` entry of a job configuration, at any depth."""
+    found = []
+    if isinstance(config, dict):
+        if isinstance(config.get("path"), str) and config["path"].startswith("lightyear."):
+            found.append(config)
+        for value in config.values():
+            found.extend(toolkit_components(value))
+    elif isinstance(config, list):
+        for value in config:
+            found.extend(toolkit_components(value))
+    return found
+
+
+def build_components(configs: list, num_sites: int) -> None:
+    """Construct every toolkit component of a job as FLARE will on its participants.
+
+    Constructors check their arguments (and a site executor its dataset, model and training
+    settings), so a bad setting is refused now with the component's own message. A rule that
+    cannot run with the job's number of sites (``check_sites``) says so too.
+    """
+    seen = set()
+    for config in configs:
+        for component in toolkit_components(config):
+            key = repr((component["path"], sorted(component.get("args", {}).items(), key=lambda kv: kv[0])))
+            if key in seen:
+                continue
+            seen.add(key)
+            built = component_class(component["path"])(**component.get("args", {}))
+            problem = built.check_sites(num_sites) if hasattr(built, "check_sites") else ""
+            if problem:
+                raise ValueError(problem)
+
+
+SITE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
+"""A site name: FLARE's client name rule (``nvflare/apis/utils/format_check.py``), at most 63 characters.
+It becomes a folder name and a FLARE client name, so nothing that is a path."""
+
+
+def check_site_names(sites, minimum: int) -> list[str]:
+    """Refuse a ``sites`` setting that is not a list of at least ``minimum`` distinct valid names."""
+    if not isinstance(sites, list) or not all(isinstance(s, str) for s in sites):
+        raise ValueError(f'sites must be a JSON list of site names such as ["site-1", "site-2"], got {sites!r:.80}')
+    if len(sites) < minimum:
+        need = "two sites (a peer-to-peer job needs peers)" if minimum > 1 else "at least one site"
+        raise ValueError(f"sites lists {len(sites)} site(s): a job needs {need}")
+    for site in sites:
+        if not SITE_NAME.match(site) or site == "server":
+            raise ValueError(
+                f"site name {site!r:.80} is not allowed: use 1-63 letters, digits, '-' or '_' (FLARE's client names; "
+                "no paths), and not 'server'"
+            )
+    duplicated = sorted({s for s in sites if sites.count(s) > 1})
+    if duplicated:
+        raise ValueError(f"sites lists {duplicated} more than once: every site needs its own name")
+    return sites
+
+
+def check_site_resources(spec) -> None:
+    """Refuse a ``site_resource_spec`` FLARE's scheduler could not use, naming the problem.
+
+    The spec is what every site asks of its resource manager (``nvflare/app_common/resource_managers/
+    gpu_resource_manager.py``): ``num_of_gpus`` and ``mem_per_gpu_in_GiB``; ``null`` asks for nothing.
+    """
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        raise ValueError(f"site_resource_spec must be a JSON object such as {{\"num_of_gpus\": 1, \"mem_per_gpu_in_GiB\": 2}} or null, got {spec!r}")
+    gpus = spec.get("num_of_gpus")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ValueError(f"site_resource_spec.num_of_gpus must be an integer >= 0, got {gpus!r}")
+    mem = spec.get("mem_per_gpu_in_GiB", 0)
+    if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
+        raise ValueError(f"site_resource_spec.mem_per_gpu_in_GiB must be a number >= 0 (GiB), got {mem!r}")
+    from nvflare.utils.job_launcher_utils import validate_portable_resource_spec
+
+    validate_portable_resource_spec({"site": spec})
+
+
+def resource_spec(sites: list[str], spec: dict | None) -> dict:
+    """meta.json's ``resource_spec``: ``spec`` for every site, nothing for the server (FLARE's job
+    scheduler, ``nvflare/app_common/job_schedulers/job_scheduler.py``, checks only the sites)."""
+    return {site: dict(spec) for site in sites} if spec else {}
