@@ -114,7 +114,15 @@ class PeerExchange:
         start_round: int = 0,
         asynchronous: bool = False,
         async_wait: float = 5.0,
+        reference: dict | None = None,
+        codec: PayloadCodec | None = None,
+        secure: bool = False,
+        num_samples: int | None = None,
     ):
+        """``reference``: this site's model, against which every received model is checked (None:
+        not ready, a sender is asked to retry); ``codec``: how payloads are read and marked;
+        ``secure``: encrypt every model for its receiver; ``num_samples``: the training-set size
+        sent with every model (rules that weight by it)."""
         self.send_to = sorted(send_to)
         self.receive_from = sorted(receive_from)
         self.peer_deadline = peer_deadline
@@ -128,10 +136,10 @@ class PeerExchange:
         self.async_wait = float(async_wait)
         self.latest = LatestModelStore(self.receive_from, rounds)
         self.missed = {peer: 0 for peer in self.receive_from}
-        self.reference: dict | None = None
-        self.num_samples: int | None = None  # sent with every model when set
-        self.secure = False  # True: every model is encrypted for its receiver (lightyear.p2p.secure_messages)
-        self.codec = PayloadCodec()  # how payloads are read (and marked when sent); see lightyear.p2p.site.payload
+        self.reference: dict | None = reference
+        self.num_samples: int | None = num_samples  # sent with every model when set
+        self.secure = bool(secure)  # True: every model is encrypted for its receiver (lightyear.p2p.secure_messages)
+        self.codec = codec or PayloadCodec()  # how payloads are read (and marked when sent); see lightyear.p2p.site.payload
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 

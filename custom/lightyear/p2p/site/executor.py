@@ -303,24 +303,24 @@ class P2PExecutor(RoundStep, Executor):
         start = 0 if checkpoint is None else checkpoint.round + 1
         self.last_round = start - 1
         self.isolation = IsolationWatch(self.max_isolated_rounds)
-        self.exchange = PeerExchange(
-            send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
-            self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
-            asynchronous=self.asynchronous, async_wait=self.async_wait,
-        )
-        self.exchange.secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
         initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
-        self.exchange.codec = PayloadCodec(self.transfer_dtype, initial)
         if checkpoint is not None:
             self.runtime.set_weights(checkpoint.weights)
             self.restore_method_state(checkpoint.state, checkpoint.arrays)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
-        self.exchange.reference = self.runtime.get_weights()
-        if self.shares_dataset_size:
-            self.exchange.num_samples = self.runtime.data.sizes()["train"]
+        # until the exchange exists, a peer's model is answered "not ready" and sent again
+        self.exchange = PeerExchange(
+            send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
+            self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
+            asynchronous=self.asynchronous, async_wait=self.async_wait,
+            reference=self.runtime.get_weights(),
+            codec=PayloadCodec(self.transfer_dtype, initial),
+            secure=secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site),
+            num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
+        )
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
         self.ready = True
         self.exchange.handshake(fl_ctx.get_engine(), fl_ctx, self.ready_timeout, self._abort)
