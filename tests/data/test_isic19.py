@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 
 from lightyear.data import isic19, load_site_data
+from lightyear.data.isic19 import augment, constants, prepare
 from lightyear.data.split_file import SPLIT_FILE
 
 from repo import ROOT as REPO
@@ -78,7 +79,7 @@ def prepared(tmp_path_factory):
     base = tmp_path_factory.mktemp("isic")
     raw = write_raw(base / "raw")
     root = base / "root"
-    path = isic19.prepare_isic19(raw, str(root / "isic19"), seed=0)
+    path = prepare.prepare_isic19(raw, str(root / "isic19"), seed=0)
     return raw, str(root), path
 
 
@@ -105,7 +106,7 @@ def test_prepare_resizes_shorter_side_and_applies_colour_constancy(prepared):
         assert out.size == (298, 224) and out.mode == "RGB"  # 80x60 -> shorter side 224
         pixels = np.asarray(out).astype(np.float64)
     with Image.open(os.path.join(raw, "ISIC_2019_Training_Input", os.path.basename(image))) as src:
-        expected = isic19.shades_of_gray(np.asarray(isic19.resize_shorter_side(src.convert("RGB"))))
+        expected = prepare.shades_of_gray(np.asarray(prepare.resize_shorter_side(src.convert("RGB"))))
     assert np.abs(pixels - expected).mean() < 2.0  # JPEG round trip
 
 
@@ -113,15 +114,15 @@ def test_shades_of_gray_makes_a_uniform_colour_gray():
     pixels = np.empty((4, 5, 3), dtype=np.uint8)
     pixels[...] = (100, 50, 200)
     gray = math.sqrt(100**2 + 50**2 + 200**2) / math.sqrt(3)  # 132.29
-    np.testing.assert_array_equal(isic19.shades_of_gray(pixels), np.full((4, 5, 3), round(gray), dtype=np.uint8))
+    np.testing.assert_array_equal(prepare.shades_of_gray(pixels), np.full((4, 5, 3), round(gray), dtype=np.uint8))
     bright = np.full((2, 2, 3), (250, 10, 10), dtype=np.uint8)
-    assert isic19.shades_of_gray(bright).max() <= 255  # clipped, not wrapped
+    assert prepare.shades_of_gray(bright).max() <= 255  # clipped, not wrapped
 
 
 def test_prepare_is_deterministic_in_the_seed(prepared, tmp_path):
     raw, root, path = prepared
-    again = pd.read_csv(isic19.prepare_isic19(raw, str(tmp_path / "a"), seed=0, color_constancy=False))
-    other = pd.read_csv(isic19.prepare_isic19(raw, str(tmp_path / "b"), seed=7, color_constancy=False))
+    again = pd.read_csv(prepare.prepare_isic19(raw, str(tmp_path / "a"), seed=0, color_constancy=False))
+    other = pd.read_csv(prepare.prepare_isic19(raw, str(tmp_path / "b"), seed=7, color_constancy=False))
     first = pd.read_csv(path)
     pd.testing.assert_frame_equal(first, again)
     assert not first.equals(other)
@@ -132,8 +133,8 @@ def test_flamby_centres_rejects_unknown_origin():
     metadata = pd.DataFrame({"image": ["a", "b", "c"], "lesion_id": ["BCN_1", "MSK1_2", None]})
     ham = pd.DataFrame({"image_id": ["x"], "dataset": ["vidir_modern"]})
     with pytest.raises(ValueError, match="unknown origin.*MSK1nan"):
-        isic19.flamby_centres(metadata, ham)
-    ok = isic19.flamby_centres(metadata.iloc[[0, 2]], ham)
+        prepare.flamby_centres(metadata, ham)
+    ok = prepare.flamby_centres(metadata.iloc[[0, 2]], ham)
     assert ok.to_dict("list") == {"image": ["a"], "dataset": ["BCN_nan"], "center": [0]}
 
 
@@ -156,7 +157,7 @@ def test_loader_shapes_labels_and_augmentation(prepared):
         pixels = torch.from_numpy(np.asarray(image.convert("RGB")).copy()).permute(2, 0, 1).float() / 255
     top, left = round((pixels.shape[1] - 200) / 2), round((pixels.shape[2] - 200) / 2)
     crop = pixels[:, top : top + 200, left : left + 200]
-    mean, std = torch.tensor(isic19.IMAGENET_MEAN)[:, None, None], torch.tensor(isic19.IMAGENET_STD)[:, None, None]
+    mean, std = torch.tensor(constants.IMAGENET_MEAN)[:, None, None], torch.tensor(constants.IMAGENET_STD)[:, None, None]
     assert torch.allclose(val, (crop - mean) / std, atol=1e-5)
 
     plain = load_site_data("isic19", "site-2", data_root=root, augment=False, crop_size=160)
@@ -169,44 +170,44 @@ def test_loader_shapes_labels_and_augmentation(prepared):
 def test_augmentation_steps():
     image = torch.full((3, 60, 80), 0.5)
     image[0, :, :40] = 0.8
-    rotated = isic19.RandomRotateReflect(50.0, p=1.0)(image)
+    rotated = augment.RandomRotateReflect(50.0, p=1.0)(image)
     assert rotated.shape == image.shape
     assert float(rotated.min()) > 0.45  # reflected border, no black corners
-    scaled = isic19.RandomScale(0.07, p=1.0)(image)
+    scaled = augment.RandomScale(0.07, p=1.0)(image)
     assert 55 <= scaled.shape[1] <= 64 and 74 <= scaled.shape[2] <= 85
     torch.manual_seed(1)
-    adjusted = isic19.RandomBrightnessContrast(0.15, 0.1, p=1.0)(image)
+    adjusted = augment.RandomBrightnessContrast(0.15, 0.1, p=1.0)(image)
     ratio = (adjusted[0, 0, 0] - adjusted[1, 0, 0]) / (0.8 - 0.5)  # alpha, contrast in 1 +- 0.1
     assert 0.9 <= float(ratio) <= 1.1 and abs(float(adjusted[1, 0, 0] - 0.5 * ratio)) <= 0.15
     corners = torch.arange(4.0).reshape(1, 2, 2)  # [[0, 1], [2, 3]]
-    flips = {tuple(isic19.RandomFlip(p=1.0)(corners).flatten().tolist()) for _ in range(60)}
+    flips = {tuple(augment.RandomFlip(p=1.0)(corners).flatten().tolist()) for _ in range(60)}
     assert flips == {(1.0, 0.0, 3.0, 2.0), (2.0, 3.0, 0.0, 1.0), (3.0, 2.0, 1.0, 0.0)}  # h, v, both; never none
-    dropped = isic19.CoarseDropout(holes=3, size=16, p=1.0)(torch.ones(3, 200, 200))
+    dropped = augment.CoarseDropout(holes=3, size=16, p=1.0)(torch.ones(3, 200, 200))
     assert 16 * 16 <= int((dropped[0] == 0).sum()) <= 3 * 16 * 16
-    assert torch.equal(isic19.CoarseDropout(holes=0)(image), image)
+    assert torch.equal(augment.CoarseDropout(holes=0)(image), image)
 
 
 def test_clear_errors(prepared, tmp_path, monkeypatch):
     raw, root, path = prepared
     with pytest.raises(FileNotFoundError, match="does not exist.*ISIC_2019_Training_Input.zip"):
-        isic19.prepare_isic19(str(tmp_path / "nowhere"), str(tmp_path / "out"))
+        prepare.prepare_isic19(str(tmp_path / "nowhere"), str(tmp_path / "out"))
     with pytest.raises(FileNotFoundError, match="HAM10000 metadata not found.*FLamby"):
-        isic19.prepare_isic19(raw, str(tmp_path / "out"), ham_metadata=str(tmp_path / "HAM10000_metadata"))
+        prepare.prepare_isic19(raw, str(tmp_path / "out"), ham_metadata=str(tmp_path / "HAM10000_metadata"))
     unk = write_raw(tmp_path / "unk", unk=True)
     with pytest.raises(ValueError, match="1 images .*ISIC_9000002.* labelled UNK"):
-        isic19.prepare_isic19(unk, str(tmp_path / "out"))
+        prepare.prepare_isic19(unk, str(tmp_path / "out"))
     odd = write_raw(tmp_path / "odd", extra_lesion="MSK2_0000001")
     with pytest.raises(ValueError, match="unknown origin.*MSK2nan"):
-        isic19.prepare_isic19(odd, str(tmp_path / "out"))
+        prepare.prepare_isic19(odd, str(tmp_path / "out"))
     broken = write_raw(tmp_path / "broken")
     gt = pd.read_csv(os.path.join(broken, "ISIC_2019_Training_GroundTruth.csv")).drop(columns=["UNK"])
     gt.to_csv(os.path.join(broken, "ISIC_2019_Training_GroundTruth.csv"), index=False)
     with pytest.raises(ValueError, match="lacks columns \\['UNK'\\]"):
-        isic19.prepare_isic19(broken, str(tmp_path / "out"))
+        prepare.prepare_isic19(broken, str(tmp_path / "out"))
     missing = write_raw(tmp_path / "missing")
     os.remove(os.path.join(missing, "ISIC_2019_Training_Input", f"{image_id(3, 2)}.jpg"))
     with pytest.raises(FileNotFoundError, match=f"1 of 30 images are missing.*{image_id(3, 2)}"):
-        isic19.prepare_isic19(missing, str(tmp_path / "out"))
+        prepare.prepare_isic19(missing, str(tmp_path / "out"))
     monkeypatch.delenv("LIGHTYEAR_DATA_ROOT", raising=False)
     with pytest.raises(ValueError, match="LIGHTYEAR_DATA_ROOT"):
         isic19.load_site("site-1")
