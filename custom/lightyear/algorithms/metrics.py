@@ -67,7 +67,6 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, n_bins: in
     correct = (probs.argmax(axis=1) == np.asarray(labels)).astype(np.float64)
     # bin index: ceil(conf * n_bins) - 1, clipped so that conf == 0 goes to bin 0
     idx = np.clip(np.ceil(conf * n_bins).astype(int) - 1, 0, n_bins - 1)
-    counts = np.bincount(idx, minlength=n_bins)
     conf_sum = np.bincount(idx, weights=conf, minlength=n_bins)
     acc_sum = np.bincount(idx, weights=correct, minlength=n_bins)
     return float(np.abs(acc_sum - conf_sum).sum() / n)

@@ -89,3 +89,19 @@ def _entry_problem(key: str, value: Any, ref: np.ndarray, max_abs: float | None)
 def _preview(keys: list[str], n: int = 5) -> str:
     shown = ", ".join(keys[:n])
     return f"[{shown}{', ...' if len(keys) > n else ''}] ({len(keys)})"
+
+
+def check_models(own: Mapping[str, np.ndarray], received: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+    """Raise a ValueError if the own model or any received one is malformed or not finite.
+
+    Received models must have the own model's keys and shapes; every floating value must be
+    finite (NaN or Inf models are rejected, never zeroed). The message names each bad peer.
+    """
+    problems = [f"own model: {p}" for p in model_problems(own, own)]
+    for peer, model in received.items():
+        problems += [f"model of {peer!r}: {p}" for p in model_problems(model, own)]
+    if problems:
+        raise ValueError(
+            "cannot aggregate: " + "; ".join(problems) + ". Reject such models before aggregating "
+            "(lightyear.algorithms.model_check.model_problems)"
+        )

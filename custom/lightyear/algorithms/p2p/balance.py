@@ -24,7 +24,8 @@ from typing import Mapping
 
 import numpy as np
 
-from lightyear.algorithms.model_vectors import Weights, check_models, float_keys, from_vector, to_vector
+from lightyear.algorithms.model_check import check_models
+from lightyear.algorithms.vectors import Weights, flatten, float_keys, unflatten
 
 
 def _number(name: str, value) -> float:
@@ -86,17 +87,17 @@ def balance_update(
     check_balance_settings(t, T, gamma, kappa, alpha)
     check_models(own, received)
     keys = float_keys(own)
-    mine = to_vector(own, keys)
+    mine = flatten(own, keys)
     threshold = balance_threshold(float(np.linalg.norm(mine)), t, T, gamma, kappa)
     distances = {}
     accepted = []
     vectors = {}
     for peer in sorted(received):
-        vectors[peer] = to_vector(received[peer], keys)
+        vectors[peer] = flatten(received[peer], keys)
         distances[peer] = float(np.linalg.norm(mine - vectors[peer]))
         if distances[peer] <= threshold:
             accepted.append(peer)
     if not accepted:
-        return from_vector(mine, own, keys), accepted, distances
+        return unflatten(mine, own, keys), accepted, distances
     mean = np.mean([vectors[p] for p in accepted], axis=0)
-    return from_vector(alpha * mine + (1.0 - alpha) * mean, own, keys), accepted, distances
+    return unflatten(alpha * mine + (1.0 - alpha) * mean, own, keys), accepted, distances

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, weighted_average
-from lightyear.algorithms.model_vectors import check_models
+from lightyear.algorithms.model_check import check_models
 
 
 def p2p_average(own: Weights, received: Sequence[Weights]) -> dict[str, np.ndarray]:

@@ -34,7 +34,8 @@ from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from lightyear.algorithms.model_vectors import Weights, check_models, float_keys, from_vector, to_vector
+from lightyear.algorithms.model_check import check_models
+from lightyear.algorithms.vectors import Weights, flatten, float_keys, unflatten
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,8 @@ def scclip_update(
     check_scclip_settings(radius, remove)
     check_models(own, received)
     keys = float_keys(own)
-    mine = to_vector(own, keys)
-    diffs = {peer: to_vector(received[peer], keys) - mine for peer in sorted(received)}
+    mine = flatten(own, keys)
+    diffs = {peer: flatten(received[peer], keys) - mine for peer in sorted(received)}
     distances = {peer: float(np.linalg.norm(d)) for peer, d in diffs.items()}
     removed = set(farthest(distances, remove))
     kept = [p for p in diffs if p not in removed]
@@ -130,4 +131,4 @@ def scclip_update(
         step += clip(diffs[peer], tau)
     if kept:
         mine = mine + step / len(kept)
-    return ScclipResult(from_vector(mine, own, keys), tau, dict(sorted(records.items())))
+    return ScclipResult(unflatten(mine, own, keys), tau, dict(sorted(records.items())))

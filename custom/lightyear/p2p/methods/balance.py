@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from lightyear.algorithms.p2p.balance import balance_threshold, balance_update, check_balance_settings
-from lightyear.algorithms.model_vectors import float_keys, to_vector
+from lightyear.algorithms.vectors import flatten, float_keys
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
@@ -35,7 +35,7 @@ class BalanceExecutor(P2PExecutor):
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
         start = time.perf_counter()
         weights, accepted, distances = balance_update(own, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
-        own_norm = float(np.linalg.norm(to_vector(own, float_keys(own))))
+        own_norm = float(np.linalg.norm(flatten(own, float_keys(own))))
         radius = balance_threshold(own_norm, round_num, self.rounds, self.gamma, self.kappa)
         fields = {"selected": accepted, "n_selected": len(accepted), "radius": radius, "lambda": round_num / self.rounds}
         for peer in self.in_neighbours:
