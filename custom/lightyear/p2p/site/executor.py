@@ -47,7 +47,7 @@ from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
-from lightyear.p2p.site.round import Aggregation, RoundStep
+from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
@@ -68,7 +68,7 @@ class SiteIsolated(RuntimeError):
 __all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
 
 
-class P2PExecutor(RoundStep, Executor):
+class P2PExecutor(Executor):
     """Base of the peer-to-peer executors; subclasses implement :meth:`aggregate`."""
 
     shares_dataset_size = False
@@ -279,6 +279,18 @@ class P2PExecutor(RoundStep, Executor):
             write_site_status(self.run_dir, self.site, status, reason, self.last_round, checkpoint if os.path.exists(checkpoint) else "")
         except OSError as exc:
             self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
+
+    def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
+        """One round with this site's collaborators (:class:`~lightyear.p2p.site.round.SiteRound`)."""
+        step = SiteRound(
+            site=self.site, rule=self, runtime=self.runtime, exchange=self.exchange, slots=self.slots,
+            isolation=self.isolation, malfunction=self.malfunction, peer_deadline=self.peer_deadline,
+            neighbours=len(self.neighbours), log=self._log(fl_ctx), abort=self._abort,
+        )
+        return step.run(round_num, fl_ctx.get_engine(), abort_signal)
+
+    def _report(self, row: dict, fl_ctx: FLContext) -> None:
+        report_round(self, row, fl_ctx)
 
     def _log(self, fl_ctx: FLContext):
         def log(level: str, message: str) -> None:

@@ -1,15 +1,17 @@
 """One round of a peer-to-peer site, and what an aggregation rule returns.
 
-:class:`RoundStep` is the part of :class:`~lightyear.p2p.site.executor.P2PExecutor` that runs a
-single round: local training, the send to this round's out-neighbours, the wait for this round's
-in-neighbours (:mod:`lightyear.p2p.site.exchange`), the rule's :meth:`aggregate`, evaluation,
-the round's record row and the progress report to the server.
+:class:`SiteRound` runs a single round of a site from what it is given: local training, the send
+to this round's out-neighbours, the wait for this round's in-neighbours
+(:mod:`lightyear.p2p.site.exchange`), the rule's ``aggregate``, evaluation and the round's record
+row. The rule (the site's :class:`~lightyear.p2p.site.executor.P2PExecutor` subclass) supplies
+what differs between methods (:class:`RoundRule`). :func:`report_round` sends the row to the server.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
@@ -19,6 +21,7 @@ from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.p2p.site.exchange import Inbox
 from lightyear.training.weights import num_bytes
+
 
 @dataclass
 class Aggregation:
@@ -31,45 +34,80 @@ class Aggregation:
     rejected: dict = field(default_factory=dict)
 
 
-class RoundStep:
-    """The round of a :class:`~lightyear.p2p.site.executor.P2PExecutor` (a mixin: it uses the executor's
-    runtime, exchange, slots, malfunction and settings)."""
+class RoundRule(Protocol):
+    """What a peer-to-peer method decides in a round (implemented by each P2P executor)."""
 
-    def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        rt, exchange = self.runtime, self.exchange
+    inbox: Inbox | None
+
+    def round_senders(self, round_num: int) -> list[str]: ...
+
+    def round_receivers(self, round_num: int) -> list[str]: ...
+
+    def local_update(self, round_num: int) -> dict: ...
+
+    def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]: ...
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation: ...
+
+
+@dataclass
+class SiteRound:
+    """One round of one site, with every collaborator named.
+
+    ``runtime``: the site's data, model and trainer; ``exchange``: the peer exchange of this run;
+    ``slots``: the compute slots shared by the sites of one machine; ``isolation``: counts rounds
+    without any neighbour; ``malfunction``: the faulty site's filter (None: benign); ``log(level,
+    message)``; ``abort()``: whether the run is being stopped.
+    """
+
+    site: str
+    rule: RoundRule
+    runtime: object
+    exchange: object
+    slots: object
+    isolation: object
+    malfunction: object | None
+    peer_deadline: float
+    neighbours: int
+    log: Callable[[str, str], None]
+    abort: Callable[[], bool]
+
+    def run(self, round_num: int, engine, abort_signal: Signal) -> dict | None:
+        """Run round ``round_num``; its record row (``_val``/``_test`` hold the metrics), or None when aborted."""
+        rt, exchange, rule = self.runtime, self.exchange, self.rule
         self.slots.waited_s = 0.0
-        senders, receivers = self.round_senders(round_num), self.round_receivers(round_num)
+        senders, receivers = rule.round_senders(round_num), rule.round_receivers(round_num)
         t0 = time.perf_counter()
-        with self.slots.hold(self._abort):
-            train_stats = self.local_update(round_num)
+        with self.slots.hold(self.abort):
+            train_stats = rule.local_update(round_num)
             own = rt.get_weights()
         t1 = time.perf_counter()
 
         outgoing, applied = own, "none"
         if self.malfunction is not None:
             outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
-            self.log_info(fl_ctx, f"round {round_num}: malfunction sends a {applied} model")
+            self.log("info", f"round {round_num}: malfunction sends a {applied} model")
         outgoing = exchange.codec.encode(outgoing)
-        sent = exchange.send(round_num, outgoing, fl_ctx.get_engine(), targets=receivers)
+        sent = exchange.send(round_num, outgoing, engine, targets=receivers)
 
-        inbox: Inbox = exchange.collect(round_num, self._abort, senders=senders, wait_for=self.awaited_senders(round_num, senders))
-        self.inbox = inbox
+        inbox: Inbox = exchange.collect(round_num, self.abort, senders=senders, wait_for=rule.awaited_senders(round_num, senders))
+        rule.inbox = inbox
         if abort_signal.triggered:
             return None
         t2 = time.perf_counter()
         if inbox.late:
-            self.log_warning(fl_ctx, f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round")
+            self.log("warning", f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round")
         for peer, reason in inbox.rejected.items():
-            self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer}: {reason}")
+            self.log("warning", f"round {round_num}: rejected the model of {peer}: {reason}")
 
-        with self.slots.hold(self._abort):
-            outcome = self.aggregate(round_num, own, inbox.valid)
+        with self.slots.hold(self.abort):
+            outcome = rule.aggregate(round_num, own, inbox.valid)
         t3 = time.perf_counter()
-        self.inbox = None  # the received models are not kept past their round
+        rule.inbox = None  # the received models are not kept past their round
         exchange.release(round_num)
         for peer, reason in outcome.rejected.items():
-            self.log_warning(fl_ctx, f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
-        with self.slots.hold(self._abort):
+            self.log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
+        with self.slots.hold(self.abort):
             rt.set_weights(outcome.weights)
             val, test = rt.evaluate("val"), rt.evaluate("test")
         t4 = time.perf_counter()
@@ -95,13 +133,13 @@ class RoundStep:
                 "model_bytes": num_bytes(outgoing),
                 "sent_bytes": sent["bytes"],
                 "send_s": sent["send_s"],
-                "neighbours": len(self.neighbours),
+                "neighbours": self.neighbours,
                 "isolated_rounds": self.isolation.count,
             }
         )
         row["_val"], row["_test"] = val, test
-        self.log_info(
-            fl_ctx,
+        self.log(
+            "info",
             f"round {round_num}: selected {outcome.fields.get('selected', '-')}, val "
             + ", ".join(f"{k} {v:.4f}" for k, v in val.items())
             + ", test "
@@ -109,15 +147,16 @@ class RoundStep:
         )
         return row
 
-    def _report(self, row: dict, fl_ctx: FLContext) -> None:
-        """Send the round's record to the server (fire and forget: the server only monitors),
-        and its metrics to TensorBoard (:mod:`lightyear.flare.analytics`)."""
-        stream_round(self, row, fl_ctx)
-        message = Shareable()
-        message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
-        try:
-            fl_ctx.get_engine().send_aux_request(
-                targets=["server"], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
-            )
-        except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
-            self.log_warning(fl_ctx, f"could not report progress to the server: {exc}")
+
+def report_round(component, row: dict, fl_ctx: FLContext) -> None:
+    """Send a round's record to the server (fire and forget: the server only monitors), and its
+    metrics to TensorBoard (:mod:`lightyear.flare.analytics`); ``component`` is the site's executor."""
+    stream_round(component, row, fl_ctx)
+    message = Shareable()
+    message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
+    try:
+        fl_ctx.get_engine().send_aux_request(
+            targets=["server"], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
+        )
+    except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
+        component.log_warning(fl_ctx, f"could not report progress to the server: {exc}")
