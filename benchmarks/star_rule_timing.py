@@ -29,12 +29,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from nvflare.apis.fl_context import FLContext  # noqa: E402
 
+from lightyear.star.aggregator import FedAvgAggregator  # noqa: E402
 from lightyear.star.rules.afa import AfaAggregator  # noqa: E402
 from lightyear.star.rules.asmr import AsmrAggregator  # noqa: E402
 from lightyear.star.rules.cfl import CflAggregator  # noqa: E402
 from lightyear.star.rules.fedcap import FedCapAggregator  # noqa: E402
 from lightyear.star.rules.krum import KrumAggregator  # noqa: E402
-from lightyear.star.aggregator import FedAvgAggregator  # noqa: E402
 
 DIGITS_CNN = {  # lightyear.models "cnn" with 1 input channel and 10 classes
     "features.0.weight": (32, 1, 5, 5),

@@ -8,6 +8,7 @@ import subprocess
 from lightyear.jobs import generate
 
 from repo import ROOT
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 SITES = ["site-1", "site-2", "site-3"]
 

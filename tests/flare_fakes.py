@@ -1,8 +1,7 @@
 """Small stand-ins for FLARE's engine parts, shared by the component tests."""
 
-from nvflare.apis.fl_constant import ReservedKey
 from nvflare.apis.client import Client
-from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.flare import constants as C

@@ -12,6 +12,7 @@ import pytest
 from lightyear.jobs import generate
 
 from repo import ROOT
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
 

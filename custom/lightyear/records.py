@@ -9,7 +9,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 

@@ -14,8 +14,8 @@ import sys
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))  # a checkout without lightyear installed (an installed one comes first)
 
-from lightyear.data.isic19 import constants, prepare
 from lightyear.data.image_folder import split_summary
+from lightyear.data.isic19 import constants, prepare
 from lightyear.data.prepare_cli import add_fractions, add_out_and_seed, resolve_out
 
 

@@ -50,7 +50,9 @@ def test_input_is_never_modified():
 
 
 def test_dynamic_is_reproducible_and_mixes_kinds():
-    make = lambda: M.MalfunctionSpec(kind="dynamic", seed=5, site="site-8", fresh_init=lambda s: weights())
+    def make():
+        return M.MalfunctionSpec(kind="dynamic", seed=5, site="site-8", fresh_init=lambda s: weights())
+
     a, b = make(), make()
     kinds = [a.kind_for_round(r) for r in range(30)]
     assert kinds == [b.kind_for_round(r) for r in range(30)]

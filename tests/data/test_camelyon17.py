@@ -15,6 +15,7 @@ from lightyear.data import camelyon17, load_site_data
 from lightyear.data.split_file import SPLIT_FILE
 
 from repo import ROOT as REPO
+
 PATCHES_PER_CENTER = 10
 
 

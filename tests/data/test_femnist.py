@@ -16,6 +16,7 @@ from lightyear.data import femnist, load_site_data
 from lightyear.data.split_file import SPLIT_FILE
 
 from repo import ROOT as REPO
+
 NUM_WRITERS = 20
 SAMPLES_PER_WRITER = 5
 

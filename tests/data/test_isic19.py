@@ -17,6 +17,7 @@ from lightyear.data.isic19 import augment, constants, prepare
 from lightyear.data.split_file import SPLIT_FILE
 
 from repo import ROOT as REPO
+
 GT_COLUMNS = ["MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC", "UNK"]
 # (lesion_id prefix, HAM10000 dataset or None) of FLamby's centres 0..5
 CENTRES = [("BCN_", None), ("HAM_", "vidir_molemax"), ("HAM_", "vidir_modern"), ("HAM_", "rosendahl"), ("MSK4", None), ("HAM_", "vienna_dias")]

@@ -13,9 +13,10 @@ from PIL import Image
 from lightyear.data import SEGMENTATION, load_site_data
 from lightyear.data.ultrasound import assign_patients, list_samples, load_site, prepare_ultrasound
 
+from repo import ROOT
+
 TOP = "Fetal Abdominal Structures Segmentation Dataset Using Ultrasonic Images"
 HEIGHT, WIDTH = 60, 80
-from repo import ROOT
 
 REPO = Path(ROOT)
 # Patient tokens as written after "P" (padding varies); "001" and "1" are one patient.

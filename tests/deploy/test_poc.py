@@ -11,6 +11,7 @@ import time
 import pytest
 
 from lightyear.deploy import flare_cli, poc
+
 from deploy_helpers import assert_finished, kill_marked, make_job, processes_with
 
 

@@ -11,7 +11,6 @@ import re
 import time
 
 import pytest
-from repo import ROOT
 
 from lightyear.deploy.allow_list import main as allow_main
 from lightyear.deploy.collect import collect
@@ -19,7 +18,9 @@ from lightyear.deploy.flare_cli import FINISHED_OK, FlareCli, FlareCommandError,
 from lightyear.deploy.poc import free_ports
 from lightyear.deploy.processes import ProcessSet
 from lightyear.deploy.project import DEFAULT_ADMIN, write_project
+
 from deploy_helpers import SITES, assert_finished, make_job, processes_with, round_rows
+from repo import ROOT
 
 SERVER = "localhost"
 CELL_LOGGER = "nvflare.fuel.f3.cellnet.core_cell"

@@ -17,10 +17,11 @@ import time
 import pytest
 
 from lightyear.experiments import progress, report, runner, sweep
-from lightyear.experiments.selection import counts, run_selection
 from lightyear.experiments.results import load_sweep
+from lightyear.experiments.selection import counts, run_selection
 
 from repo import ROOT
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 CUSTOM = os.path.join(ROOT, "custom")
 

@@ -9,6 +9,7 @@ from lightyear.experiments.sweep_spec import SpecError, expand, load_spec, run_n
 from lightyear.jobs import generate
 
 from repo import ROOT
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 
 

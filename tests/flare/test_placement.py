@@ -2,8 +2,8 @@
 
 import pytest
 
-from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.flare.placement import gpu_groups, p2p_simulator_advice, parse_gpu_ids
+from lightyear.p2p.site.exchange import PeerExchange
 
 
 def test_every_site_gets_its_own_group_with_the_gpus_dealt_in_turn():

@@ -15,6 +15,7 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.p2p.controller import P2PController
+
 from flare_fakes import ServerEngine, show_stats
 
 SITES = ["site-1", "site-2", "site-3", "site-4"]

@@ -16,6 +16,7 @@ from lightyear.flare import constants as C
 from lightyear.p2p.controller import P2PController
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
 from lightyear.p2p.secure_messages import check_setting, resolve
+
 from flare_fakes import ServerEngine, SiteEngine, context
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}

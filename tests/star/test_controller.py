@@ -245,8 +245,9 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     out by the rule in round 0) and after the end."""
     from nvflare.apis.fl_constant import ReservedKey
 
-    from flare_fakes import show_stats
     from lightyear.star.aggregator import FedAvgAggregator
+
+    from flare_fakes import show_stats
 
     class ShutsOutSite3(FedAvgAggregator):
         """FedAvg that leaves site-3 out for good from round 0 on (as AFA blocks, FedCAP removes)."""

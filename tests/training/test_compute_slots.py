@@ -1,12 +1,11 @@
 """Compute slots: at most N holders at once across processes, none when disabled."""
 
 import multiprocessing as mp
+import os
+import stat
 import time
 
 import pytest
-
-import os
-import stat
 
 from lightyear.training.compute_slots import ComputeSlots, SlotWaitAborted, default_folder, resolve_slots
 

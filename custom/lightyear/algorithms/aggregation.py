@@ -7,7 +7,7 @@ parameters, and keep the receiving site's own value.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -12,8 +12,8 @@ SFA) and the "random update" malfunction; the relative ANA form and its scale s 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 

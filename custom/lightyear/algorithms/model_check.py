@@ -10,7 +10,8 @@ get its sender rejected, never stop the receiver.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

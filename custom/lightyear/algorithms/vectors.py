@@ -17,7 +17,7 @@ Conventions used by every rule built on this module:
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

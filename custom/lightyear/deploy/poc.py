@@ -32,12 +32,12 @@ import sys
 import tempfile
 import time
 
-from lightyear.flare.component_policy import AllowListError, allow_package, local_folder
 from lightyear.deploy.collect import collect
 from lightyear.deploy.flare_cli import FINISHED_OK, FlareCli, FlareCommandError, flare_env, nvflare_command
 from lightyear.deploy.job_folder import JobFolder, JobFolderError, read_job, site_sort_key
 from lightyear.deploy.processes import ProcessSet, terminate_as_interrupt
 from lightyear.deploy.project import write_project
+from lightyear.flare.component_policy import AllowListError, allow_package, local_folder
 
 PROJECT = "lightyear"
 SERVER = "localhost"

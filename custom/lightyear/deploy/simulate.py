@@ -19,8 +19,8 @@ import argparse
 import os
 import sys
 
-from lightyear.flare.component_policy import AllowListError
 from lightyear.deploy.flare_cli import FlareCommandError, nvflare_command
+from lightyear.flare.component_policy import AllowListError
 
 
 def simulator_command(argv=None) -> list[str]:

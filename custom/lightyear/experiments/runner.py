@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 
-from lightyear.flare import component_policy
 from lightyear.experiments.sweep_spec import Run
+from lightyear.flare import component_policy
 from lightyear.jobs import generate
 
 RUNS = "runs"

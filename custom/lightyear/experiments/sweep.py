@@ -128,7 +128,7 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
                 run_status.write_sweep_status(out, names)
             display.update(_state(out, len(names), pending, running, parallel, t0, tally))
     except KeyboardInterrupt:
-        for name, (run, proc, started) in running.items():
+        for name, (_run, proc, started) in running.items():
             runner.stop(proc)
             run_status.write_run_status(runner.run_dir(out, name), name, run_status.INTERRUPTED, wall_s=round(time.monotonic() - started, 1), ended=run_status.now())
         run_status.write_sweep_status(out, names)

@@ -14,7 +14,7 @@ runs and prints the first ``current_round`` it finds as ``round=``.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext

@@ -32,11 +32,11 @@ from nvflare.apis.signal import Signal
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
+from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.p2p import secure_messages as secure_setting
 from lightyear.p2p.site_status import SiteStatus
 from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
-from lightyear.flare.placement import p2p_simulator_advice
 
 COMPUTE_ALLOWANCE_S = 600.0
 """Seconds of training and evaluation a round may take beyond waiting for peers, in the

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -49,9 +49,9 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs, mod
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
+from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
 from lightyear.star.aggregator import StarAggregator
 from lightyear.star.messages import read_result, task_data
-from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
 
 POLL_SECONDS = 0.2
 """How often the per-site send path looks at its tasks."""

@@ -28,10 +28,10 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
-from lightyear.star.messages import StarTask, read_task, result_data
 from lightyear.records import RoundLog, check_records_file
-from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
+from lightyear.star.messages import StarTask, read_task, result_data
 from lightyear.training.compute_slots import ComputeSlots
+from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
 
 
 class StarExecutor(Executor):

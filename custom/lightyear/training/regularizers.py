@@ -19,7 +19,7 @@ into it.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 from torch import nn

@@ -12,9 +12,10 @@ import pytest
 
 from lightyear.deploy.slurm.results import unfinished
 from lightyear.jobs import generate
-from slurm_cluster import INSTALL, Cluster, missing_programs
 
 from repo import ROOT
+from slurm_cluster import INSTALL, Cluster, missing_programs
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 SITES = ["site-1", "site-2", "site-3"]
 

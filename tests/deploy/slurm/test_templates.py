@@ -13,6 +13,7 @@ from lightyear.deploy.slurm.params import SlurmInputError, for_job, load_descrip
 from lightyear.jobs import generate
 
 from repo import ROOT
+
 DESCRIPTION = os.path.join(ROOT, "app_configs", "slurm", "templates.yaml")
 SITES = ["site-1", "site-2", "site-3"]
 

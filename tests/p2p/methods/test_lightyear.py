@@ -10,6 +10,7 @@ from lightyear.flare import constants as C
 from lightyear.p2p.methods.lightyear import LightyearExecutor
 from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.training.site_runtime import SiteRuntime
+
 from flare_fakes import SiteEngine, context, model_message
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}

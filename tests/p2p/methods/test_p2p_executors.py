@@ -4,22 +4,17 @@ import json
 
 import numpy as np
 import pytest
-from nvflare.apis.fl_constant import ReservedKey, ReturnCode
-from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
-from lightyear.flare import constants as C
 from lightyear.p2p.methods.balance import BalanceExecutor
 from lightyear.p2p.methods.defta import DeftaExecutor
 from lightyear.p2p.methods.lightyear import LightyearExecutor
-from lightyear.p2p.site.sampling import RoundSampling
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.p2p.methods.scclip import ScclipExecutor
 from lightyear.p2p.site.checkpoint import SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
+from lightyear.p2p.site.sampling import RoundSampling
 
 from flare_fakes import context
-
 from p2p_fakes import FAST, FULL3, FakeEngine, FakeRuntime, deliver, wire  # noqa: F401
 
 

@@ -8,6 +8,7 @@ from nvflare.apis.fl_constant import ReturnCode
 
 from lightyear.flare import constants as C
 from lightyear.p2p.site.exchange import PeerExchange
+
 from flare_fakes import model_message
 
 REF = {"w": np.zeros((2, 2), dtype=np.float32), "n": np.array(3, dtype=np.int64)}

@@ -13,10 +13,10 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site import executor as p2p_executor
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
+from lightyear.p2p.site import executor as p2p_executor
 from lightyear.p2p.site.checkpoint import load_site_checkpoint
+from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.isolation import IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
 

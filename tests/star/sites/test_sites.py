@@ -11,11 +11,11 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
-from lightyear.star.sites.fedprox import FedProxExecutor
-from lightyear.star.sites.personal import PERSONAL_FILE, PersonalExecutor, load_personal
+from lightyear.models import build_model
 from lightyear.star.executor import StarExecutor
 from lightyear.star.messages import task_data
-from lightyear.models import build_model
+from lightyear.star.sites.fedprox import FedProxExecutor
+from lightyear.star.sites.personal import PERSONAL_FILE, PersonalExecutor, load_personal
 from lightyear.training.weights import get_weights
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}

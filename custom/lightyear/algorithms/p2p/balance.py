@@ -20,7 +20,7 @@ Differences from the LIGHTYEAR authors' code, on purpose:
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -7,7 +7,7 @@ are counters, not parameters, and keep the receiving site's own value.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

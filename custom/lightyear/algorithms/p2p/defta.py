@@ -25,12 +25,12 @@ for the records only.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from lightyear.algorithms.p2p.defta_trust import DeftaTrust, TrustDecision, crelu, trust_sample_weights
 from lightyear.algorithms.model_check import check_models
+from lightyear.algorithms.p2p.defta_trust import DeftaTrust, TrustDecision, crelu, trust_sample_weights
 from lightyear.algorithms.vectors import Weights
 
 __all__ = [  # one import point for all of DeFTA

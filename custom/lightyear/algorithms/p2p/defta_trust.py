@@ -30,8 +30,8 @@ Choices where the paper is silent or loose (documented, not the paper's):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -202,7 +202,7 @@ class DeftaTrust:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "DeftaTrust":
+    def from_dict(cls, data: Mapping) -> DeftaTrust:
         """The state saved by ``to_dict``."""
         state = cls(data["peers"], data["sample_size"], data["positive_slope"], data["damage_ratio"])
         blocked = set(data.get("blocked", []))

@@ -29,8 +29,8 @@ after the round's aggregate, which uses the reputations the round started with.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 from scipy.special import betainc
@@ -124,7 +124,7 @@ class AfaReputation:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "AfaReputation":
+    def from_dict(cls, data: Mapping) -> AfaReputation:
         """Rebuild a reputation from :meth:`to_dict`'s output."""
         return cls(
             alpha0=data["alpha0"],

@@ -30,8 +30,8 @@ of = rd / (mean + 1)); this module follows the paper.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 

@@ -24,7 +24,7 @@ Zero updates have cosine 0 with everything (see ``vectors``).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -38,8 +38,8 @@ code removed a site whose norm was NaN; here the caller rejects such models befo
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -146,7 +146,7 @@ class FedCapState:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping, arrays: Mapping[str, np.ndarray]) -> "FedCapState":
+    def from_dict(cls, data: Mapping, arrays: Mapping[str, np.ndarray]) -> FedCapState:
         """Rebuild the state from :meth:`to_dict` and :meth:`arrays` output."""
         pools: dict[str, dict[str, np.ndarray]] = {p: {} for p in POOLS}
         for key, value in arrays.items():

@@ -20,7 +20,7 @@ reference (the reference cancels), so Krum can be fed either.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -10,7 +10,6 @@ from torchvision.transforms.v2 import functional as TF
 
 from lightyear.data.isic19.constants import CROP_SIZE, IMAGENET_MEAN, IMAGENET_STD
 
-
 # ---------------------------------------------------------------- FLamby's augmentations
 
 

@@ -29,7 +29,6 @@ from lightyear.data.isic19.constants import (
     PREPROCESSED_SIZE,
 )
 
-
 # ---------------------------------------------------------------- raw files and centres
 
 

@@ -52,7 +52,7 @@ class SlurmParams:
             return None
         return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
 
-    def checked(self) -> "SlurmParams":
+    def checked(self) -> SlurmParams:
         """Self, when every value can work; else :class:`SlurmInputError` naming the fix."""
         if self.mode not in MODES:
             raise SlurmInputError(f"template {self.name!r}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")

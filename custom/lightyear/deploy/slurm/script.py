@@ -50,7 +50,7 @@ class Target:
     job_name: str | None = None
 
     @classmethod
-    def for_job(cls, job: str, results: str, name: str) -> "Target":
+    def for_job(cls, job: str, results: str, name: str) -> Target:
         return cls(os.path.abspath(job), os.path.abspath(results), sys.executable, package_folder(), name)
 
 

@@ -45,8 +45,8 @@ import numpy as np
 
 from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
 from lightyear.checks import positive_seconds
-from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 from lightyear.p2p.site.exchange import Inbox
+from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 BACKUP = "backup/"
 SAMPLING_STREAM = 0xDEF7A

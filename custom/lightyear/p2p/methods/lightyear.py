@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
 from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
+from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 

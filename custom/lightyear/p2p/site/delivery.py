@@ -17,7 +17,7 @@ import here.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 MIN_GRACE = 60.0
 """Seconds a finished run's result may take to reach the server, at least."""

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
@@ -47,14 +47,13 @@ from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.algorithms.model_check import model_problems
 from lightyear.flare import constants as C
+from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.p2p.site import buffer as peer_buffer
 from lightyear.p2p.site import latest_models
-from lightyear.p2p.site.latest_models import LatestModelStore
 from lightyear.p2p.site.buffer import PeerModelBuffer
+from lightyear.p2p.site.latest_models import LatestModelStore
 from lightyear.p2p.site.payload import PayloadCodec
-from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.training.weights import num_bytes
-
 
 MAX_NUM_SAMPLES = 10**9
 """Largest training-set size a peer may claim in a model message."""

@@ -46,19 +46,18 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
-from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
-from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
-from lightyear.p2p.site.exchange import Inbox, PeerExchange
-from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
-from lightyear.records import RoundLog, check_records_file, write_site_status
-from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
+from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
+from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
+from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
+from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
-from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
+from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
+from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
+from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
-
+from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
 
 
 class SiteIsolated(RuntimeError):

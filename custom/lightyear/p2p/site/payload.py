@@ -32,7 +32,8 @@ after adding the base, ``max_abs_weight``). No FLARE import.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

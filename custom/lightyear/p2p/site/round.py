@@ -10,8 +10,9 @@ what differs between methods (:class:`RoundRule`). :func:`report_round` sends th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable

@@ -20,7 +20,7 @@ The draw depends only on (seed, receiving site, round): a restarted site draws t
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from lightyear.p2p.topology import in_neighbours, sample_neighbours
 

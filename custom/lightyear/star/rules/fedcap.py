@@ -26,7 +26,7 @@ recovered pool; the calibrated pool is recovered - w^t); :func:`load_state` rebu
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

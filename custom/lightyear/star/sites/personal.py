@@ -31,9 +31,9 @@ import os
 
 import numpy as np
 
+from lightyear.records import save_npz_atomic
 from lightyear.star.executor import StarExecutor
 from lightyear.star.messages import StarTask
-from lightyear.records import save_npz_atomic
 from lightyear.training.regularizers import check_mu, parameter_snapshot, proximal_term
 from lightyear.training.weights import get_weights, set_weights
 
