@@ -7,7 +7,7 @@ import subprocess
 
 from lightyear.jobs import generate
 
-from repo import ROOT
+from repo import ROOT, start_timeouts
 
 CONFIGS = os.path.join(ROOT, "app_configs")
 SITES = ["site-1", "site-2", "site-3"]
@@ -16,7 +16,7 @@ SITES = ["site-1", "site-2", "site-3"]
 def make_job(folder, method, **overrides):
     """A digits job of ``method`` for three sites and two rounds, written under ``folder``."""
     # generous start timeouts: a loaded 2-core machine can take over a minute to start the sites
-    settings = {"sites": SITES, "rounds": 2, "start_timeout": 240.0, "ready_timeout": 240.0, **overrides}
+    settings = {"sites": SITES, "rounds": 2, **start_timeouts(method), **overrides}
     name, files = generate.build_job(CONFIGS, method, "digits", seed=0, overrides=settings)
     path = os.path.join(str(folder), name)
     generate.write_job(files, path)

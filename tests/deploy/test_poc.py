@@ -35,6 +35,7 @@ def run_poc(tmp_path, *args, **popen):
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen), str(tmp)
 
 
+@pytest.mark.extended
 @pytest.mark.deployment
 def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
     jobs = [make_job(tmp_path / "jobs", "lightyear"), make_job(tmp_path / "jobs", "fedavg")]
@@ -55,6 +56,7 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
     assert not [n for n in os.listdir(marker) if n.startswith("lightyear-poc-")]  # the POC folder is gone (no --keep-workspace)
 
 
+@pytest.mark.extended
 @pytest.mark.deployment
 def test_ctrl_c_stops_every_poc_process(tmp_path):
     job = make_job(tmp_path / "jobs", "lightyear", rounds=50)

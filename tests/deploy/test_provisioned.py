@@ -76,6 +76,7 @@ def submit_when_ready(cli, job, timeout=180.0):
             time.sleep(3)
 
 
+@pytest.mark.extended
 @pytest.mark.deployment
 def test_provisioned_p2p_run_with_secure_peer_messages(deployment):
     nvflare_command()

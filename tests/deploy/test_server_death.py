@@ -38,6 +38,7 @@ def site_status(run_dir):
         return {}
 
 
+@pytest.mark.extended
 @pytest.mark.deployment
 def test_killing_the_server_mid_run_stops_every_site_and_ends_their_job_processes(tmp_path):
     job = make_job(tmp_path / "jobs", "lightyear", rounds=40, peer_deadline=10.0, max_isolated_rounds=2)

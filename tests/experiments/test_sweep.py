@@ -198,6 +198,7 @@ def test_parallel_runs(tmp_path, fake, capsys):
     assert "3/3 runs finished" in capsys.readouterr().out
 
 
+@pytest.mark.extended
 @pytest.mark.simulator
 def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     """Two real runs (3 digits sites, 2 rounds); the sweep is killed during the second and resumed."""

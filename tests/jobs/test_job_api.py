@@ -131,6 +131,7 @@ def test_the_poc_env_allows_the_package_in_server_and_sites_before_starting(tmp_
     assert len(allow_in_poc(str(tmp_path / "poc"))) == 3  # idempotent
 
 
+@pytest.mark.extended
 @pytest.mark.simulator
 def test_sim_env_runs_a_tiny_peer_to_peer_job_in_a_fresh_workspace(tmp_path):
     proc = subprocess.run(
@@ -146,6 +147,7 @@ def test_sim_env_runs_a_tiny_peer_to_peer_job_in_a_fresh_workspace(tmp_path):
     assert allows_package(run / "local" / "resources.json")
 
 
+@pytest.mark.extended
 @pytest.mark.simulator
 def test_plain_simulator_in_a_fresh_workspace_names_the_fix_and_lightyear_simulate_runs_it(tmp_path):
     name, files = generate.build_job(CONFIGS, "fedavg", "digits", overrides=TINY)

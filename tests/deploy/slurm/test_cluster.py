@@ -19,7 +19,7 @@ from slurm_cluster import INSTALL, Cluster, missing_programs
 CONFIGS = os.path.join(ROOT, "app_configs")
 SITES = ["site-1", "site-2", "site-3"]
 
-pytestmark = pytest.mark.deployment
+pytestmark = [pytest.mark.deployment, pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")
