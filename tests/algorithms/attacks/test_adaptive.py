@@ -1,6 +1,6 @@
 """The adaptive step search, the harmful direction and the attack on Krum, on hand-worked cases.
 
-Krum case, 1-D: benign updates -3, -1, 1, 3, 5 (mean 1, so s = +1 and the crafted update is
+Krum case, 1-D: benign updates 5, 3, 1, -1, -3 (mean 1, so s = +1 and the crafted update is
 c = -lambda), m = 2 attackers: n = 7, f = default_f(7) = 2, each score sums the n - f - 2 = 3
 smallest squared distances. For 2 <= lambda < 3 (c between -3 and -1):
   crafted: 0 (the other copy) + (lambda - 3)^2 (to -3) + (lambda - 1)^2 (to -1)
@@ -149,7 +149,7 @@ def test_harmful_direction_refuses(own, known, kind, match):
 
 # --- krum_adaptive -----------------------------------------------------------------------------
 
-BENIGN = [[-3.0], [-1.0], [1.0], [3.0], [5.0]]
+BENIGN = [[5.0], [3.0], [1.0], [-1.0], [-3.0]]  # -3, the runner-up, last: right before the copies
 
 
 def with_copies(crafted, m=2):
@@ -163,7 +163,7 @@ def test_krum_adaptive_by_hand():
     np.testing.assert_array_equal(crafted, [-lam])
     assert krum_select(with_copies(crafted))[0] >= 5  # a crafted copy is selected (f = default_f(7) = 2)
     assert krum_select(with_copies([-(lam + 2 * tol)]))[0] < 5
-    assert krum_select(with_copies([-3.0]))[0] == 0  # the tie at lambda* goes to benign -3
+    assert krum_select(with_copies([-3.0]))[0] == 4  # the tie at lambda* goes to benign -3 (index 4)
 
 
 def test_krum_adaptive_random_high_dimensional_case():

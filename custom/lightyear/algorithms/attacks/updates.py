@@ -19,11 +19,13 @@ References: FedCAP (Li et al.), Sec. VI-A3 and Eqs. 8-11, with the original pape
 Knowledge (:data:`KNOWLEDGE`) decides what the caller passes as ``known_updates``:
 
 * ``"partial"`` (FedCAP's default): the attackers' own honest updates (every attacker trains
-  honestly first and the attackers pool what they trained). IPM then uses their mean as its
-  stand-in for the benign mean: it is the only estimate the attackers have.
+  honestly first and the attackers pool what they trained).
 * ``"full"``: the attackers' honest updates and the benign updates they see (in the peer-to-peer
-  topology, the in-neighbours' models an attacker receives). IPM uses the mean of the *benign*
-  updates only, as in Xie et al.
+  topology, the in-neighbours' models an attacker receives).
+
+IPM negates the mean of ``known_updates``. Under full knowledge the caller passes the benign
+updates only, so that it is the benign mean of Xie et al.; under partial knowledge the attackers'
+own honest updates stand in for it, the only estimate of the benign mean they have.
 """
 
 from __future__ import annotations
@@ -182,7 +184,8 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     minmax, minsum and ipm and ignored by the others. ``params`` per kind (defaults in brackets):
     mr ``scale`` [n_participants]; lie ``z`` [lie_z_max(n_participants, n_attackers)], ``ddof`` [0];
     minmax / minsum ``perturbation`` ["std"], ``gamma_init`` [10], ``tol`` [1e-5];
-    ipm ``epsilon`` [n_participants], applied to the mean of ``known_updates``.
+    ipm ``epsilon`` [n_participants], applied to the mean of ``known_updates`` (benign ones only
+    under full knowledge; see the module docstring).
     Raises ValueError for an unknown kind or parameter, or values of the wrong type or range.
     """
     if kind == ADAPTIVE:
