@@ -1,0 +1,173 @@
+"""Adaptive attacks: the largest step along a harmful direction that the defence is predicted to accept.
+
+An adaptive attacker knows the defence's acceptance rule (or a stand-in it can run: Krum on the
+updates it knows, a norm threshold, an agreement score on its own validation data) and sends
+``honest + alpha * direction`` with the largest alpha the rule is predicted to accept. This
+module holds the pure parts: the step search (:func:`largest_accepted_step`), the harmful
+direction (:func:`harmful_direction`) and, as a complete instance, the attack on Krum of Fang,
+Cao, Jia, Gong, "Local Model Poisoning Attacks to Byzantine-Robust Federated Learning", USENIX
+Security 2020, Sec. 4 (:func:`krum_adaptive`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from numbers import Real
+
+import numpy as np
+
+from lightyear.algorithms.star.krum import check_krum_settings, default_f, krum_select
+from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
+
+REVERSE, SIGN = "reverse", "sign"
+DIRECTIONS = (REVERSE, SIGN)
+"""reverse: -(benign mean), unit length; sign: -sign(benign mean) (Fang et al.'s s), unit length in
+:func:`harmful_direction`, entries +-1 in :func:`krum_adaptive`."""
+
+
+def largest_accepted_step(accepts: Callable[[float], bool], max_step: float, tol: float, max_evaluations: int = 16, check_honest: bool = True) -> float:
+    """The largest step alpha in [0, max_step] found with ``accepts(alpha)`` True, within ``tol`` for a monotone test.
+
+    ``accepts(alpha)`` says whether the model at step alpha is predicted to be accepted; alpha = 0
+    is the honest model. With ``check_honest`` the search first calls ``accepts(0.0)`` and returns
+    0.0 if even the honest model is rejected (no harmful step can be predicted to pass); without it,
+    alpha = 0 is assumed accepted and never tested.
+
+    Search: a geometric grid downward, alpha = max_step, max_step/2, max_step/4, ... (while
+    alpha >= tol) until one is accepted: the largest accepted grid point a, with 2a the rejected
+    grid point above it (max_step itself, if accepted, is returned at once). Then bisection of
+    [a, 2a] until the bracket is at most ``tol`` wide. Returns 0.0 when no grid point is accepted.
+
+    Cost: every call of ``accepts`` is typically a forward pass over validation data, so the
+    calls are capped at ``max_evaluations`` (the honest check included); the search stops early
+    when they run out and returns the best alpha so far. A monotone test (accepted below a
+    threshold, rejected above) costs about log2(max_step / tol) + 2 calls: 16 covers
+    max_step / tol up to 2^14.
+
+    Acceptance need not be monotone (a defence on noisy validation data): the result is always an
+    alpha that was tested and accepted (or 0.0), never a guaranteed maximum, and larger accepted
+    steps may exist between grid points.
+    """
+    if not callable(accepts):
+        raise ValueError(f"accepts must be a callable alpha -> bool, got {type(accepts).__name__}")
+    max_step = _positive("max_step", max_step)
+    tol = _positive("tol", tol)
+    if tol > max_step:
+        raise ValueError(f"tol ({tol}) must not exceed max_step ({max_step}); the search would test nothing below max_step")
+    if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, (int, np.integer)) or max_evaluations < 1:
+        raise ValueError(f"max_evaluations must be an integer >= 1 (each call of accepts costs a forward pass), got {max_evaluations!r}")
+    budget = int(max_evaluations)
+
+    def test(alpha: float) -> bool:
+        nonlocal budget
+        budget -= 1
+        return bool(accepts(alpha))
+
+    if check_honest and not test(0.0):
+        return 0.0
+    alpha = max_step
+    while True:
+        if budget <= 0 or alpha < tol:
+            return 0.0
+        if test(alpha):
+            break
+        alpha /= 2.0
+    if alpha == max_step:
+        return max_step
+    low, high = alpha, 2.0 * alpha
+    while high - low > tol and budget > 0:
+        mid = (low + high) / 2.0
+        if test(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def harmful_direction(own_update, known_benign_updates=None, kind: str = REVERSE) -> np.ndarray:
+    """A unit (L2) direction that undoes benign progress, so that a step alpha is a distance.
+
+    ``reverse``: -(mean of ``known_benign_updates``) if any are given (a non-empty sequence or
+    ``(n, d)`` array), else -``own_update``, scaled to unit length. ``sign``: -sign of that same
+    vector, scaled to unit length (Fang et al.'s direction s, normalised).
+    A zero vector (zero mean, zero own update) has no direction: the result is all zeros, every
+    step then leaves the honest model unchanged, and a caller should send its honest update.
+    """
+    if kind not in DIRECTIONS:
+        raise ValueError(f"unknown direction {kind!r}; choose one of {', '.join(DIRECTIONS)}")
+    own = np.asarray(own_update)
+    if own.ndim != 1 or own.size == 0:
+        raise ValueError(f"own_update must be a non-empty 1-D vector, got shape {own.shape}; flatten models with lightyear.algorithms.vectors.flatten")
+    base = check_finite("own_update", own)
+    if known_benign_updates is not None and len(known_benign_updates) > 0:
+        known = as_matrix(known_benign_updates)
+        if known.shape[1] != base.size:
+            raise ValueError(f"known_benign_updates have {known.shape[1]} values but own_update has {base.size}; flatten models with the same keys")
+        base = known.mean(axis=0)
+    direction = -base if kind == REVERSE else -np.sign(base)
+    norm = float(np.linalg.norm(direction))
+    return np.zeros_like(direction) if norm <= ZERO_NORM else direction / norm
+
+
+def krum_adaptive(
+    known_benign_updates,
+    n_attackers: int,
+    f: int | None = None,
+    direction: str = SIGN,
+    max_lambda: float | None = None,
+    tol: float | None = None,
+    max_evaluations: int = 32,
+) -> tuple[np.ndarray, float]:
+    """Fang et al.'s full-knowledge attack on Krum: (crafted update, lambda).
+
+    All ``n_attackers`` send the same update d = lambda * u, with u = -sign(mean of the benign
+    updates) for ``direction="sign"`` (Fang et al.'s -s: lambda is the change of every coordinate)
+    or the unit vector -(mean)/||mean|| for ``"reverse"`` (lambda is the L2 length). lambda is the
+    largest value found, by :func:`largest_accepted_step`, for which Krum
+    (:func:`~lightyear.algorithms.star.krum.krum_select`, ``f`` defaulting to ``default_f`` of the
+    n = benign + attackers updates) picks a crafted copy among the benign updates followed by the
+    copies. Ties go to the lower index, i.e. to a benign update, so a tie counts as rejected.
+
+    Defaults: ``max_lambda`` = (largest benign norm + largest benign pairwise distance) / ||u||, a
+    crafted update farther out than any benign one by the benign spread (in the spirit of Fang et
+    al.'s upper bound on lambda, not their formula); ``tol`` = max_lambda / 1024. Krum is
+    recomputed for every tested lambda, at O(n^2 d) each.
+
+    Edges: lambda = 0.0 and a zero update (the attackers send the received model unchanged) when
+    no tested lambda > 0 gets a copy selected, or when the benign mean is zero (no direction). If
+    the copies outnumber what Krum can outvote (n_attackers >= n - f - 1 gives them a score of 0),
+    every lambda is accepted and lambda = max_lambda.
+    """
+    benign = as_matrix(known_benign_updates)
+    n_benign = benign.shape[0]
+    if isinstance(n_attackers, bool) or not isinstance(n_attackers, (int, np.integer)) or n_attackers < 1:
+        raise ValueError(f"n_attackers must be an integer >= 1, got {n_attackers!r}")
+    n = n_benign + int(n_attackers)
+    f = default_f(n) if f is None else f
+    check_krum_settings(n, f, 1)
+    if direction not in DIRECTIONS:
+        raise ValueError(f"unknown direction {direction!r}; choose one of {', '.join(DIRECTIONS)}")
+    mean = benign.mean(axis=0)
+    unit = -np.sign(mean) if direction == SIGN else harmful_direction(mean, benign, REVERSE)
+    u_norm = float(np.linalg.norm(unit))
+    if u_norm <= ZERO_NORM:
+        return np.zeros_like(mean), 0.0
+    if max_lambda is None:
+        spread = math.sqrt(float(squared_distance_matrix(benign).max()))
+        max_lambda = (float(np.linalg.norm(benign, axis=1).max()) + spread) / u_norm
+    max_lambda = _positive("max_lambda", max_lambda)
+    tol = max_lambda / 1024.0 if tol is None else _positive("tol", tol)
+
+    def selected(lam: float) -> bool:
+        crafted = np.tile(lam * unit, (int(n_attackers), 1))
+        return krum_select(np.vstack([benign, crafted]), f)[0] >= n_benign
+
+    lam = largest_accepted_step(selected, max_lambda, tol, max_evaluations=max_evaluations, check_honest=False)
+    return lam * unit, lam
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
