@@ -29,13 +29,21 @@ def test_every_site_starts_from_the_same_model_and_seeds_differ():
 def test_deterministic_setting_controls_torch_kernels():
     import os
 
+    from lightyear.training.trainer import use_deterministic_kernels
+
+    before = torch.are_deterministic_algorithms_enabled()
     try:
         SiteRuntime("site-1", seed=0, **dict(ARGS, train_args={"local_epochs": 1, "deterministic": False}))
-        assert not torch.are_deterministic_algorithms_enabled()
         assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
         SiteRuntime("site-1", seed=0, **ARGS)  # deterministic is the default
-        assert torch.are_deterministic_algorithms_enabled()
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
         assert os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+        # the process-wide switch is set for a GPU device, and left alone on the CPU (it costs ~1.5 s of imports)
+        use_deterministic_kernels(False, "cuda")
+        assert not torch.are_deterministic_algorithms_enabled()
+        use_deterministic_kernels(True, "cpu")
+        assert not torch.are_deterministic_algorithms_enabled()
+        use_deterministic_kernels(True, "cuda:0")
+        assert torch.are_deterministic_algorithms_enabled()
     finally:
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.use_deterministic_algorithms(before, warn_only=True)

@@ -15,6 +15,7 @@ Methods that change what a site does derive from :class:`StarExecutor` and overr
 from __future__ import annotations
 
 import os
+import time
 import traceback
 
 import numpy as np
@@ -65,6 +66,7 @@ class StarExecutor(Executor):
         self.run_dir = ""
         self.log: RoundLog | None = None
         self.kind = "none"
+        self._round_start = 0.0
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         if event_type == EventType.START_RUN:
@@ -90,6 +92,8 @@ class StarExecutor(Executor):
         if task_name not in (C.STAR_TRAIN_TASK, C.STAR_EVAL_TASK):
             return make_reply(ReturnCode.TASK_UNKNOWN)
         try:
+            self.slots.waited_s = 0.0
+            self._round_start = time.time()
             with self.slots.hold(lambda: abort_signal.triggered):
                 return self._execute(task_name, shareable, fl_ctx, abort_signal)
         except Exception as exc:  # noqa: BLE001 - the server gets the reason
@@ -117,22 +121,26 @@ class StarExecutor(Executor):
         if task.weights is not None:
             rt.set_weights(task.weights)
         received = rt.get_weights()
+        e0 = time.perf_counter()
         fields, val, test = self.evaluate_round(task)
+        timing = {"eval_s": time.perf_counter() - e0, "slot_wait_s": self.slots.waited_s, "round_start": self._round_start}
         row = {"round": task.round_num, "site": rt.site, **fields}
         row.update({f"val_{k}": v for k, v in val.items()})
         row.update({f"test_{k}": v for k, v in test.items()})
         if task_name == C.STAR_EVAL_TASK:
             row["train_loss"] = ""
-            self.log.write(row)
+            self.log.write({**row, **timing, "train_s": "", "round_end": time.time()})
             reply = make_reply(ReturnCode.OK)
             reply[C.KEY_RESULT] = {"site": rt.site, "malfunction": self.kind, "val": val, "test": test}
             return reply
         if abort_signal.triggered:
             return make_reply(ReturnCode.TASK_ABORTED)
+        t0 = time.perf_counter()
         stats = dict(self.train_round(task))
         row["train_loss"] = stats.pop("train_loss")
         samples = stats.pop("train_samples")
         row.update(stats)
+        row.update(timing, train_s=time.perf_counter() - t0, round_end=time.time())
         self.log.write(row)
         stream_round(self, row, fl_ctx)
         weights = rt.get_weights()

@@ -78,10 +78,12 @@ class SiteRound:
         rt, exchange, rule = self.runtime, self.exchange, self.rule
         self.slots.waited_s = 0.0
         senders, receivers = rule.round_senders(round_num), rule.round_receivers(round_num)
-        t0 = time.perf_counter()
+        round_start = time.time()
         with self.slots.hold(self.abort):
+            w0 = time.perf_counter()
             train_stats = rule.local_update(round_num)
             own = rt.get_weights()
+            train_s = time.perf_counter() - w0
         t1 = time.perf_counter()
 
         outgoing, applied = own, "none"
@@ -102,16 +104,18 @@ class SiteRound:
             self.log("warning", f"round {round_num}: rejected the model of {peer}: {reason}")
 
         with self.slots.hold(self.abort):
+            a0 = time.perf_counter()
             outcome = rule.aggregate(round_num, own, inbox.valid)
-        t3 = time.perf_counter()
+            aggregate_s = time.perf_counter() - a0 - outcome.score_s
         rule.inbox = None  # the received models are not kept past their round
         exchange.release(round_num)
         for peer, reason in outcome.rejected.items():
             self.log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
         with self.slots.hold(self.abort):
+            e0 = time.perf_counter()
             rt.set_weights(outcome.weights)
             val, test = rt.evaluate("val"), rt.evaluate("test")
-        t4 = time.perf_counter()
+            eval_s = time.perf_counter() - e0
 
         row = {"round": round_num, "site": self.site, "malfunction": applied}
         row.update(outcome.fields)
@@ -125,12 +129,14 @@ class SiteRound:
         self.isolation.update(bool(senders or receivers), bool(inbox.heard), sent["bytes"] > 0)
         row.update(
             {
-                "train_s": t1 - t0,
+                "train_s": train_s,
                 "wait_s": t2 - t1,
                 "score_s": outcome.score_s,
-                "aggregate_s": (t3 - t2) - outcome.score_s,
-                "eval_s": t4 - t3,
+                "aggregate_s": aggregate_s,
+                "eval_s": eval_s,
                 "slot_wait_s": self.slots.waited_s,
+                "round_start": round_start,
+                "round_end": time.time(),
                 "model_bytes": num_bytes(outgoing),
                 "sent_bytes": sent["bytes"],
                 "send_s": sent["send_s"],

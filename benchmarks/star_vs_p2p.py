@@ -1,0 +1,204 @@
+"""The same job as star FedAvg and as a peer-to-peer method, one after the other, side by side.
+
+    python benchmarks/star_vs_p2p.py                                   # fedavg vs lightyear, digits, 8 sites, 12 rounds
+    python benchmarks/star_vs_p2p.py --repeat 2                         # A B A B: two pairs, a ratio per pair
+    python benchmarks/star_vs_p2p.py --set rounds=6 --p2p-set transfer_dtype=float32
+
+Both jobs are generated from the same dataset settings, seed and ``--set`` values
+(``lightyear-jobs``'s settings path), written to a temporary folder and run with
+``nvflare simulator JOB -w WS -t SITES`` (``-t`` = the number of sites, as a peer-to-peer job needs).
+For each run the script prints:
+
+* ``wall_s``: the simulator command from launch to exit, and the ratio p2p / star per pair;
+* ``startup_s``: from launch to the start of the first round on the first site;
+* the mean over sites of each phase's seconds summed over the rounds, every phase counted once:
+  ``train`` (local training, compute only), ``slot_wait`` (queueing for a compute slot, see
+  ``lightyear.training.compute_slots``), ``exchange`` (peer-to-peer: sending the own model and
+  waiting for the neighbours'; star: from a site's result to its next task, which holds the
+  transfer, the other sites and the server's aggregation), ``score`` and ``aggregate``
+  (peer-to-peer rules on the site), ``eval`` (validation and test metrics);
+* ``peak_pss_GiB``: the peak over time of the summed proportional set size of the simulator's
+  processes (shared pages split among the processes that map them), sampled every second;
+* ``acc``: the mean test accuracy of the sites (or Dice for segmentation).
+
+Timings come from the ``round_start``/``round_end`` and ``*_s`` columns of every site's
+``rounds.csv``. This machine's other load changes absolute figures; the ratio of a pair, run one
+right after the other, is the figure to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "custom"))
+
+from lightyear.jobs import generate  # noqa: E402
+
+PHASES = ("train", "slot_wait", "exchange", "score", "aggregate", "eval")
+
+
+def parse_sets(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def pss_of_tree(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc] + proc.children(recursive=True):
+        try:
+            total += p.memory_full_info().pss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_job(job: str, sites: int, ws: str) -> dict:
+    """Run ``job`` in the simulator; wall seconds, launch time (epoch), peak PSS and exit code."""
+    os.makedirs(os.path.join(ws, "local"), exist_ok=True)
+    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), os.path.join(ws, "local"))
+    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
+    launched = time.time()
+    start = time.perf_counter()
+    proc = subprocess.Popen([nvflare, "simulator", job, "-w", ws, "-t", str(sites)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    peak = [0]
+    tree = psutil.Process(proc.pid)
+
+    def sample():
+        while proc.poll() is None:
+            peak[0] = max(peak[0], pss_of_tree(tree))
+            time.sleep(1.0)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    rc = proc.wait()
+    wall = time.perf_counter() - start
+    sampler.join()
+    return {"wall_s": wall, "launched": launched, "peak_pss_GiB": peak[0] / 2**30, "rc": rc}
+
+
+def site_rows(ws: str) -> dict[str, list[dict]]:
+    rows = {}
+    for site in sorted(os.listdir(ws)):
+        path = os.path.join(ws, site, "simulate_job", "rounds.csv")
+        if os.path.isfile(path):
+            with open(path, newline="") as f:
+                rows[site] = list(csv.DictReader(f))
+    return rows
+
+
+def _f(row: dict, key: str) -> float:
+    value = row.get(key, "")
+    return float(value) if value not in ("", None) else 0.0
+
+
+def phases(rows: dict[str, list[dict]], topology: str) -> dict:
+    """Mean over sites of each phase's seconds summed over the site's rounds."""
+    per_site = []
+    for site_rows_ in rows.values():
+        train_rows = [r for r in site_rows_ if r.get("train_loss", "") != ""]
+        totals = dict.fromkeys(PHASES, 0.0)
+        for r in site_rows_:
+            totals["train"] += _f(r, "train_s")
+            totals["slot_wait"] += _f(r, "slot_wait_s")
+            totals["eval"] += _f(r, "eval_s")
+            totals["score"] += _f(r, "score_s")
+            totals["aggregate"] += _f(r, "aggregate_s")
+            if topology == "p2p":
+                totals["exchange"] += _f(r, "wait_s")
+        if topology == "star":  # from a result to the next task
+            ends = [_f(r, "round_end") for r in train_rows]
+            starts = [_f(r, "round_start") for r in site_rows_]
+            totals["exchange"] += sum(max(0.0, nxt - end) for end, nxt in zip(ends, starts[1:]))
+        per_site.append(totals)
+    return {k: statistics.mean(t[k] for t in per_site) for k in PHASES} if per_site else dict.fromkeys(PHASES, float("nan"))
+
+
+def accuracy(ws: str) -> float:
+    path = os.path.join(ws, "server", "simulate_job", "summary.csv")
+    if not os.path.isfile(path):
+        return float("nan")
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("site") == "mean_benign":
+                return float(row.get("dice") or row.get("acc") or "nan")
+    return float("nan")
+
+
+def measure(job: str, topology: str, sites: int, keep: str | None) -> dict:
+    ws = tempfile.mkdtemp(prefix="lightyear-bench-")
+    try:
+        out = run_job(job, sites, ws)
+        rows = site_rows(ws)
+        first = min((_f(r[0], "round_start") for r in rows.values() if r and r[0].get("round_start")), default=float("nan"))
+        out["startup_s"] = first - out["launched"]
+        out.update(phases(rows, topology))
+        out["acc"] = accuracy(ws)
+        if keep:
+            shutil.copytree(ws, os.path.join(keep, os.path.basename(job)), dirs_exist_ok=True)
+        return out
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="digits")
+    parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
+    parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="a setting of both jobs")
+    parser.add_argument("--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only")
+    parser.add_argument("--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only")
+    parser.add_argument("--repeat", type=int, default=1, help="pairs to run, star then p2p each time")
+    parser.add_argument("--keep", help="copy each run's workspace here")
+    args = parser.parse_args(argv)
+    configs = os.path.join(ROOT, "app_configs")
+    both = parse_sets(args.set)
+    folder = tempfile.mkdtemp(prefix="lightyear-bench-jobs-")
+    jobs = {}
+    for role, method, extra in (("star", args.star, args.star_set), ("p2p", args.p2p, args.p2p_set)):
+        name, files = generate.build_job(configs, method, args.dataset, seed=args.seed, overrides={**both, **parse_sets(extra)})
+        path = os.path.join(folder, name)
+        generate.write_job(files, path)
+        sites = len(files["meta.json"]["deploy_map"]["app"]) - 1
+        jobs[role] = (path, sites)
+    columns = ["wall_s", "startup_s", *(f"{p}_s" for p in PHASES), "peak_pss_GiB", "acc"]
+    print(f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, _ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}")
+    print(f"{'run':<22}" + "".join(f"{c:>13}" for c in columns))
+    ratios = []
+    for pair in range(args.repeat):
+        results = {}
+        for role in ("star", "p2p"):
+            path, sites = jobs[role]
+            r = measure(path, "star" if role == "star" else "p2p", sites, args.keep)
+            r.update({f"{p}_s": r.pop(p) for p in PHASES})
+            results[role] = r
+            label = f"{os.path.basename(path)}#{pair + 1}" + ("" if r["rc"] == 0 else f" rc={r['rc']}")
+            print(f"{label:<22}" + "".join(f"{r[c]:>13.2f}" for c in columns), flush=True)
+        ratios.append(results["p2p"]["wall_s"] / results["star"]["wall_s"])
+    print("wall ratio p2p/star per pair: " + ", ".join(f"{x:.2f}" for x in ratios) + (f"; median {statistics.median(ratios):.2f}" if len(ratios) > 1 else ""))
+    shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
