@@ -292,3 +292,40 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     after = show_stats(ctrl)["StarController"]
     assert (after["phase"], after["current_round"], after["rounds_aggregated"]) == ("finished", 2, 2)
     assert (after["sites_answered"], after["not_answered"]) == (3, ["site-4"])  # final evaluations
+
+
+def test_the_rules_history_lists_the_results_the_model_checks_refused(tmp_path):
+    """site-4 sends a NaN model in round 1: Krum never sees it, but aggregator_state.json says it
+    arrived and was refused (the detection metrics count it as evaluated and left out)."""
+    import json
+
+    from nvflare.apis.fl_constant import ReservedKey
+
+    from lightyear.star.rules.krum import KrumAggregator
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1, min_clients=3)
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, _Engine(str(tmp_path), sites, KrumAggregator()), private=True, sticky=False)
+    ctrl.start_controller(ctx)
+    weights = ctrl.initial_weights()
+    broken = {k: (np.full_like(v, np.nan) if v.dtype.kind == "f" else v) for k, v in weights.items()}
+    calls = []
+
+    def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
+        calls.append(task.name)
+        for site in targets:
+            ct = ClientTask(Client(site, None), task)
+            if task.name == C.STAR_TRAIN_TASK:
+                ct.result = result(broken if (site == "site-4" and len(calls) == 2) else weights, 10)
+            else:
+                ct.result = make_reply(ReturnCode.OK)
+                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
+            task.client_tasks.append(ct)
+
+    ctrl.broadcast_and_wait = broadcast_and_wait
+    ctrl.control_flow(Signal(), ctx)
+    history = json.loads((tmp_path / "aggregator_state.json").read_text())["history"]
+    assert [h["rejected"] for h in history] == [[], ["site-4"]]
+    assert "site-4" not in history[1]["kept"] + history[1]["excluded"]
+    assert sorted(history[0]["kept"] + history[0]["excluded"]) == sites

@@ -10,6 +10,9 @@ Writes, under ``DIR`` (default ``SWEEP_DIR/report``):
 * ``selection/<run>_selection.png`` and ``<run>_scores.png`` for every run whose sites logged
   their peer selection; ``selection_quality.csv|md`` (per method, dataset and malfunction kind) and
   ``selection_rounds.csv|md`` (per run);
+* ``detection/<dataset>_<threat>_detection.csv|md``, ``detection_results.csv`` and every run's
+  ``runs/<run>/detection.csv``: FedCAP's DAcc / FPR / FNR of the methods that exclude senders
+  (:mod:`~lightyear.experiments.detection_tables`);
 * ``report.md``: all of the above on one page, with the runs that did not finish.
 """
 
@@ -19,7 +22,7 @@ import argparse
 import os
 import sys
 
-from lightyear.experiments import figures, selection, selection_plots, tables
+from lightyear.experiments import detection_tables, figures, selection, selection_plots, tables
 from lightyear.experiments.results import ReportError, load_sweep
 
 STATUS_HINT = "sweep_status.json"
@@ -33,7 +36,7 @@ def _group(all_tables: list[tables.Table]) -> dict[tuple[str, str], list[tables.
 
 
 def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print) -> dict:
-    """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "report"}`` paths."""
+    """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths."""
     runs = load_sweep(sweep_dir)
     finished = [r for r in runs if r.finished]
     if not finished:
@@ -66,6 +69,7 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
                                                  "How often benign sites selected faulty peers (selections / opportunities)")
     written["selection"] += selection.write_rows(selection.run_rows(items), os.path.join(out, "selection_rounds"),
                                                  "Per run: selections of faulty peers and rounds until every benign site stopped")
+    written["detection"] = detection_tables.write_detection(finished, out, log)
     written["report"] = [write_index(out, runs, all_tables, written)]
     log(f"{len(finished)}/{len(runs)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
         f"{len(items)} runs with peer selection -> {written['report'][0]}")
@@ -88,6 +92,8 @@ def write_index(out: str, runs, all_tables, written) -> str:
         with open(os.path.join(out, name)) as f:
             lines += [f.read()]
     lines += [f"- [{os.path.basename(p)}]({os.path.relpath(p, out)})" for p in written["selection"] if p.endswith(".png")]
+    with open(os.path.join(out, detection_tables.SECTION)) as f:
+        lines += ["", f.read()]
     path = os.path.join(out, "report.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -21,15 +21,20 @@ class StarAggregator(FLComponent):
 
     Its ``history`` lists, per aggregated round, which sites the rule kept and which it left out
     (and why), and is part of :meth:`state`, so ``aggregator_state.json`` shows every decision.
+    Each entry also lists under ``rejected`` the sites whose results the controller's model
+    checks refused that round (set in :attr:`rejected` before :meth:`aggregate`): the rule never
+    saw them, but they arrived, so the detection metrics count them as evaluated and left out
+    (:mod:`lightyear.experiments.detection`).
     """
 
     def __init__(self):
         super().__init__()
         self.history: list[dict] = []
+        self.rejected: list[str] = []
 
     def record(self, round_num: int, kept, excluded, **details) -> dict:
-        """Append one round's decision to ``history`` and return it."""
-        entry = {"round": int(round_num), "kept": sorted(kept), "excluded": sorted(excluded), **details}
+        """Append one round's decision (and the round's :attr:`rejected` results) to ``history`` and return it."""
+        entry = {"round": int(round_num), "kept": sorted(kept), "excluded": sorted(excluded), "rejected": sorted(self.rejected), **details}
         self.history.append(entry)
         return entry
 

@@ -138,6 +138,7 @@ class StarController(Controller):
         self.aggregator: StarAggregator | None = None
         self._run_dir = ""
         self._finals: list[dict] = []
+        self._rejected: list[str] = []  # sites whose results _collect refused in the current round
         self._sites: list[str] = []
         self._phase, self._round, self._need = run_stats.STARTING, None, None
         self._progress = {"sites_answered": 0, "not_answered": [], "excluded": [], "sites_removed": 0, "removed": [], "rounds_aggregated": 0, "rounds_skipped": 0}
@@ -216,6 +217,7 @@ class StarController(Controller):
             if abort_signal.triggered:
                 return run_stats.ABORTED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
+            self.aggregator.rejected = self._rejected  # recorded with the rule's decision (detection metrics)
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
             if len(results) < round_need:
@@ -319,6 +321,7 @@ class StarController(Controller):
         model), to which a ``WEIGHT_DIFF`` result is added."""
         tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
         claimed, models = {}, {}
+        self._rejected = []
         for ct in (ct for task in tasks for ct in task.client_tasks):
             site, result = ct.client.name, ct.result
             if not (isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK):
@@ -331,6 +334,7 @@ class StarController(Controller):
                 problems.append(f"num_samples must be a finite positive number, got {n!r}")
             if problems:
                 self.log_warning(fl_ctx, f"round {round_num}: rejected the result of {site}: {'; '.join(problems)}")
+                self._rejected.append(site)
                 continue
             claimed[site] = float(n)
             models[site] = {k: np.asarray(v).astype(global_weights[k].dtype, copy=False) for k, v in weights.items()}

@@ -210,3 +210,18 @@ def test_async_defta_takes_the_newest_model_it_holds_from_each_peer():
     p2, p3, own = row["site-2_p"], row["site-3_p"], row["own_weight"]
     np.testing.assert_allclose(ex.runtime.w["w"], own * before + p2 * 2.0 + p3 * 6.0, rtol=1e-5)
     assert ex.exchange.latest.models_held() == 2
+
+
+def test_defta_records_the_models_it_received_so_its_exclusions_can_be_scored():
+    """``received`` (with ``rejected``) is what the detection metrics count as evaluated; a received
+    peer left out of the trust-weighted sample is labelled malicious (lightyear.experiments.detection)."""
+    from lightyear.experiments.detection import defta_labels
+
+    ex = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3)
+    rows = run_defta_rounds(ex, 6)
+    assert all(r["received"] == ["site-2", "site-3"] for r in rows)
+    assert defta_labels(rows[0], ["site-2", "site-3"]).flagged == set()  # round 0 aggregates every peer
+    for row in rows[1:]:
+        labels = defta_labels(row, ["site-2", "site-3"])
+        assert labels.evaluated == {"site-2", "site-3"} and labels.flagged == {"site-2", "site-3"} - set(row["sampled"])
+    assert sum(defta_labels(r, []).flagged == {"site-3"} for r in rows[2:]) >= 3  # the far peer is left out once trust has fallen

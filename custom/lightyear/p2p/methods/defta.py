@@ -32,7 +32,9 @@ as in the paper).
 State that survives a restart (:meth:`DeftaExecutor.method_state`): the trust scores and loss
 bookkeeping, the weights of the last aggregation (still to be judged) and the backup model.
 Records per round: each in-neighbour's trust score, sampling weight and aggregation weight, the
-sample, the damage and backup decisions and the blocked peers.
+valid models received (``received``: the senders DeFTA could have aggregated; with ``rejected``,
+what the detection metrics count as evaluated), the sample, the models aggregated
+(``selected``), the damage and backup decisions and the blocked peers.
 """
 
 from __future__ import annotations
@@ -154,12 +156,13 @@ class DeftaExecutor(P2PExecutor):
             degrees[peer] = self._degree(peer, inbox.sent_round.get(peer, round_num))
         weights, used = defta_aggregate(self.site, own, models, sizes, degrees)
         self.last_used = {p: w for p, w in used.items() if p != self.site}
-        return Aggregation(weights=weights, fields=self._fields(models, used, staleness), score_s=time.perf_counter() - start)
+        return Aggregation(weights=weights, fields=self._fields(received, models, used, staleness), score_s=time.perf_counter() - start)
 
-    def _fields(self, models: dict, used: dict, staleness: dict) -> dict:
+    def _fields(self, received: dict, models: dict, used: dict, staleness: dict) -> dict:
         trust, decision = self._trust(), self.decision
         theta = trust.sample_weights()
         fields = {
+            "received": sorted(received),
             "selected": sorted(models),
             "n_selected": len(models),
             "sampled": self.sampled,

@@ -1,0 +1,197 @@
+"""Detection tables of a sweep (as FedCAP's Table III, Sec. VI-C): DAcc / FPR / FNR per method and scenario.
+
+One table per dataset and threat. A threat is a malfunction kind (columns: number of faulty
+sites, clean runs as column 0) or an attack with its knowledge (columns: attack kind, clean
+runs as ``clean``; ``<kind>, <k> faulty`` when the runs differ in their number of attackers).
+Rows are the methods with a labelling rule (:mod:`lightyear.experiments.detection`); the methods
+without detection are named under the table, not given numbers.
+
+**Pooling.** A cell sums the TP/FP/TN/FN of every decision (round x benign receiver, or round
+at the server) of every run (seed) of that method, dataset, threat and scenario, then takes the
+ratios (:func:`~lightyear.algorithms.attacks.detection.pool`). Cells are percentages with one
+decimal, ``-`` where a ratio is undefined (FNR of a clean run: no malicious sender).
+
+:func:`write_detection` is the report's hook: it writes every run's ``detection.csv`` into its
+run folder, ``detection/<dataset>_<threat>_detection.csv|md``, ``detection_results.csv`` (every
+cell unscaled) and ``detection.md`` (the section of ``report.md``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+
+from lightyear.algorithms.attacks.detection import DetectionCounts, pool
+from lightyear.algorithms.malfunctions import NONE
+from lightyear.experiments import detection
+from lightyear.experiments.results import RunResult, method_order
+
+SECTION = "detection.md"
+CLEAN = "clean"
+MISSING = "-"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Where a run goes: its dataset, its threat (None: clean) and its column."""
+
+    dataset: str
+    threat: str | None
+    column: tuple  # (sort key, label)
+
+
+@dataclass
+class DetectionTable:
+    dataset: str
+    threat: str
+    methods: list[str]
+    columns: list[tuple]  # (sort key, label), in order
+    cells: dict  # (method, label) -> (DetectionCounts, runs)
+    no_detection: list[str]
+
+    @property
+    def stem(self) -> str:
+        return f"{self.dataset}_{self.threat}_detection"
+
+    @property
+    def caption(self) -> str:
+        by = "attack" if self.threat.startswith("attack") else "number of faulty sites (0 = clean)"
+        return (f"{self.dataset} - {self.threat}: detection DAcc / FPR / FNR (%) of the senders each method left out, "
+                f"pooled over rounds, benign receivers and seeds, by {by}")
+
+
+def scenario(run: RunResult, info: dict) -> Scenario:
+    """The run's threat and column: an attack (``attack`` in meta.json), a malfunction kind, or clean."""
+    attack = info.get("attack")
+    if attack and attack != NONE:
+        knowledge = info.get("knowledge")
+        return Scenario(run.dataset, f"attack_{knowledge}" if knowledge else "attack", (1, str(attack), run.faulty))
+    if run.faulty:
+        return Scenario(run.dataset, run.malfunction, (run.faulty, str(run.faulty)))
+    return Scenario(run.dataset, None, (0, "0 (clean)"))
+
+
+def _columns(threat: str, members: list[tuple[Scenario, RunResult]]) -> dict[int, tuple]:
+    """Each member's column in the table of ``threat`` (by position in ``members``)."""
+    if not threat.startswith("attack"):
+        return {i: sc.column for i, (sc, _) in enumerate(members)}
+    counts = {sc.column[2] for sc, _ in members if sc.threat is not None}
+    out = {}
+    for i, (sc, _) in enumerate(members):
+        if sc.threat is None:
+            out[i] = (0, CLEAN)
+        else:
+            _, kind, k = sc.column
+            out[i] = (1, kind if len(counts) == 1 else f"{kind}, {k} faulty")
+    return out
+
+
+def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection | None]]) -> list[DetectionTable]:
+    """Tables per dataset and threat from each finished run's scenario and detection (None: no detection)."""
+    tables = []
+    for dataset in sorted({sc.dataset for _, sc, _ in items}):
+        mine = [(run, sc, det) for run, sc, det in items if sc.dataset == dataset]
+        threats = sorted({sc.threat for _, sc, _ in mine if sc.threat is not None}) or [CLEAN]
+        for threat in threats:
+            members = [(sc, run, det) for run, sc, det in mine if sc.threat in (threat, None)]
+            where = _columns(threat, [(sc, run) for sc, run, _ in members])
+            groups: dict[tuple[str, str], list[DetectionCounts]] = {}
+            for i, (_, run, det) in enumerate(members):
+                if det is not None:
+                    groups.setdefault((run.method, where[i][1]), []).append(det.total)
+            cells = {key: (pool(counts), len(counts)) for key, counts in groups.items()}
+            runs = [run for _, run, _ in members]
+            methods = [m for m in method_order(runs) if any(key[0] == m for key in cells)]
+            silent = [m for m in method_order(runs) if m in detection.NO_DETECTION]
+            columns = sorted({where[i] for i in range(len(members))})
+            tables.append(DetectionTable(dataset, threat, methods, columns, cells, silent))
+    return tables
+
+
+def fmt(counts: DetectionCounts | None) -> str:
+    if counts is None:
+        return MISSING
+    return " / ".join(MISSING if math.isnan(v) else f"{100 * v:.1f}" for v in (counts.dacc, counts.fpr, counts.fnr))
+
+
+def header(table: DetectionTable) -> list[str]:
+    return ["method"] + [label for _, label in table.columns]
+
+
+def grid(table: DetectionTable) -> list[list[str]]:
+    return [[m] + [fmt((table.cells.get((m, label)) or (None,))[0]) for _, label in table.columns] for m in table.methods]
+
+
+def to_markdown(table: DetectionTable) -> str:
+    lines = [f"**{table.caption}**", "", "| " + " | ".join(header(table)) + " |", "|" + " --- |" * len(header(table))]
+    lines += ["| " + " | ".join(row) + " |" for row in grid(table)] or ["| no method with detection ran |"]
+    if table.no_detection:
+        lines += ["", f"No detection (they exclude no sender): {', '.join(table.no_detection)}."]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(table: DetectionTable, folder: str) -> list[str]:
+    os.makedirs(folder, exist_ok=True)
+    base = os.path.join(folder, table.stem)
+    with open(base + ".csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header(table))
+        writer.writerows(grid(table))
+    with open(base + ".md", "w") as f:
+        f.write(to_markdown(table))
+    return [base + ".csv", base + ".md"]
+
+
+def write_long(tables: list[DetectionTable], path: str) -> str:
+    """Every cell unscaled: dataset, threat, scenario, method, runs, tp, fp, tn, fn, dacc, fpr, fnr."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["dataset", "threat", "scenario", "method", "runs", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr"])
+        for t in tables:
+            for m in t.methods:
+                for _, label in t.columns:
+                    if (m, label) in t.cells:
+                        c, n = t.cells[(m, label)]
+                        ratios = ["" if math.isnan(v) else f"{v:.6g}" for v in (c.dacc, c.fpr, c.fnr)]
+                        writer.writerow([t.dataset, t.threat, label, m, n, c.tp, c.fp, c.tn, c.fn, *ratios])
+    return path
+
+
+def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str]]:
+    """(run, scenario, detection) of every run, and the runs left out with the reason."""
+    items, left_out = [], {}
+    for run in runs:
+        try:
+            records = detection.records_from_meta(os.path.join(run.folder, "job", "meta.json"), os.path.join(run.folder, "ws"), run.name)
+            items.append((run, scenario(run, records.info), detection.run_detection(records)))
+        except detection.DetectionError as exc:
+            left_out[run.name] = str(exc)
+    return items, left_out
+
+
+def write_detection(runs: list[RunResult], out: str, log=print) -> list[str]:
+    """The report's detection outputs for the finished ``runs`` (see the module doc); the paths."""
+    items, left_out = detect_runs(runs)
+    written = [detection.write_csv(det, os.path.join(run.folder, "detection.csv")) for run, _, det in items if det is not None]
+    tables = build_tables(items)
+    for t in tables:
+        written += write_table(t, os.path.join(out, "detection"))
+    written.append(write_long(tables, os.path.join(out, "detection_results.csv")))
+    written.append(write_section(tables, left_out, os.path.join(out, SECTION)))
+    if left_out:
+        log(f"detection: {len(left_out)} run(s) left out (their records lack what the rule reads; see {SECTION})")
+    return written
+
+
+def write_section(tables: list[DetectionTable], left_out: dict[str, str], path: str) -> str:
+    lines = ["## Detection", "",
+             "DAcc / FPR / FNR (%, FedCAP Sec. VI-C) of the senders each method left out (docs/methods.md, "
+             "\"Detection metrics\"): counts pooled over rounds, benign receivers and seeds; per run: `runs/<run>/detection.csv`.", ""]
+    lines += [to_markdown(t) for t in tables] or ["No finished run.", ""]
+    if left_out:
+        lines += ["Left out of the detection tables:", ""] + [f"- {name}: {why}" for name, why in sorted(left_out.items())] + [""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,290 @@
+"""Detection metrics (FedCAP's DAcc, FPR, FNR) from hand-made run records, counted by hand; the
+report's detection tables; the error messages; one real simulator run (extended tier)."""
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from lightyear.algorithms.attacks.detection import DetectionCounts
+from lightyear.experiments import detection, detection_tables, report
+from lightyear.experiments.detection import DetectionError, open_run, run_detection
+from lightyear.experiments.results import load_sweep
+
+SITES4 = ["site-1", "site-2", "site-3", "site-4"]
+
+
+def make_run(folder, method, faulty, topology="p2p", sites=SITES4, dataset="digits", seed=0, malfunction="sfa", summary=True, **info):
+    """A run folder as lightyear-sweep leaves it: job/meta.json and (``summary``) a finished summary.csv."""
+    meta = {"name": os.path.basename(folder), "deploy_map": {"app": ["server"] + [s for s in sites if s not in faulty], "app_faulty": faulty},
+            "lightyear": {"method": method, "dataset": dataset, "topology": topology, "malfunction": malfunction if faulty else "none",
+                          "faulty_sites": faulty, "seed": seed, **info}}
+    (folder / "job").mkdir(parents=True)
+    (folder / "job" / "meta.json").write_text(json.dumps(meta))
+    server = folder / "ws" / "server" / "simulate_job"
+    server.mkdir(parents=True)
+    if summary:
+        lines = ["site,malfunction,status,acc"] + [f"{s},{'sfa' if s in faulty else 'none'},finished,0.5" for s in sites]
+        (server / "summary.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def write_rounds(run, site, rows, columns):
+    folder = run / "ws" / site / "simulate_job"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "rounds.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_history(run, history):
+    (run / "ws" / "server" / "simulate_job" / "aggregator_state.json").write_text(json.dumps({"history": history}))
+
+
+def lightyear_row(rnd, site, selected, scores, rejected="", late="", warming_up=0):
+    senders = ";".join(s for s in SITES4 if s != site)
+    return {"round": rnd, "site": site, "selected": selected, "warming_up": warming_up, **{f"{p}_score": v for p, v in scores.items()},
+            "late": late, "rejected": rejected, "senders": senders}
+
+
+def lightyear_columns(site):
+    return ["round", "site", "selected", "warming_up"] + [f"{p}_score" for p in SITES4 if p != site] + ["late", "rejected", "senders"]
+
+
+def lightyear_run(folder, seed=0):
+    """site-4 is faulty. Hand counts per benign receiver and round (TP, FP, TN, FN):
+    site-1 r0: selects 2, leaves 3 and 4 out              -> (1, 1, 1, 0)
+    site-1 r1: selects 2, 3; 4 rejected by the checks     -> (1, 0, 2, 0)
+    site-2 r0: selects all three                          -> (0, 0, 2, 1)
+    site-2 r1: 4 late (not evaluated); selects 1, not 3   -> (0, 1, 1, 0)
+    site-3 r0: warming up, nothing rejected: no judgement -> (0, 0, 0, 0)
+    site-3 r1: warming up, 4 rejected                     -> (1, 0, 0, 0)
+    site-4 (faulty) selects nobody: never counted."""
+    run = make_run(folder, "lightyear", ["site-4"], seed=seed)
+    rows = {
+        "site-1": [lightyear_row(0, "site-1", "site-2", {"site-2": 0.8, "site-3": 0.6, "site-4": 0.7}),
+                   lightyear_row(1, "site-1", "site-2;site-3", {"site-2": 0.8, "site-3": 0.8}, rejected="site-4")],
+        "site-2": [lightyear_row(0, "site-2", "site-1;site-3;site-4", {"site-1": 0.9, "site-3": 0.9, "site-4": 0.9}),
+                   lightyear_row(1, "site-2", "site-1", {"site-1": 0.9, "site-3": 0.5}, late="site-4")],
+        "site-3": [lightyear_row(0, "site-3", "", {"site-1": 0.9, "site-2": 0.9, "site-4": 0.1}, warming_up=1),
+                   lightyear_row(1, "site-3", "", {"site-1": 0.9, "site-2": 0.9}, rejected="site-4", warming_up=1)],
+        "site-4": [lightyear_row(r, "site-4", "", {"site-1": 0.1, "site-2": 0.1, "site-3": 0.1}) for r in (0, 1)],
+    }
+    for site, site_rows in rows.items():
+        write_rounds(run, site, site_rows, lightyear_columns(site))
+    return run
+
+
+def krum_run(folder, seed=0):
+    """site-4 is faulty. Server per round (TP, FP, TN, FN):
+    r0: keeps 1, leaves 2, 3, 4 out                         -> (1, 2, 1, 0)
+    r1: keeps 1, 2, leaves 3 out; 4's result refused         -> (1, 1, 2, 0)
+    r2: an older record (no 'rejected'): keeps all four      -> (0, 0, 3, 1)"""
+    run = make_run(folder, "krum", ["site-4"], topology="star", seed=seed)
+    write_history(run, [
+        {"round": 0, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": [], "f": 1},
+        {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3"], "rejected": ["site-4"], "f": 0},
+        {"round": 2, "kept": SITES4, "excluded": []},
+    ])
+    return run
+
+
+def counts(*values):
+    return DetectionCounts(*values)
+
+
+def test_lightyear_counts_per_receiver_and_round_and_pooled(tmp_path):
+    found = run_detection(open_run(str(lightyear_run(tmp_path / "run"))))
+    assert [(d.round, d.receiver) for d in found.decisions] == [(0, "site-1"), (0, "site-2"), (0, "site-3"), (1, "site-1"), (1, "site-2"), (1, "site-3")]
+    assert found.by_receiver() == {"site-1": counts(2, 1, 3, 0), "site-2": counts(0, 1, 3, 1), "site-3": counts(1, 0, 0, 0)}
+    assert found.by_round() == {0: counts(1, 1, 3, 1), 1: counts(2, 1, 3, 0)}
+    total = found.total  # pooled: the ratios of the summed counts
+    assert total == counts(3, 2, 6, 1)
+    assert (total.dacc, total.fpr, total.fnr) == (9 / 12, 2 / 8, 1 / 4)
+    # not the mean of the per-receiver ratios: FNR 0, 1 and 0 average to 1/3
+    assert [c.fnr for c in found.by_receiver().values()] == [0.0, 1.0, 0.0] and total.fnr == 1 / 4
+
+
+def test_krum_counts_the_servers_exclusions_and_refusals(tmp_path):
+    found = run_detection(open_run(str(krum_run(tmp_path / "run"))))
+    assert [(d.round, d.receiver, d.counts) for d in found.decisions] == [
+        (0, "server", counts(1, 2, 1, 0)), (1, "server", counts(1, 1, 2, 0)), (2, "server", counts(0, 0, 3, 1))]
+    total = found.total
+    assert total == counts(2, 3, 6, 1) and (total.dacc, total.fpr, total.fnr) == (8 / 12, 3 / 9, 1 / 3)
+
+
+def test_detection_csv_has_decisions_then_pools(tmp_path):
+    found = run_detection(open_run(str(lightyear_run(tmp_path / "run"))))
+    rows = list(csv.DictReader(open(detection.write_csv(found, str(tmp_path / "detection.csv")))))
+    assert list(rows[0]) == list(detection.COLUMNS)
+    keys = [(r["round"], r["receiver"]) for r in rows]
+    assert keys[:6] == [("0", "site-1"), ("0", "site-2"), ("0", "site-3"), ("1", "site-1"), ("1", "site-2"), ("1", "site-3")]
+    assert keys[6:] == [("all", "site-1"), ("all", "site-2"), ("all", "site-3"), ("0", "all"), ("1", "all"), ("all", "all")]
+    assert rows[-1] == {"round": "all", "receiver": "all", "tp": "3", "fp": "2", "tn": "6", "fn": "1", "dacc": "0.75", "fpr": "0.25", "fnr": "0.25"}
+    site3_r0 = rows[2]  # nothing evaluated: every ratio undefined, written empty
+    assert (site3_r0["tp"], site3_r0["dacc"], site3_r0["fpr"], site3_r0["fnr"]) == ("0", "", "", "")
+    star = run_detection(open_run(str(krum_run(tmp_path / "krum"))))
+    assert [(r["round"], r["receiver"]) for r in star.rows()][-1] == ("all", "server")  # one receiver: no 'all' rows
+
+
+def test_the_other_rules_on_single_rows():
+    peers = ["site-2", "site-3", "site-4"]
+    balance = {"selected": "site-2", "rejected": "site-3", "site-2_distance": 1.0, "site-3_distance": "", "site-4_distance": 9.0}
+    assert detection.balance_labels(balance, peers) == detection.Labelling(frozenset({"site-2", "site-3", "site-4"}), frozenset({"site-3", "site-4"}))
+    scclip = {"selected": "site-2;site-3;site-4", "clipped": "site-4", "removed": "", "rejected": "",
+              "site-2_distance": 1.0, "site-3_distance": 2.0, "site-4_distance": 9.0}
+    assert detection.scclip_labels(scclip, peers).flagged == {"site-4"}
+    assert detection.scclip_labels(dict(scclip, clipped="", removed="site-4", selected="site-2;site-3"), peers).flagged == {"site-4"}
+    defta = {"received": ["site-2", "site-3"], "selected": ["site-2"], "rejected": ["site-4"]}  # a live row: lists
+    assert detection.defta_labels(defta, peers) == detection.Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
+    afa = {"round": 3, "kept": ["site-1"], "excluded": ["site-2", "site-3"], "rejected": []}  # site-3 blocked, ignored
+    assert detection.excluded_labels(afa).flagged == {"site-2", "site-3"}
+    assert set(detection.RULES) | set(detection.NO_DETECTION) == {
+        "lightyear", "balance", "scclip", "defta", "krum", "afa", "asmr", "cfl", "fedcap", "fedavg", "fedprox", "ditto", "p2p_fedavg", "local"}
+
+
+def test_methods_without_detection_get_none_and_unknown_ones_an_error(tmp_path):
+    run = make_run(tmp_path / "fedavg", "fedavg", ["site-4"], topology="star")
+    assert run_detection(open_run(str(run))) is None
+    odd = make_run(tmp_path / "odd", "median", ["site-4"], topology="star")
+    with pytest.raises(DetectionError, match="no detection labelling rule for method 'median'.*RULES"):
+        run_detection(open_run(str(odd)))
+
+
+def test_errors_name_the_file_and_what_it_lacks(tmp_path):
+    run = make_run(tmp_path / "ly", "lightyear", ["site-4"])
+    with pytest.raises(DetectionError, match=r"no benign site .* wrote its records .*site-1/simulate_job/rounds\.csv"):
+        run_detection(open_run(str(run)))
+    write_rounds(run, "site-1", [{"round": 0, "selected": "site-2"}], ["round", "selected"])
+    with pytest.raises(DetectionError, match=r"site-1/simulate_job/rounds\.csv has no column 'rejected'"):
+        run_detection(open_run(str(run)))
+    columns = ["round", "selected", "rejected", "senders", "site-2_score"]
+    write_rounds(run, "site-1", [{"round": 0, "selected": "", "senders": "site-2;site-4", "site-2_score": 0.5}], columns)
+    with pytest.raises(DetectionError, match=r"rounds\.csv has no column 'site-4_score' for the sender site-4"):
+        run_detection(open_run(str(run)))
+    defta = make_run(tmp_path / "defta", "defta", ["site-4"])
+    write_rounds(defta, "site-1", [{"round": 0, "selected": "site-2"}], ["round", "selected", "rejected", "sampled"])
+    with pytest.raises(DetectionError, match="has no column 'received', which the defta detection rule reads"):
+        run_detection(open_run(str(defta)))
+    star = make_run(tmp_path / "krum", "krum", ["site-4"], topology="star")
+    with pytest.raises(DetectionError, match=r"no aggregator_state\.json at .*krum/ws/server/simulate_job"):
+        run_detection(open_run(str(star)))
+    (star / "ws" / "server" / "simulate_job" / "aggregator_state.json").write_text(json.dumps({"reputation": {}}))
+    with pytest.raises(DetectionError, match=r"aggregator_state\.json has no 'history'"):
+        run_detection(open_run(str(star)))
+    write_history(star, [{"round": 0, "kept": ["site-1"]}])
+    with pytest.raises(DetectionError, match="history entry 0 has no 'excluded'"):
+        run_detection(open_run(str(star)))
+    write_history(star, [{"round": 0, "kept": ["site-1"], "excluded": ["site-9"], "rejected": []}, {"round": 1, "kept": [], "excluded": []}])
+    found = run_detection(open_run(str(star)))  # a site outside the run is just another benign sender
+    assert found.decisions[0].counts == counts(0, 1, 1, 0)
+    with pytest.raises(DetectionError, match="no job meta.json at"):
+        open_run(str(tmp_path / "nowhere"))
+
+
+def test_a_simulator_workspace_and_the_console(tmp_path, capsys):
+    """A workspace holds its job's meta.json in server/simulate_job/; --job names it otherwise."""
+    run = krum_run(tmp_path / "run")
+    ws = run / "ws"
+    shutil.copy(run / "job" / "meta.json", ws / "server" / "simulate_job" / "meta.json")
+    assert detection.main([str(ws), "--csv", str(tmp_path / "d.csv")]) == 0
+    text = capsys.readouterr().out
+    assert "run: krum, faulty sites site-4" in text and "not among the m models" in text
+    assert "all  2   3   6   1   0.666667  0.333333  0.333333" in text
+    assert (tmp_path / "d.csv").exists()
+    os.remove(ws / "server" / "simulate_job" / "meta.json")
+    assert detection.main([str(ws)]) == 2
+    assert "no job meta.json" in capsys.readouterr().err
+    assert detection.main([str(ws), "--job", str(run / "job")]) == 0
+    fedavg = make_run(tmp_path / "fedavg", "fedavg", [], topology="star")
+    assert detection.main([str(fedavg)]) == 0 and "fedavg has no detection" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- the report
+@pytest.fixture
+def sweep(tmp_path):
+    s = tmp_path / "sweep" / "runs"
+    krum_run(s / "krum_digits_sfa1_s0", seed=0)
+    krum_run(s / "krum_digits_sfa1_s1", seed=1)
+    lightyear_run(s / "lightyear_digits_sfa1_s0")
+    make_run(s / "fedavg_digits_sfa1_s0", "fedavg", ["site-4"], topology="star")
+    clean = make_run(s / "krum_digits_clean_s0", "krum", [], topology="star")
+    write_history(clean, [{"round": 0, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": []}])
+    broken = make_run(s / "lightyear_digits_sfa2_s0", "lightyear", ["site-3", "site-4"])
+    write_rounds(broken, "site-1", [{"round": 0, "selected": ""}], ["round", "selected"])
+    attack = make_run(s / "krum_digits_lie1_s0", "krum", ["site-4"], topology="star", malfunction="none", attack="lie", knowledge="full")
+    write_history(attack, [{"round": 0, "kept": ["site-4"], "excluded": ["site-1", "site-2", "site-3"], "rejected": []}])
+    make_run(s / "krum_digits_sfa3_s0", "krum", ["site-2", "site-3", "site-4"], topology="star", summary=False)  # not finished
+    return tmp_path / "sweep"
+
+
+def test_tables_pool_every_decision_over_seeds(sweep):
+    items, left_out = detection_tables.detect_runs([r for r in load_sweep(str(sweep)) if r.finished])
+    assert list(left_out) == ["lightyear_digits_sfa2_s0"] and "has no column 'rejected'" in left_out["lightyear_digits_sfa2_s0"]
+    tables = {t.stem: t for t in detection_tables.build_tables(items)}
+    assert set(tables) == {"digits_sfa_detection", "digits_attack_full_detection"}
+    sfa = tables["digits_sfa_detection"]
+    assert sfa.methods == ["krum", "lightyear"] and sfa.no_detection == ["fedavg"]
+    assert [label for _, label in sfa.columns] == ["0 (clean)", "1"]
+    cell, runs = sfa.cells[("krum", "1")]  # two seeds of (2, 3, 6, 1)
+    assert runs == 2 and cell == counts(4, 6, 12, 2)
+    # clean krum: (0, 3, 1, 0), no malicious sender so FNR undefined; lightyear has no clean run
+    assert detection_tables.grid(sfa) == [["krum", "25.0 / 75.0 / -", "66.7 / 33.3 / 33.3"], ["lightyear", "-", "75.0 / 25.0 / 25.0"]]
+    attack = tables["digits_attack_full_detection"]
+    assert [label for _, label in attack.columns] == ["clean", "lie"]
+    assert detection_tables.grid(attack) == [["krum", "25.0 / 75.0 / -", "0.0 / 100.0 / 100.0"]]
+
+
+def test_report_writes_detection_tables_run_files_and_a_section(sweep, capsys):
+    assert report.main([str(sweep)]) == 0
+    out = sweep / "report"
+    for rel in ("detection/digits_sfa_detection.csv", "detection/digits_sfa_detection.md", "detection/digits_attack_full_detection.md",
+                "detection_results.csv", "detection.md"):
+        assert (out / rel).stat().st_size > 0, rel
+    for run in ("krum_digits_sfa1_s0", "lightyear_digits_sfa1_s0", "krum_digits_clean_s0"):
+        assert (sweep / "runs" / run / "detection.csv").exists(), run
+    assert not (sweep / "runs" / "fedavg_digits_sfa1_s0" / "detection.csv").exists()
+    text = (out / "report.md").read_text()
+    assert "## Detection" in text and "| krum | 25.0 / 75.0 / - | 66.7 / 33.3 / 33.3 |" in text
+    assert "No detection (they exclude no sender): fedavg." in text
+    assert "- lightyear_digits_sfa2_s0: " in text and "has no column 'rejected'" in text
+    long = list(csv.DictReader((out / "detection_results.csv").read_text().splitlines()))
+    row = next(r for r in long if (r["threat"], r["scenario"], r["method"]) == ("sfa", "1", "lightyear"))
+    assert (row["runs"], row["tp"], row["fp"], row["tn"], row["fn"], row["dacc"]) == ("1", "3", "2", "6", "1", "0.75")
+    assert "detection: 1 run(s) left out" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- a real run
+@pytest.mark.simulator
+@pytest.mark.extended
+def test_detection_of_a_real_krum_run_with_a_sign_flipping_site(tmp_path):
+    from lightyear.jobs import generate
+
+    from repo import ROOT
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "krum", "digits", "sfa", 1, seed=0, overrides=settings)
+    job = tmp_path / "jobs" / name
+    generate.write_job(files, str(job))
+    ws = tmp_path / "ws"
+    (ws / "local").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
+    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
+    proc = subprocess.run([nvflare, "simulator", str(job), "-w", str(ws), "-t", "4"], capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
+    state = ws / "server" / "simulate_job" / "aggregator_state.json"
+    assert state.exists(), (proc.stdout + proc.stderr)[-3000:]
+    assert all(h["rejected"] == [] for h in json.loads(state.read_text())["history"])  # the controller's refusals are recorded
+    found = run_detection(open_run(str(ws)))
+    assert found.run.faulty_sites == ["site-4"]
+    # Krum (m = 1) keeps one of the four results each round: every round 4 evaluated, 3 left out
+    assert [(d.round, d.receiver, d.counts.evaluated) for d in found.decisions] == [(0, "server", 4), (1, "server", 4)]
+    total = found.total
+    assert total.tp + total.fn == 2 and total.fp + total.tn == 6 and total.tp + total.fp == 6
+    assert not math.isnan(total.dacc) and detection.main([str(ws)]) == 0
