@@ -25,7 +25,6 @@ import time
 
 from lightyear.experiments import progress, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SpecError, SweepSpec, expand, read_spec
-from lightyear.jobs import generate
 
 SPEC_COPY = "spec.json"
 LOCK = ".sweep.lock"
@@ -36,18 +35,10 @@ class SweepError(RuntimeError):
 
 
 def find_configs(spec_path: str) -> str:
-    """``app_configs/`` of the repository around the current directory, else around the spec file."""
-    try:
-        return os.path.join(generate.repo_root(), "app_configs")
-    except FileNotFoundError:
-        here = os.path.dirname(os.path.abspath(spec_path))
-        while os.path.dirname(here) != here:
-            if os.path.basename(here) == "app_configs" and os.path.isdir(os.path.join(here, "datasets")):
-                return here
-            if os.path.isdir(os.path.join(here, "app_configs")):
-                return os.path.join(here, "app_configs")
-            here = os.path.dirname(here)
-    raise SweepError("no app_configs/ folder around the current directory or the spec: pass --configs")
+    """The package's configurations (``app_configs/``)."""
+    from lightyear import configs
+
+    return configs.bundled()
 
 
 def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
@@ -57,7 +48,7 @@ def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
     for run in spec.runs:
         try:
             files = runner.job_files(run, configs)
-        except (ValueError, KeyError) as exc:
+        except ValueError as exc:
             raise SweepError(f"run {run.name}: {exc}") from exc
         folder = runner.run_dir(out, run.name)
         if not runner.is_finished(folder):

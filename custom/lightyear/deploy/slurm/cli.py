@@ -20,12 +20,12 @@ import argparse
 import os
 import sys
 
+from lightyear import configs as config_folders
 from lightyear.deploy.slurm import submit as slurm_submit
 from lightyear.deploy.slurm import templates as slurm_templates
 from lightyear.deploy.slurm.job import JobFolderError, job_name, site_names
 from lightyear.deploy.slurm.params import DESCRIPTION, SlurmInputError, for_job, load_description, template
 from lightyear.deploy.slurm.script import Target
-from lightyear.jobs.generate import repo_root
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,7 +50,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _templates_main(args, description: str) -> int:
-    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(description))), slurm_templates.FOLDER)
+    root = config_folders.checkout_root()
+    if root is None:
+        raise SlurmInputError("lightyear-slurm without MODE rewrites the committed slurm/*.sbatch: run it in the repository")
+    folder = os.path.join(root, slurm_templates.FOLDER)
     if args.check:
         stale = slurm_templates.differences(description, folder)
         if stale:
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
     try:
-        description = os.path.abspath(args.description or os.path.join(repo_root(), DESCRIPTION))
+        description = os.path.abspath(args.description or os.path.join(config_folders.bundled(), "slurm", "templates.yaml"))
         if args.mode is None:
             return _templates_main(args, description)
         if args.check:
