@@ -17,6 +17,13 @@ def integer(name: str, value) -> int:
     return value
 
 
+def finite_number(name: str, value) -> float:
+    """A real number that is not infinite or NaN (JSON true/false are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
 MIN_SECONDS = 1.0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import glob
 import io
 import json
 import math
@@ -12,6 +13,8 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+
+from lightyear.cli import UserError, command, read_text
 
 
 def check_records_file(name) -> str:
@@ -108,6 +111,46 @@ def read_csv(path: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+class RecordsError(UserError):
+    """A record file (summary, rounds) that cannot be read: not text, empty, cut or damaged."""
+
+
+def table_rows(path: str, what: str = "the file", allow_empty: bool = False) -> tuple[list[dict], list[str]]:
+    """(well-formed rows, [what is wrong with each other row]) of the CSV file ``path``.
+
+    A row with more or fewer fields than the header (a file cut mid-row, or damaged) is left out
+    and described by its line. A file that is not UTF-8 text is a :class:`RecordsError`, and so is
+    one that is empty or has only a header unless ``allow_empty``.
+    """
+    text = read_text(path, what, "it is damaged: run the job again")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if not header or not any(h.strip() for h in header):
+        if allow_empty:
+            return [], []
+        raise RecordsError(f"{what} {path} is empty: the run did not finish writing it (see the run's log.txt)")
+    rows, problems = [], []
+    for fields in reader:
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            count = f"{len(fields)} field" + ("s" if len(fields) != 1 else "")
+            problems.append(f"line {reader.line_num} has {count}, the header {len(header)} (the file is cut or damaged)")
+            continue
+        rows.append(dict(zip(header, fields)))
+    if not rows and not problems and not allow_empty:
+        raise RecordsError(f"{what} {path} has a header and no rows: the run did not finish writing it (see the run's log.txt)")
+    return rows, problems
+
+
+def read_table(path: str, what: str = "the file") -> list[dict]:
+    """The rows of the CSV file ``path``; a :class:`RecordsError` naming the first bad row (:func:`table_rows`)."""
+    rows, problems = table_rows(path, what)
+    if problems:
+        raise RecordsError(f"{what} {path}: {problems[0]}; run the job again or repair the file")
+    return rows
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """Mean and population standard deviation; (nan, nan) for no values."""
     values = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
@@ -168,20 +211,59 @@ def format_table(rows: list[dict]) -> str:
 
 def find_summary(workspace: str) -> str | None:
     """The summary.csv a finished run wrote under a simulator workspace (or a run folder)."""
-    for dirpath, _, files in os.walk(workspace):
+    for dirpath, dirs, files in os.walk(workspace):
+        dirs.sort()
         if "summary.csv" in files:
             return os.path.join(dirpath, "summary.csv")
     return None
 
 
+FINISHED = "finished"
+
+
+def run_failure(workspace: str) -> str | None:
+    """Why the simulator run in ``workspace`` has no result, or None when at least one site finished.
+
+    The summary's ``status`` column says it (finished, failed, dropped); without a summary each
+    site's ``site_status.json`` (peer-to-peer jobs) does. FLARE's simulator exits 0 either way.
+    """
+    summary = find_summary(workspace)
+    if summary is not None:
+        try:
+            rows = [r for r in read_table(summary, "the summary") if r.get("site") not in ("mean_benign", "std_benign")]
+        except RecordsError as exc:
+            return str(exc)
+        if any(r.get("status", FINISHED) == FINISHED for r in rows):
+            return None
+        ended = ", ".join(f"{r.get('site')} {r.get('status') or '?'}" + (f" ({r['reason'][:120]})" if r.get("reason") else "") for r in rows)
+        return f"no site finished ({ended or 'no site rows'}; {summary})"
+    statuses = {}
+    for path in sorted(glob.glob(os.path.join(workspace, "*", "simulate_job", SITE_STATUS_FILE))):
+        try:
+            status = json.loads(read_text(path, "the site status"))
+        except (UserError, ValueError):
+            continue
+        if isinstance(status, dict):
+            statuses[status.get("site", path)] = status
+    if any(s.get("status") == FINISHED for s in statuses.values()):
+        return None
+    ended = ", ".join(f"{site} {s.get('status')}" + (f" ({str(s.get('reason'))[:120]})" if s.get("reason") else "") for site, s in statuses.items())
+    log = os.path.join(workspace, "server", "simulate_job", "log.txt")
+    return f"no site finished and no summary.csv was written ({ended or 'no site reported'}; see {log})"
+
+
+@command("lightyear-summary")
 def summary_main(argv=None) -> int:
     """``lightyear-summary WORKSPACE``: print the summary table a run wrote."""
-    parser = argparse.ArgumentParser(description="Print the final summary of a LIGHTYEAR toolkit run.")
+    parser = argparse.ArgumentParser(prog="lightyear-summary", description="Print the final summary of a LIGHTYEAR toolkit run.")
     parser.add_argument("workspace", help="the simulator workspace (-w) or a job's run folder")
     args = parser.parse_args(argv)
+    if not os.path.isdir(args.workspace):
+        raise RecordsError(f"no workspace folder at {args.workspace}: give the simulator's -w folder or a run folder")
     path = find_summary(args.workspace)
     if path is None:
-        parser.error(f"no summary.csv under {args.workspace}: has the run finished?")
+        raise RecordsError(f"no summary.csv under {args.workspace}: the run has not finished (or ran elsewhere); see its log.txt")
+    rows = read_table(path, "the summary")
     print(path)
-    print(format_table(read_csv(path)))
+    print(format_table(rows))
     return 0

@@ -184,3 +184,67 @@ def test_lightyear_simulate_refuses_what_is_not_a_job_before_touching_the_worksp
     assert simulate.main([str(tmp_path), "-w", str(tmp_path / "ws")]) == 2
     assert "no meta.json" in capsys.readouterr().err
     assert not (tmp_path / "ws").exists()
+
+
+def allow_cli(capsys, *folders):
+    status = allow_list.main([str(f) for f in folders])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_a_resources_json_that_is_a_folder_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "local" / "resources.json").mkdir(parents=True)
+    status, _, err = allow_cli(capsys, tmp_path)
+    assert status == 2 and "resources.json is a folder, not a file: remove it" in err and err.count("\n") == 1
+
+
+def test_a_binary_resources_json_is_named_and_left_unchanged(tmp_path, capsys):
+    (tmp_path / "resources.json").write_bytes(b"\x00\xff\xfe")
+    status, _, err = allow_cli(capsys, tmp_path)
+    assert status == 2 and "is not a UTF-8 text file" in err and (tmp_path / "resources.json").read_bytes() == b"\x00\xff\xfe"
+
+
+def test_a_folder_that_cannot_be_written_is_named_with_the_fix(tmp_path, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(component_policy.tempfile, "mkstemp", refuse)  # root may write anywhere: simulate the refusal
+    status, _, err = allow_cli(capsys, tmp_path)
+    assert status == 2 and "cannot write in" in err and "(Permission denied)" in err and "make the folder writable" in err
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_is_named_with_the_fix(tmp_path, capsys):
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local").chmod(0o555)
+    try:
+        status, _, err = allow_cli(capsys, tmp_path)
+    finally:
+        (tmp_path / "local").chmod(0o755)
+    assert status == 2 and "cannot write in" in err
+
+
+def test_a_linked_resources_json_is_updated_at_its_target(tmp_path, capsys):
+    shared = tmp_path / "shared" / "policy.json"
+    shared.parent.mkdir()
+    _write(shared, {"format_version": 2, "class_allow_list": ["nvflare."]})
+    local = tmp_path / "site" / "local"
+    local.mkdir(parents=True)
+    (local / "resources.json").symlink_to(shared)
+    status, out, _ = allow_cli(capsys, local)
+    assert status == 0 and f"(a link to {shared})" in out
+    assert os.path.islink(local / "resources.json") and "lightyear." in _read(shared)["class_allow_list"]
+    (local / "resources.json").unlink()
+    (local / "resources.json").symlink_to(tmp_path / "gone.json")
+    status, _, err = allow_cli(capsys, local)
+    assert status == 2 and "which does not exist: fix or remove the link" in err
+
+
+def test_the_file_keeps_its_mode(tmp_path, capsys):
+    _write(tmp_path / "resources.json", {"format_version": 2, "class_allow_list": ["nvflare.app_common."]})
+    (tmp_path / "resources.json").chmod(0o444)
+    assert allow_cli(capsys, tmp_path)[0] == 0
+    assert (tmp_path / "resources.json").stat().st_mode & 0o777 == 0o444
+    assert "lightyear." in _read(tmp_path / "resources.json")["class_allow_list"]
+    assert sorted(os.listdir(tmp_path)) == ["resources.json"]  # no temporary file left

@@ -121,3 +121,16 @@ def test_job_id_and_status_are_read_from_nvflares_json_envelope():
     assert _find("Connecting to FLARE ...\n" + failed, "status") == "FINISHED:FAILED_TO_RUN"  # not the envelope's "error"
     assert _find('{"status": "error", "error_code": "TIMEOUT"}', "status") is None
     assert _find("job_id: 1a2b-3c\n", "job_id") == "1a2b-3c"
+
+
+@pytest.mark.parametrize("option", ["--start-timeout", "--timeout"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-5", "0"])
+def test_a_timeout_no_timer_can_keep_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch, option, value):
+    monkeypatch.setattr(poc, "Poc", lambda *a, **k: pytest.fail("a POC was prepared"))
+    job = make_job(tmp_path / "jobs", "fedavg")
+    with pytest.raises(SystemExit) as exit_:
+        poc.main([job, "--out", str(tmp_path / "o"), option, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}" in err and "give a finite number of seconds > 0" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

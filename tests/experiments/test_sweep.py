@@ -243,3 +243,53 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     assert os.path.join(str(out), "report", "selection", "lightyear_digits_sfa1_s0_selection.png") in written["selection"]
     table = (out / "report" / "tables" / "digits_sfa_acc.md").read_text().splitlines()
     assert [line.split(" | ")[0] for line in table[-2:]] == ["| fedavg", "| lightyear"]
+
+
+def refused(capsys, argv, message):
+    """lightyear-sweep ARGV ends in one line naming the problem, exit status 2."""
+    assert sweep.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("lightyear-sweep: error: "), err
+
+
+def test_a_binary_or_unreadable_spec_is_named(tmp_path, capsys):
+    (tmp_path / "spec.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "spec.yaml is not a UTF-8 text file")
+    (tmp_path / "spec.yaml").write_text("datasets: [digits\nmethods: all\n")
+    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "is not valid YAML")
+    (tmp_path / "spec.yaml").write_text("datasets: [[digits]]\nmethods: all\nfaulty: [0]\n")
+    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "'datasets' must list plain values")
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_out_that_cannot_be_a_folder_is_refused_before_anything_is_written(tmp_path, capsys):
+    spec = write_spec(tmp_path, [0])
+    (tmp_path / "FILE").write_text("mine")
+    for extra in ([], ["--slurm"]):
+        refused(capsys, [spec, "--out", str(tmp_path / "FILE"), "--configs", CONFIGS, *extra], "is a file: give the sweep folder")
+    assert (tmp_path / "FILE").read_text() == "mine"
+    refused(capsys, [spec, "--out", "/proc/x", "--configs", CONFIGS, "--slurm"], "--out /proc/x cannot be created")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--gres", "gpu:1\n#SBATCH --wrap=evil", "is not a SLURM gres"),
+    ("--gres", "gpu:1 --wrap=x", "is not a SLURM gres"),
+    ("--time", "01:00:00\n#SBATCH --wrap=evil", "is not a SLURM time"),
+])
+def test_no_value_can_add_a_line_to_the_batch_script(tmp_path, capsys, option, value, message):
+    spec = write_spec(tmp_path, [0])
+    refused(capsys, [spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", option, value], message)
+    assert not (tmp_path / "o").exists()
+    refused(capsys, [spec, "--out", str(tmp_path / "o\n#SBATCH --wrap=evil"), "--configs", CONFIGS, "--slurm"], "holds a line break")
+    assert sweep.main([spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", "--gres", "gpu:a100:2,mps:100"]) == 0
+    assert "#SBATCH --gres=gpu:a100:2,mps:100\n" in (tmp_path / "o" / "sweep.sbatch").read_text()
+
+
+def test_the_sweep_uses_the_packages_configurations_anywhere(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = write_spec(tmp_path, [0])
+    assert sweep.main([spec, "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    assert "todo  fedavg_digits_clean_s0" in capsys.readouterr().out
+    assert sweep.main(["digits_baselines", "--out", str(tmp_path / "o"), "--dry-run"]) == 0  # a shipped sweep, by name
+    assert "nothing was written" in capsys.readouterr().out and not (tmp_path / "o").exists()
+    refused(capsys, ["digits_nope", "--out", str(tmp_path / "o")], "no sweep description 'digits_nope': give a .yaml or .json file, or the name")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -64,7 +65,7 @@ def test_the_command_line_exports_with_flares_export_flags(tmp_path):
 def test_an_export_never_replaces_a_folder_of_another_job(tmp_path):
     (tmp_path / "fedavg_digits").mkdir()
     (tmp_path / "fedavg_digits" / "notes.txt").write_text("mine")
-    with pytest.raises(RuntimeError, match="not the folder of job fedavg_digits"):
+    with pytest.raises(generate.JobFolderExists, match="not the folder of job fedavg_digits"):
         GeneratedRecipe.build(CONFIGS, "fedavg", "digits").export(str(tmp_path))
     assert (tmp_path / "fedavg_digits" / "notes.txt").read_text() == "mine"
 
@@ -167,6 +168,95 @@ def test_plain_simulator_in_a_fresh_workspace_names_the_fix_and_lightyear_simula
 
 
 def test_prod_needs_the_admin_startup_kit(capsys):
-    with pytest.raises(SystemExit):
-        job_api.main(["--method", "fedavg", "--dataset", "digits", "--env", "prod"])
+    assert job_api.main(["--method", "fedavg", "--dataset", "digits", "--env", "prod"]) == 2
     assert "--env prod needs --startup-kit" in capsys.readouterr().err
+
+
+def status_of(argv):
+    try:
+        return job_api.main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [("train_args={bad json", "train_args is not valid JSON"), ("train_args=[1,2]", "train_args must be a JSON object"),
+     ("sites=5", "sites must be a JSON list"), ('sites=["a",null]', "sites must be a JSON list"), ("tua=0.9", "did you mean 'tau'")],
+)
+def test_the_job_api_refuses_bad_settings_in_one_line(capsys, setting, message):
+    assert status_of(["--method", "lightyear", "--dataset", "digits", "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("wait", ["-5", "inf", "nan"])
+def test_a_wait_no_timer_can_keep_is_refused_before_a_poc_starts(capsys, wait, monkeypatch):
+    monkeypatch.setattr(job_api, "make_env", lambda *a: pytest.fail("an environment was made"))
+    assert status_of(["--method", "fedavg", "--dataset", "digits", "--env", "poc", "--wait", wait]) == 2
+    assert "--wait" in capsys.readouterr().err
+
+
+def test_export_dir_without_export_is_refused_instead_of_running_the_job(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "lightyear.jobs.job_api", "--method", "lightyear", "--dataset", "digits", "--export-dir", str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--export-dir only says where --export writes the job: add --export" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists() and not os.path.exists(os.path.join("/tmp/nvflare/simulation", "lightyear_digits", "startup"))
+
+
+STUCK_SIMULATOR = r'''
+import os, subprocess, sys, time
+from lightyear.jobs import job_api
+
+class Env:
+    workspace_root = sys.argv[1]
+
+class Recipe:
+    name = "job"
+
+    def execute(self, env):
+        marker = os.path.join(env.workspace_root, "job")
+        sleep = [sys.executable, "-c", "import time; time.sleep(600)", "-o", marker]
+        subprocess.Popen(sleep, start_new_session=True)  # a site worker, in a session of its own as FLARE starts them
+        # a worker whose parent is gone: found by the workspace on its command line only
+        subprocess.run([sys.executable, "-c", f"import subprocess; subprocess.Popen({sleep!r}, start_new_session=True)"])
+        print("started", flush=True)
+        time.sleep(600)
+
+sys.exit(job_api.run_simulator(Recipe(), Env()))
+'''
+
+
+def marked(marker):
+    import psutil
+
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if any(marker in part for part in p.info["cmdline"] or [])]
+
+
+def test_sigterm_stops_the_simulator_and_every_worker_it_started(tmp_path):
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK_SIMULATOR)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ws")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    marker = str(tmp_path / "ws" / "job")
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        assert len(marked(marker)) == 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        assert "interrupted (SIGTERM): the simulator and its sites were stopped" in proc.stderr.read()
+        assert marked(marker) == []
+    finally:
+        proc.kill()
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_flares_own_refusals_of_an_environment_argument_are_one_line(capsys, tmp_path):
+    assert status_of(["--method", "fedavg", "--dataset", "digits", "--gpus", "abc"]) == 2
+    assert "--gpus takes comma-separated GPU ids such as 0,1, got 'abc'" in capsys.readouterr().err
+    for kit in (str(tmp_path / "none"), str(tmp_path)):
+        assert status_of(["--method", "fedavg", "--dataset", "digits", "--env", "prod", "--startup-kit", kit]) == 2
+        assert "is not an admin startup kit (no startup/ folder in it)" in capsys.readouterr().err

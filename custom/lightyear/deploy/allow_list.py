@@ -4,26 +4,26 @@ itself: :mod:`lightyear.flare.component_policy`)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from lightyear.flare.component_policy import AllowListError, allow_package, local_folder
+from lightyear.cli import command
+from lightyear.flare.component_policy import allow_package, local_folder
 
 
+@command("lightyear-allow")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="lightyear-allow",
         description="Append lightyear. (and the FLARE classes its jobs use) to each participant's component "
-        "allow list, keeping the rest of its resources.json.",
+        "allow list, keeping the rest of its resources.json (a link is updated at its target, the file keeps its mode).",
     )
     ap.add_argument("folders", nargs="+", help="participant folders (startup kits) or their local/ folders")
     args = ap.parse_args(argv)
-    try:
-        for folder in args.folders:
-            path, added = allow_package(local_folder(folder))
-            print(f"{path}: " + (f"added {', '.join(added)}" if added else "already allows this toolkit"))
-    except AllowListError as e:
-        print(f"lightyear-allow: {e}", file=sys.stderr)
-        return 2
+    for folder in args.folders:
+        path, added = allow_package(local_folder(folder))
+        shown = f"{path} (a link to {os.path.realpath(path)})" if os.path.islink(path) else path
+        print(f"{shown}: " + (f"added {', '.join(added)}" if added else "already allows this toolkit"))
     return 0
 
 

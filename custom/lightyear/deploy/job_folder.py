@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
+
+from lightyear.cli import UserError, read_text
 
 SERVER = "server"
 ALL = "@ALL"
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
-class JobFolderError(ValueError):
+class JobFolderError(UserError):
     """The folder is not a FLARE job folder a deployment can run."""
 
 
@@ -35,10 +39,11 @@ def read_job(path: str) -> JobFolder:
     if not os.path.isfile(meta_path):
         raise JobFolderError(f"{path} is not a FLARE job folder: it has no meta.json (generate one with lightyear-jobs)")
     try:
-        with open(meta_path) as f:
-            meta = json.load(f)
+        meta = json.loads(read_text(meta_path, "the job's meta.json", "regenerate the job with lightyear-jobs"))
+    except UserError as e:
+        raise JobFolderError(str(e)) from None
     except ValueError as e:
-        raise JobFolderError(f"{meta_path} is not valid JSON: {e}") from None
+        raise JobFolderError(f"{meta_path} is not valid JSON ({e}): regenerate the job with lightyear-jobs") from None
     deploy_map = meta.get("deploy_map") if isinstance(meta, dict) else None
     if not isinstance(deploy_map, dict) or not all(isinstance(v, list) for v in deploy_map.values()):
         raise JobFolderError(f"{meta_path} has no deploy_map of app -> [participants]")
@@ -54,7 +59,10 @@ def read_job(path: str) -> JobFolder:
     min_clients = meta.get("min_clients", len(sites))
     if isinstance(min_clients, bool) or not isinstance(min_clients, int) or not 1 <= min_clients <= len(sites):
         raise JobFolderError(f"{meta_path}: min_clients must be an integer in [1, {len(sites)}] (its sites), got {min_clients!r}")
-    return JobFolder(os.path.abspath(path), str(meta.get("name") or os.path.basename(os.path.abspath(path))), sites, min_clients)
+    name = meta.get("name") or os.path.basename(os.path.abspath(path))
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise JobFolderError(f"{meta_path}: the job name {name!r:.80} must be letters, digits, '_', '.' or '-' (it names folders): regenerate the job")
+    return JobFolder(os.path.abspath(path), name, sites, min_clients)
 
 
 def site_sort_key(name: str):

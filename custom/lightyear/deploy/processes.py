@@ -17,6 +17,10 @@ import signal
 import subprocess
 import time
 
+from lightyear.cli import terminate_as_interrupt
+
+__all__ = ["ProcessSet", "pids_with_marker", "terminate_as_interrupt"]
+
 
 def pids_with_marker(marker: str) -> list[int]:
     """Processes of this user whose command line contains ``marker`` (read from /proc)."""
@@ -108,19 +112,3 @@ class ProcessSet:
             self._signal(signal.SIGKILL)
             time.sleep(0.5)
         return self.alive()
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt():
-    """Within this block SIGTERM (and SIGHUP) raise KeyboardInterrupt like Ctrl-C, so that cleanup
-    in ``finally`` runs whichever way the command is stopped."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

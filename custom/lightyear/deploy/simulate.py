@@ -5,8 +5,17 @@ and the simulator reads that list from ``<workspace>/local/resources.json``; wit
 uses FLARE's default list, which lacks this toolkit, and refuses the job at its first component.
 This command writes the list into the workspace (:func:`lightyear.flare.component_policy.allow_package`:
 ``lightyear.`` and the FLARE classes the jobs use are appended, every other setting kept) and then
-hands over to ``nvflare simulator`` with the same arguments, so FLARE's output, exit status and
-options (``-t``, ``-n``, ``-c``, ``-gpu``, ``-l``, ...) are FLARE's own.
+runs ``nvflare simulator`` with the same arguments, so FLARE's output and options (``-t``, ``-n``,
+``-c``, ``-gpu``, ``-l``, ...) are FLARE's own.
+
+Two things FLARE's simulator does not do, this command does:
+
+- its exit status says whether the run worked: FLARE's is kept when it is not 0; when it is 0 but
+  no site finished (the summary's ``status`` column, or each site's ``site_status.json``), the
+  command says so and exits with status 1;
+- Ctrl-C and SIGTERM stop the simulator and every site worker it started: FLARE ends them on
+  Ctrl-C only, so SIGTERM is passed on as Ctrl-C, and whatever is left after a grace period is
+  ended (:mod:`lightyear.flare.process_tree`).
 
 Usage::
 
@@ -17,10 +26,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import subprocess
 import sys
 
+from lightyear.cli import UserError, command, terminate_as_interrupt
 from lightyear.deploy.flare_cli import FlareCommandError, nvflare_command
-from lightyear.flare.component_policy import AllowListError
+from lightyear.deploy.job_folder import read_job
+from lightyear.flare import process_tree
+from lightyear.records import run_failure
+
+PROG = "lightyear-simulate"
+GRACE_S = 20.0
 
 
 def simulator_command(argv=None) -> list[str]:
@@ -28,29 +45,61 @@ def simulator_command(argv=None) -> list[str]:
     from lightyear.jobs.environments import prepare_simulator_workspace
 
     parser = argparse.ArgumentParser(
-        prog="lightyear-simulate",
+        prog=PROG,
         description="Allow this toolkit's components in the simulator workspace, then run nvflare simulator on the job.",
         epilog="Every other option (-t, -n, -c, -gpu, -l, ...) goes to nvflare simulator unchanged.",
     )
     parser.add_argument("job_folder", help="a job folder (jobs/<job> or one written by lightyear-jobs --out)")
     parser.add_argument("-w", "--workspace", required=True, help="the simulator's workspace folder (created if missing)")
     args, rest = parser.parse_known_args(argv)
-    if not os.path.isfile(os.path.join(args.job_folder, "meta.json")):
-        raise FileNotFoundError(f"{args.job_folder} is not a job folder (it has no meta.json): give one of jobs/ or a folder lightyear-jobs --out wrote")
+    read_job(args.job_folder)  # a folder with a readable meta.json that names its sites
     if os.path.exists(args.workspace) and not os.path.isdir(args.workspace):
-        raise NotADirectoryError(f"the workspace {args.workspace} is a file: give a folder (it is created if missing)")
+        raise UserError(f"the workspace {args.workspace} is a file: give a folder (it is created if missing)")
+    command_line = [*nvflare_command(), "simulator", args.job_folder, "-w", os.path.abspath(args.workspace), *rest]
     resources = prepare_simulator_workspace(args.workspace)
     print(f"{resources}: this toolkit's components are allowed in this workspace", flush=True)
-    return [*nvflare_command(), "simulator", args.job_folder, "-w", args.workspace, *rest]
+    return command_line
 
 
+def run_to_the_end(cmd: list[str], workspace: str) -> int:
+    """Run the simulator; on Ctrl-C or SIGTERM pass Ctrl-C on, then end what is left. Its exit status
+    (130 when stopped)."""
+    # Ctrl-C is how FLARE's simulator ends its workers: let it act on it even when this command was
+    # started with SIGINT ignored (a background job of a shell)
+    proc = subprocess.Popen(cmd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        with terminate_as_interrupt():
+            return proc.wait()
+    except KeyboardInterrupt as exc:
+        print(f"{PROG}: stopping the simulator ({exc or 'Ctrl-C'})", file=sys.stderr, flush=True)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave workers behind
+        if proc.poll() is None and exc.args:  # SIGTERM: FLARE's own way out is Ctrl-C (a terminal's reached it already)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        survivors = process_tree.stop_tree(marker=workspace)
+        if survivors:
+            print(f"{PROG}: could not stop processes {survivors}: end them by hand", file=sys.stderr)
+        return 130
+
+
+@command(PROG)
 def main(argv=None) -> int:
     try:
         cmd = simulator_command(argv)
-    except (OSError, AllowListError, FlareCommandError) as e:
-        print(f"lightyear-simulate: {e}", file=sys.stderr)
-        return 2
-    os.execv(cmd[0], cmd)
+    except FlareCommandError as e:
+        raise UserError(str(e)) from None
+    workspace = cmd[cmd.index("-w") + 1]
+    status = run_to_the_end(cmd, workspace)
+    if status != 0:
+        return status
+    failure = run_failure(workspace)
+    if failure:
+        print(f"{PROG}: the run failed: {failure}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

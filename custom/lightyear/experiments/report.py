@@ -14,6 +14,10 @@ Writes, under ``DIR`` (default ``SWEEP_DIR/report``):
   ``runs/<run>/detection.csv``: FedCAP's DAcc / FPR / FNR of the methods that exclude senders
   (:mod:`~lightyear.experiments.detection_tables`);
 * ``report.md``: all of the above on one page, with the runs that did not finish.
+
+A run that cannot be read (a damaged ``meta.json`` or summary), a summary row that cannot be used
+and a ``rounds.csv`` that cannot be read are left out, each named with the reason on stderr and in
+``report.md``; the rest is reported.
 """
 
 from __future__ import annotations
@@ -22,10 +26,16 @@ import argparse
 import os
 import sys
 
+from lightyear.cli import UserError, command, output_folder
 from lightyear.experiments import detection_tables, figures, selection, selection_plots, tables
-from lightyear.experiments.results import ReportError, load_sweep
+from lightyear.experiments.results import ReportError, scan_sweep
 
 STATUS_HINT = "sweep_status.json"
+PROG = "lightyear-report"
+
+
+def warn(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
 def _group(all_tables: list[tables.Table]) -> dict[tuple[str, str], list[tables.Table]]:
@@ -37,12 +47,16 @@ def _group(all_tables: list[tables.Table]) -> dict[tuple[str, str], list[tables.
 
 def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print) -> dict:
     """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths."""
-    runs = load_sweep(sweep_dir)
+    runs, skipped = scan_sweep(sweep_dir)
+    left_out = [f"run {name} left out: {why}" for name, why in skipped]
+    left_out += [f"run {r.name}: {p}" for r in runs for p in r.problems]
+    for line in left_out:
+        warn(line)
     finished = [r for r in runs if r.finished]
     if not finished:
-        raise ReportError(f"none of the {len(runs)} runs in {sweep_dir} has finished (no summary.csv with a finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
-    out = out or os.path.join(sweep_dir, "report")
-    os.makedirs(out, exist_ok=True)
+        raise ReportError(f"none of the {len(runs) + len(skipped)} runs in {sweep_dir} has finished (no summary.csv with a usable row of a "
+                          f"finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
+    out = output_folder(out or os.path.join(sweep_dir, "report"))
     written: dict[str, list[str]] = {"tables": [], "figures": [], "selection": []}
     all_tables = tables.build_tables(runs, extra_metrics)
     for t in all_tables:
@@ -57,9 +71,17 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
             written["figures"].append(figures.save(figures.topology_figure(group, topology), path))
     items = []
     for run in finished:
-        sel = selection.run_selection(run)
+        try:
+            sel = selection.run_selection(run)
+        except UserError as exc:
+            left_out.append(f"run {run.name}: peer selection left out: {exc}")
+            warn(left_out[-1])
+            continue
         if sel is None:
             continue
+        for problem in sel.problems:
+            left_out.append(f"run {run.name}: {problem}")
+            warn(left_out[-1])
         items.append((run, sel))
         base = os.path.join(out, "selection", run.name)
         tau = run.job_setting("tau")
@@ -70,18 +92,21 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
     written["selection"] += selection.write_rows(selection.run_rows(items), os.path.join(out, "selection_rounds"),
                                                  "Per run: selections of faulty peers and rounds until every benign site stopped")
     written["detection"] = detection_tables.write_detection(finished, out, log)
-    written["report"] = [write_index(out, runs, all_tables, written)]
-    log(f"{len(finished)}/{len(runs)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
+    written["report"] = [write_index(out, runs, all_tables, written, left_out, len(skipped))]
+    log(f"{len(finished)}/{len(runs) + len(skipped)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
         f"{len(items)} runs with peer selection -> {written['report'][0]}")
     return written
 
 
-def write_index(out: str, runs, all_tables, written) -> str:
-    """``report.md``: the tables, figures and selection results on one page."""
+def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), unreadable: int = 0) -> str:
+    """``report.md``: the tables, figures and selection results on one page, and what was left out
+    (``left_out``, of which ``unreadable`` whole runs)."""
     missing = [r.name for r in runs if not r.finished]
-    lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs)} runs finished)", ""]
+    lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs) + unreadable} runs finished)", ""]
     if missing:
         lines += [f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.", ""]
+    if left_out:
+        lines += ["Unusable records (left out):", "", *[f"- {line}" for line in left_out], ""]
     lines += ["Cells: mean ± std of the benign sites' final test metric, pooled over all benign sites of all seeds.", "", "## Tables", ""]
     for t in all_tables:
         lines += [tables.to_markdown(t)]
@@ -100,8 +125,9 @@ def write_index(out: str, runs, all_tables, written) -> str:
     return path
 
 
+@command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Tables and figures (as in the LIGHTYEAR paper) from a lightyear-sweep folder.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Tables and figures (as in the LIGHTYEAR paper) from a lightyear-sweep folder.")
     parser.add_argument("sweep_dir", help="the folder given to lightyear-sweep --out")
     parser.add_argument("--out", help="where the report goes (default: SWEEP_DIR/report)")
     parser.add_argument("--metrics", default="", help="more metrics to tabulate besides acc/dice, comma-separated: ece, conf, loss")
@@ -110,11 +136,9 @@ def main(argv=None) -> int:
     unknown = [m for m in extra if m not in tables.LABELS]
     if unknown:
         parser.error(f"unknown metrics {', '.join(unknown)}; choose from {', '.join(tables.LABELS)}")
-    try:
-        report(args.sweep_dir, args.out, extra)
-    except ReportError as exc:
-        print(f"lightyear-report: {exc}", file=sys.stderr)
-        return 2
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ReportError(f"--out {args.out} is a file: give a folder for the report (it is created if missing)")
+    report(args.sweep_dir, args.out, extra)
     return 0
 
 

@@ -4,6 +4,11 @@ A run folder is ``<sweep>/runs/<run>/`` with ``job/meta.json`` (its ``lightyear`
 dataset, topology, malfunction, faulty sites, seed) and, once finished,
 ``ws/server/simulate_job/summary.csv`` (one row per site, then ``mean_benign`` and ``std_benign``)
 and ``ws/site-K/simulate_job/rounds.csv``.
+
+Damage is reported, never averaged in: a run whose ``meta.json`` or summary cannot be read is
+left out with the reason (:func:`scan_sweep`), and a summary row that cannot be used (cut,
+an unknown status, a metric that is not a finite number) is left out of its run with the row
+named (:attr:`RunResult.problems`).
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from lightyear.algorithms.malfunctions import NONE
+from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.cli import UserError
 from lightyear.experiments.runner import RUNS, summary_path
 from lightyear.jobs.generate import load_json
-from lightyear.records import read_csv
+from lightyear.records import table_rows
 
 SUMMARY_ROWS = ("mean_benign", "std_benign")
+STATUSES = ("finished", "failed", "dropped")
+METRICS = ("acc", "dice", "ece", "conf", "loss")
 
 
-class ReportError(ValueError):
+class ReportError(UserError):
     """A sweep folder that cannot be reported on; the message says why."""
 
 
@@ -44,6 +52,7 @@ class RunResult:
     seed: int
     sites: list[str]
     rows: list[dict] = field(default_factory=list)  # summary.csv rows of single sites
+    problems: list[str] = field(default_factory=list)  # summary rows left out, and why
 
     @property
     def faulty(self) -> int:
@@ -65,11 +74,8 @@ class RunResult:
         for row in self.rows:
             if row.get("malfunction") != NONE or row.get("status", "finished") != "finished":
                 continue
-            try:
-                value = float(row.get(metric, "nan"))
-            except ValueError:
-                continue
-            if not math.isnan(value):
+            value = _number(row.get(metric, "nan"))
+            if value is not None and not math.isnan(value):
                 values.append(value)
         return values
 
@@ -79,7 +85,36 @@ class RunResult:
     def job_setting(self, key: str):
         """A setting of the benign sites' app (first match in ``config_fed_client.json``), or None."""
         path = os.path.join(self.folder, "job", "app", "config", "config_fed_client.json")
-        return _find_key(load_json(path), key) if os.path.isfile(path) else None
+        try:
+            return _find_key(load_json(path), key) if os.path.isfile(path) else None
+        except UserError:
+            return None
+
+
+def _number(text) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def row_problem(row: dict, main_metric: str) -> str | None:
+    """Why a summary row of one site cannot be used, or None. A finished benign site needs a finite
+    main metric; every metric given must be a number and not infinite."""
+    status = row.get("status", "finished")
+    if status not in STATUSES:
+        return f"status {status!r} is none of {', '.join(STATUSES)}"
+    if row.get("malfunction") not in KINDS:
+        return f"malfunction {row.get('malfunction')!r} is none of {', '.join(KINDS)}"
+    for metric in METRICS:
+        if metric not in row:
+            continue
+        text = row[metric]
+        value = _number(text)
+        needed = metric == main_metric and status == "finished" and row.get("malfunction") == NONE
+        if (value is None and (text or needed)) or (value is not None and math.isinf(value)) or (needed and (value is None or math.isnan(value))):
+            return f"{metric} {text!r} is not a finite number"
+    return None
 
 
 def _find_key(obj, key):
@@ -96,38 +131,82 @@ def _find_key(obj, key):
 
 
 def read_run(folder: str) -> RunResult:
-    """One run folder; raises :class:`ReportError` when it has no generated job."""
+    """One run folder; raises :class:`ReportError` when it has no readable job or summary."""
     meta_path = os.path.join(folder, "job", "meta.json")
     if not os.path.isfile(meta_path):
         raise ReportError(f"{folder} has no job/meta.json: not a run folder written by lightyear-sweep")
-    meta = load_json(meta_path)
-    info = meta.get("lightyear") or {}
+    meta = load_json(meta_path, "the job's meta.json")
+    info = meta.get("lightyear") if isinstance(meta, dict) else None
+    if not isinstance(info, dict):
+        raise ReportError(f"{meta_path} has no 'lightyear' block: not a job lightyear-jobs wrote; regenerate the job")
     missing = [k for k in ("method", "dataset", "malfunction", "faulty_sites", "seed") if k not in info]
     if missing:
         raise ReportError(f"{meta_path} lacks {', '.join(missing)} in its 'lightyear' block: regenerate the job")
-    sites = sorted({s for group, names in meta.get("deploy_map", {}).items() for s in names if s != "server"}, key=site_key)
+    problem = _scenario_problem(info)
+    if problem:
+        raise ReportError(f"{meta_path}: {problem}: regenerate the job")
+    deploy_map = meta.get("deploy_map")
+    if not isinstance(deploy_map, dict) or not all(isinstance(v, list) and all(isinstance(s, str) for s in v) for v in deploy_map.values()):
+        raise ReportError(f"{meta_path} has no deploy_map of app -> [participants]: regenerate the job")
+    sites = sorted({s for names in deploy_map.values() for s in names if s != "server"}, key=site_key)
     faulty_sites = list(info["faulty_sites"])
     result = RunResult(
         name=os.path.basename(os.path.normpath(folder)), folder=folder, method=info["method"], dataset=info["dataset"],
-        topology=info.get("topology", "?"), malfunction=info["malfunction"] if faulty_sites else NONE,
-        faulty_sites=faulty_sites, seed=int(info["seed"]), sites=sites,
+        topology=str(info.get("topology", "?")), malfunction=info["malfunction"] if faulty_sites else NONE,
+        faulty_sites=faulty_sites, seed=info["seed"], sites=sites,
     )
     path = summary_path(folder)
     if os.path.isfile(path):
-        result.rows = [r for r in read_csv(path) if r.get("site") not in SUMMARY_ROWS]
+        rows, result.problems = table_rows(path, "the summary")
+        rows = [r for r in rows if r.get("site") not in SUMMARY_ROWS]
+        main = "dice" if rows and "dice" in rows[0] else "acc"
+        for row in rows:
+            why = row_problem(row, main)
+            if why:
+                result.problems.append(f"{row.get('site') or '?'}: {why}")
+            else:
+                result.rows.append(row)
+        result.problems = [f"summary.csv {p}; left out" for p in result.problems]
     return result
 
 
-def load_sweep(sweep_dir: str) -> list[RunResult]:
-    """Every run under ``sweep_dir/runs`` (finished or not), sorted by name."""
+def _scenario_problem(info: dict) -> str | None:
+    for key in ("method", "dataset", "malfunction"):
+        if not isinstance(info[key], str) or not info[key]:
+            return f"{key} {info[key]!r} is not a name"
+    if info["malfunction"] not in KINDS:
+        return f"malfunction {info['malfunction']!r} is none of {', '.join(KINDS)}"
+    faulty = info["faulty_sites"]
+    if not isinstance(faulty, list) or not all(isinstance(s, str) for s in faulty):
+        return f"faulty_sites {faulty!r:.60} is not a list of site names"
+    seed = info["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        return f"seed {seed!r:.40} is not a whole number"
+    return None
+
+
+def scan_sweep(sweep_dir: str) -> tuple[list[RunResult], list[tuple[str, str]]]:
+    """(every readable run under ``sweep_dir/runs``, sorted by name; [(run, why it was left out)])."""
     folder = os.path.join(sweep_dir, RUNS)
     if not os.path.isdir(sweep_dir):
-        raise ReportError(f"no sweep folder at {sweep_dir}")
+        raise ReportError(f"no sweep folder at {sweep_dir}: give the folder lightyear-sweep --out wrote")
     names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    runs = [read_run(os.path.join(folder, n)) for n in names if os.path.isdir(os.path.join(folder, n))]
-    if not runs:
+    runs, skipped = [], []
+    for name in names:
+        if not os.path.isdir(os.path.join(folder, name)):
+            continue
+        try:
+            runs.append(read_run(os.path.join(folder, name)))
+        except UserError as exc:  # ReportError, a meta.json or summary that cannot be read
+            skipped.append((name, str(exc)))
+    if not runs and not skipped:
         raise ReportError(f"{sweep_dir} holds no runs (no {RUNS}/<run>/ folders): run lightyear-sweep SPEC --out {sweep_dir} first")
-    return runs
+    return runs, skipped
+
+
+def load_sweep(sweep_dir: str) -> list[RunResult]:
+    """Every readable run under ``sweep_dir/runs`` (finished or not), sorted by name (:func:`scan_sweep`)."""
+    return scan_sweep(sweep_dir)[0]
 
 
 def method_order(runs: list[RunResult]) -> list[str]:

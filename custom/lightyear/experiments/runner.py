@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from lightyear.cli import UserError
 from lightyear.experiments.sweep_spec import Run
 from lightyear.flare import component_policy
 from lightyear.jobs import generate
@@ -96,7 +97,7 @@ def nvflare_command() -> str:
     beside = os.path.join(os.path.dirname(sys.executable), "nvflare")
     found = beside if os.path.isfile(beside) else shutil.which("nvflare")
     if not found:
-        raise FileNotFoundError("no nvflare command next to this Python or on PATH: pip install nvflare")
+        raise UserError("no nvflare command next to this Python or on PATH: pip install nvflare==2.9.* (or set LIGHTYEAR_NVFLARE)")
     return found
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import csv
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lightyear.experiments.results import RunResult, site_key
-from lightyear.records import read_csv
+from lightyear.records import table_rows
 
 NAN = float("nan")
 
@@ -34,6 +34,7 @@ class Selection:
     rounds: list[int]
     selected: dict  # site -> peer -> [1.0 selected | 0.0 candidate, not selected | nan no candidate] per round
     scores: dict  # site -> peer -> [agreement score | nan] per round
+    problems: list[str] = field(default_factory=list)  # rounds.csv rows left out, and why
 
     @property
     def benign(self) -> list[str]:
@@ -42,26 +43,39 @@ class Selection:
 
 def _float(text) -> float:
     try:
-        return float(text)
+        value = float(text)
     except (TypeError, ValueError):
         return NAN
+    return value if math.isfinite(value) else NAN
 
 
 def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], faulty: list[str]) -> Selection | None:
-    """Selection and scores from each site's ``rounds.csv`` (``{site: path}``); None if none logged a selection."""
-    tables = {}
+    """Selection and scores from each site's ``rounds.csv`` (``{site: path}``); None if none logged a selection.
+
+    A ``rounds.csv`` that is not text is a :class:`~lightyear.records.RecordsError`; a row cut short
+    or without a round number is left out and listed in ``problems``.
+    """
+    tables, problems = {}, []
     for site, path in rounds_csv.items():
-        if os.path.isfile(path):
-            rows = read_csv(path)
-            if rows and "selected" in rows[0]:
-                tables[site] = rows
+        if not os.path.isfile(path):
+            continue
+        rows, bad = table_rows(path, f"{site}'s rounds.csv", allow_empty=True)
+        problems += [f"{site}'s rounds.csv {p}; left out" for p in bad]
+        good = []
+        for row in rows:
+            if _round(row.get("round")) is None:
+                problems.append(f"{site}'s rounds.csv: round {row.get('round')!r} is not a round number; left out")
+            else:
+                good.append(row)
+        if good and "selected" in good[0]:
+            tables[site] = good
     if not tables:
         return None
-    rounds = sorted({int(r["round"]) for rows in tables.values() for r in rows})
+    rounds = sorted({_round(r["round"]) for rows in tables.values() for r in rows})
     selected: dict = {}
     scores: dict = {}
     for site, rows in tables.items():
-        by_round = {int(r["round"]): r for r in rows}
+        by_round = {_round(r["round"]): r for r in rows}
         selected[site], scores[site] = {}, {}
         for peer in peers:
             sel, sc = [], []
@@ -74,7 +88,15 @@ def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], fault
                 sc.append(score if peer != site else NAN)
             selected[site][peer], scores[site][peer] = sel, sc
     sites = sorted(tables, key=site_key)
-    return Selection(run, sites, sorted(peers, key=site_key), sorted(faulty, key=site_key), rounds, selected, scores)
+    return Selection(run, sites, sorted(peers, key=site_key), sorted(faulty, key=site_key), rounds, selected, scores, problems)
+
+
+def _round(text) -> int | None:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
 
 
 def run_selection(run: RunResult) -> Selection | None:

@@ -15,6 +15,8 @@ import os
 import shlex
 import sys
 
+from lightyear.cli import control_characters
+from lightyear.deploy.slurm.params import SlurmInputError, check_gres, check_time
 from lightyear.deploy.slurm.script import package_folder, python_lines, sbatch_lines
 
 SCRIPT = "sweep.sbatch"
@@ -22,10 +24,17 @@ SCRIPT = "sweep.sbatch"
 
 def script_text(name: str, n_runs: int, out: str, configs: str, cpus: int, time_limit: str = "08:00:00",
                 gres: str | None = None, parallel: int | None = None, python: str | None = None) -> str:
-    """The sbatch script's text. ``gres`` (e.g. ``gpu:1``) may also be given when submitting."""
+    """The sbatch script's text. ``gres`` (e.g. ``gpu:1``) may also be given when submitting.
+    Every value is checked first (:class:`~lightyear.deploy.slurm.params.SlurmInputError`)."""
     if n_runs < 1:
-        raise ValueError("a SLURM script needs at least one run")
+        raise SlurmInputError("a SLURM script needs at least one run")
+    check_time(time_limit)
+    if gres is not None:
+        check_gres(gres)
     out, configs = os.path.abspath(out), os.path.abspath(configs)
+    for option, path in (("--out", out), ("--configs", configs)):
+        if control_characters(path):
+            raise SlurmInputError(f"{option} {path!r:.80} holds a line break or control character: choose a folder name without one")
     array = f"0-{n_runs - 1}" + (f"%{parallel}" if parallel and parallel > 0 else "")
     lines = ["#!/bin/bash", *sbatch_lines({
         "job-name": name,

@@ -9,9 +9,14 @@ SIGTERM stops the running simulators (their whole process groups) and exits.
 Usage::
 
     lightyear-sweep app_configs/sweeps/digits_dynamic.yaml --out workspace/sweeps/digits_dynamic
+    lightyear-sweep digits_dynamic --out DIR         # a sweep shipped in app_configs/sweeps/, by name
     lightyear-sweep SPEC --out DIR --parallel 2      # two simulator runs at a time
     lightyear-sweep SPEC --out DIR --dry-run         # list the runs and which are done
     lightyear-sweep SPEC --out DIR --slurm --gres gpu:1   # write DIR/sweep.sbatch (one array task a run)
+
+The methods and datasets are the package's configurations (``--configs`` gives another folder).
+Every run's job is generated, and every value the batch script would carry checked, before
+anything is written.
 """
 
 from __future__ import annotations
@@ -23,31 +28,18 @@ import signal
 import sys
 import time
 
+from lightyear import configs as config_folders
+from lightyear.cli import UserError, command, output_folder
 from lightyear.experiments import progress, run_status, runner, slurm
-from lightyear.experiments.sweep_spec import SpecError, SweepSpec, expand, read_spec
-from lightyear.jobs import generate
+from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
 
 SPEC_COPY = "spec.json"
 LOCK = ".sweep.lock"
+PROG = "lightyear-sweep"
 
 
-class SweepError(RuntimeError):
+class SweepError(UserError):
     """A sweep that cannot start; the message says what to change."""
-
-
-def find_configs(spec_path: str) -> str:
-    """``app_configs/`` of the repository around the current directory, else around the spec file."""
-    try:
-        return os.path.join(generate.repo_root(), "app_configs")
-    except FileNotFoundError:
-        here = os.path.dirname(os.path.abspath(spec_path))
-        while os.path.dirname(here) != here:
-            if os.path.basename(here) == "app_configs" and os.path.isdir(os.path.join(here, "datasets")):
-                return here
-            if os.path.isdir(os.path.join(here, "app_configs")):
-                return os.path.join(here, "app_configs")
-            here = os.path.dirname(here)
-    raise SweepError("no app_configs/ folder around the current directory or the spec: pass --configs")
 
 
 def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
@@ -57,7 +49,7 @@ def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
     for run in spec.runs:
         try:
             files = runner.job_files(run, configs)
-        except (ValueError, KeyError) as exc:
+        except UserError as exc:
             raise SweepError(f"run {run.name}: {exc}") from exc
         folder = runner.run_dir(out, run.name)
         if not runner.is_finished(folder):
@@ -165,51 +157,70 @@ def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepS
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Run a sweep of LIGHTYEAR toolkit jobs with the FLARE simulator (resumable).")
-    p.add_argument("spec", help="the sweep description (.yaml or .json), e.g. app_configs/sweeps/digits_dynamic.yaml")
+    p = argparse.ArgumentParser(prog=PROG, description="Run a sweep of LIGHTYEAR toolkit jobs with the FLARE simulator (resumable).")
+    p.add_argument("spec", help="the sweep description (.yaml or .json), or the name of one shipped in app_configs/sweeps/ (e.g. digits_dynamic)")
     p.add_argument("--out", required=True, help="the sweep folder (runs go to OUT/runs/<run>/)")
     p.add_argument("--parallel", type=int, default=1, metavar="N", help="simulator runs at a time (default 1)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and which are done; run nothing")
     p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch, a job array with one task a run, instead of running")
     p.add_argument("--gres", help="with --slurm: the --gres of every task, e.g. gpu:1 (or give it to sbatch)")
     p.add_argument("--time", default="08:00:00", help="with --slurm: each task's time limit (default 08:00:00)")
-    p.add_argument("--configs", help="the app_configs folder (default: the repository's)")
+    p.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
     p.add_argument("--plain", action="store_true", help="plain progress lines even when rich is installed")
     p.add_argument("--task", type=int, help=argparse.SUPPRESS)  # one run by index: what each SLURM array task does
     return p
 
 
+def spec_path(spec: str, configs: str) -> str:
+    """``spec`` itself when it is a file, else the sweep of that name shipped in ``configs/sweeps/``."""
+    if os.path.exists(spec) or os.sep in spec or spec.endswith((".yaml", ".yml", ".json")):
+        return spec
+    shipped = os.path.join(configs, "sweeps", f"{spec}.yaml")
+    if os.path.isfile(shipped):
+        return shipped
+    names = sorted(f[:-5] for f in os.listdir(os.path.dirname(shipped)) if f.endswith(".yaml")) if os.path.isdir(os.path.dirname(shipped)) else []
+    raise SweepError(f"no sweep description {spec!r}: give a .yaml or .json file, or the name of a shipped sweep ({', '.join(names) or 'none'})")
+
+
+def check_out(out: str) -> None:
+    """Refuse an ``--out`` that is a file before anything is generated."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise SweepError(f"--out {out} is a file: give the sweep folder (it is created if missing)")
+
+
+@command(PROG)
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.parallel < 1:
         parser().error("--parallel must be at least 1")
     out = os.path.abspath(args.out)
-    try:
-        configs = os.path.abspath(args.configs or find_configs(args.spec))
-        raw = read_spec(args.spec)
-        spec = expand(raw, configs, os.path.splitext(os.path.basename(args.spec))[0])
-        if args.task is not None:
-            if not 0 <= args.task < len(spec.runs):
-                raise SweepError(f"--task {args.task} is outside 0..{len(spec.runs) - 1}")
-            spec.runs = [spec.runs[args.task]]
-        todo, done = plan(spec, configs, out)
-    except (SpecError, SweepError, FileNotFoundError) as exc:
-        print(f"lightyear-sweep: {exc}", file=sys.stderr)
-        return 2
+    check_out(out)
+    configs = config_folders.checked_configs(args.configs)
+    path = spec_path(args.spec, configs)
+    raw = read_spec(path)
+    spec = expand(raw, configs, os.path.splitext(os.path.basename(path))[0])
+    if args.task is not None:
+        if not 0 <= args.task < len(spec.runs):
+            raise SweepError(f"--task {args.task} is outside 0..{len(spec.runs) - 1}")
+        spec.runs = [spec.runs[args.task]]
+    todo, done = plan(spec, configs, out)
     if args.dry_run:
         for run in spec.runs:
             print(f"{'done' if run.name in done else 'todo'}  {run.name}")
         print(f"{len(spec.runs)} runs: {len(done)} done, {len(todo)} to run; nothing was written")
         return 0
-    os.makedirs(out, exist_ok=True)
+    script = None
+    if args.slurm:  # checked before anything is written
+        script = slurm.script_text(spec.name, len(spec.runs), out, configs, max(r.sites for r in spec.runs), args.time, args.gres,
+                                   None if args.parallel == 1 else args.parallel)
+    output_folder(out)
     if args.task is None:
         with open(os.path.join(out, SPEC_COPY), "w") as f:
             json.dump({**raw, "name": spec.name}, f, indent=1)
         with open(os.path.join(out, "sweep.json"), "w") as f:
             json.dump({**spec.as_dict(), "configs": configs}, f, indent=1)
-    if args.slurm:
-        text = slurm.script_text(spec.name, len(spec.runs), out, configs, max(r.sites for r in spec.runs), args.time, args.gres, None if args.parallel == 1 else args.parallel)
-        path = slurm.write_script(text, out)
+    if script is not None:
+        path = slurm.write_script(script, out)
         print(f"wrote {path}: {len(spec.runs)} array tasks, one run each ({len(done)} already done are skipped by their task)")
         print(f"submit with:  sbatch {path}" + ("" if args.gres else f"\n  or, a GPU per task:  sbatch --gres=gpu:1 {path}"))
         print(f"then:         lightyear-report {out}")
@@ -223,9 +234,6 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the running simulator was stopped; run the same command again to continue", file=sys.stderr)
         return 130
-    except SweepError as exc:
-        print(f"lightyear-sweep: {exc}", file=sys.stderr)
-        return 2
     finally:
         if lock and os.path.exists(lock):
             os.remove(lock)

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.cli import UserError, read_text, yaml_problem
 from lightyear.jobs import generate
 
 ALL = "all"
@@ -31,7 +32,7 @@ KEYS = ("name", "datasets", "methods", "malfunctions", "faulty", "seeds", "set")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-class SpecError(ValueError):
+class SpecError(UserError):
     """A sweep description that cannot be expanded; the message says what to change."""
 
 
@@ -83,18 +84,23 @@ def run_name(method: str, dataset: str, malfunction: str, faulty: int, seed: int
 def read_spec(path: str) -> dict:
     """The raw description in a ``.yaml``/``.yml`` or ``.json`` file."""
     if not os.path.isfile(path):
-        raise SpecError(f"no sweep description at {path}")
-    with open(path) as f:
-        text = f.read()
+        raise SpecError(f"no sweep description at {path}: give a .yaml or .json file (e.g. app_configs/sweeps/digits_dynamic.yaml)")
     try:
-        if path.endswith((".yaml", ".yml")):
-            import yaml
+        text = read_text(path, "the sweep description", "give a .yaml or .json sweep description")
+    except UserError as exc:
+        raise SpecError(str(exc)) from None
+    if path.endswith((".yaml", ".yml")):
+        import yaml
 
+        try:
             raw = yaml.safe_load(text)
-        else:
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{path} is not valid YAML: {yaml_problem(exc)}") from None
+    else:
+        try:
             raw = json.loads(text)
-    except Exception as exc:  # the parsers' own errors say where
-        raise SpecError(f"{path} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path} must hold a mapping with the keys {', '.join(KEYS)}")
     return raw
@@ -113,6 +119,9 @@ def _as_list(raw: dict, key: str, default=None) -> list:
     items = value if isinstance(value, list) else [value]
     if not items:
         raise SpecError(f"'{key}' is empty: list at least one value")
+    nested = [i for i in items if isinstance(i, (list, dict))]
+    if nested:
+        raise SpecError(f"'{key}' must list plain values, e.g. {key}: [a, b]; got {nested[0]!r:.60}")
     return list(dict.fromkeys(items))  # drop repeats, keep the order
 
 
@@ -149,7 +158,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     if unknown:
         raise SpecError(f"unknown key(s) {', '.join(unknown)} in the sweep description; allowed: {', '.join(KEYS)}")
     name = str(raw.get("name") or default_name)
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise SpecError(f"sweep name {name!r} must be letters, digits, '_', '-' or '.'")
     datasets = _choose(raw, "datasets", generate.datasets(configs), "app_configs/datasets")
     methods = _choose(raw, "methods", generate.methods(configs), "app_configs")

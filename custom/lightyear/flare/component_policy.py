@@ -18,6 +18,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import tempfile
+
+from lightyear.cli import UserError, read_text
 
 PACKAGE_PREFIX = "lightyear."
 ALLOW_LIST_KEY = "class_allow_list"
@@ -44,7 +47,7 @@ REFUSAL_FIX = (
 and prints the whole configuration when it refuses the class, so its refusal names the fix."""
 
 
-class AllowListError(ValueError):
+class AllowListError(UserError):
     """A participant's resources file cannot be read or holds a malformed allow list."""
 
 
@@ -116,10 +119,39 @@ def with_refusal_fix(config):
 
 def _read(path: str) -> dict:
     try:
-        with open(path) as f:
-            return json.load(f)
+        return json.loads(read_text(path, "the resources file", "fix or remove it, then run again"))
+    except UserError as e:
+        raise AllowListError(str(e)) from None
     except ValueError as e:
         raise AllowListError(f"{path} is not valid JSON ({e}): fix or remove it, then run again") from None
+
+
+def _write_in_place(target: str, resources: dict) -> None:
+    """Replace the file ``target`` (a link's target) with ``resources``: through a temporary file
+    beside it, keeping its permission bits."""
+    mode = os.stat(target).st_mode & 0o7777 if os.path.exists(target) else None
+    folder = os.path.dirname(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    except OSError as e:
+        raise AllowListError(f"cannot write in {folder} ({e.strerror}): run lightyear-allow as the participant's owner, or make the folder writable") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(resources, f, indent=2)
+            f.write("\n")
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except OSError as e:
+        raise AllowListError(f"cannot write {target} ({e.strerror}): run lightyear-allow as the participant's owner, or make it writable") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def allow_package(local_dir: str) -> tuple[str, list[str]]:
@@ -127,22 +159,23 @@ def allow_package(local_dir: str) -> tuple[str, list[str]]:
 
     Edits ``resources.json`` in place when it exists; otherwise starts from ``resources.json.default``
     (or, with neither, from FLARE's default policy) and writes ``resources.json``, which FLARE reads
-    first. Idempotent. Returns (the file written, the entries added).
+    first. A ``resources.json`` that is a link is updated at its target (the link stays), and the
+    file keeps its permission bits. Idempotent. Returns (the file written, the entries added).
     """
     if not os.path.isdir(local_dir):
         raise AllowListError(f"{local_dir} is not a folder: give a participant's local/ folder (or its startup kit)")
     target = os.path.join(local_dir, RESOURCES)
     default = os.path.join(local_dir, RESOURCES_DEFAULT)
+    if os.path.islink(target) and not os.path.exists(target):
+        raise AllowListError(f"{target} is a link to {os.readlink(target)}, which does not exist: fix or remove the link")
+    if os.path.isdir(target):
+        raise AllowListError(f"{target} is a folder, not a file: remove it (FLARE reads its policy from a resources.json file)")
     source = target if os.path.isfile(target) else default if os.path.isfile(default) else None
     resources = _read(source) if source else {}
     updated, added = with_package(resources)
     if source == target and not added:
         return target, []
-    tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(updated, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, target)
+    _write_in_place(os.path.realpath(target), updated)
     return target, added
 
 

@@ -23,7 +23,7 @@ from nvflare.job_config.api import FedJob
 from nvflare.job_config.fed_job_config import FedJobConfig
 from nvflare.recipe.spec import Recipe
 
-from lightyear.jobs.generate import build_job, write_job
+from lightyear.jobs.generate import JobFolderExists, build_job, write_job
 
 META = "meta.json"
 
@@ -51,7 +51,7 @@ class GeneratedJobConfig(FedJobConfig):
         is replaced only when it holds this job (its meta.json has this name)."""
         folder = os.path.join(os.path.abspath(job_root), self.job_name)
         if os.path.exists(folder) and not _holds_job(folder, self.job_name):
-            raise RuntimeError(f"{folder} exists and is not the folder of job {self.job_name}: choose another export folder")
+            raise JobFolderExists(f"{folder} exists and is not the folder of job {self.job_name}: choose another --export-dir")
         write_job(self.files, folder)
 
 

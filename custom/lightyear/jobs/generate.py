@@ -19,6 +19,11 @@ Usage::
     lightyear-jobs                      # regenerate every committed job under jobs/
     lightyear-jobs --check              # exit 1 if a committed job differs from what would be written
     lightyear-jobs --method lightyear --dataset digits --malfunction dynamic --faulty 3 --out /tmp/jobs
+
+The configurations are the package's (:mod:`lightyear.configs`; ``--configs`` gives another
+folder), so an installed package generates jobs anywhere; the committed ``jobs/`` (the default
+``--out``, and ``--check``) belong to a checkout of the repository. A folder is replaced only when
+it is a job this generator wrote (``--force`` replaces any).
 """
 
 from __future__ import annotations
@@ -28,16 +33,21 @@ import copy
 import filecmp
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 
+from lightyear import configs as config_folders
 from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.cli import UserError, command, output_folder, read_text
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
 from lightyear.jobs.settings import (
     MALFUNCTION_KEYS,
+    SettingError,
     build_components,
+    check_dict_settings,
     check_override_keys,
     check_site_names,
     check_site_resources,
@@ -45,6 +55,7 @@ from lightyear.jobs.settings import (
     fill,
     known_settings,
     layered_settings,
+    parse_set,
     resource_spec,
     with_direct_arguments,
 )
@@ -53,21 +64,22 @@ from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 DEFAULT_SEED = 0
 
 
-def repo_root() -> str:
-    """The folder holding ``app_configs/``: the current directory or one of its parents."""
-    here = os.path.abspath(os.getcwd())
-    while True:
-        if os.path.isdir(os.path.join(here, "app_configs")):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            raise FileNotFoundError("no app_configs/ folder here or above: run from the repository (or pass --configs)")
-        here = parent
+JOB_FILE = re.compile(r"^(meta\.json|[A-Za-z0-9_]+/config/config_fed_(server|client)\.json)$")
+"""The files of a job folder this generator writes."""
 
 
-def load_json(path: str) -> dict:
-    with open(path) as f:
-        return json.load(f)
+class JobFolderExists(UserError):
+    """The place a job would be written holds something the generator did not write."""
+
+
+def load_json(path: str, what: str = "the file"):
+    """The JSON value in ``path``; a :class:`~lightyear.cli.UserError` naming the file and the
+    position when it is not UTF-8 JSON."""
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
 def methods(configs: str) -> list[str]:
@@ -104,7 +116,10 @@ def check_settings(settings: dict, topology: str) -> None:
     resources every site asks for and (peer-to-peer) the graph over the sites."""
     for key in ("dataset", "model", "sites", "rounds"):
         if key not in settings:
-            raise ValueError(f"the dataset settings lack {key!r}")
+            raise SettingError(f"the dataset settings lack {key!r}")
+    check_dict_settings(settings)
+    if not isinstance(settings.get("tensorboard"), bool):
+        raise SettingError(f"tensorboard must be true or false, got {settings.get('tensorboard')!r}")
     check_site_names(settings["sites"], minimum=2 if topology == "p2p" else 1)
     check_site_resources(settings.get("site_resource_spec"))
     if topology == "p2p":
@@ -116,8 +131,6 @@ def check_topology_settings(settings: dict) -> None:
     controller = "lightyear.p2p.controller.P2PController"
     topology = settings.get("topology", constructor_default(controller, "topology"))
     args = settings.get("topology_args") or {}
-    if not isinstance(args, dict):
-        raise ValueError(f"topology_args must be a JSON object, got {args!r}")
     check_topology_args(topology, args)
     graph = build_graph(settings["sites"], topology, seed=settings["seed"], **args)
     if topology != "none":
@@ -130,29 +143,50 @@ def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0
 
 
 def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, faulty: int = 0, seed: int = DEFAULT_SEED, overrides: dict | None = None) -> tuple[str, dict]:
-    """Return (job name, {relative path: JSON object}) for one job folder."""
+    """Return (job name, {relative path: JSON object}) for one job folder.
+
+    A setting the job cannot run with raises :class:`~lightyear.jobs.settings.SettingError` (a
+    ``ValueError``) with the message of the check or component that refused it.
+    """
+    try:
+        return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides)
+    except SettingError:
+        raise
+    except ValueError as exc:  # a component's constructor refusing one of its arguments, in its own words
+        raise SettingError(str(exc)) from exc
+
+
+def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict | None) -> tuple[str, dict]:
     if method not in methods(configs):
-        raise ValueError(f"unknown method {method!r}; app_configs has {', '.join(methods(configs))}")
+        raise SettingError(f"unknown method {method!r}; app_configs has {', '.join(methods(configs))}")
     if dataset not in datasets(configs):
-        raise ValueError(f"unknown dataset {dataset!r}; app_configs/datasets has {', '.join(datasets(configs))}")
+        raise SettingError(f"unknown dataset {dataset!r}; app_configs/datasets has {', '.join(datasets(configs))}")
     if malfunction not in KINDS:
-        raise ValueError(f"unknown malfunction {malfunction!r}; choose one of {', '.join(KINDS)}")
-    meta_method = load_json(os.path.join(configs, method, "method.json"))
-    topology = meta_method["topology"]
-    server_template = load_json(os.path.join(configs, method, "config_fed_server.json"))
-    client_template = load_json(os.path.join(configs, method, "config_fed_client.json"))
+        raise SettingError(f"unknown malfunction {malfunction!r}; choose one of {', '.join(KINDS)}")
+    meta_method = load_json(os.path.join(configs, method, "method.json"), "the method file")
+    topology = meta_method.get("topology") if isinstance(meta_method, dict) else None
+    if topology not in ("p2p", "star"):
+        raise SettingError(f"{os.path.join(configs, method, 'method.json')} must give \"topology\": \"p2p\" or \"star\", got {topology!r}")
+    server_template = load_json(os.path.join(configs, method, "config_fed_server.json"), "the server template")
+    client_template = load_json(os.path.join(configs, method, "config_fed_client.json"), "the client template")
     check_override_keys(overrides or {}, known_settings([server_template, client_template], malfunction != NONE), method, dataset)
     server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
-    settings = layered_settings(meta_method, dataset, load_json(os.path.join(configs, "datasets", f"{dataset}.json")), overrides)
+    dataset_settings = load_json(os.path.join(configs, "datasets", f"{dataset}.json"), "the dataset file")
+    if not isinstance(dataset_settings, dict):
+        raise SettingError(f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings")
+    settings = layered_settings(meta_method, dataset, dataset_settings, overrides)
     settings["seed"] = seed
     check_settings(settings, topology)
     sites = list(settings["sites"])
     if not 0 <= faulty <= len(sites):
-        raise ValueError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
+        raise SettingError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
     if faulty and malfunction == NONE:
-        raise ValueError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
-    server = fill(server_template, settings)
-    client = fill(client_template, settings)
+        raise SettingError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
+    try:
+        server = fill(server_template, settings)
+        client = fill(client_template, settings)
+    except KeyError as exc:
+        raise SettingError(f"{exc.args[0]}: give it in app_configs/datasets/{dataset}.json, the method's method.json or with --set") from None
     if settings.get("tensorboard"):
         client.setdefault("components", []).extend(analytics.client_components())
         server.setdefault("components", []).extend(analytics.server_components())
@@ -187,15 +221,65 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     return name, files
 
 
-def write_job(files: dict, folder: str) -> None:
-    if os.path.isdir(folder):
-        shutil.rmtree(folder)
-    for rel, obj in files.items():
-        path = os.path.join(folder, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
+def foreign_files(folder: str) -> list[str]:
+    """Files under ``folder`` that the generator does not write, or that show it is not a job
+    folder the generator wrote (no ``meta.json`` with its ``lightyear`` block); [] when it is one."""
+    found = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, names in os.walk(folder) for f in names)
+    foreign = [rel for rel in found if not JOB_FILE.fullmatch(rel.replace(os.sep, "/"))]
+    if found and not foreign:
+        try:
+            meta = load_json(os.path.join(folder, "meta.json"))
+        except (UserError, OSError):
+            meta = None
+        if not (isinstance(meta, dict) and isinstance(meta.get("lightyear"), dict)):
+            foreign = ["meta.json"]
+    return foreign
+
+
+def check_replaceable(folder: str, force: bool = False) -> None:
+    """Refuse to replace ``folder`` unless it is missing, empty or a job folder the generator wrote
+    (``force``: any folder). A file in the way is refused either way."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise JobFolderExists(f"{folder} is a file, not a job folder: move it away or choose another --out")
+    if force or not os.path.isdir(folder):
+        return
+    foreign = foreign_files(folder)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise JobFolderExists(
+            f"{folder} holds files lightyear-jobs did not write ({shown}): choose another --out, move them away, "
+            "or pass --force to replace the folder"
+        )
+
+
+def write_job(files: dict, folder: str, force: bool = False) -> None:
+    """Write the job ``files`` as ``folder``, replacing a job folder the generator wrote there before
+    (any folder with ``force``; see :func:`check_replaceable`). The files are written beside it
+    first, so a failure leaves the previous folder as it was."""
+    check_replaceable(folder, force)
+    parent = os.path.dirname(os.path.abspath(folder))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(folder)}.")
+    try:
+        for rel, obj in files.items():
+            path = os.path.join(staging, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                json.dump(obj, f, indent=2)
+                f.write("\n")
+        os.chmod(staging, 0o777 & ~_umask())
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.rename(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def committed_jobs(configs: str) -> list[tuple[str, str]]:
@@ -238,22 +322,56 @@ def diff_committed(configs: str, jobs_dir: str) -> list[str]:
         return sorted(set(problems))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Generate FLARE job folders from app_configs/.")
-    parser.add_argument("--configs", help="the app_configs folder (default: ./app_configs of the repository)")
-    parser.add_argument("--out", help="where job folders go (default: the repository's jobs/)")
-    parser.add_argument("--method", help="one method (a folder of app_configs); default: every committed job")
-    parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json)")
+SEED_MAX = 2**32 - 1
+
+
+def seed_arg(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: an integer in [0, 2**32 - 1] (what every random generator takes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..{SEED_MAX}")
+    return value
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that choose one job, shared with :mod:`lightyear.jobs.job_api`."""
+    parser.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
     parser.add_argument("--malfunction", default=NONE, help=f"malfunction of the faulty sites: {', '.join(KINDS)}")
     parser.add_argument("--faulty", type=int, default=0, help="number of faulty sites (the last K sites)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="job seed")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="override a dataset setting, e.g. --set rounds=3")
+    parser.add_argument("--seed", type=seed_arg, default=DEFAULT_SEED, help="job seed (0 to 2**32 - 1)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting with a JSON value, e.g. --set rounds=3 --set 'train_args={\"lr\": 0.001}'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lightyear-jobs", description="Generate FLARE job folders from the method and dataset configurations.")
+    add_job_arguments(parser)
+    parser.add_argument("--out", help="where job folders go (default: jobs/ of the repository checkout, else ./jobs)")
+    parser.add_argument("--method", help="one method (a folder of app_configs); default: every committed job")
+    parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json)")
+    parser.add_argument("--force", action="store_true", help="replace an existing folder even if lightyear-jobs did not write it")
     parser.add_argument("--check", action="store_true", help="only compare the committed jobs with the generator's output")
+    return parser
+
+
+def committed_jobs_folder(out: str | None, what: str) -> str:
+    """``out``, else ``jobs/`` of the checkout around the current folder."""
+    if out:
+        return os.path.abspath(out)
+    root = config_folders.require_checkout(what, "run it in the repository, or give --out (and --method and --dataset for one job)")
+    return os.path.join(root, "jobs")
+
+
+@command("lightyear-jobs")
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    root = repo_root() if not (args.configs and args.out) else None
-    configs = args.configs or os.path.join(root, "app_configs")
-    out = args.out or os.path.join(root, "jobs")
+    configs = config_folders.checked_configs(args.configs)
     if args.check:
+        out = committed_jobs_folder(args.out, "lightyear-jobs --check")
         problems = diff_committed(configs, out)
         for p in problems:
             print(p)
@@ -262,21 +380,19 @@ def main(argv=None) -> int:
     if args.method or args.dataset:
         if not (args.method and args.dataset):
             parser.error("--method and --dataset go together")
-        overrides = {}
-        for item in args.set:
-            key, _, value = item.partition("=")
-            try:
-                overrides[key] = json.loads(value)
-            except json.JSONDecodeError:
-                overrides[key] = value
-        try:
-            name, files = build_job(configs, args.method, args.dataset, args.malfunction, args.faulty, args.seed, overrides)
-        except (ValueError, KeyError) as exc:
-            parser.error(str(exc))
-        write_job(files, os.path.join(out, name))
-        print(os.path.join(out, name))
+        overrides = parse_set(args.set)
+        name, files = build_job(configs, args.method, args.dataset, args.malfunction, args.faulty, args.seed, overrides)
+        root = config_folders.checkout_root()
+        out = os.path.abspath(args.out) if args.out else os.path.join(root or os.getcwd(), "jobs")
+        folder = os.path.join(out, name)
+        check_replaceable(folder, args.force)
+        write_job(files, os.path.join(output_folder(out), name), args.force)
+        print(folder)
         return 0
-    for name in write_committed(configs, out):
+    if args.set or args.malfunction != NONE or args.faulty or args.seed != DEFAULT_SEED:
+        parser.error("--set, --malfunction, --faulty and --seed need --method and --dataset (without them every committed job is rewritten)")
+    out = committed_jobs_folder(args.out, "lightyear-jobs without --method")
+    for name in write_committed(configs, output_folder(out)):
         print(os.path.join(out, name))
     return 0
 

@@ -18,7 +18,12 @@ execution environment:
 FLARE's recipe arguments work as for any ``job.py``: ``--export`` writes the job folder to
 ``./fl_job/<job name>`` instead of running it, ``--export --export-dir DIR`` to ``DIR/<job name>``
 (FLARE consumes both flags when ``nvflare.recipe`` is imported). The exported folder is the
-generator's, file for file.
+generator's, file for file. ``--export-dir`` without ``--export`` is refused (FLARE would ignore it
+and run the job).
+
+Every argument is checked before anything starts. SIGTERM stops a simulator run as Ctrl-C does,
+and its server and site workers with it (:mod:`lightyear.flare.process_tree`); a simulator run in
+which no site finished exits with status 1.
 
 Usage::
 
@@ -31,36 +36,45 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import signal
 import sys
 import warnings
+
+
+def _export_flags(argv: list[str]) -> tuple[bool, bool]:
+    """(``--export`` given, ``--export-dir`` given), read before FLARE removes both from ``sys.argv``."""
+    return "--export" in argv, any(a == "--export-dir" or a.startswith("--export-dir=") for a in argv)
+
+
+EXPORT_FLAGS = _export_flags(sys.argv[1:]) if "nvflare.recipe.spec" not in sys.modules else None
 
 # importing nvflare.recipe consumes --export/--export-dir, warning that it does: here that is the point
 warnings.filterwarnings("ignore", message="NVFlare reserves '--export'", category=UserWarning)
 from nvflare.recipe.prod_env import ProdEnv  # noqa: E402
 
-from lightyear.algorithms.malfunctions import KINDS, NONE  # noqa: E402
-from lightyear.jobs.environments import LightyearPocEnv, LightyearSimEnv
-from lightyear.jobs.flare_job import GeneratedRecipe
-from lightyear.jobs.generate import DEFAULT_SEED, repo_root
-from lightyear.flare.placement import gpu_groups, parse_gpu_ids
+from lightyear import configs as config_folders  # noqa: E402
+from lightyear.cli import UserError, command, one_line, seconds, terminate_as_interrupt  # noqa: E402
+from lightyear.flare import process_tree  # noqa: E402
+from lightyear.flare.placement import gpu_groups, parse_gpu_ids  # noqa: E402
+from lightyear.jobs.environments import LightyearPocEnv, LightyearSimEnv  # noqa: E402
+from lightyear.jobs.flare_job import GeneratedRecipe  # noqa: E402
+from lightyear.jobs.generate import add_job_arguments  # noqa: E402
+from lightyear.jobs.settings import parse_set  # noqa: E402
+from lightyear.records import run_failure  # noqa: E402
 
 ENVS = ("sim", "poc", "prod")
+PROG = "python -m lightyear.jobs.job_api"
 
 
-def parse_overrides(items: list[str]) -> dict:
-    """``["k=json", ...]`` -> {k: value}; a value that is not JSON is taken as a string."""
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set takes KEY=VALUE (a JSON value), got {item!r}")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
-    return overrides
+def check_export_flags() -> None:
+    """Refuse ``--export-dir`` without ``--export``: FLARE would drop it and run the whole job."""
+    from nvflare.recipe.spec import DEFAULT_EXPORT_DIR, _peek_recipe_args
+
+    export, export_dir = _peek_recipe_args()
+    lone = (EXPORT_FLAGS is not None and EXPORT_FLAGS[1] and not EXPORT_FLAGS[0]) or (not export and export_dir != DEFAULT_EXPORT_DIR)
+    if lone:
+        raise UserError("--export-dir only says where --export writes the job: add --export to write the folder, or leave --export-dir out to run the job")
 
 
 def gpus_asked(meta: dict) -> int:
@@ -69,11 +83,23 @@ def gpus_asked(meta: dict) -> int:
 
 
 def make_env(args, recipe: GeneratedRecipe):
-    """The FLARE execution environment the arguments ask for, for the recipe's job."""
+    """The FLARE execution environment the arguments ask for, for the recipe's job; FLARE's own
+    refusal of an argument (its environments validate them) becomes a :class:`UserError`."""
+    try:
+        return _make_env(args, recipe)
+    except UserError:
+        raise
+    except ValueError as exc:  # FLARE's environment validators (pydantic), the GPU list
+        errors = getattr(exc, "errors", None)
+        message = errors()[0].get("msg", str(exc)) if callable(errors) and errors() else str(exc)
+        raise UserError(f"--env {args.env}: {one_line(message)}") from None
+
+
+def _make_env(args, recipe: GeneratedRecipe):
     sites = recipe.sites
     gpus = parse_gpu_ids(args.gpus) if args.gpus else None
     if args.env == "poc" and not gpus and gpus_asked(recipe.files["meta.json"]):
-        raise ValueError(
+        raise UserError(
             f"{recipe.name} asks every site for a GPU (meta.json resource_spec) and a POC without --gpus has none, so "
             "FLARE would never schedule it: add --set site_resource_spec=null to train on CPU, or give --gpus and "
             "declare the GPUs in each site's local/resources.json (GPUResourceManager num_of_gpus, mem_per_gpu_in_GiB)"
@@ -88,50 +114,85 @@ def make_env(args, recipe: GeneratedRecipe):
     if args.env == "poc":
         return LightyearPocEnv(clients=sites, num_clients=len(sites), gpu_ids=gpus, workspace=args.workspace, username=args.username)
     if not args.startup_kit:
-        raise ValueError("--env prod needs --startup-kit: the admin's startup kit folder of the running deployment")
+        raise UserError("--env prod needs --startup-kit: the admin's startup kit folder of the running deployment")
+    if not os.path.isdir(os.path.join(args.startup_kit, "startup")):
+        raise UserError(f"--startup-kit {args.startup_kit} is not an admin startup kit (no startup/ folder in it): "
+                        "give the admin's kit of the running deployment, e.g. prod_00/admin@org")
     return ProdEnv(startup_kit_location=args.startup_kit, username=args.username, login_timeout=args.login_timeout)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m lightyear.jobs.job_api",
+        prog=PROG,
         description="Run a generated job through FLARE's Job API (SimEnv, PocEnv or ProdEnv), or export it with "
         "FLARE's --export [--export-dir DIR].",
     )
-    ap.add_argument("--configs", help="the app_configs folder (default: ./app_configs of the repository)")
     ap.add_argument("--method", required=True, help="a method (a folder of app_configs)")
     ap.add_argument("--dataset", required=True, help="a dataset (app_configs/datasets/<name>.json)")
-    ap.add_argument("--malfunction", default=NONE, help=f"malfunction of the faulty sites: {', '.join(KINDS)}")
-    ap.add_argument("--faulty", type=int, default=0, help="number of faulty sites (the last K sites)")
-    ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="job seed")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="override a dataset setting, e.g. --set rounds=3")
+    add_job_arguments(ap)
     ap.add_argument("--env", choices=ENVS, default="sim", help="where the job runs (default: sim)")
     ap.add_argument("--workspace", help="sim: the workspace root (the run goes to WORKSPACE/<job name>); poc: the POC folder")
     ap.add_argument("--gpus", help="sim/poc: comma-separated GPU ids; in sim every site gets its own group, dealt over them")
     ap.add_argument("--startup-kit", help="prod: the admin startup kit of the running deployment")
     ap.add_argument("--username", default="admin@nvidia.com", help="poc/prod: the admin user (default: FLARE's POC admin)")
-    ap.add_argument("--login-timeout", type=float, default=10.0, help="prod: seconds to log in")
-    ap.add_argument("--wait", type=float, nargs="?", const=0.0, metavar="SECONDS", help="poc/prod: wait for the job to finish (at most SECONDS) and download its result")
+    ap.add_argument("--login-timeout", type=seconds(positive=True), default=10.0, help="prod: seconds to log in")
+    ap.add_argument("--wait", type=seconds(), nargs="?", const=0.0, metavar="SECONDS",
+                    help="poc/prod: wait for the job to finish (at most SECONDS; 0 or none given: no limit) and download its result")
     return ap
 
 
+def run_simulator(recipe: GeneratedRecipe, env) -> int:
+    """Run the job in FLARE's simulator; SIGTERM ends it and every process it started, like Ctrl-C.
+    Exit status 1 when no site finished (FLARE's simulator reports success either way)."""
+    workspace = os.path.join(env.workspace_root, recipe.name)
+    received: list[str] = []
+    try:
+        with terminate_as_interrupt((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received:
+            run = recipe.execute(env)
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if not received and not isinstance(exc, KeyboardInterrupt):
+            if str(exc).startswith("Simulation failed"):  # FLARE's SimEnv: the simulator itself failed
+                print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
+                return 1
+            raise
+        # FLARE's simulator ends its workers on KeyboardInterrupt (and then reports a failed run); end what is left
+        survivors = process_tree.stop_tree(marker=workspace)
+        print(f"{PROG}: interrupted ({', '.join(received) or 'Ctrl-C'}): the simulator and its sites were stopped"
+              + (f"; still running: {survivors}" if survivors else ""), file=sys.stderr)
+        return 130
+    print(f"job {run.get_job_id()} (sim)")
+    print(f"results: {env.get_job_result(run.get_job_id())}")
+    failure = run_failure(workspace)
+    if failure:
+        print(f"{PROG}: the run failed: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@command(PROG)
 def main(argv=None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
-    try:
-        configs = args.configs or os.path.join(repo_root(), "app_configs")
-        recipe = GeneratedRecipe.build(
-            configs, args.method, args.dataset, malfunction=args.malfunction, faulty=args.faulty,
-            seed=args.seed, overrides=parse_overrides(args.set),
-        )
-        env = make_env(args, recipe)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        ap.error(str(exc))
-    run = recipe.execute(env)  # exits after writing the folder when FLARE's --export was given
-    print(f"job {run.get_job_id()} ({args.env})")
+    check_export_flags()
+    if args.wait is not None and args.env == "sim":
+        raise UserError("--wait is for --env poc and prod: a simulator run always runs to the end")
+    configs = config_folders.checked_configs(args.configs)
+    recipe = GeneratedRecipe.build(
+        configs, args.method, args.dataset, malfunction=args.malfunction, faulty=args.faulty,
+        seed=args.seed, overrides=parse_set(args.set),
+    )
+    env = make_env(args, recipe)
     if args.env == "sim":
-        print(f"results: {env.get_job_result(run.get_job_id())}")
-    elif args.wait is not None:
+        return run_simulator(recipe, env)
+    try:
+        run = recipe.execute(env)  # exits after writing the folder when FLARE's --export was given
+    except RuntimeError as exc:
+        if not str(exc).startswith("Failed to submit"):  # FLARE's session manager could not reach the deployment
+            raise
+        print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
+        return 1
+    print(f"job {run.get_job_id()} ({args.env})")
+    if args.wait is not None:
         # FLARE's Run.get_result stops the environment afterwards (a POC's processes; its folder is kept)
         print(f"result: {run.get_result(timeout=args.wait, clean_up=False)}")
     elif args.env == "poc":

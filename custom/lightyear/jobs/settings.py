@@ -15,6 +15,10 @@ every toolkit component of the job (controllers, site executors, aggregators, fi
 constructed from its arguments (:func:`build_components`), so a bad setting is refused when the job
 is generated with the message the component gives on a site. A ``--set`` key that the job does not
 use is refused, naming the settings the job takes (:func:`check_override_keys`).
+
+``--set KEY=VALUE`` takes a JSON value (:func:`parse_set`); a value that is not JSON is taken as a
+string (``--set third_term=sharpness``), except where JSON is meant: a dict or list setting, or a
+value starting with ``{``, ``[`` or ``"``, whose JSON error is reported with its position.
 """
 
 from __future__ import annotations
@@ -23,7 +27,14 @@ import copy
 import difflib
 import importlib
 import inspect
+import json
 import re
+
+from lightyear.cli import UserError
+
+
+class SettingError(UserError):
+    """A job setting that cannot work; the message names the setting and what is allowed."""
 
 PLACEHOLDER_PREFIX = "${"
 
@@ -50,8 +61,48 @@ DESCRIPTIVE_KEYS = {"description", "task"}
 DICT_SETTINGS = ("train_args", "dataset_args", "model_args", "topology_args")
 """Settings whose ``--set`` value is merged key by key into the dataset's."""
 
+DICT_EXAMPLES = {
+    "train_args": '{"lr": 0.001, "local_epochs": 2}',
+    "dataset_args": "{}",
+    "model_args": "{}",
+    "topology_args": '{"degree": 3}',
+}
+"""An example value of each dict setting, for the messages."""
+
+JSON_SETTINGS = {**DICT_EXAMPLES, "sites": '["site-1", "site-2"]', "site_resource_spec": '{"num_of_gpus": 1, "mem_per_gpu_in_GiB": 2}'}
+"""Settings whose ``--set`` value must be JSON (never a bare string), with an example."""
+
 RESERVED = {"seed": "the seed is set with --seed N"}
 """Keys ``--set`` does not take, with what to use instead."""
+
+
+def parse_set(items: list[str]) -> dict:
+    """``["KEY=VALUE", ...]`` of ``--set`` -> {KEY: value}: the value as JSON, else as a string (module docstring)."""
+    overrides = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SettingError(f"--set takes KEY=VALUE (a JSON value), got {item!r}: e.g. --set rounds=3")
+        key = key.strip()
+        try:
+            overrides[key] = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if key in JSON_SETTINGS or text.lstrip()[:1] in ("{", "[", '"'):
+                example = JSON_SETTINGS.get(key, "<a JSON value>")
+                raise SettingError(
+                    f"{key} is not valid JSON: {exc.msg} at column {exc.colno} of {text!r:.80}; "
+                    f"quote the whole argument for the shell, e.g. --set '{key}={example}'"
+                ) from None
+            overrides[key] = text
+    return overrides
+
+
+def check_dict_settings(settings: dict) -> None:
+    """Refuse a dict setting (``train_args``...) that is not a JSON object (null: none given)."""
+    for key, example in DICT_EXAMPLES.items():
+        value = settings.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise SettingError(f"{key} must be a JSON object such as {example}, got {json.dumps(value)[:80]}: e.g. --set '{key}={example}'")
 
 
 def is_placeholder(value) -> bool:
@@ -90,8 +141,26 @@ def fill(template, values: dict):
     return template
 
 
+LARGEST_INTEGER = 2**63 - 1
+"""No setting takes a larger whole number (FLARE and NumPy keep them in 64 bits)."""
+
+
+def check_value_range(key: str, value) -> None:
+    """Refuse a whole number beyond 64 bits anywhere in a setting's value (``1e999`` is a float, inf)."""
+    if isinstance(value, dict):
+        for inner in value.values():
+            check_value_range(key, inner)
+    elif isinstance(value, list):
+        for inner in value:
+            check_value_range(key, inner)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_INTEGER:
+        raise SettingError(f"{key}: the whole number {value:.3g} is out of range (at most {LARGEST_INTEGER} in magnitude)")
+
+
 def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, overrides: dict | None) -> dict:
     """The job's settings from the five layers (module docstring); dict settings merged key by key."""
+    for key, value in (overrides or {}).items():
+        check_value_range(key, value)
     settings = dict(GENERATOR_DEFAULTS)
     settings.update(method_meta.get("defaults", {}))
     settings.update(dataset_settings)
@@ -106,15 +175,20 @@ def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, ov
 
 
 def constructor_arguments(cls) -> dict[str, object]:
-    """Every keyword a class's constructor takes, through the ``**kwargs`` its subclasses pass on."""
+    """Every keyword a class's constructor takes, through the ``**kwargs`` its subclasses pass on:
+    the walk up the base classes stops at the first constructor without ``**kwargs`` (its base's
+    arguments cannot be given)."""
     found: dict[str, object] = {}
-    for klass in reversed(cls.__mro__):
+    for klass in cls.__mro__:
         init = vars(klass).get("__init__")
         if init is None or klass is object:
             continue
-        for name, param in inspect.signature(init).parameters.items():
+        params = inspect.signature(init).parameters
+        for name, param in params.items():
             if name != "self" and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-                found[name] = param.default
+                found.setdefault(name, param.default)
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            break
     return found
 
 
@@ -161,11 +235,11 @@ def check_override_keys(overrides: dict, known: set[str], method: str, dataset: 
     """Refuse a ``--set`` key the job does not use, naming the nearest known one and the rest."""
     for key in overrides:
         if key in RESERVED:
-            raise ValueError(f"--set {key}=... is not a setting: {RESERVED[key]}")
+            raise SettingError(f"--set {key}=... is not a setting: {RESERVED[key]}")
         if key not in known:
             near = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise ValueError(
+            raise SettingError(
                 f"--set {key}: the {method} job on {dataset} has no setting {key!r}; {hint}"
                 f"its settings are {', '.join(sorted(set(known) - set(RESERVED)))}"
             )
@@ -212,7 +286,7 @@ def build_components(configs: list, num_sites: int) -> None:
             built = component_class(component["path"])(**component.get("args", {}))
             problem = built.check_sites(num_sites) if hasattr(built, "check_sites") else ""
             if problem:
-                raise ValueError(problem)
+                raise SettingError(problem)
 
 
 SITE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
@@ -223,19 +297,19 @@ It becomes a folder name and a FLARE client name, so nothing that is a path."""
 def check_site_names(sites, minimum: int) -> list[str]:
     """Refuse a ``sites`` setting that is not a list of at least ``minimum`` distinct valid names."""
     if not isinstance(sites, list) or not all(isinstance(s, str) for s in sites):
-        raise ValueError(f'sites must be a JSON list of site names such as ["site-1", "site-2"], got {sites!r:.80}')
+        raise SettingError(f'sites must be a JSON list of site names such as ["site-1", "site-2"], got {sites!r:.80}')
     if len(sites) < minimum:
         need = "two sites (a peer-to-peer job needs peers)" if minimum > 1 else "at least one site"
-        raise ValueError(f"sites lists {len(sites)} site(s): a job needs {need}")
+        raise SettingError(f"sites lists {len(sites)} site(s): a job needs {need}")
     for site in sites:
-        if not SITE_NAME.match(site) or site == "server":
-            raise ValueError(
+        if not SITE_NAME.fullmatch(site) or site == "server":
+            raise SettingError(
                 f"site name {site!r:.80} is not allowed: use 1-63 letters, digits, '-' or '_' (FLARE's client names; "
                 "no paths), and not 'server'"
             )
     duplicated = sorted({s for s in sites if sites.count(s) > 1})
     if duplicated:
-        raise ValueError(f"sites lists {duplicated} more than once: every site needs its own name")
+        raise SettingError(f"sites lists {duplicated} more than once: every site needs its own name")
     return sites
 
 
@@ -248,13 +322,13 @@ def check_site_resources(spec) -> None:
     if spec is None:
         return
     if not isinstance(spec, dict):
-        raise ValueError(f"site_resource_spec must be a JSON object such as {{\"num_of_gpus\": 1, \"mem_per_gpu_in_GiB\": 2}} or null, got {spec!r}")
+        raise SettingError(f"site_resource_spec must be a JSON object such as {{\"num_of_gpus\": 1, \"mem_per_gpu_in_GiB\": 2}} or null, got {spec!r}")
     gpus = spec.get("num_of_gpus")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise ValueError(f"site_resource_spec.num_of_gpus must be an integer >= 0, got {gpus!r}")
+        raise SettingError(f"site_resource_spec.num_of_gpus must be an integer >= 0, got {gpus!r}")
     mem = spec.get("mem_per_gpu_in_GiB", 0)
     if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
-        raise ValueError(f"site_resource_spec.mem_per_gpu_in_GiB must be a number >= 0 (GiB), got {mem!r}")
+        raise SettingError(f"site_resource_spec.mem_per_gpu_in_GiB must be a number >= 0 (GiB), got {mem!r}")
     from nvflare.utils.job_launcher_utils import validate_portable_resource_spec
 
     validate_portable_resource_spec({"site": spec})

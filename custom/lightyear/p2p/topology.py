@@ -169,7 +169,7 @@ def check_topology_args(topology: str, args: Mapping) -> None:
 
     Cheap (builds nothing): a controller can call it when it is configured, before any site joins.
     """
-    if topology not in TOPOLOGY_ARGS:
+    if not isinstance(topology, str) or topology not in TOPOLOGY_ARGS:
         raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
     allowed = TOPOLOGY_ARGS[topology]
     unknown = sorted(set(args) - set(allowed))

@@ -28,7 +28,7 @@ def _keyword_names(func) -> tuple[set[str], bool]:
 
 def dataset_options(dataset: str) -> set[str] | None:
     """The ``dataset_args`` keys dataset ``dataset`` takes (None: it does not say)."""
-    if dataset not in DATASETS:
+    if not isinstance(dataset, str) or dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(sorted(DATASETS))}")
     module = importlib.import_module(DATASETS[dataset])
     names, open_ended = _keyword_names(module.load_site)
@@ -43,7 +43,7 @@ def dataset_options(dataset: str) -> set[str] | None:
 
 def model_options(model: str) -> set[str] | None:
     """The ``model_args`` keys network ``model`` takes (None: it does not say)."""
-    if model not in MODELS:
+    if not isinstance(model, str) or model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
     build = importlib.import_module(MODELS[model]).build
     names, open_ended = _keyword_names(build)
@@ -61,7 +61,7 @@ def loss_options(loss: str) -> set[str]:
     from torch import nn
 
     classes = {"cross_entropy": nn.CrossEntropyLoss, "weighted_focal": losses.WeightedFocalLoss}
-    if loss not in classes:
+    if not isinstance(loss, str) or loss not in classes:
         raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(losses.LOSSES)}")
     names, _ = _keyword_names(classes[loss].__init__)
     return names - {"size_average", "reduce", "reduction"}
@@ -69,6 +69,8 @@ def loss_options(loss: str) -> set[str]:
 
 def build_train_config(train_args: dict | None) -> TrainConfig:
     """A TrainConfig from the job's ``train_args``; unknown keys are an error that names them."""
+    if train_args is not None and not isinstance(train_args, dict):
+        raise ValueError(f"train_args must be a JSON object (a dict of option to value) such as {{\"lr\": 0.001}}, got {train_args!r:.80}")
     train_args = dict(train_args or {})
     known = set(TrainConfig.__dataclass_fields__)
     unknown = sorted(set(train_args) - known)

@@ -162,3 +162,42 @@ def test_a_committed_script_stops_with_the_reason_when_python_or_the_job_is_miss
     assert no_python.returncode == 2 and "no Python no-such-python" in no_python.stderr
     no_job = run_script(tmp_path, text, "jobs/missing", SLURM_SUBMIT_DIR=ROOT)
     assert no_job.returncode == 2 and f"{ROOT}/jobs/missing is not a folder: give a job folder" in no_job.stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"templates: {cpu: {mode: simulator\n", "is not valid YAML"),
+    (b"\x89PNG\r\n\x1a\n\x00", "is not a UTF-8 text file"),
+    (b"templates: {cpu: [1, 2]}\n", "template 'cpu' must map parameters to values"),
+    (b"templates: {cpu: {gpus: 0}}\n", "template 'cpu' needs a mode"),
+    (b"defaults: 3\ntemplates: {cpu: {mode: simulator}}\n", "'defaults' must map parameters to values"),
+])
+def test_a_bad_description_is_named_in_one_line(job, capsys, tmp_path, content, message):
+    (tmp_path / "d.yaml").write_bytes(content)
+    assert slurm_cli.main(["cpu", job, "--description", str(tmp_path / "d.yaml"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("option", ["--partition", "--account", "--gpu-type", "--time", "--mem-per-cpu"])
+def test_a_value_with_a_line_break_never_reaches_the_script(job, capsys, option):
+    assert slurm_cli.main(["cpu", job, option, "gpu\n#SBATCH --wrap=evil", "--description", DESCRIPTION, "--dry-run"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_every_sbatch_directive_refuses_a_line_break():
+    from lightyear.deploy.slurm.params import SlurmInputError
+    from lightyear.deploy.slurm.script import sbatch_lines
+
+    assert sbatch_lines({"time": "01:00:00", "gres": None}) == ["#SBATCH --time=01:00:00"]
+    with pytest.raises(SlurmInputError, match="#SBATCH --job-name value"):
+        sbatch_lines({"job-name": "ly-x\n#SBATCH --wrap=evil"})
+
+
+def test_the_description_is_the_packages_and_the_templates_need_a_checkout(job, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert slurm_cli.main(["cpu", job, "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("#!/bin/bash\n")
+    assert slurm_cli.main(["--check"]) == 2
+    assert "lightyear-slurm --check needs a checkout of the repository" in capsys.readouterr().err
+    monkeypatch.chdir(ROOT)
+    assert slurm_cli.main(["--check"]) == 0

@@ -10,6 +10,7 @@ Learning" (long version), Eqs. 12-17; the short version's entropy ("sharpness") 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,14 +188,14 @@ def select_peers(scores: dict[str, float], tau: float, skills: dict[str, float] 
 
 def check_skill_floor(skill_floor) -> float:
     """``skill_floor`` must be a number in [0, 1) (0 = the paper's selection rule)."""
-    if isinstance(skill_floor, bool) or not isinstance(skill_floor, (int, float)) or not np.isfinite(skill_floor) or not 0.0 <= skill_floor < 1.0:
+    if isinstance(skill_floor, bool) or not isinstance(skill_floor, (int, float)) or not math.isfinite(skill_floor) or not 0.0 <= skill_floor < 1.0:
         raise ValueError(f"skill_floor must be a number in [0, 1) (0 = the paper's rule, no cold-start guard), got {skill_floor!r}")
     return float(skill_floor)
 
 
 def check_tau(tau: float) -> float:
     """Raise a ValueError naming the fix if tau is not a number in [0, 1]."""
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not np.isfinite(tau) or not 0.0 <= tau <= 1.0:
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau) or not 0.0 <= tau <= 1.0:
         raise ValueError(
             f"tau must be a number in [0, 1] (the agreement score lies in [0, 1]), got {tau!r}; "
             "the paper uses 0.75 for classification and 0.6 for segmentation"

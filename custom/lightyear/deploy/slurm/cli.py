@@ -20,12 +20,16 @@ import argparse
 import os
 import sys
 
+from lightyear import configs as config_folders
+from lightyear.cli import command, one_line
 from lightyear.deploy.slurm import submit as slurm_submit
 from lightyear.deploy.slurm import templates as slurm_templates
-from lightyear.deploy.slurm.job import JobFolderError, job_name, site_names
-from lightyear.deploy.slurm.params import DESCRIPTION, SlurmInputError, for_job, load_description, template
+from lightyear.deploy.slurm.job import job_name, site_names
+from lightyear.deploy.slurm.params import SlurmInputError, for_job, load_description, template
 from lightyear.deploy.slurm.script import Target
-from lightyear.jobs.generate import repo_root
+
+DESCRIPTION = os.path.join("slurm", "templates.yaml")
+"""The template description, in the package's configurations (``app_configs/slurm/templates.yaml``)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("mode", nargs="?", help="a template of the description (simulator, cpu, deploy, deploy_cpu)")
     ap.add_argument("job", nargs="?", help="the FLARE job folder (e.g. jobs/lightyear_digits)")
-    ap.add_argument("--description", help=f"the template description (default: {DESCRIPTION} of the repository)")
+    ap.add_argument("--description", help="the template description (default: the package's app_configs/slurm/templates.yaml)")
     ap.add_argument("--check", action="store_true", help="only compare slurm/*.sbatch with the description's output")
     ap.add_argument("--partition")
     ap.add_argument("--account")
@@ -50,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _templates_main(args, description: str) -> int:
-    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(description))), slurm_templates.FOLDER)
+    what = "lightyear-slurm " + ("--check" if args.check else "without MODE (it rewrites the committed slurm/*.sbatch)")
+    root = config_folders.require_checkout(what, "run it in the repository, or give MODE and JOB for one job's script")
+    folder = os.path.join(root, slurm_templates.FOLDER)
     if args.check:
         stale = slurm_templates.differences(description, folder)
         if stale:
@@ -63,11 +69,12 @@ def _templates_main(args, description: str) -> int:
     return 0
 
 
+@command("lightyear-slurm")
 def main(argv=None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
     try:
-        description = os.path.abspath(args.description or os.path.join(repo_root(), DESCRIPTION))
+        description = os.path.abspath(args.description or os.path.join(config_folders.bundled(), DESCRIPTION))
         if args.mode is None:
             return _templates_main(args, description)
         if args.check:
@@ -95,8 +102,8 @@ def main(argv=None) -> int:
         if args.wait:
             print(f"SLURM job {job_id} ended with exit status {status}")
         return status
-    except (SlurmInputError, JobFolderError, slurm_submit.SubmitError, FileNotFoundError) as e:
-        print(f"lightyear-slurm: {e}", file=sys.stderr)
+    except slurm_submit.SubmitError as e:
+        print(f"lightyear-slurm: error: {one_line(str(e))}", file=sys.stderr)
         return 2
 
 

@@ -9,22 +9,37 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 
 import yaml
 
+from lightyear.cli import UserError, read_text, yaml_problem
+
 MODES = ("simulator", "deploy")
-DESCRIPTION = os.path.join("app_configs", "slurm", "templates.yaml")
 PARAMETERS = ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu", "sites")
 
 _TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
 _MEM = re.compile(r"^\d+[KMGT]?$")
+_GRES = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+){0,2}(,[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+){0,2})*$")
 
 
-class SlurmInputError(ValueError):
+class SlurmInputError(UserError):
     """A template parameter, a mode or a job that cannot make a working batch script."""
+
+
+def check_time(value) -> str:
+    """A SLURM time limit (``HH:MM:SS``, ``D-HH:MM:SS``, minutes...)."""
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        raise SlurmInputError(f"--time {value!r} is not a SLURM time: use HH:MM:SS or D-HH:MM:SS")
+    return value
+
+
+def check_gres(value) -> str:
+    """A SLURM ``--gres`` value: ``name[:type][:count]``, comma-separated (``gpu:1``, ``gpu:a100:2``)."""
+    if not isinstance(value, str) or not _GRES.fullmatch(value):
+        raise SlurmInputError(f"--gres {value!r:.80} is not a SLURM gres: use e.g. gpu:1 or gpu:a100:2 (letters, digits, ':', ',', '_', '.', '-')")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +74,11 @@ class SlurmParams:
         for label, value, low in (("gpus", self.gpus, 0), ("cpus", self.cpus, 1), ("nodes", self.nodes, 1), ("sites", self.sites, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise SlurmInputError(f"--{label} must be an integer >= {low}, got {value!r}")
-        if not isinstance(self.time, str) or not _TIME.match(self.time):
-            raise SlurmInputError(f"--time {self.time!r} is not a SLURM time: use HH:MM:SS or D-HH:MM:SS")
+        check_time(self.time)
         for label, value in (("partition", self.partition), ("account", self.account), ("gpu-type", self.gpu_type)):
-            if value is not None and (not isinstance(value, str) or not _NAME.match(value)):
+            if value is not None and (not isinstance(value, str) or not _NAME.fullmatch(value)):
                 raise SlurmInputError(f"--{label} {value!r} is not a valid SLURM name (letters, digits, '_', '.', '-')")
-        if self.mem_per_cpu is not None and (not isinstance(self.mem_per_cpu, str) or not _MEM.match(self.mem_per_cpu)):
+        if self.mem_per_cpu is not None and (not isinstance(self.mem_per_cpu, str) or not _MEM.fullmatch(self.mem_per_cpu)):
             raise SlurmInputError(f"--mem-per-cpu {self.mem_per_cpu!r} is not a SLURM size: use e.g. 4G or 4000M")
         if self.mode == "simulator":
             self._check_simulator()
@@ -96,20 +110,28 @@ class SlurmParams:
 
 def load_description(path: str) -> dict[str, SlurmParams]:
     """Every template of the description, checked, by name."""
+    text = read_text(path, "the template description", "give a YAML file like app_configs/slurm/templates.yaml")
     try:
-        with open(path) as f:
-            spec = yaml.safe_load(f)
-    except OSError as e:
-        raise SlurmInputError(f"cannot read the template description {path}: {e.strerror}") from None
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SlurmInputError(f"the template description {path} is not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("templates"), dict):
         raise SlurmInputError(f"{path} must map 'templates' to named templates")
     defaults = spec.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise SlurmInputError(f"{path}: 'defaults' must map parameters to values, got {defaults!r:.60}")
     out = {}
     for name, entry in spec["templates"].items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise SlurmInputError(f"{path}: template name {name!r:.60} must be letters, digits, '_', '.' or '-' (it names a script)")
+        if entry is not None and not isinstance(entry, dict):
+            raise SlurmInputError(f"{path}: template {name!r} must map parameters to values, got {entry!r:.60}")
         values = {**defaults, **(entry or {})}
-        unknown = set(values) - set(PARAMETERS) - {"mode", "description"}
+        unknown = set(map(str, values)) - set(PARAMETERS) - {"mode", "description"}
         if unknown:
             raise SlurmInputError(f"{path}: template {name!r} has unknown keys {sorted(unknown)}; known: {', '.join(PARAMETERS)}")
+        if "mode" not in values:
+            raise SlurmInputError(f"{path}: template {name!r} needs a mode: {' or '.join(MODES)}")
         out[name] = SlurmParams(name=name, **values).checked()
     return out
 

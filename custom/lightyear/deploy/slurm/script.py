@@ -14,11 +14,22 @@ import os
 import shlex
 import sys
 
+from lightyear.cli import control_characters
+from lightyear.deploy.slurm.params import SlurmInputError
+
 q = shlex.quote
 
 
 def sbatch_lines(options: dict) -> list[str]:
-    """``#SBATCH --key=value`` for each option whose value is not None (in the given order)."""
+    """``#SBATCH --key=value`` for each option whose value is not None (in the given order).
+
+    A value with a line break (or another control character) would end the directive and start
+    a line of its own, which sbatch reads as another directive or the shell runs: refused, so no
+    input (an option, a job or folder name) can add lines to a batch script.
+    """
+    for key, value in options.items():
+        if value is not None and control_characters(str(value)):
+            raise SlurmInputError(f"the #SBATCH --{key} value {str(value)!r:.80} holds a line break or control character: remove it")
     return [f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None]
 
 

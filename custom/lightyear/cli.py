@@ -1,0 +1,172 @@
+"""What every console script shares: a bad input ends in one line, never a traceback.
+
+Each ``main`` is wrapped with :func:`command`. The errors a user can cause and fix are turned into
+``prog: error: <message>`` on stderr and exit status 2:
+
+- :class:`UserError` (a ``ValueError``): raised by this package for a bad setting, option or
+  input file; its message names the setting and the fix. The modules' own error classes
+  (``SpecError``, ``ReportError``, ``AllowListError``, ...) derive from it.
+- ``OSError`` carrying a file name (a path the user gave that is missing, unreadable, a folder
+  where a file is expected, on a full disk...): the path and the operating system's reason.
+
+Anything else is a bug and keeps its traceback. Input files are read with :func:`read_text`,
+which says "X is not a UTF-8 text file" instead of failing deep inside a parser, and output
+folders are checked with :func:`output_folder` before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import functools
+import math
+import os
+import signal
+import sys
+
+
+class UserError(ValueError):
+    """A bad input: the message names the setting (option, file, key) and the fix."""
+
+
+OS_FIXES = {
+    errno.ENOENT: "check the path",
+    errno.EACCES: "check its permissions, or choose a place you may use",
+    errno.EPERM: "check its permissions, or choose a place you may use",
+    errno.EROFS: "it is on a read-only file system: choose another place",
+    errno.EISDIR: "it is a folder: give a file",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EEXIST: "it exists already: choose another name",
+    errno.ENOSPC: "the disk is full: free space or choose another place",
+    errno.ENAMETOOLONG: "the name is too long",
+}
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (line breaks of quoted parser messages become ' | ')."""
+    return " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def os_error_message(exc: OSError) -> str:
+    """``<path>: <reason> (<fix>)`` for an OSError that names a path."""
+    path = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+    reason = exc.strerror or str(exc)
+    fix = OS_FIXES.get(exc.errno)
+    return f"{path}: {reason}" + (f" ({fix})" if fix else "")
+
+
+def yaml_problem(exc) -> str:
+    """A YAML parser error as ``<problem> at line L, column C`` (PyYAML's own text spans lines)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if not problem:
+        return one_line(str(exc))
+    return problem + (f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "")
+
+
+def fail(prog: str, message: str) -> int:
+    print(f"{prog}: error: {one_line(message)}", file=sys.stderr, flush=True)
+    return 2
+
+
+def command(prog: str):
+    """Decorate a console script's ``main(argv=None)`` so that user errors end in one line and exit status 2."""
+
+    def wrap(main):
+        @functools.wraps(main)
+        def run(argv=None):
+            try:
+                return main(argv)
+            except UserError as exc:
+                return fail(prog, str(exc))
+            except OSError as exc:
+                if exc.filename is None:
+                    raise  # not about a path the user gave: a bug, keep the traceback
+                return fail(prog, os_error_message(exc))
+            except KeyboardInterrupt:
+                print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+                return 130
+
+        return run
+
+    return wrap
+
+
+def read_text(path: str, what: str, fix: str = "") -> str:
+    """The text of the UTF-8 file ``path``; a :class:`UserError` naming ``what`` when it is missing,
+    a folder, unreadable or not text (binary, another encoding)."""
+    hint = f": {fix}" if fix else ""
+    if os.path.isdir(path):
+        raise UserError(f"{what} {path} is a folder, not a file{hint}")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise UserError(f"{what} {path} cannot be read ({exc.strerror or exc}){hint}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} {path} is not a UTF-8 text file (byte {data[exc.start]:#04x} at offset {exc.start}){hint}") from None
+    if "\0" in text:
+        raise UserError(f"{what} {path} is not a text file (it holds NUL bytes){hint}")
+    return text
+
+
+def output_folder(path: str, option: str = "--out") -> str:
+    """Create the folder ``path`` if needed and make sure files can be written in it; its absolute
+    path. A :class:`UserError` naming ``option`` otherwise (a file, a place that cannot be created)."""
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{option} {path} is a file: give a folder (it is created if missing)")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{option} {path} cannot be created ({exc.strerror or exc}): choose another {option}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path} is not writable: choose another {option}")
+    return path
+
+
+def seconds(minimum: float = 0.0, positive: bool = False):
+    """An argparse ``type`` for a finite number of seconds ``>= minimum`` (``> 0`` when ``positive``):
+    ``inf``, ``nan`` and negative values are refused by the parser, before anything starts."""
+    bound = f"> {minimum:g}" if positive else f">= {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < minimum or (positive and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds {bound}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def control_characters(value: str) -> bool:
+    """Whether ``value`` holds a line break or another control character (a way to smuggle lines
+    into a batch script or a log)."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in value)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt(signals=(signal.SIGTERM, signal.SIGHUP)):
+    """Within this block SIGTERM (and SIGHUP; any of ``signals``) raise KeyboardInterrupt like Ctrl-C,
+    so that cleanup in ``finally`` (stopping what the command started) runs whichever way the
+    command is stopped. Yields the list of the signals received, for code that catches the
+    interrupt on its way (FLARE's simulator does)."""
+    received: list[str] = []
+
+    def handler(signum, frame):
+        received.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

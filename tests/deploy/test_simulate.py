@@ -1,0 +1,121 @@
+"""``lightyear-simulate``: its exit status says whether any site finished, a damaged job is named
+before anything starts, and SIGTERM stops the simulator and every worker it started.
+
+A stand-in for ``nvflare simulator`` behaves by ``$FAKE_MODE``: ``failed`` writes a summary in which
+every site failed, ``finished`` one in which a site finished, ``none`` writes nothing, ``crash``
+exits 1, and ``stuck`` starts a site worker in a session of its own (as FLARE does) and, like FLARE,
+ends only on Ctrl-C, leaving that worker behind.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from lightyear.deploy import simulate
+from lightyear.records import run_failure, write_site_status
+
+from deploy_helpers import make_job
+
+FAKE = r'''
+import os, signal, subprocess, sys, time
+ws = sys.argv[sys.argv.index("-w") + 1]
+mode = os.environ["FAKE_MODE"]
+run = os.path.join(ws, "server", "simulate_job")
+os.makedirs(run, exist_ok=True)
+row = "site,malfunction,status,acc,last_round,reason\n"
+if mode == "failed":
+    open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,failed,nan,,ValueError: no data\nsite-2,none,dropped,nan,,\nmean_benign,n=0,,nan,,\n")
+elif mode == "finished":
+    open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n")
+elif mode == "crash":
+    sys.exit(1)
+elif mode == "stuck":
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws], start_new_session=True)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # FLARE's simulator handles Ctrl-C only
+    print("started", flush=True)
+    try:
+        time.sleep(600)
+    except KeyboardInterrupt:
+        sys.exit(1)  # leaves its worker behind
+'''
+
+WRAPPER = r'''
+import sys
+from lightyear.deploy import simulate
+fake = sys.argv.pop(1)
+simulate.nvflare_command = lambda: [sys.executable, fake]
+sys.exit(simulate.main(sys.argv[1:]))
+'''
+
+
+@pytest.fixture
+def job(tmp_path):
+    return make_job(tmp_path / "jobs", "fedavg")
+
+
+def run_simulate(tmp_path, job, mode, **popen):
+    (tmp_path / "fake.py").write_text(FAKE)
+    (tmp_path / "wrapper.py").write_text(WRAPPER)
+    argv = [sys.executable, str(tmp_path / "wrapper.py"), str(tmp_path / "fake.py"), job, "-w", str(tmp_path / "ws"), "-t", "3"]
+    return subprocess.Popen(argv, env=dict(os.environ, FAKE_MODE=mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+@pytest.mark.parametrize("mode, status, message", [
+    ("failed", 1, "the run failed: no site finished (site-1 failed (ValueError: no data), site-2 dropped;"),
+    ("none", 1, "no site finished and no summary.csv was written"),
+    ("crash", 1, ""),
+    ("finished", 0, ""),
+])
+def test_the_exit_status_says_whether_any_site_finished(tmp_path, job, mode, status, message):
+    proc = run_simulate(tmp_path, job, mode)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == status, out + err
+    assert message in err and "Traceback" not in err
+
+
+def test_site_statuses_decide_when_there_is_no_summary(tmp_path):
+    for site, status in (("site-1", "failed"), ("site-2", "aborted")):
+        write_site_status(str(tmp_path / site / "simulate_job"), site, status, "peer gone", 1, "")
+    assert "site-1 failed (peer gone), site-2 aborted" in run_failure(str(tmp_path))
+    write_site_status(str(tmp_path / "site-3" / "simulate_job"), "site-3", "finished", "", 2, "")
+    assert run_failure(str(tmp_path)) is None
+
+
+def test_a_damaged_meta_json_is_refused_before_the_workspace_is_touched(tmp_path, job, capsys):
+    with open(os.path.join(job, "meta.json"), "w") as f:
+        f.write('{"name": "x", "deploy_map": ')
+    assert simulate.main([job, "-w", str(tmp_path / "ws")]) == 2
+    err = capsys.readouterr().err
+    assert "meta.json is not valid JSON" in err and err.count("\n") == 1 and not (tmp_path / "ws").exists()
+    with open(os.path.join(job, "meta.json"), "wb") as f:
+        f.write(b"\x00\x01\xff")
+    assert simulate.main([job, "-w", str(tmp_path / "ws")]) == 2
+    assert "is not a UTF-8 text file" in capsys.readouterr().err
+    json.dump(["a list"], open(os.path.join(job, "meta.json"), "w"))
+    assert simulate.main([job, "-w", str(tmp_path / "ws")]) == 2
+    assert "has no deploy_map" in capsys.readouterr().err
+
+
+def marked(marker):
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if any(marker in part for part in p.info["cmdline"] or [])]
+
+
+def test_sigterm_stops_the_simulator_and_the_workers_it_leaves(tmp_path, job):
+    proc = run_simulate(tmp_path, job, "stuck")
+    marker = str(tmp_path / "ws")
+    try:
+        assert proc.stdout.readline().endswith("this toolkit's components are allowed in this workspace\n")
+        assert proc.stdout.readline().strip() == "started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 130
+        assert "stopping the simulator (stopped by signal SIGTERM)" in proc.stderr.read()
+        assert [p for p in marked(marker) if p != proc.pid] == []
+    finally:
+        proc.kill()
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
