@@ -12,6 +12,10 @@ site finds the checkpoint to continue from:
 The checkpoint must come from a job with the same seed (the data splits, the initial model and
 the neighbour samples derive from it); the number of rounds may differ, so a finished run can
 also be extended. The job's own checkpoint, when there is one, is newer and wins.
+
+``resume_from`` itself is bounded when the executor is built: at most :data:`MAX_RESUME_FROM`
+characters, and ``{site}`` only as the plain placeholder (a format spec such as
+``{site:>200000000}`` would build a string of any size).
 """
 
 from __future__ import annotations
@@ -21,19 +25,28 @@ import string
 
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint
 
+MAX_RESUME_FROM = 4096
+"""Longest ``resume_from`` accepted, in characters (Linux's PATH_MAX)."""
+
 
 def check_resume_from(value) -> str | None:
-    """None, or a non-empty path whose only placeholder is ``{site}``."""
+    """None, or a non-empty path of at most MAX_RESUME_FROM characters whose only placeholder is a plain ``{site}``."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or "\0" in value:
-        raise ValueError(f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r}")
+        raise ValueError(f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r:.80}")
+    if len(value) > MAX_RESUME_FROM:
+        raise ValueError(f"resume_from is {len(value)} characters long; a folder path has at most {MAX_RESUME_FROM}")
     try:
-        fields = {name for _, name, spec, conv in string.Formatter().parse(value) if name is not None}
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(value) if name is not None]
     except ValueError as exc:
-        raise ValueError(f"resume_from {value!r} is not a valid path template ({exc}); write {{site}} for the site's name") from None
-    if fields - {"site"}:
-        raise ValueError(f"resume_from {value!r} may hold only the placeholder {{site}}, not {sorted(fields - {'site'})}")
+        raise ValueError(f"resume_from {value!r:.80} is not a valid path template ({exc}); write {{site}} for the site's name") from None
+    for name, spec, conv in fields:
+        if name != "site" or spec or conv:
+            shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise ValueError(
+                f"resume_from may hold only the placeholder {{site}}, written plainly (no format spec or conversion), got {shown[:60]!r}"
+            )
     return value
 
 
