@@ -46,13 +46,13 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
-from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
+from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
+from lightyear.p2p.site.resume import check_resume_from, find_checkpoint
 from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.records import RoundLog, check_records_file, write_site_status
@@ -310,15 +310,16 @@ class P2PExecutor(Executor):
         self._abort = lambda: abort_signal.triggered
         run_dir = self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         meta = {"rounds": rounds, "seed": seed}
-        checkpoint, source = starting_checkpoint(run_dir, meta, self.site, self.resume_from)
-        start = 0 if checkpoint is None else checkpoint.round + 1
+        found, source, fix = find_checkpoint(run_dir, meta, self.site, self.resume_from)  # before the model: fails fast
+        start = 0 if found is None else found.round + 1
         self.last_round = start - 1
         self.isolation = IsolationWatch(self.max_isolated_rounds)
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
         initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
-        if checkpoint is not None:
+        if found is not None:  # checked against the freshly built model before anything of it is used
+            checkpoint = load_site_checkpoint(source, self.runtime.get_weights(), self.max_abs_weight, rounds, fix)
             self.runtime.set_weights(checkpoint.weights)
             self.restore_method_state(checkpoint.state, checkpoint.arrays)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
