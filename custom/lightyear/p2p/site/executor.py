@@ -6,7 +6,10 @@ for its in-neighbours' models of that round until ``peer_deadline`` (the exchang
 are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
 checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.p2p.site.round`).
-A site restarted within the same run continues from its checkpoint; a job submitted again
+What other sites
+send is bounded by the model's size, and with ``secure_messages`` must arrive encrypted, on the
+site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A site restarted
+within the same run continues from its checkpoint; a job submitted again
 continues from the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that
 reached none of its neighbours for ``max_isolated_rounds`` rounds in a row (the server relaying
 every client-to-client message is probably gone) stops with the reason
@@ -46,11 +49,12 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
+from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
-from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
+from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.p2p.site.resume import check_resume_from, find_checkpoint
 from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
@@ -159,6 +163,7 @@ class P2PExecutor(Executor):
         self.site = ""
         self._abort = lambda: False
         self.delivery: DeliveryWatch | None = None
+        self.gate = PeerGate(lambda level, message: getattr(self.logger, level)(message))  # see lightyear.p2p.site.cell_gate
 
     # ------------------------------------------------------------------ the rule
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
@@ -198,6 +203,7 @@ class P2PExecutor(Executor):
             limit_malloc_arenas()
             C.register_decomposers()
             engine = fl_ctx.get_engine()
+            self.gate.watch(engine)  # before the handlers: nothing from a peer is decoded unchecked
             engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
             engine.register_aux_message_handler(topic=C.TOPIC_MODEL, message_handle_func=self._on_model)
             self.site = fl_ctx.get_identity_name()
@@ -323,14 +329,17 @@ class P2PExecutor(Executor):
             self.runtime.set_weights(checkpoint.weights)
             self.restore_method_state(checkpoint.state, checkpoint.arrays)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
+        secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
+        reference = self.runtime.get_weights()
+        self.gate.open(payload_limit(reference), secure, fl_ctx.get_engine())
         # until the exchange exists, a peer's model is answered "not ready" and sent again
         self.exchange = PeerExchange(
             send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
             asynchronous=self.asynchronous, async_wait=self.async_wait,
-            reference=self.runtime.get_weights(),
+            reference=reference,
             codec=PayloadCodec(self.transfer_dtype, initial),
-            secure=secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site),
+            secure=secure,
             num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
         )
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
