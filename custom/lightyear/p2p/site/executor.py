@@ -6,7 +6,8 @@ for its in-neighbours' models of that round until ``peer_deadline`` (the exchang
 are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
 checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.p2p.site.round`).
-What other sites
+A run starts once the neighbours answer the start handshake "ready"; one whose neighbours'
+runs all ended first stops, naming them (:mod:`lightyear.p2p.site.handshake`). What other sites
 send is bounded by the model's size, and with ``secure_messages`` must arrive encrypted, on the
 site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A site restarted
 within the same run continues from its checkpoint; a job submitted again
@@ -53,6 +54,7 @@ from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
+from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, NeighboursGone, handshake, ping_answer
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
@@ -158,6 +160,7 @@ class P2PExecutor(Executor):
         self.neighbours: list[str] = []
         self.in_neighbours: list[str] = []
         self.ready = False
+        self.state, self.state_reason = STARTING, ""  # what a ping is answered (lightyear.p2p.site.handshake)
         self.runtime = None
         self.malfunction = None
         self.site = ""
@@ -218,9 +221,11 @@ class P2PExecutor(Executor):
             self.delivery.disarm()
 
     def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        reply = make_reply(ReturnCode.OK)
-        reply["ready"] = self.ready
-        return reply
+        return ping_answer(self.state, self.state_reason, self.ready)
+
+    def _ended(self, state: str, reason: str) -> None:
+        """The run ended: a ping now says how, and that this site takes no models."""
+        self.state, self.state_reason, self.ready = state, reason, False
 
     def _on_model(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         exchange = self.exchange
@@ -240,17 +245,20 @@ class P2PExecutor(Executor):
         try:
             result = self._run(shareable.get(C.KEY_CONFIG) or {}, fl_ctx, abort_signal)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the server as a message
-            stopped = isinstance(exc, SiteIsolated)
+            stopped = isinstance(exc, (SiteIsolated, NeighboursGone))
             message = f"{self.site}: {exc}" if stopped else f"{self.site}: {type(exc).__name__}: {exc}"
             self.log_error(fl_ctx, message if stopped else message + "\n" + traceback.format_exc())
+            self._ended(STOPPED if stopped else FAILED, message)
             self._status("stopped" if stopped else "failed", message, fl_ctx)
             reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
             reply[C.KEY_ERROR] = message
             self._watch_delivery(fl_ctx)
             return reply
         if result is None:
+            self._ended(ABORTED, "the run was aborted")
             self._status("aborted", "the run was aborted", fl_ctx)
             return make_reply(ReturnCode.TASK_ABORTED)
+        self._ended(FINISHED, "")
         self._status("finished", "", fl_ctx)
         reply = make_reply(ReturnCode.OK)
         reply[C.KEY_RESULT] = result
@@ -343,8 +351,10 @@ class P2PExecutor(Executor):
             num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
         )
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
-        self.ready = True
-        self.exchange.handshake(fl_ctx.get_engine(), fl_ctx, self.ready_timeout, self._abort)
+        self.ready, self.state = True, READY
+        not_ready = handshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))
+        for peer in set(not_ready) & set(self.exchange.missed):  # not waited for until they send
+            self.exchange.missed[peer] = self.max_missed_rounds
 
         log = RoundLog(os.path.join(run_dir, self.records_file))
         kind = self.malfunction.kind if self.malfunction is not None else "none"
