@@ -150,20 +150,20 @@ class PeerGate:
         if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn or not self._from_another_site(origin):
             return None
         channel, topic, streamed, reply = route(headers)
-        what = _what(channel, topic, reply)
+        what = f"{_what(channel, topic, reply)} from {_shown(origin)}"
         declared = headers.get(StreamHeaderKey.SIZE) if streamed else payload_bytes
         if isinstance(declared, bool) or not isinstance(declared, int) or declared < 0:
-            return f"{what} from {origin}: it declares no size"
+            return f"{what}: it declares no size"
         size = max(declared, payload_bytes)
         if size > self.limit:
-            return f"{what} from {origin}: {size} bytes, more than the {self.limit} bytes a model of this job can take"
+            return f"{what}: {size} bytes, more than the {self.limit} bytes a model of this job can take"
         is_model = channel == CellChannel.AUX_COMMUNICATION and topic == C.TOPIC_MODEL and not reply
         if is_model and not self.models_open:
-            return f"{what} from {origin}: it arrived before this site's run started"
+            return f"{what}: it arrived before this site's run started"
         carries_model = is_model or channel == OBJ_DOWNLOADER_CHANNEL
         encrypted = headers.get(MessageHeaderKey.SECURE, False) and headers.get(MessageHeaderKey.ENCRYPTED, False)
         if carries_model and self.require_encryption and not encrypted:
-            return f"{what} from {origin}: not encrypted, and secure_messages=true refuses what was not"
+            return f"{what}: not encrypted, and secure_messages=true refuses what was not"
         return None
 
     def _from_another_site(self, origin: str) -> bool:
@@ -192,6 +192,11 @@ def _what(channel: str, topic: str, reply: bool) -> str:
     if channel == OBJ_DOWNLOADER_CHANNEL:
         return "download data" if reply else "a download request"
     return f"{'a reply' if reply else 'a message'} on {channel!r:.40}/{topic!r:.60}"
+
+
+def _shown(text: str) -> str:
+    """A header from another site as it may be logged: one printable line, at most 80 characters."""
+    return text if text.isprintable() and len(text) <= 80 else repr(text)[:80]
 
 
 def _nbytes(payload) -> int:
