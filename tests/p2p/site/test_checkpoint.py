@@ -166,3 +166,17 @@ def test_a_site_resuming_from_a_bad_checkpoint_fails_with_one_line(tmp_path):
     assert "point resume_from at another checkpoint" in error and "\n" not in error
     status = json.loads((job_b / "site_status.json").read_text())
     assert status["status"] == "failed" and status["reason"] == error
+
+
+def test_a_method_state_the_site_cannot_take_names_the_checkpoint_and_the_fix(tmp_path):
+    from lightyear.p2p.methods.defta import DeftaExecutor
+
+    from p2p_fakes import FAST, FULL3, wire
+
+    ex = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3)
+    ckpt = SiteCheckpoint(1, ex.runtime.get_weights(), META, {"trust": {"peers": ["site-9"]}}, {})
+    with pytest.raises(CheckpointError) as err:
+        ex._restore(ckpt, str(tmp_path), "remove it")
+    message = str(err.value)
+    assert f"the site checkpoint {tmp_path / CHECKPOINT_FILE} holds a method state this site cannot take (KeyError" in message
+    assert message.endswith("; remove it")

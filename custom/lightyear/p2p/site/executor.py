@@ -51,7 +51,7 @@ from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
 from lightyear.p2p.site.cell_gate import PeerGate
-from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
+from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, CheckpointError, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, NeighboursGone, handshake, ping_answer
@@ -302,6 +302,14 @@ class P2PExecutor(Executor):
         )
         return step.run(round_num, fl_ctx.get_engine(), abort_signal)
 
+    def _restore(self, checkpoint: SiteCheckpoint, folder: str, fix: str) -> None:
+        """The method's state from a checkpoint; one it cannot take stops the site naming the file and the fix."""
+        try:
+            self.restore_method_state(checkpoint.state, checkpoint.arrays)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            path = os.path.join(folder, CHECKPOINT_FILE)
+            raise CheckpointError(f"the site checkpoint {path} holds a method state this site cannot take ({type(exc).__name__}: {exc}); {fix}") from None
+
     def _report(self, row: dict, fl_ctx: FLContext) -> None:
         report_round(self, row, fl_ctx)
 
@@ -335,7 +343,7 @@ class P2PExecutor(Executor):
         if found is not None:  # checked against the freshly built model before anything of it is used
             checkpoint = load_site_checkpoint(source, self.runtime.get_weights(), self.max_abs_weight, rounds, fix)
             self.runtime.set_weights(checkpoint.weights)
-            self.restore_method_state(checkpoint.state, checkpoint.arrays)
+            self._restore(checkpoint, source, fix)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
         secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
         reference = self.runtime.get_weights()
