@@ -66,14 +66,62 @@ def show_stats(*components):
     return collector.get_run_stats()
 
 
+class FakeCoreCell:
+    """The part of FLARE's CoreCell a site's gate uses: its FQCN and incoming filters (recorded)."""
+
+    def __init__(self, fqcn):
+        self.fqcn = fqcn
+        self.filters = []
+
+    def get_fqcn(self):
+        return self.fqcn
+
+    def add_incoming_filter(self, channel, topic, cb):
+        self.filters.append((channel, topic, cb))
+
+
+class FakeByteReceiver:
+    def __init__(self):
+        self.rejected = []
+
+    def reject(self, message, error):
+        from nvflare.fuel.f3.streaming.stream_const import StreamHeaderKey
+
+        self.rejected.append((message.get_header(StreamHeaderKey.STREAM_ID), str(error)))
+
+
+class FakeCell:
+    """A site's job cell: ``core_cell`` with its filters, ``byte_receiver`` recording rejected streams."""
+
+    def __init__(self, fqcn="site-1.job"):
+        self.core_cell = FakeCoreCell(fqcn)
+        self.byte_receiver = FakeByteReceiver()
+
+    @property
+    def rejected(self):
+        return self.byte_receiver.rejected
+
+    def deliver(self, message):
+        """What the cell's incoming filters say of ``message``: None (delivered) or the refusal."""
+        for _, _, cb in self.core_cell.filters:
+            reply = cb(message)
+            if reply is not None:
+                return reply
+        return None
+
+
 class SiteEngine:
     """A P2P site's engine: records every send as (topic, targets, request, secure) in ``sent``
     and answers each neighbour OK and ready (progress reports to the server get no reply).
     Subclasses override :meth:`before_send` to fail a send."""
 
-    def __init__(self, root):
+    def __init__(self, root, cell=None):
         self.sent = []
         self.workspace = FakeWorkspace(root)
+        self.cell = cell or FakeCell()
+
+    def get_cell(self):
+        return self.cell
 
     def before_send(self, topic, targets):
         pass

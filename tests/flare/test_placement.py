@@ -3,7 +3,7 @@
 import pytest
 
 from lightyear.flare.placement import gpu_groups, p2p_simulator_advice, parse_gpu_ids
-from lightyear.p2p.site.exchange import PeerExchange
+from lightyear.p2p.site.handshake import handshake
 
 
 def test_every_site_gets_its_own_group_with_the_gpus_dealt_in_turn():
@@ -31,7 +31,6 @@ def test_a_site_whose_neighbours_never_answer_says_how_to_run_the_job():
         def send_aux_request(self, **kwargs):
             return {}
 
-    ex = PeerExchange(["site-2", "site-3", "site-4"], ["site-2", "site-3", "site-4"], 2, 1.0, 5.0, 2, 1e6, lambda *a: None)
     with pytest.raises(RuntimeError) as err:
-        ex.handshake(Silent(), None, ready_timeout=0.2, abort=lambda: False)
+        handshake(Silent(), None, ["site-2", "site-3", "site-4"], ready_timeout=0.2, abort=lambda: False, log=lambda *a: None)
     assert "-t 4" in str(err.value) and "-gpu " in str(err.value)

@@ -94,6 +94,7 @@ def test_cli_writes_a_job(tmp_path, capsys):
         ({"transfer_dtype": "delta"}, "transfer_dtype must be one of"),
         ({"max_isolated_rounds": 0}, "max_isolated_rounds"),
         ({"resume_from": "/ckpt/{job_id}"}, "resume_from"),
+        ({"resume_from": "{site:>200000000}"}, "resume_from may hold only the placeholder"),
     ],
 )
 def test_bad_settings_are_refused_when_the_job_is_generated(overrides, message):

@@ -23,17 +23,18 @@ TRAIN = {"local_epochs": 1, "batch_size": 64}
 SITES = ["site-1", "site-2"]
 
 
-def run_site(tmp_path, setting, secure_mode):
+def run_site(tmp_path, setting, secure_mode, engine=None):
     """One site runs one round against one neighbour (who never sends back) with the setting the server sent."""
     ex = P2PFedAvgExecutor(train_args=TRAIN, num_threads=1, compute_slots=0)
     ex.peer_deadline = 0.3  # below the 1 s a job may set: keeps the test fast
     ex.site = "site-1"
-    engine = SiteEngine(str(tmp_path))
+    engine = engine or SiteEngine(str(tmp_path))
     ctx = context(engine)
     ctx.set_prop(FLContextKey.SECURE_MODE, secure_mode, private=True, sticky=True)
     task = Shareable()
     task[C.KEY_CONFIG] = {"rounds": 1, "seed": 0, "neighbours": {"site-1": ["site-2"], "site-2": ["site-1"]}, "secure_messages": setting}
     reply = ex.execute(C.P2P_RUN_TASK, task, ctx, Signal())
+    run_site.engine = engine
     return reply, [(topic, secure) for topic, _, _, secure in engine.sent]
 
 
@@ -108,3 +109,51 @@ def test_required_encryption_in_an_insecure_deployment_stops_the_run_at_its_star
     assert len(panics) == 1 and "the server does not run in FLARE's secure mode" in panics[0]
     for site in SITES:
         assert rows[site]["status"] == "dropped" and "secure_messages=true" in rows[site]["reason"]
+
+
+def model_frame(encrypted: bool, sid: int):
+    """One frame of a model message from site-2 as it reaches site-1's cell, before FLARE decrypts it."""
+    from nvflare.fuel.f3.cellnet.defs import CellChannel, MessageHeaderKey
+    from nvflare.fuel.f3.message import Message
+    from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_TOPIC, StreamHeaderKey
+
+    headers = {
+        MessageHeaderKey.ORIGIN: "site-2.job", MessageHeaderKey.DESTINATION: "site-1.job",
+        MessageHeaderKey.CHANNEL: STREAM_CHANNEL, MessageHeaderKey.TOPIC: STREAM_DATA_TOPIC,
+        StreamHeaderKey.CHANNEL: CellChannel.AUX_COMMUNICATION, StreamHeaderKey.TOPIC: C.TOPIC_MODEL,
+        StreamHeaderKey.STREAM_ID: sid, StreamHeaderKey.SIZE: 4096,
+    }
+    if encrypted:
+        headers.update({MessageHeaderKey.SECURE: True, MessageHeaderKey.ENCRYPTED: True})
+    return Message(headers, b"x" * 4096)
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_a_site_told_to_encrypt_refuses_model_messages_that_arrive_unencrypted(tmp_path, setting):
+    """FLARE passes a plain message to a secure site's handler unmarked; the site's cell refuses it
+    before FLARE decodes it (lightyear.p2p.site.cell_gate), and takes an encrypted one."""
+    from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey
+
+    reply, _ = run_site(tmp_path, setting, secure_mode=True)
+    assert reply.get_return_code() == ReturnCode.OK
+    cell = run_site.engine.cell
+    plain = cell.deliver(model_frame(encrypted=False, sid=1))
+    if setting:
+        assert plain is not None and "not encrypted, and secure_messages=true refuses" in plain.get_header(MessageHeaderKey.ERROR)
+        assert cell.rejected and "not encrypted" in cell.rejected[0][1]  # its sender is told
+    else:
+        assert plain is None
+    assert cell.deliver(model_frame(encrypted=True, sid=2)) is None
+
+
+def test_a_site_that_cannot_check_encryption_refuses_to_run_when_told_to_encrypt(tmp_path):
+    class NoCell(SiteEngine):
+        def get_cell(self):
+            return None
+
+    reply, sends = run_site(tmp_path, True, secure_mode=True, engine=NoCell(str(tmp_path)))
+    assert reply.get_return_code() == ReturnCode.EXECUTION_EXCEPTION
+    assert "could not refuse model messages that arrive unencrypted" in reply[C.KEY_ERROR]
+    assert not [s for s in sends if s[0] == C.TOPIC_MODEL]
+    reply, _ = run_site(tmp_path / "plain", False, secure_mode=True, engine=NoCell(str(tmp_path)))
+    assert reply.get_return_code() == ReturnCode.OK  # without encryption the gate is a bound, not a must

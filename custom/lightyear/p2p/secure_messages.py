@@ -20,7 +20,11 @@ workflows enable it under the same condition (``nvflare/app_common/ccwf/client_c
 
 Values: ``"auto"`` (default: on exactly when the deployment runs in secure mode), ``true``
 (required: a run where it is unavailable stops at its start with a message saying so) and
-``false`` (never).
+``false`` (never). When on, a receiving site also refuses model messages and array downloads that
+arrive unencrypted. FLARE passes a plain message to the aux handler exactly like a decrypted one
+(``nvflare/private/fed/client/command_agent.py`` hands it the payload alone), so the site checks
+FLARE's ``SECURE``/``ENCRYPTED`` markers on its cell, before FLARE decrypts or decodes anything
+(:mod:`lightyear.p2p.site.cell_gate`).
 """
 
 from __future__ import annotations

@@ -172,6 +172,16 @@ def test_defta_trust_state_survives_a_restart(tmp_path):
     assert fresh.trust.scores["site-3"] > ex.trust.scores["site-3"]
 
 
+@pytest.mark.parametrize("backup", [{"w": np.array(1.0, np.float32)}, {"w": np.full(4, np.nan, np.float32)}])
+def test_defta_refuses_a_checkpointed_backup_that_is_no_model_of_the_site(backup):
+    """The backup replaces the model after a damaged round: a 0-d or NaN one would poison it."""
+    ex = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3)
+    arrays = {"backup/" + k: v for k, v in dict(ex.runtime.get_weights(), **backup).items()}
+    with pytest.raises(ValueError, match="backup model does not fit this site's model"):
+        ex.restore_method_state({}, arrays)
+    assert ex.backup is None
+
+
 def test_defta_restores_the_backup_after_a_damaged_model_and_cuts_its_peers_off():
     ex = wire(DeftaExecutor(train_args=FAST, sample_size=2), FULL3)
     run_defta_rounds(ex, 2, good=0.0, bad=0.5)

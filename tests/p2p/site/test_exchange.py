@@ -183,3 +183,26 @@ def test_asynchronous_send_is_superseded_by_the_next():
     first.join(timeout=3.0)
     assert not first.is_alive()
     assert any("superseded" in msg for _, msg in ex.logs)
+
+
+def test_a_payload_larger_than_a_model_is_refused_before_it_is_decoded_or_kept(monkeypatch):
+    from lightyear.p2p.site import payload as payload_module
+    from lightyear.p2p.site.payload import PAYLOAD_SLACK_BYTES, payload_limit
+
+    assert payload_limit(REF) == 2 * (16 + 8) + PAYLOAD_SLACK_BYTES
+    ex = exchange()
+    decoded = []
+    monkeypatch.setattr(ex.codec, "decode", lambda *a: decoded.append(a) or (a[0], []))
+    huge = {"w": np.zeros(PAYLOAD_SLACK_BYTES // 8 + 64, dtype=np.float64), "n": np.array(1)}  # > 1 MiB + 48 bytes
+    ex.on_model(model_message("site-2", 0, huge))
+    many = {f"k{i}": np.zeros(1, np.float32) for i in range(3)}  # more entries than the model has
+    ex.on_model(model_message("site-3", 0, many))
+    ex.on_model(model_message("site-4", 0, {"w": "x" * (PAYLOAD_SLACK_BYTES + 100), "n": np.array(1)}))
+    assert decoded == []  # nothing of them was decoded, cast or copied
+    inbox = ex.collect(0, abort=lambda: False)
+    assert inbox.valid == {}
+    assert "larger than the 1048624 bytes a model of this site takes" in inbox.rejected["site-2"]
+    assert "payload has 3 entries, this site's model 2" in inbox.rejected["site-3"]
+    assert "larger than" in inbox.rejected["site-4"]
+    assert payload_module.payload_size_problem(model(), REF) is None
+    assert payload_module.payload_size_problem({"w": np.zeros((2, 2), np.float64), "n": np.array(1)}, REF) is None  # float64 fits

@@ -46,12 +46,22 @@ def test_max_isolated_rounds_is_checked(value):
         P2PFedAvgExecutor(train_args=TRAIN, max_isolated_rounds=value)
 
 
-@pytest.mark.parametrize("value, match", [("", "folder path"), (3, "folder path"), ("/ckpt/{job}", "only the placeholder"), ("/ckpt/{", "valid path")])
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("", "folder path"), (3, "folder path"), ("/ckpt/{job}", "only the placeholder"), ("/ckpt/{", "valid path"),
+        ("{site:>200000000}", "written plainly"),  # would build a 200 MB string for every site
+        ("/ckpt/{site!r}", "written plainly"), ("/ckpt/{site[0]}", "only the placeholder"), ("/ckpt/{}", "only the placeholder"),
+        ("/ckpt/" + "a" * 5000, "5006 characters long"),
+    ],
+)
 def test_resume_from_is_checked(value, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as err:
         check_resume_from(value)
+    assert len(str(err.value)) < 300
     with pytest.raises(ValueError, match="resume_from"):
         P2PFedAvgExecutor(train_args=TRAIN, resume_from=value)
+    assert check_resume_from("/ckpt/{site}/{{literal}}") == "/ckpt/{site}/{{literal}}"
 
 
 class RelayEngine(SiteEngine):

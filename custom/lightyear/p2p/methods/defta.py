@@ -45,6 +45,7 @@ import zlib
 
 import numpy as np
 
+from lightyear.algorithms.model_check import model_problems
 from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
 from lightyear.checks import positive_seconds
 from lightyear.p2p.site.exchange import Inbox
@@ -197,6 +198,9 @@ class DeftaExecutor(P2PExecutor):
             self.trust = trust
         self.last_used = {str(p): float(w) for p, w in (state.get("last_used") or {}).items()}
         backup = {k[len(BACKUP):]: v for k, v in arrays.items() if k.startswith(BACKUP)}
+        problems = model_problems(backup, self.runtime.get_weights(), self.max_abs_weight) if backup else []
+        if problems:  # the backup replaces the model after a damaged round: it must be one
+            raise ValueError(f"the checkpoint's backup model does not fit this site's model ({'; '.join(problems[:3])})")
         self.backup = backup or None
 
 

@@ -52,7 +52,7 @@ from lightyear.p2p.site import buffer as peer_buffer
 from lightyear.p2p.site import latest_models
 from lightyear.p2p.site.buffer import PeerModelBuffer
 from lightyear.p2p.site.latest_models import LatestModelStore
-from lightyear.p2p.site.payload import PayloadCodec
+from lightyear.p2p.site.payload import PayloadCodec, payload_size_problem
 from lightyear.training.weights import num_bytes
 
 MAX_NUM_SAMPLES = 10**9
@@ -144,7 +144,13 @@ class PeerExchange:
 
     # ------------------------------------------------------------------ receiving
     def on_model(self, request: Shareable) -> Shareable:
-        """Handle one model message; the reply only tells the sender whether to send it again."""
+        """Handle one model message; the reply only tells the sender whether to send it again.
+
+        A payload larger than a model of this site can be
+        (:func:`~lightyear.p2p.site.payload.payload_size_problem`) is rejected before it is
+        decoded, cast, copied or kept; the site's FLARE cell applied the same bound to the bytes
+        as they arrived (:mod:`lightyear.p2p.site.cell_gate`).
+        """
         sender = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
         round_num = request.get(C.KEY_ROUND)
         if sender not in self.missed:
@@ -152,7 +158,12 @@ class PeerExchange:
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if self.reference is None:
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender retries
-        weights, problems = self.codec.decode(request.get(C.KEY_WEIGHTS), request.get(C.KEY_PAYLOAD), self.reference)
+        payload = request.get(C.KEY_WEIGHTS)
+        too_large = payload_size_problem(payload, self.reference)  # before anything is decoded, cast, copied or kept
+        if too_large:
+            weights, problems = None, [too_large]
+        else:
+            weights, problems = self.codec.decode(payload, request.get(C.KEY_PAYLOAD), self.reference)
         if not problems:
             problems = model_problems(weights, self.reference, self.max_abs_weight)
         claimed = request.get(C.KEY_NUM_SAMPLES)

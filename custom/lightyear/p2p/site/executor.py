@@ -6,7 +6,11 @@ for its in-neighbours' models of that round until ``peer_deadline`` (the exchang
 are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
 checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.p2p.site.round`).
-A site restarted within the same run continues from its checkpoint; a job submitted again
+A run starts once the neighbours answer the start handshake "ready"; one whose neighbours'
+runs all ended first stops, naming them (:mod:`lightyear.p2p.site.handshake`). What other sites
+send is bounded by the model's size, and with ``secure_messages`` must arrive encrypted, on the
+site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A site restarted
+within the same run continues from its checkpoint; a job submitted again
 continues from the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that
 reached none of its neighbours for ``max_isolated_rounds`` rounds in a row (the server relaying
 every client-to-client message is probably gone) stops with the reason
@@ -46,13 +50,15 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
-from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
+from lightyear.p2p.site.cell_gate import PeerGate
+from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, CheckpointError, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
+from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, NeighboursGone, handshake, ping_answer
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
-from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype
+from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
+from lightyear.p2p.site.resume import check_resume_from, find_checkpoint
 from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.records import RoundLog, check_records_file, write_site_status
@@ -154,11 +160,13 @@ class P2PExecutor(Executor):
         self.neighbours: list[str] = []
         self.in_neighbours: list[str] = []
         self.ready = False
+        self.state, self.state_reason = STARTING, ""  # what a ping is answered (lightyear.p2p.site.handshake)
         self.runtime = None
         self.malfunction = None
         self.site = ""
         self._abort = lambda: False
         self.delivery: DeliveryWatch | None = None
+        self.gate = PeerGate(lambda level, message: getattr(self.logger, level)(message))  # see lightyear.p2p.site.cell_gate
 
     # ------------------------------------------------------------------ the rule
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
@@ -198,6 +206,7 @@ class P2PExecutor(Executor):
             limit_malloc_arenas()
             C.register_decomposers()
             engine = fl_ctx.get_engine()
+            self.gate.watch(engine)  # before the handlers: nothing from a peer is decoded unchecked
             engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
             engine.register_aux_message_handler(topic=C.TOPIC_MODEL, message_handle_func=self._on_model)
             self.site = fl_ctx.get_identity_name()
@@ -212,9 +221,11 @@ class P2PExecutor(Executor):
             self.delivery.disarm()
 
     def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        reply = make_reply(ReturnCode.OK)
-        reply["ready"] = self.ready
-        return reply
+        return ping_answer(self.state, self.state_reason, self.ready)
+
+    def _ended(self, state: str, reason: str) -> None:
+        """The run ended: a ping now says how, and that this site takes no models."""
+        self.state, self.state_reason, self.ready = state, reason, False
 
     def _on_model(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         exchange = self.exchange
@@ -234,17 +245,20 @@ class P2PExecutor(Executor):
         try:
             result = self._run(shareable.get(C.KEY_CONFIG) or {}, fl_ctx, abort_signal)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the server as a message
-            stopped = isinstance(exc, SiteIsolated)
+            stopped = isinstance(exc, (SiteIsolated, NeighboursGone))
             message = f"{self.site}: {exc}" if stopped else f"{self.site}: {type(exc).__name__}: {exc}"
             self.log_error(fl_ctx, message if stopped else message + "\n" + traceback.format_exc())
+            self._ended(STOPPED if stopped else FAILED, message)
             self._status("stopped" if stopped else "failed", message, fl_ctx)
             reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
             reply[C.KEY_ERROR] = message
             self._watch_delivery(fl_ctx)
             return reply
         if result is None:
+            self._ended(ABORTED, "the run was aborted")
             self._status("aborted", "the run was aborted", fl_ctx)
             return make_reply(ReturnCode.TASK_ABORTED)
+        self._ended(FINISHED, "")
         self._status("finished", "", fl_ctx)
         reply = make_reply(ReturnCode.OK)
         reply[C.KEY_RESULT] = result
@@ -288,6 +302,14 @@ class P2PExecutor(Executor):
         )
         return step.run(round_num, fl_ctx.get_engine(), abort_signal)
 
+    def _restore(self, checkpoint: SiteCheckpoint, folder: str, fix: str) -> None:
+        """The method's state from a checkpoint; one it cannot take stops the site naming the file and the fix."""
+        try:
+            self.restore_method_state(checkpoint.state, checkpoint.arrays)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            path = os.path.join(folder, CHECKPOINT_FILE)
+            raise CheckpointError(f"the site checkpoint {path} holds a method state this site cannot take ({type(exc).__name__}: {exc}); {fix}") from None
+
     def _report(self, row: dict, fl_ctx: FLContext) -> None:
         report_round(self, row, fl_ctx)
 
@@ -310,31 +332,37 @@ class P2PExecutor(Executor):
         self._abort = lambda: abort_signal.triggered
         run_dir = self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         meta = {"rounds": rounds, "seed": seed}
-        checkpoint, source = starting_checkpoint(run_dir, meta, self.site, self.resume_from)
-        start = 0 if checkpoint is None else checkpoint.round + 1
+        found, source, fix = find_checkpoint(run_dir, meta, self.site, self.resume_from)  # before the model: fails fast
+        start = 0 if found is None else found.round + 1
         self.last_round = start - 1
         self.isolation = IsolationWatch(self.max_isolated_rounds)
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
         initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
-        if checkpoint is not None:
+        if found is not None:  # checked against the freshly built model before anything of it is used
+            checkpoint = load_site_checkpoint(source, self.runtime.get_weights(), self.max_abs_weight, rounds, fix)
             self.runtime.set_weights(checkpoint.weights)
-            self.restore_method_state(checkpoint.state, checkpoint.arrays)
+            self._restore(checkpoint, source, fix)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
+        secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
+        reference = self.runtime.get_weights()
+        self.gate.open(payload_limit(reference), secure, fl_ctx.get_engine())
         # until the exchange exists, a peer's model is answered "not ready" and sent again
         self.exchange = PeerExchange(
             send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
             asynchronous=self.asynchronous, async_wait=self.async_wait,
-            reference=self.runtime.get_weights(),
+            reference=reference,
             codec=PayloadCodec(self.transfer_dtype, initial),
-            secure=secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site),
+            secure=secure,
             num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
         )
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
-        self.ready = True
-        self.exchange.handshake(fl_ctx.get_engine(), fl_ctx, self.ready_timeout, self._abort)
+        self.ready, self.state = True, READY
+        not_ready = handshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))
+        for peer in set(not_ready) & set(self.exchange.missed):  # not waited for until they send
+            self.exchange.missed[peer] = self.max_missed_rounds
 
         log = RoundLog(os.path.join(run_dir, self.records_file))
         kind = self.malfunction.kind if self.malfunction is not None else "none"

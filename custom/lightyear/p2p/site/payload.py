@@ -27,6 +27,13 @@ hostile input: :meth:`PayloadCodec.decode` checks a delta's structure
 (:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes, dtypes, finiteness)
 before rebuilding, and the rebuilt model then gets the same checks as any full model (overflow
 after adding the base, ``max_abs_weight``). No FLARE import.
+
+Before any of that, a payload's size is bounded by what a model of the job can take
+(:func:`payload_limit`: twice the receiver's own model, i.e. every entry in a dtype of up to 8
+bytes, plus 1 MiB for the message's framing): :func:`payload_size_problem` refuses a larger one
+before it is decoded, cast, copied or buffered. FLARE has by then received and deserialised it;
+the same bound acts earlier, on the bytes as they arrive at the site's FLARE cell
+(:mod:`lightyear.p2p.site.cell_gate`).
 """
 
 from __future__ import annotations
@@ -52,6 +59,34 @@ def check_transfer_dtype(value) -> str:
             f"initial model in float16), got {value!r}"
         )
     return value
+
+
+PAYLOAD_SLACK_BYTES = 1 << 20
+"""Bytes a model message may take beyond twice the model: the message's keys, headers and framing."""
+
+
+def payload_limit(reference: Mapping[str, np.ndarray]) -> int:
+    """The most bytes a model message for a site whose model is ``reference`` may take."""
+    return 2 * int(sum(np.asarray(v).nbytes for v in reference.values())) + PAYLOAD_SLACK_BYTES
+
+
+def payload_size_problem(payload: Any, reference: Mapping[str, np.ndarray]) -> str | None:
+    """Why ``payload`` is too large to be a model for ``reference`` (more entries than the model,
+    or more bytes than :func:`payload_limit`), or None. Reads sizes only; copies nothing."""
+    if not isinstance(payload, Mapping):
+        return None  # not a model at all: decoding names it
+    if len(payload) > len(reference):
+        return f"payload has {len(payload)} entries, this site's model {len(reference)}"
+    size = 0
+    for value in payload.values():
+        if isinstance(value, (np.ndarray, np.generic)):
+            size += int(value.nbytes)
+        elif isinstance(value, (bytes, bytearray, str)):
+            size += len(value)
+    limit = payload_limit(reference)
+    if size > limit:
+        return f"payload of {size} bytes is larger than the {limit} bytes a model of this site takes (twice its own size)"
+    return None
 
 
 def fingerprint(weights: Mapping[str, np.ndarray]) -> str:

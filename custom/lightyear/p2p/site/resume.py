@@ -12,6 +12,12 @@ site finds the checkpoint to continue from:
 The checkpoint must come from a job with the same seed (the data splits, the initial model and
 the neighbour samples derive from it); the number of rounds may differ, so a finished run can
 also be extended. The job's own checkpoint, when there is one, is newer and wins.
+
+A checkpoint read back gets a received model's checks against the site's freshly built model
+(:func:`~lightyear.p2p.site.checkpoint.load_site_checkpoint`); a bad one stops the site with a
+reason naming the file and what to do. ``resume_from`` itself is bounded when the executor is
+built: at most :data:`MAX_RESUME_FROM` characters, and ``{site}`` only as the plain placeholder (a
+format spec such as ``{site:>200000000}`` would build a string of any size).
 """
 
 from __future__ import annotations
@@ -19,21 +25,38 @@ from __future__ import annotations
 import os
 import string
 
-from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, load_site_checkpoint
+from lightyear.p2p.site.checkpoint import (
+    CHECKPOINT_FILE,
+    CheckpointError,
+    SiteCheckpoint,
+    load_site_checkpoint,
+    read_checkpoint_meta,
+)
+
+MAX_RESUME_FROM = 4096
+"""Longest ``resume_from`` accepted, in characters (Linux's PATH_MAX)."""
+OWN_FIX = "remove it to start this site from round 0"
+RESUME_FIX = "remove it, point resume_from at another checkpoint, or leave resume_from out to start from round 0"
 
 
 def check_resume_from(value) -> str | None:
-    """None, or a non-empty path whose only placeholder is ``{site}``."""
+    """None, or a non-empty path of at most MAX_RESUME_FROM characters whose only placeholder is a plain ``{site}``."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or "\0" in value:
-        raise ValueError(f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r}")
+        raise ValueError(f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r:.80}")
+    if len(value) > MAX_RESUME_FROM:
+        raise ValueError(f"resume_from is {len(value)} characters long; a folder path has at most {MAX_RESUME_FROM}")
     try:
-        fields = {name for _, name, spec, conv in string.Formatter().parse(value) if name is not None}
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(value) if name is not None]
     except ValueError as exc:
-        raise ValueError(f"resume_from {value!r} is not a valid path template ({exc}); write {{site}} for the site's name") from None
-    if fields - {"site"}:
-        raise ValueError(f"resume_from {value!r} may hold only the placeholder {{site}}, not {sorted(fields - {'site'})}")
+        raise ValueError(f"resume_from {value!r:.80} is not a valid path template ({exc}); write {{site}} for the site's name") from None
+    for name, spec, conv in fields:
+        if name != "site" or spec or conv:
+            shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise ValueError(
+                f"resume_from may hold only the placeholder {{site}}, written plainly (no format spec or conversion), got {shown[:60]!r}"
+            )
     return value
 
 
@@ -42,28 +65,50 @@ def resume_folder(resume_from: str, site: str, workspace_root: str) -> str:
     return folder if os.path.isabs(folder) else os.path.join(workspace_root, folder)
 
 
-def starting_checkpoint(run_dir: str, meta: dict, site: str, resume_from: str | None) -> tuple[SiteCheckpoint | None, str]:
+def find_checkpoint(run_dir: str, meta: dict, site: str, resume_from: str | None) -> tuple[SiteCheckpoint | None, str, str]:
+    """(the checkpoint this site continues from, without its arrays; the folder; the fix its errors
+    name); (None, "", "") for round 0. Cheap: reads the round and the job settings only.
+
+    ``meta`` is this job's ``{"rounds", "seed"}``. Raises a ValueError naming the file when the
+    checkpoint is damaged, holds a round outside ``[0, rounds)``, comes from another seed, or
+    when ``resume_from`` is set but gives no checkpoint for this site.
+    """
+    own = read_checkpoint_meta(run_dir, fix=OWN_FIX)
+    if own is not None and own.meta == meta:
+        found, folder, fix = own, run_dir, OWN_FIX
+    elif resume_from is None:
+        return None, "", ""
+    else:
+        folder = resume_folder(resume_from, site, os.path.dirname(os.path.abspath(run_dir)))
+        found, fix = (read_checkpoint_meta(folder, fix=RESUME_FIX) if os.path.isdir(folder) else None), RESUME_FIX
+        if found is None:
+            raise ValueError(
+                f"resume_from={resume_from!r}: {os.path.join(folder, CHECKPOINT_FILE)} does not exist for {site}; "
+                "name the folder holding this site's checkpoint (absolute, with {site} for the site's name, or a "
+                "previous job's ID on this site's workspace), or leave resume_from out to start from round 0"
+            )
+        if found.meta.get("seed") != meta["seed"]:
+            raise ValueError(
+                f"resume_from: the checkpoint in {folder} comes from a job with seed {found.meta.get('seed')!r:.40}, this job "
+                f"has seed {meta['seed']}: resume only with the same seed"
+            )
+    if not 0 <= found.round < meta["rounds"]:
+        raise CheckpointError(
+            f"the site checkpoint {os.path.join(folder, CHECKPOINT_FILE)} holds round {found.round}, outside this job's "
+            f"rounds 0..{meta['rounds'] - 1}; {fix}"
+        )
+    return found, folder, fix
+
+
+def starting_checkpoint(
+    run_dir: str, meta: dict, site: str, resume_from: str | None, reference=None, max_abs: float | None = None
+) -> tuple[SiteCheckpoint | None, str]:
     """(the checkpoint this site continues from, the folder it came from); (None, "") for round 0.
 
-    ``meta`` is this job's ``{"rounds", "seed"}``. Raises a ValueError naming the folder when
-    ``resume_from`` is set but gives no usable checkpoint for this site.
+    As :func:`find_checkpoint`, then the whole checkpoint is read and its weights checked against
+    ``reference`` (the site's freshly built model; None: not checked) and ``max_abs``.
     """
-    own = load_site_checkpoint(run_dir)
-    if own is not None and own.meta == meta:
-        return own, run_dir
-    if resume_from is None:
+    found, folder, fix = find_checkpoint(run_dir, meta, site, resume_from)
+    if found is None:
         return None, ""
-    folder = resume_folder(resume_from, site, os.path.dirname(os.path.abspath(run_dir)))
-    ckpt = load_site_checkpoint(folder) if os.path.isdir(folder) else None
-    if ckpt is None:
-        raise ValueError(
-            f"resume_from={resume_from!r}: {os.path.join(folder, CHECKPOINT_FILE)} does not exist for {site}; "
-            "name the folder holding this site's checkpoint (absolute, with {site} for the site's name, or a "
-            "previous job's ID on this site's workspace), or leave resume_from out to start from round 0"
-        )
-    if ckpt.meta.get("seed") != meta["seed"]:
-        raise ValueError(
-            f"resume_from: the checkpoint in {folder} comes from a job with seed {ckpt.meta.get('seed')!r}, this job "
-            f"has seed {meta['seed']}: resume only with the same seed"
-        )
-    return ckpt, folder
+    return load_site_checkpoint(folder, reference, max_abs, rounds=meta["rounds"], fix=fix), folder

@@ -1,0 +1,210 @@
+"""What other sites send a peer-to-peer site, checked on its FLARE cell before FLARE decrypts, buffers or decodes it.
+
+Why on the cell: in FLARE 2.9 an aux-message handler sees a message only after FLARE has done
+everything with it. The job cell receives a message as the frames of a byte stream, buffers the
+whole blob up to the size the sender declared (``nvflare/fuel/f3/streaming/blob_streamer.py``,
+``BlobHandler``), deserialises it, which also downloads every array it refers to from the
+sender's download service (``nvflare/fuel/f3/cellnet/cell.py``, ``Adapter.call``, which calls
+``decode_payload``; ``nvflare/fuel/utils/fobs/decomposers/via_downloader.py``,
+``process_datum``), and only then calls the handler with the decoded Shareable alone
+(``nvflare/private/fed/client/command_agent.py``, ``_aux_communication``: ``request.payload``);
+the cell headers never reach it. Whether a message was encrypted is one of those headers, and
+the cell removes it as it decrypts (``nvflare/fuel/f3/cellnet/core_cell.py``,
+``decrypt_payload``), before any request callback or request filter runs.
+
+The one place a job's code sees what arrives before that is an incoming filter on its core cell
+(``CoreCell.add_incoming_filter``): FLARE calls it for every frame and message, before
+decrypting or decoding it (``core_cell.py``, ``_process_received_msg``, ahead of
+``_process_request``), and a filter that returns a reply stops the delivery. FLARE's own secure
+Attach guard works there (``nvflare/app_common/executors/client_api/attach_backend.py``).
+:class:`PeerGate` is such a filter, for frames and messages from another site's cells (the
+server's and the site's own pass unchecked):
+
+- size: a streamed message declares its size on every frame; one that declares none, or more
+  than ``limit`` bytes (:func:`~lightyear.p2p.site.payload.payload_limit`: twice the site's model
+  plus 1 MiB), is refused before FLARE allocates anything for it, as is any frame or unstreamed
+  message larger than that. FLARE then holds a stream to the size it declared. Before the run's
+  model is known the bound is :data:`PRE_RUN_LIMIT` and no model is taken at all (a site answers
+  its neighbours' start handshake "ready" only once its gate is open, so honest peers never
+  send earlier).
+- encryption (``secure_messages=true``): a model message, and any traffic of FLARE's download
+  service (which carries a model's arrays), must arrive with FLARE's ``SECURE`` and
+  ``ENCRYPTED`` markers, which only the sending cell's encryption sets. A sender or relay that
+  sets them on a plain message gains nothing: the cell then decrypts it, checking the sender's
+  signature, and drops what fails.
+
+A refused stream is also reported to its sender (FLARE's ``ByteReceiver.reject``), so an honest
+but misconfigured sender learns at once instead of waiting for its timeout. Each refusal is
+logged once per stream with the reason.
+
+What it cannot bound: the arrays a message refers to are fetched inside FLARE's
+deserialisation, by as many download requests as the sender keeps answering with data
+(``nvflare/fuel/f3/streaming/download_service.py``, ``_download_object``; the
+``ArrayConsumer`` of ``nvflare/app_common/np/np_downloader.py`` keeps every array received). The
+gate bounds each download reply like any frame, and ``payload_size_problem`` refuses the
+assembled model, but FLARE 2.9 offers no hook that stops a download once its total exceeds a
+bound.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from nvflare.fuel.f3.cellnet.defs import CellChannel, MessageHeaderKey, MessageType
+from nvflare.fuel.f3.cellnet.defs import ReturnCode as CellReturnCode
+from nvflare.fuel.f3.cellnet.fqcn import FQCN
+from nvflare.fuel.f3.cellnet.utils import make_reply
+from nvflare.fuel.f3.streaming.download_service import OBJ_DOWNLOADER_CHANNEL
+from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_TOPIC, StreamHeaderKey
+from nvflare.fuel.f3.streaming.stream_types import StreamError
+
+from lightyear.flare import constants as C
+
+PRE_RUN_LIMIT = 1 << 20
+"""Bytes a message from another site may take before the site's model (and so its bound) is known."""
+WATCHED = ((STREAM_CHANNEL, STREAM_DATA_TOPIC), (CellChannel.AUX_COMMUNICATION, "*"), (OBJ_DOWNLOADER_CHANNEL, "*"))
+"""(channel, topic) pairs the gate filters: every streamed frame, and unstreamed aux and download messages."""
+
+
+def route(headers: Mapping) -> tuple[str, str, bool, bool]:
+    """(application channel, topic, streamed, reply) of a frame or message from its headers."""
+    channel, topic = headers.get(MessageHeaderKey.CHANNEL, ""), headers.get(MessageHeaderKey.TOPIC, "")
+    streamed = channel == STREAM_CHANNEL and topic == STREAM_DATA_TOPIC
+    if streamed:
+        channel, topic = headers.get(StreamHeaderKey.CHANNEL, ""), headers.get(StreamHeaderKey.TOPIC, "")
+    reply = headers.get(MessageHeaderKey.MSG_TYPE) in (MessageType.REPLY, MessageType.RETURN)
+    if channel == CellChannel.RETURN_ONLY:  # a streamed reply names the request's channel and topic as "channel:topic"
+        channel, _, topic = str(topic).partition(":")
+        reply = True
+    return str(channel), str(topic), streamed, reply
+
+
+class PeerGate:
+    """The incoming filter of one site's job cell (see the module docstring).
+
+    ``log(level, message)`` reports refusals. :meth:`install` puts it on the cell; :meth:`open`
+    sets the run's bound and encryption requirement and starts taking models.
+    """
+
+    def __init__(self, log: Callable[[str, str], None]):
+        self.log = log
+        self.limit = PRE_RUN_LIMIT
+        self.require_encryption = False
+        self.models_open = False
+        self.installed = False
+        self.own_fqcn = ""
+        self._byte_receiver = None
+        self._lock = threading.Lock()
+        self._reported: deque = deque(maxlen=256)
+
+    def install(self, cell) -> bool:
+        """Filter what arrives at ``cell`` (a FLARE ``Cell``); False when it offers no incoming filter."""
+        core = getattr(cell, "core_cell", None)
+        add_filter = getattr(core, "add_incoming_filter", None)
+        if self.installed or not callable(add_filter):
+            return self.installed
+        self.own_fqcn = core.get_fqcn()
+        for channel, topic in WATCHED:
+            add_filter(channel=channel, topic=topic, cb=self.check)
+        self._byte_receiver = getattr(cell, "byte_receiver", None)
+        self.installed = True
+        return True
+
+    def watch(self, engine) -> bool:
+        """Filter what arrives at the job cell of ``engine`` (FLARE's ``get_cell``); False when it has none."""
+        get_cell = getattr(engine, "get_cell", None)
+        cell = get_cell() if callable(get_cell) else None
+        return cell is not None and self.install(cell)
+
+    def open(self, limit: int, require_encryption: bool, engine=None) -> None:
+        """The run's model is known: bound messages by ``limit`` bytes and take models; with
+        ``require_encryption``, only encrypted ones. Watches ``engine``'s cell if not yet done;
+        raises when encryption is required but no cell can be watched."""
+        if engine is not None:
+            self.watch(engine)
+        if require_encryption and not self.installed:
+            raise RuntimeError(
+                "secure_messages=true, but this site's FLARE engine gives it no cell to check incoming messages on, "
+                "so it could not refuse model messages that arrive unencrypted; generate the job with "
+                "--set secure_messages=auto or false to run without that check"
+            )
+        self.limit = int(limit)
+        self.require_encryption = bool(require_encryption)
+        self.models_open = True
+
+    # ------------------------------------------------------------------ the filter
+    def check(self, message):
+        """FLARE's incoming-filter callback: None lets ``message`` through, a reply stops it."""
+        headers = message.headers
+        reason = self.problem(headers, _nbytes(message.payload))
+        if reason is None:
+            return None
+        self._report(message, headers, reason)
+        return make_reply(CellReturnCode.INVALID_REQUEST, error=reason)
+
+    def problem(self, headers: Mapping, payload_bytes: int) -> str | None:
+        """Why a frame or message with ``headers`` and a payload of ``payload_bytes`` is refused, or None."""
+        origin = str(headers.get(MessageHeaderKey.ORIGIN) or "")
+        if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn or not self._from_another_site(origin):
+            return None
+        channel, topic, streamed, reply = route(headers)
+        what = f"{_what(channel, topic, reply)} from {_shown(origin)}"
+        declared = headers.get(StreamHeaderKey.SIZE) if streamed else payload_bytes
+        if isinstance(declared, bool) or not isinstance(declared, int) or declared < 0:
+            return f"{what}: it declares no size"
+        size = max(declared, payload_bytes)
+        if size > self.limit:
+            return f"{what}: {size} bytes, more than the {self.limit} bytes a model of this job can take"
+        is_model = channel == CellChannel.AUX_COMMUNICATION and topic == C.TOPIC_MODEL and not reply
+        if is_model and not self.models_open:
+            return f"{what}: it arrived before this site's run started"
+        carries_model = is_model or channel == OBJ_DOWNLOADER_CHANNEL
+        encrypted = headers.get(MessageHeaderKey.SECURE, False) and headers.get(MessageHeaderKey.ENCRYPTED, False)
+        if carries_model and self.require_encryption and not encrypted:
+            return f"{what}: not encrypted, and secure_messages=true refuses what was not"
+        return None
+
+    def _from_another_site(self, origin: str) -> bool:
+        root = FQCN.split(origin)[0] if origin else ""
+        return bool(root) and root != FQCN.ROOT_SERVER and root != FQCN.split(self.own_fqcn)[0]
+
+    def _report(self, message, headers: Mapping, reason: str) -> None:
+        """Log the refusal, and tell a stream's sender, once per stream (or unstreamed message)."""
+        stream = headers.get(StreamHeaderKey.STREAM_ID)
+        key = (headers.get(MessageHeaderKey.ORIGIN), stream if stream is not None else headers.get(MessageHeaderKey.REQ_ID))
+        with self._lock:
+            if key in self._reported:
+                return
+            self._reported.append(key)
+        self.log("warning", f"refused {reason}")
+        if stream is not None and self._byte_receiver is not None:
+            try:
+                self._byte_receiver.reject(message, StreamError(reason))
+            except Exception as exc:  # noqa: BLE001 - telling the sender is a courtesy; the refusal stands
+                self.log("debug", f"could not tell the sender of a refused stream: {exc}")
+
+
+def _what(channel: str, topic: str, reply: bool) -> str:
+    if channel == CellChannel.AUX_COMMUNICATION and topic == C.TOPIC_MODEL and not reply:
+        return "a model message"
+    if channel == OBJ_DOWNLOADER_CHANNEL:
+        return "download data" if reply else "a download request"
+    return f"{'a reply' if reply else 'a message'} on {channel!r:.40}/{topic!r:.60}"
+
+
+def _shown(text: str) -> str:
+    """A header from another site as it may be logged: one printable line, at most 80 characters."""
+    return text if text.isprintable() and len(text) <= 80 else repr(text)[:80]
+
+
+def _nbytes(payload) -> int:
+    if payload is None:
+        return 0
+    if isinstance(payload, (list, tuple)):
+        return sum(_nbytes(p) for p in payload)
+    try:
+        return memoryview(payload).nbytes
+    except TypeError:
+        return 0
