@@ -1,0 +1,105 @@
+"""An attack's settings, checked once for the job generator and every component (pure, no FLARE).
+
+A job names an attack with ``--attack KIND --attackers K --knowledge LEVEL`` and may set its
+parameters; :class:`AttackSpec` holds them and refuses what no rule can use, so a bad value is
+named when the job is generated, not on a running site. The parameters' defaults stay with the
+rules that use them (:func:`lightyear.algorithms.attacks.updates.craft_update` for the seven
+attacks of FedCAP Sec. VI-A3; this module for the adaptive attack's margin and search).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from numbers import Real
+
+from lightyear.algorithms.attacks.adaptive import DIRECTIONS, REVERSE
+from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, CRAFT_PARAMS, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
+
+ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
+PARAMS = {**CRAFT_PARAMS, ADAPTIVE: ADAPTIVE_PARAMS}
+"""The parameters each attack takes (the job setting ``attack_<name>`` sets ``<name>``)."""
+
+ADAPTIVE_DEFAULTS = {"margin": 0.02, "direction": REVERSE, "max_step": None, "tol": None, "max_evaluations": 16}
+"""The adaptive attack's defaults: it aims at a score ``tau + margin``, along ``direction``; a
+``max_step`` / ``tol`` of None are derived from the update's size by the component using them."""
+
+NEEDS_KNOWN_UPDATES = ("lie", "minmax", "minsum", "ipm")
+"""Attacks whose update is computed from the updates the attackers know (the others use their own)."""
+
+_POSITIVE = ("scale", "epsilon", "gamma_init", "tol", "max_step")
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """What the attackers of a run do, and know.
+
+    Args:
+        kind: one of :data:`ATTACKS` (lf, sf, mr, lie, minmax, minsum, ipm, adaptive).
+        knowledge: ``partial`` (the attackers' own honest updates, pooled among them; FedCAP's
+            default) or ``full`` (also the benign updates of the round).
+        attackers: the attacking sites' names.
+        params: the attack's parameters (see :data:`PARAMS`); those not given keep their defaults.
+    """
+
+    kind: str
+    knowledge: str = PARTIAL
+    attackers: tuple = ()
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.kind, str) or self.kind not in ATTACKS:
+            raise ValueError(f"unknown attack {self.kind!r}; choose one of {', '.join(ATTACKS)}")
+        if not isinstance(self.knowledge, str) or self.knowledge not in KNOWLEDGE:
+            raise ValueError(f"unknown knowledge {self.knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
+        names = list(self.attackers) if isinstance(self.attackers, (list, tuple)) else None
+        if names is None or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"attackers must be a list of distinct site names, got {self.attackers!r}")
+        object.__setattr__(self, "attackers", tuple(names))
+        if not isinstance(self.params, dict):
+            raise ValueError(f"attack parameters must be a JSON object, got {self.params!r}")
+        check_params(self.kind, self.params)
+
+    def param(self, name: str, default=None):
+        """The parameter's value, or the adaptive default, or ``default``."""
+        if name in self.params:
+            return self.params[name]
+        return ADAPTIVE_DEFAULTS.get(name, default) if self.kind == ADAPTIVE else default
+
+    @property
+    def trains_on_flipped_labels(self) -> bool:
+        return self.kind == LF
+
+    def is_attacker(self, site: str) -> bool:
+        return site in self.attackers
+
+
+def check_params(kind: str, params: dict) -> None:
+    """Refuse a parameter ``kind`` does not take, or a value of the wrong type or range."""
+    allowed = PARAMS[kind]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        takes = ", ".join(f"attack_{p}" for p in allowed) or "none"
+        raise ValueError(f"attack {kind!r} takes no setting {', '.join('attack_' + str(u) for u in unknown)}; it takes {takes}")
+    for name, value in params.items():
+        if name in ("max_step", "tol") and value is None and kind == ADAPTIVE:
+            continue
+        if name in _POSITIVE:
+            _number(name, value, lambda v: v > 0, "a finite number > 0")
+        elif name == "z":
+            _number(name, value, lambda v: True, "a finite number (LIE's z_max; default from n and m)")
+        elif name == "margin":
+            _number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1): the score the attacker aims at is tau + margin")
+        elif name == "ddof" and (isinstance(value, bool) or value not in (0, 1)):
+            raise ValueError(f"attack_ddof must be 0 or 1, got {value!r}")
+        elif name == "perturbation" and value not in PERTURBATIONS:
+            raise ValueError(f"attack_perturbation must be one of {', '.join(PERTURBATIONS)}, got {value!r}")
+        elif name == "direction" and value not in DIRECTIONS:
+            raise ValueError(f"attack_direction must be one of {', '.join(DIRECTIONS)}, got {value!r}")
+        elif name == "max_evaluations" and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64):
+            raise ValueError(f"attack_max_evaluations must be an integer in [1, 64], got {value!r}")
+
+
+def _number(name: str, value, ok, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"attack_{name} must be {what}, got {value!r}")
