@@ -293,3 +293,35 @@ def test_the_sweep_uses_the_packages_configurations_anywhere(tmp_path, capsys, m
     assert sweep.main(["digits_baselines", "--out", str(tmp_path / "o"), "--dry-run"]) == 0  # a shipped sweep, by name
     assert "nothing was written" in capsys.readouterr().out and not (tmp_path / "o").exists()
     refused(capsys, ["digits_nope", "--out", str(tmp_path / "o")], "no sweep description 'digits_nope': give a .yaml or .json file, or the name")
+
+
+def test_an_attack_sweep_runs_attack_jobs(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    path = write_spec(tmp_path, [0], methods=["fedavg"], faulty=None, attacks=["mr"], attackers=[0, 1], set={"sites": ["site-1", "site-2"], "rounds": 2, "attack_scale": 5})
+    assert sweep.main([path, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 0
+    assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_mr1_s0": "finished"}
+    job = out / "runs" / "fedavg_digits_mr1_s0" / "job"
+    info = json.loads((job / "meta.json").read_text())["lightyear"]
+    assert (info["attack"], info["faulty_sites"], info["attack_params"]) == ("mr", ["site-2"], {"scale": 5})
+    server = json.loads((job / "app" / "config" / "config_fed_server.json").read_text())
+    assert [c["args"]["attackers"] for c in server["components"] if c["id"] == "adversary"] == [["site-2"]]
+    assert json.loads((out / "sweep.json").read_text())["attacks"] == ["mr"]
+
+
+def test_an_attackers_row_never_makes_a_run_finished(tmp_path):
+    folder = tmp_path / "run"
+    (folder / "job").mkdir(parents=True)
+    (folder / "job" / "meta.json").write_text(json.dumps({"lightyear": {"faulty_sites": ["site-2"], "attack": "sf"}}))
+    summary = folder / "ws" / "server" / "simulate_job"
+    summary.mkdir(parents=True)
+    # the attacker trained honestly and says malfunction none; the only benign site dropped
+    (summary / "summary.csv").write_text("site,malfunction,status,acc\nsite-1,none,dropped,nan\nsite-2,none,finished,0.9\n")
+    assert not runner.is_finished(str(folder))
+    (summary / "summary.csv").write_text("site,malfunction,status,acc\nsite-1,none,finished,0.5\nsite-2,none,finished,0.9\n")
+    assert runner.is_finished(str(folder))
+
+
+def test_every_run_of_the_shipped_adaptive_sweep_generates(tmp_path, capsys):
+    assert sweep.main(["digits_adaptive", "--out", str(tmp_path / "out"), "--configs", CONFIGS, "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "todo  krum_digits_adaptive5_s0" in text and "12 runs: 0 done, 12 to run" in text

@@ -111,3 +111,64 @@ def test_shipped_sweeps_expand_and_do_not_confuse_the_generator():
     s = load_spec(os.path.join(folder, "digits_dynamic.yaml"), CONFIGS)
     assert s.methods == generate.methods(CONFIGS) and s.faulty == [0, 1, 3, 5, 7]
     assert len(s.runs) == len(s.methods) * 5
+
+
+def attack_spec(**raw):
+    base = {"datasets": ["digits"], "methods": ["lightyear", "fedavg"], "attacks": ["sf", "lie"], "attackers": [0, 3], "seeds": [0]}
+    base.update(raw)
+    return expand({k: v for k, v in base.items() if v is not None}, CONFIGS, "test")
+
+
+def test_the_attack_axis_names_runs_by_attack_and_needs_no_faulty():
+    s = attack_spec(knowledge=["partial", "full"], set={"rounds": 2, "attack_z": 1.0})
+    # per method: clean, sf3 (partial only: sf uses the attacker's own update), lie3, lie3_full
+    assert [r.name for r in s.runs] == [
+        "lightyear_digits_clean_s0", "lightyear_digits_sf3_s0", "lightyear_digits_lie3_s0", "lightyear_digits_lie3_full_s0",
+        "fedavg_digits_clean_s0", "fedavg_digits_sf3_s0", "fedavg_digits_lie3_s0", "fedavg_digits_lie3_full_s0",
+    ]
+    run = next(r for r in s.runs if r.name == "fedavg_digits_lie3_full_s0")
+    assert (run.malfunction, run.faulty, run.attack, run.attackers, run.knowledge) == ("none", 0, "lie", 3, "full")
+    # an attack's setting reaches only the runs whose attack takes it
+    assert run.overrides == {"rounds": 2, "attack_z": 1.0}
+    assert next(r for r in s.runs if r.name == "fedavg_digits_sf3_s0").overrides == {"rounds": 2}
+    assert next(r for r in s.runs if r.name == "fedavg_digits_clean_s0").overrides == {"rounds": 2}
+    assert s.as_dict()["attacks"] == ["sf", "lie"] and s.as_dict()["knowledge"] == ["partial", "full"]
+    assert run_name("krum", "digits", "none", 0, 1, "ipm", 2, "full") == "krum_digits_ipm2_full_s1"
+
+
+def test_malfunctions_and_attacks_in_one_sweep_share_the_clean_run():
+    s = attack_spec(methods=["krum"], malfunctions=["sfa"], faulty=[0, 1], attacks=["mr"], attackers=[0, 2])
+    assert [r.name for r in s.runs] == ["krum_digits_clean_s0", "krum_digits_sfa1_s0", "krum_digits_mr2_s0"]
+
+
+def test_adaptive_runs_only_for_the_methods_it_adapts_to():
+    s = attack_spec(methods=["lightyear", "fedavg", "krum"], attacks="all", attackers=[1])
+    adaptive = [r.name for r in s.runs if r.attack == "adaptive"]
+    assert adaptive == ["lightyear_digits_adaptive1_s0", "krum_digits_adaptive1_s0"]
+    assert len([r for r in s.runs if r.method == "fedavg"]) == 7
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"attacks": ["poison"]}, "unknown attacks poison; choose from lf, sf, mr, lie, minmax, minsum, ipm, adaptive"),
+    ({"knowledge": ["some"]}, "unknown knowledge some; choose from partial, full"),
+    ({"attackers": [8]}, "attackers count 8 leaves no benign site among the 8 sites of digits: use at most 7"),
+    ({"attackers": None}, "'attacks' and 'knowledge' need 'attackers'"),
+    ({"attacks": None}, "needs 'attacks'"),
+    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]}, "attack adaptive has no run: adaptive attacks only lightyear, balance, krum"),
+    ({"set": {"attack_scale": 2}}, "'set: attack_scale' is a setting of no attack of the sweep (sf, lie)"),
+])
+def test_attack_axis_validation_names_the_fix(raw, message):
+    with pytest.raises(SpecError) as err:
+        attack_spec(**raw)
+    assert message in str(err.value)
+
+
+def test_the_shipped_attack_sweeps():
+    folder = os.path.join(CONFIGS, "sweeps")
+    s = load_spec(os.path.join(folder, "digits_attacks.yaml"), CONFIGS)
+    assert len(s.methods) == 13 and s.attacks == ["lf", "sf", "mr", "lie", "minmax", "minsum", "ipm"]
+    assert len(s.runs) == 13 * 8 and {r.attackers for r in s.runs} == {0, 3} and {r.knowledge for r in s.runs} == {None, "partial"}
+    s = load_spec(os.path.join(folder, "digits_adaptive.yaml"), CONFIGS)
+    assert [r.name for r in s.runs if r.method == "krum"] == [
+        "krum_digits_clean_s0", "krum_digits_adaptive1_s0", "krum_digits_adaptive3_s0", "krum_digits_adaptive5_s0"]
+    assert len(s.runs) == 12

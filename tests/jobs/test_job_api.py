@@ -10,7 +10,7 @@ import pytest
 from nvflare.recipe.sim_env import SimEnv
 
 from lightyear.flare.component_policy import REFUSAL_FIX
-from lightyear.jobs import generate, job_api
+from lightyear.jobs import folders, generate, job_api
 from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc, prepare_simulator_workspace, simulator_fix
 from lightyear.jobs.flare_job import GeneratedRecipe
 
@@ -65,7 +65,7 @@ def test_the_command_line_exports_with_flares_export_flags(tmp_path):
 def test_an_export_never_replaces_a_folder_of_another_job(tmp_path):
     (tmp_path / "fedavg_digits").mkdir()
     (tmp_path / "fedavg_digits" / "notes.txt").write_text("mine")
-    with pytest.raises(generate.JobFolderExists, match="not the folder of job fedavg_digits"):
+    with pytest.raises(folders.JobFolderExists, match="not the folder of job fedavg_digits"):
         GeneratedRecipe.build(CONFIGS, "fedavg", "digits").export(str(tmp_path))
     assert (tmp_path / "fedavg_digits" / "notes.txt").read_text() == "mine"
 

@@ -1,4 +1,5 @@
-"""The paper's figures: metric vs number of malfunctioning sites, one panel per malfunction kind.
+"""The paper's figures: metric vs number of malfunctioning sites, one panel per malfunction kind
+(and per attack: metric vs number of attacking sites).
 
 * :func:`metric_figure` (Figures 3, 4, 7, 8): a line per method, mean ± std (error bars) of the
   benign sites pooled over seeds, as in :mod:`~lightyear.experiments.tables`.
@@ -28,7 +29,9 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", ":", "-."]
 FAULTY_COLOUR = "#D55E00"  # vermillion: marks faulty sites in every figure
 KIND_TITLES = {"ana": "ANA (additive noise)", "ana_relative": "ANA (relative noise)", "sfa": "SFA (sign flipping)",
-               "random": "random model", "dynamic": "dynamic (kind drawn each round)"}
+               "random": "random model", "dynamic": "dynamic (kind drawn each round)",
+               "lf": "LF (label flipping)", "sf": "SF (sign flipping)", "mr": "MR (model replacement)", "lie": "LIE (a little is enough)",
+               "minmax": "Min-Max", "minsum": "Min-Sum", "ipm": "IPM (inner product manipulation)", "adaptive": "adaptive attack"}
 
 
 def method_styles(methods: list[str]) -> dict[str, dict]:
@@ -63,9 +66,15 @@ def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
     return fig, axes[:n]
 
 
+def kind_title(kind: str) -> str:
+    """A panel's title: the malfunction or attack in words (``<attack>_full``: with full knowledge)."""
+    base = kind.removesuffix("_full")
+    return KIND_TITLES.get(base, base) + (", full knowledge" if kind.endswith("_full") and base in KIND_TITLES else "")
+
+
 def _finish_axes(ax, table: Table, title: str) -> None:
-    ax.set_title(KIND_TITLES.get(title, title))
-    ax.set_xlabel("number of malfunctioning sites")
+    ax.set_title(kind_title(title))
+    ax.set_xlabel(f"number of {table.role} sites")
     if ax.get_subplotspec().is_first_col():
         ax.set_ylabel(axis_label(table.metric))
     ax.set_xticks(table.counts)

@@ -1,7 +1,8 @@
 """Read a sweep folder: every run's scenario (from its job's ``meta.json``) and final per-site metrics.
 
 A run folder is ``<sweep>/runs/<run>/`` with ``job/meta.json`` (its ``lightyear`` block: method,
-dataset, topology, malfunction, faulty sites, seed) and, once finished,
+dataset, topology, malfunction, faulty sites, seed, and for an attack run ``attack`` and
+``knowledge``, the attackers being its faulty sites) and, once finished,
 ``ws/server/simulate_job/summary.csv`` (one row per site, then ``mean_benign`` and ``std_benign``)
 and ``ws/site-K/simulate_job/rounds.csv``.
 
@@ -9,6 +10,10 @@ Damage is reported, never averaged in: a run whose ``meta.json`` or summary cann
 left out with the reason (:func:`scan_sweep`), and a summary row that cannot be used (cut,
 an unknown status, a metric that is not a finite number) is left out of its run with the row
 named (:attr:`RunResult.problems`).
+
+**Benign** sites are those not in ``faulty_sites``: a malfunctioning site, and an attacker, whose
+summary row may say ``none`` (an attacker trains and evaluates its own model honestly), never
+enter a benign mean (the summary's own ``mean_benign`` row is not read).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from lightyear.algorithms.attacks.updates import ATTACKS, FULL, KNOWLEDGE
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError
 from lightyear.experiments.runner import RUNS, summary_path
@@ -53,15 +59,28 @@ class RunResult:
     sites: list[str]
     rows: list[dict] = field(default_factory=list)  # summary.csv rows of single sites
     problems: list[str] = field(default_factory=list)  # summary rows left out, and why
+    attack: str = NONE  # an attack run: its kind and the attackers' knowledge
+    knowledge: str | None = None
 
     @property
     def faulty(self) -> int:
         return len(self.faulty_sites)
 
     @property
+    def threat(self) -> str:
+        """What the faulty sites do: the malfunction kind, the attack (``<kind>_full`` under full
+        knowledge), or ``none`` for a clean run."""
+        if self.attack != NONE and self.faulty_sites:
+            return self.attack + ("_full" if self.knowledge == FULL else "")
+        return self.malfunction
+
+    def is_benign(self, row: dict) -> bool:
+        return row.get("malfunction") == NONE and row.get("site") not in self.faulty_sites
+
+    @property
     def finished(self) -> bool:
         """Whether at least one benign site finished (as :func:`~lightyear.experiments.runner.is_finished`)."""
-        return any(r.get("malfunction") == NONE and r.get("status", "finished") == "finished" for r in self.rows)
+        return any(self.is_benign(r) and r.get("status", "finished") == "finished" for r in self.rows)
 
     @property
     def metric(self) -> str:
@@ -69,10 +88,10 @@ class RunResult:
         return "dice" if self.rows and "dice" in self.rows[0] else "acc"
 
     def benign_values(self, metric: str) -> list[float]:
-        """``metric`` of every benign site that finished (the sites ``mean_benign`` averages)."""
+        """``metric`` of every benign site that finished (attackers and malfunctioning sites left out)."""
         values = []
         for row in self.rows:
-            if row.get("malfunction") != NONE or row.get("status", "finished") != "finished":
+            if not self.is_benign(row) or row.get("status", "finished") != "finished":
                 continue
             value = _number(row.get(metric, "nan"))
             if value is not None and not math.isnan(value):
@@ -98,20 +117,21 @@ def _number(text) -> float | None:
         return None
 
 
-def row_problem(row: dict, main_metric: str) -> str | None:
-    """Why a summary row of one site cannot be used, or None. A finished benign site needs a finite
-    main metric; every metric given must be a number and not infinite."""
+def row_problem(row: dict, main_metric: str, faulty_sites=()) -> str | None:
+    """Why a summary row of one site cannot be used, or None. A finished benign site (not in
+    ``faulty_sites``) needs a finite main metric; every metric given must be a number and not
+    infinite. The ``malfunction`` column may name an attack (what an attacker's row may carry)."""
     status = row.get("status", "finished")
     if status not in STATUSES:
         return f"status {status!r} is none of {', '.join(STATUSES)}"
-    if row.get("malfunction") not in KINDS:
-        return f"malfunction {row.get('malfunction')!r} is none of {', '.join(KINDS)}"
+    if row.get("malfunction") not in KINDS + ATTACKS:
+        return f"malfunction {row.get('malfunction')!r} is none of {', '.join(KINDS + ATTACKS)}"
     for metric in METRICS:
         if metric not in row:
             continue
         text = row[metric]
         value = _number(text)
-        needed = metric == main_metric and status == "finished" and row.get("malfunction") == NONE
+        needed = metric == main_metric and status == "finished" and row.get("malfunction") == NONE and row.get("site") not in faulty_sites
         if (value is None and (text or needed)) or (value is not None and math.isinf(value)) or (needed and (value is None or math.isnan(value))):
             return f"{metric} {text!r} is not a finite number"
     return None
@@ -153,7 +173,7 @@ def read_run(folder: str) -> RunResult:
     result = RunResult(
         name=os.path.basename(os.path.normpath(folder)), folder=folder, method=info["method"], dataset=info["dataset"],
         topology=str(info.get("topology", "?")), malfunction=info["malfunction"] if faulty_sites else NONE,
-        faulty_sites=faulty_sites, seed=info["seed"], sites=sites,
+        faulty_sites=faulty_sites, seed=info["seed"], sites=sites, attack=info.get("attack") or NONE, knowledge=info.get("knowledge"),
     )
     path = summary_path(folder)
     if os.path.isfile(path):
@@ -161,7 +181,7 @@ def read_run(folder: str) -> RunResult:
         rows = [r for r in rows if r.get("site") not in SUMMARY_ROWS]
         main = "dice" if rows and "dice" in rows[0] else "acc"
         for row in rows:
-            why = row_problem(row, main)
+            why = row_problem(row, main, faulty_sites)
             if why:
                 result.problems.append(f"{row.get('site') or '?'}: {why}")
             else:
@@ -182,6 +202,15 @@ def _scenario_problem(info: dict) -> str | None:
     seed = info["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
         return f"seed {seed!r:.40} is not a whole number"
+    attack = info.get("attack") or NONE
+    if attack != NONE and attack not in ATTACKS:
+        return f"attack {attack!r} is none of {', '.join(ATTACKS)}"
+    if attack != NONE and info.get("knowledge") not in KNOWLEDGE:
+        return f"knowledge {info.get('knowledge')!r} is none of {', '.join(KNOWLEDGE)}"
+    if attack != NONE and info["malfunction"] != NONE:
+        return f"an attack run ({attack}) gives malfunction {info['malfunction']!r}: a site is either faulty or attacking"
+    if faulty and attack == NONE and info["malfunction"] == NONE:
+        return f"faulty_sites {faulty!r:.60} but neither a malfunction nor an attack"
     return None
 
 

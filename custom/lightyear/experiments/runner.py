@@ -46,17 +46,30 @@ def unfinished_sites(folder: str) -> list[str] | None:
 
 def is_finished(folder: str) -> bool:
     """A summary exists and at least one benign site finished (peer-to-peer runs whose sites all
-    dropped still write a summary, of ``dropped`` sites only)."""
+    dropped still write a summary, of ``dropped`` sites only). An attacker (``faulty_sites`` of the
+    job's meta.json) is not benign, whatever its summary row says."""
     path = summary_path(folder)
     if not os.path.isfile(path):
         return False
+    faulty = faulty_sites(folder)
     with open(path, newline="") as f:
-        return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" for r in csv.DictReader(f))
+        return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" and r.get("site") not in faulty
+                   for r in csv.DictReader(f))
+
+
+def faulty_sites(folder: str) -> set[str]:
+    """The faulty or attacking sites of the run's job (``job/meta.json``); none when it cannot be read."""
+    try:
+        info = generate.load_json(os.path.join(folder, "job", "meta.json")).get("lightyear", {})
+        return {s for s in info.get("faulty_sites", []) if isinstance(s, str)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return set()
 
 
 def job_files(run: Run, configs: str) -> dict:
     """The generated job (``{relative path: JSON}``), named after the run."""
-    _, files = generate.build_job(configs, run.method, run.dataset, run.malfunction, run.faulty, run.seed, run.overrides)
+    _, files = generate.build_job(configs, run.method, run.dataset, run.malfunction, run.faulty, run.seed, run.overrides,
+                                  attack=run.attack, attackers=run.attackers, knowledge=run.knowledge)
     files["meta.json"]["name"] = run.name
     return files
 

@@ -6,8 +6,8 @@ method that logs its choice of peers, ``;``-separated) and ``site-J_score`` colu
 **Opportunities.** In one round a site had the chance to select peer J when J was a candidate:
 J's model was scored that round (``site-J_score`` not empty) or J is in ``selected``. A site is
 never a candidate of itself. Selection quality counts, over the benign sites, faulty peers and
-rounds of the runs of a malfunction kind, the opportunities and how many of them were taken
-(``fraction = selections / opportunities``). **Rounds to exclusion** of a run is the number of
+rounds of the runs of a malfunction kind (or attack: the ``malfunction`` column then names it),
+the opportunities and how many of them were taken (``fraction = selections / opportunities``). **Rounds to exclusion** of a run is the number of
 rounds before every benign site stopped selecting faulty peers for good: 0 if none ever did, and
 empty (never) when one still did in the last round.
 """
@@ -137,7 +137,7 @@ def run_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
             continue
         taken, chances, _ = counts(sel)
         rte = rounds_to_exclusion(sel)
-        rows.append({"run": run.name, "method": run.method, "dataset": run.dataset, "malfunction": run.malfunction,
+        rows.append({"run": run.name, "method": run.method, "dataset": run.dataset, "malfunction": run.threat,
                      "faulty": run.faulty, "seed": run.seed, "rounds": len(sel.rounds), "selections": taken,
                      "opportunities": chances, "fraction": _ratio(taken, chances),
                      "rounds_to_exclusion": "never" if rte is None else rte})
@@ -145,7 +145,7 @@ def run_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
 
 
 def kind_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
-    """Per method, dataset and malfunction kind (pooled over faulty counts and seeds)."""
+    """Per method, dataset and malfunction kind or attack (pooled over faulty counts and seeds)."""
     groups: dict[tuple, list[dict]] = {}
     for row in run_rows(items):
         groups.setdefault((row["method"], row["dataset"], row["malfunction"]), []).append(row)

@@ -13,6 +13,20 @@ Example (``app_configs/sweeps/digits_dynamic.yaml``)::
 Every combination of dataset, method, malfunction, faulty count and seed is one run, named
 ``<method>_<dataset>_<malfunction><k>_s<seed>``. A count of 0 is one clean run per dataset, method
 and seed, named ``<method>_<dataset>_clean_s<seed>``, whatever the malfunctions.
+
+Attacks are a second axis, beside or instead of malfunctions (``app_configs/sweeps/digits_attacks.yaml``)::
+
+    attacks: [sf, lie]         # any of lf, sf, mr, lie, minmax, minsum, ipm, adaptive, or all
+    attackers: [0, 3]          # numbers of attacking sites (the last K sites); 0 = clean
+    knowledge: [partial]       # partial (default) and/or full
+    set: {attack_z: 1.0}       # an attack's settings, as lightyear-jobs --set attack_<param>=VALUE
+
+An attack run is named ``<method>_<dataset>_<attack><k>_s<seed>`` (``..._<attack><k>_full_s<seed>``
+with full knowledge). Runs are made only where the generator takes them: ``adaptive`` for the
+methods with an adaptive attack (lightyear, balance, krum), and ``full`` knowledge only for the
+kinds that use it (lie, minmax, minsum, ipm, adaptive; lf, sf and mr run once, with partial
+knowledge); an attack left with no run at all is refused. ``faulty`` may be left out when
+``attackers`` is given; a count of 0 in either is the clean run.
 """
 
 from __future__ import annotations
@@ -22,13 +36,16 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError, read_text, yaml_problem
 from lightyear.jobs import generate
+from lightyear.jobs.attacks import ADAPTIVE_METHODS, PREFIX, USES_KNOWLEDGE
+from lightyear.jobs.attacks import known_params as attack_settings
 
 ALL = "all"
 CLEAN = "clean"
-KEYS = ("name", "datasets", "methods", "malfunctions", "faulty", "seeds", "set")
+KEYS = ("name", "datasets", "methods", "malfunctions", "faulty", "attacks", "attackers", "knowledge", "seeds", "set")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -49,6 +66,9 @@ class Run:
     sites: int  # number of sites: the simulator's -t
     rounds: int
     overrides: dict = field(default_factory=dict)
+    attack: str = NONE  # an attack run: its kind, number of attackers and knowledge
+    attackers: int = 0
+    knowledge: str | None = None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -66,18 +86,27 @@ class SweepSpec:
     seeds: list[int]
     overrides: dict
     runs: list[Run]
+    attacks: list[str] = field(default_factory=list)
+    attackers: list[int] = field(default_factory=list)
+    knowledge: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
             "name": self.name, "datasets": self.datasets, "methods": self.methods,
-            "malfunctions": self.malfunctions, "faulty": self.faulty, "seeds": self.seeds,
+            "malfunctions": self.malfunctions, "faulty": self.faulty, "attacks": self.attacks, "attackers": self.attackers,
+            "knowledge": self.knowledge, "seeds": self.seeds,
             "set": self.overrides, "runs": [r.as_dict() for r in self.runs],
         }
 
 
-def run_name(method: str, dataset: str, malfunction: str, faulty: int, seed: int) -> str:
-    """``<method>_<dataset>_<malfunction><k>_s<seed>``, or ``..._clean_s<seed>`` without malfunction."""
-    scenario = CLEAN if malfunction == NONE or faulty == 0 else f"{malfunction}{faulty}"
+def run_name(method: str, dataset: str, malfunction: str, faulty: int, seed: int, attack: str = NONE, attackers: int = 0,
+             knowledge: str | None = None) -> str:
+    """``<method>_<dataset>_<malfunction><k>_s<seed>``, ``<method>_<dataset>_<attack><k>[_full]_s<seed>``,
+    or ``..._clean_s<seed>`` without either."""
+    if attack != NONE and attackers:
+        scenario = f"{attack}{attackers}" + ("_full" if knowledge == FULL else "")
+    else:
+        scenario = CLEAN if malfunction == NONE or faulty == 0 else f"{malfunction}{faulty}"
     return f"{method}_{dataset}_{scenario}_s{seed}"
 
 
@@ -152,6 +181,45 @@ def _site_count(configs: str, dataset: str, overrides: dict) -> tuple[int, int]:
     return len(sites), settings.get("rounds")
 
 
+def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
+    """(attacks, attacker counts, knowledge levels) of the description; empty without ``attackers``."""
+    if "attackers" not in raw:
+        if "attacks" in raw or "knowledge" in raw:
+            raise SpecError("'attacks' and 'knowledge' need 'attackers': the numbers of attacking sites, e.g. attackers: [0, 3]")
+        return [], [], []
+    attackers = sorted(_ints(raw, "attackers"))
+    knowledge = _as_list(raw, "knowledge", default=[PARTIAL])
+    bad = [str(k) for k in knowledge if k not in KNOWLEDGE]
+    if bad:
+        raise SpecError(f"unknown knowledge {', '.join(bad)}; choose from {', '.join(KNOWLEDGE)}")
+    if not any(attackers):
+        return [], attackers, knowledge
+    attacks = _as_list(raw, "attacks")
+    attacks = list(ATTACKS) if attacks == [ALL] else attacks
+    bad = [str(a) for a in attacks if a not in ATTACKS]
+    if bad:
+        raise SpecError(f"unknown attacks {', '.join(bad)}; choose from {', '.join(ATTACKS)} (or write 'attacks: all')")
+    return attacks, attackers, knowledge
+
+
+def _attack_overrides(overrides: dict, attack: str) -> dict:
+    """The run's settings: the ``attack_<param>`` settings only where the run's attack takes them."""
+    takes = attack_settings(attack)
+    return {k: v for k, v in overrides.items() if not k.startswith(PREFIX) or k in takes}
+
+
+def _scenarios(method: str, malfunctions, faulty, attacks, attackers, knowledge) -> list[tuple]:
+    """(malfunction, faulty, attack, attackers, knowledge) of every run of ``method``; clean first."""
+    out = [(NONE, 0, NONE, 0, None)] if 0 in faulty or 0 in attackers else []
+    out += [(kind, k, NONE, 0, None) for kind in malfunctions for k in faulty if k > 0]
+    for attack in attacks:
+        if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
+            continue
+        levels = knowledge if attack in USES_KNOWLEDGE else [PARTIAL]
+        out += [(NONE, 0, attack, k, level) for k in attackers if k > 0 for level in levels]
+    return out
+
+
 def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     """Validate a raw description and list its runs (datasets, methods, scenarios, seeds nested in that order)."""
     unknown = sorted(set(raw) - set(KEYS))
@@ -162,13 +230,18 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         raise SpecError(f"sweep name {name!r} must be letters, digits, '_', '-' or '.'")
     datasets = _choose(raw, "datasets", generate.datasets(configs), "app_configs/datasets")
     methods = _choose(raw, "methods", generate.methods(configs), "app_configs")
-    faulty = sorted(_ints(raw, "faulty"))
+    attacks, attackers, knowledge = _attack_axis(raw)
+    faulty = sorted(_ints(raw, "faulty")) if raw.get("faulty") is not None or not attackers else []
     seeds = _ints(raw, "seeds", default=[generate.DEFAULT_SEED])
     overrides = raw.get("set") or {}
     if not isinstance(overrides, dict):
         raise SpecError("'set' must be a mapping of dataset settings, e.g. set: {rounds: 3}")
     if "seed" in overrides:
         raise SpecError("set the seed with 'seeds: [...]', not 'set: {seed: ...}'")
+    unused = sorted(k for k in overrides if k.startswith(PREFIX) and not any(k in attack_settings(a) for a in attacks))
+    if unused:
+        raise SpecError(f"'set: {unused[0]}' is a setting of no attack of the sweep ({', '.join(attacks) or 'none'}): "
+                        "leave it out, or list an attack that takes it")
     kinds = [k for k in KINDS if k != NONE]
     malfunctions: list[str] = []
     if any(faulty):
@@ -181,16 +254,19 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     runs = []
     for dataset in datasets:
         n_sites, rounds = _site_count(configs, dataset, overrides)
-        too_many = [k for k in faulty if k >= n_sites]
-        if too_many:
-            raise SpecError(
-                f"faulty count {too_many[0]} leaves no benign site among the {n_sites} sites of {dataset}: "
-                f"use at most {n_sites - 1} (or list more sites with 'set: {{sites: [...]}}')"
-            )
-        scenarios = [(NONE, 0)] if 0 in faulty else []
-        scenarios += [(kind, k) for kind in malfunctions for k in faulty if k > 0]
+        for key, counts in (("faulty", faulty), ("attackers", attackers)):
+            too_many = [k for k in counts if k >= n_sites]
+            if too_many:
+                raise SpecError(
+                    f"{key} count {too_many[0]} leaves no benign site among the {n_sites} sites of {dataset}: "
+                    f"use at most {n_sites - 1} (or list more sites with 'set: {{sites: [...]}}')"
+                )
         for method in methods:
-            for kind, k in scenarios:
+            for kind, k, attack, m, level in _scenarios(method, malfunctions, faulty, attacks, attackers, knowledge):
                 for seed in seeds:
-                    runs.append(Run(run_name(method, dataset, kind, k, seed), method, dataset, kind, k, seed, n_sites, rounds, dict(overrides)))
-    return SweepSpec(name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs)
+                    runs.append(Run(run_name(method, dataset, kind, k, seed, attack, m, level), method, dataset, kind, k, seed, n_sites,
+                                    rounds, _attack_overrides(overrides, attack), attack, m, level))
+    idle = [a for a in attacks if not any(r.attack == a for r in runs)]
+    if idle:
+        raise SpecError(f"attack {idle[0]} has no run: adaptive attacks only {', '.join(ADAPTIVE_METHODS)}; list one of them in 'methods'")
+    return SweepSpec(name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge)

@@ -1,7 +1,9 @@
 """The paper's result tables (Tables 2-21): rows methods, columns numbers of malfunctioning sites.
 
 One table per dataset, malfunction kind and metric. Clean runs (0 malfunctioning sites) appear as
-column 0 of every kind's table.
+column 0 of every kind's table. Attack runs get tables of their own in the same form, one per
+attack (and knowledge: ``<kind>_full`` for full knowledge), columns the numbers of attacking sites;
+attackers, like malfunctioning sites, are never among the benign sites pooled.
 
 **Pooling.** A cell pools the final test metric of every benign site that finished, over all runs
 (seeds) of that method, dataset, kind and count: the cell is the mean and the population standard
@@ -20,6 +22,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from lightyear.algorithms.attacks.updates import ATTACKS, FULL, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.experiments.results import RunResult, method_order
 from lightyear.records import mean_std
@@ -29,6 +32,8 @@ HIGHER_BETTER, LOWER_BETTER = {"acc", "dice"}, {"ece", "loss"}
 LABELS = {"acc": "accuracy", "dice": "Dice", "ece": "ECE", "conf": "confidence", "loss": "loss"}
 MISSING = "-"
 CLEAN_ONLY = "clean"
+THREATS = [k for k in KINDS if k != NONE] + [a + suffix for a in ATTACKS for suffix in ("", "_full")]
+"""Every table kind in table order: the malfunctions, then the attacks (partial knowledge, then full)."""
 
 
 @dataclass
@@ -47,16 +52,24 @@ class Table:
     methods: list[str]
     counts: list[int]
     cells: dict  # (method, count) -> Cell
+    attack: str = NONE  # an attack's table: the attack and the attackers' knowledge
+    knowledge: str = ""
 
     @property
     def stem(self) -> str:
         return f"{self.dataset}_{self.kind}_{self.metric}"
 
     @property
+    def role(self) -> str:
+        """What the faulty sites of the table's runs do: ``attacking`` or ``malfunctioning``."""
+        return "attacking" if self.attack != NONE else "malfunctioning"
+
+    @property
     def caption(self) -> str:
         unit = " (%)" if self.metric in PERCENT else ""
-        return (f"{self.dataset} - {self.kind}: test {LABELS.get(self.metric, self.metric)}{unit} of the benign sites, "
-                f"mean ± std over benign sites and seeds, by number of malfunctioning sites (0 = clean)")
+        kind = f"attack {self.attack} ({self.knowledge} knowledge)" if self.attack != NONE else self.kind
+        return (f"{self.dataset} - {kind}: test {LABELS.get(self.metric, self.metric)}{unit} of the benign sites, "
+                f"mean ± std over benign sites and seeds, by number of {self.role} sites (0 = clean)")
 
 
 def pool(runs: list[RunResult], metric: str) -> Cell:
@@ -74,16 +87,18 @@ def build_tables(runs: list[RunResult], extra_metrics: tuple[str, ...] = ()) -> 
         mine = [r for r in finished if r.dataset == dataset]
         main = mine[0].metric
         metrics = [main] + [m for m in extra_metrics if m != main and m in mine[0].rows[0]]
-        kinds = [k for k in KINDS if k != NONE and any(r.malfunction == k for r in mine)] or [CLEAN_ONLY]
+        kinds = [k for k in THREATS if any(r.threat == k for r in mine)] or [CLEAN_ONLY]
         for kind in kinds:
-            members = [r for r in mine if r.malfunction in (kind, NONE)]
+            members = [r for r in mine if r.threat in (kind, NONE)]
+            attack = kind.removesuffix("_full") if kind.removesuffix("_full") in ATTACKS else NONE
+            knowledge = (FULL if kind.endswith("_full") else PARTIAL) if attack != NONE else ""
             groups: dict[tuple[str, int], list[RunResult]] = {}
             for r in members:
                 groups.setdefault((r.method, r.faulty), []).append(r)
             counts = sorted({k for _, k in groups})
             for metric in metrics:
                 cells = {key: pool(group, metric) for key, group in groups.items()}
-                tables.append(Table(dataset, kind, metric, method_order(members), counts, cells))
+                tables.append(Table(dataset, kind, metric, method_order(members), counts, cells, attack, knowledge))
     return tables
 
 
@@ -135,7 +150,7 @@ def to_latex(table: Table) -> str:
     return "\n".join([
         r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(table.caption)}}}", rf"\label{{tab:{table.stem}}}",
         rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-        rf" & \multicolumn{{{len(table.counts)}}}{{c}}{{Number of malfunctioning sites}} \\", head + r" \\", r"\midrule",
+        rf" & \multicolumn{{{len(table.counts)}}}{{c}}{{Number of {table.role} sites}} \\", head + r" \\", r"\midrule",
         *body, r"\bottomrule", r"\end{tabular}", r"\end{table}",
     ]) + "\n"
 
@@ -156,11 +171,14 @@ def write_table(table: Table, folder: str) -> list[str]:
 
 
 def write_long(tables: list[Table], path: str) -> str:
-    """Every cell of every table, unscaled: dataset, malfunction, metric, method, faulty, mean, std, runs, values."""
+    """Every cell of every table, unscaled: dataset, malfunction, attack, knowledge, metric, method,
+    faulty (malfunctioning or attacking sites), mean, std, runs, values. An attack's row has
+    malfunction ``none``; a malfunction's has attack ``none``."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["dataset", "malfunction", "metric", "method", "faulty", "mean", "std", "runs", "values"])
+        writer.writerow(["dataset", "malfunction", "attack", "knowledge", "metric", "method", "faulty", "mean", "std", "runs", "values"])
         for t in tables:
+            malfunction = t.kind if t.attack == NONE else NONE
             for (method, k), c in sorted(t.cells.items(), key=lambda item: (t.methods.index(item[0][0]), item[0][1])):
-                writer.writerow([t.dataset, t.kind, t.metric, method, k, f"{c.mean:.6g}", f"{c.std:.6g}", c.runs, c.values])
+                writer.writerow([t.dataset, malfunction, t.attack, t.knowledge, t.metric, method, k, f"{c.mean:.6g}", f"{c.std:.6g}", c.runs, c.values])
     return path

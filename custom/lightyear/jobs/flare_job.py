@@ -23,7 +23,8 @@ from nvflare.job_config.api import FedJob
 from nvflare.job_config.fed_job_config import FedJobConfig
 from nvflare.recipe.spec import Recipe
 
-from lightyear.jobs.generate import JobFolderExists, build_job, write_job
+from lightyear.jobs.folders import JobFolderExists, write_job
+from lightyear.jobs.generate import build_job
 
 META = "meta.json"
 
@@ -87,7 +88,7 @@ class GeneratedRecipe(Recipe):
         self.sites = self._job.sites
 
     @classmethod
-    def build(cls, configs: str, method: str, dataset: str, **kwargs) -> "GeneratedRecipe":
+    def build(cls, configs: str, method: str, dataset: str, **kwargs) -> GeneratedRecipe:
         name, files = build_job(configs, method, dataset, **kwargs)
         return cls(name, files)
 

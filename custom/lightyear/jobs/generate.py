@@ -12,18 +12,20 @@ setting comes from, and how a job is checked by building every component of it a
 With ``--malfunction KIND --faulty K`` the last K sites get a second app, ``app_faulty``, whose
 client configuration adds a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`:
 called by the executor on what it sends (p2p) or applied as the ``train`` task's result filter
-(star).
+(star). ``--attack KIND --attackers K [--knowledge partial|full]`` makes the last K sites
+attackers instead (:mod:`lightyear.jobs.attacks`: what the job holds and what is refused).
 
 Usage::
 
     lightyear-jobs                      # regenerate every committed job under jobs/
     lightyear-jobs --check              # exit 1 if a committed job differs from what would be written
     lightyear-jobs --method lightyear --dataset digits --malfunction dynamic --faulty 3 --out /tmp/jobs
+    lightyear-jobs --method krum --dataset digits --attack lie --attackers 3 --knowledge full --out /tmp/jobs
 
 The configurations are the package's (:mod:`lightyear.configs`; ``--configs`` gives another
 folder), so an installed package generates jobs anywhere; the committed ``jobs/`` (the default
 ``--out``, and ``--check``) belong to a checkout of the repository. A folder is replaced only when
-it is a job this generator wrote (``--force`` replaces any).
+it is a job this generator wrote (``--force`` replaces any; :mod:`lightyear.jobs.folders`).
 """
 
 from __future__ import annotations
@@ -31,18 +33,17 @@ from __future__ import annotations
 import argparse
 import copy
 import filecmp
-import json
 import os
-import re
-import shutil
 import sys
 import tempfile
 
 from lightyear import configs as config_folders
 from lightyear.algorithms.malfunctions import KINDS, NONE
-from lightyear.cli import UserError, command, output_folder, read_text
+from lightyear.cli import command, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
+from lightyear.jobs import attacks
+from lightyear.jobs.folders import check_replaceable, load_json, write_job
 from lightyear.jobs.settings import (
     MALFUNCTION_KEYS,
     SettingError,
@@ -62,24 +63,6 @@ from lightyear.jobs.settings import (
 from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 
 DEFAULT_SEED = 0
-
-
-JOB_FILE = re.compile(r"^(meta\.json|[A-Za-z0-9_]+/config/config_fed_(server|client)\.json)$")
-"""The files of a job folder this generator writes."""
-
-
-class JobFolderExists(UserError):
-    """The place a job would be written holds something the generator did not write."""
-
-
-def load_json(path: str, what: str = "the file"):
-    """The JSON value in ``path``; a :class:`~lightyear.cli.UserError` naming the file and the
-    position when it is not UTF-8 JSON."""
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
 def methods(configs: str) -> list[str]:
@@ -111,9 +94,10 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
     return client
 
 
-def check_settings(settings: dict, topology: str) -> None:
+def check_settings(settings: dict, topology: str) -> tuple[str, dict] | None:
     """The checks no single component makes: what the dataset file must give, the sites, the
-    resources every site asks for and (peer-to-peer) the graph over the sites."""
+    resources every site asks for and (peer-to-peer) the graph over the sites, returned as
+    (topology, site -> out-neighbours)."""
     for key in ("dataset", "model", "sites", "rounds"):
         if key not in settings:
             raise SettingError(f"the dataset settings lack {key!r}")
@@ -122,11 +106,10 @@ def check_settings(settings: dict, topology: str) -> None:
         raise SettingError(f"tensorboard must be true or false, got {settings.get('tensorboard')!r}")
     check_site_names(settings["sites"], minimum=2 if topology == "p2p" else 1)
     check_site_resources(settings.get("site_resource_spec"))
-    if topology == "p2p":
-        check_topology_settings(settings)
+    return check_topology_settings(settings) if topology == "p2p" else None
 
 
-def check_topology_settings(settings: dict) -> None:
+def check_topology_settings(settings: dict) -> tuple[str, dict]:
     """Refuse a topology that cannot be built over the job's sites, before any site starts."""
     controller = "lightyear.p2p.controller.P2PController"
     topology = settings.get("topology", constructor_default(controller, "topology"))
@@ -135,6 +118,7 @@ def check_topology_settings(settings: dict) -> None:
     graph = build_graph(settings["sites"], topology, seed=settings["seed"], **args)
     if topology != "none":
         check_graph(graph, settings["sites"])
+    return topology, graph
 
 
 def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0) -> str:
@@ -142,21 +126,25 @@ def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0
     return name if malfunction == NONE or faulty == 0 else f"{name}_{malfunction}{faulty}"
 
 
-def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, faulty: int = 0, seed: int = DEFAULT_SEED, overrides: dict | None = None) -> tuple[str, dict]:
-    """Return (job name, {relative path: JSON object}) for one job folder.
+def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, faulty: int = 0, seed: int = DEFAULT_SEED,
+              overrides: dict | None = None, attack: str = NONE, attackers: int = 0, knowledge: str | None = None) -> tuple[str, dict]:
+    """Return (job name, {relative path: JSON object}) for one job folder (``attack``, ``attackers``,
+    ``knowledge`` and the ``attack_<param>`` overrides: :mod:`lightyear.jobs.attacks`).
 
     A setting the job cannot run with raises :class:`~lightyear.jobs.settings.SettingError` (a
     ``ValueError``) with the message of the check or component that refused it.
     """
     try:
-        return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides)
+        params, overrides = attacks.split_params(overrides)
+        attacks.check_request(attack, attackers, knowledge, malfunction, faulty, params)
+        return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides, (attack, attackers, knowledge, params))
     except SettingError:
         raise
     except ValueError as exc:  # a component's constructor refusing one of its arguments, in its own words
         raise SettingError(str(exc)) from exc
 
 
-def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict | None) -> tuple[str, dict]:
+def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict, attack: tuple) -> tuple[str, dict]:
     if method not in methods(configs):
         raise SettingError(f"unknown method {method!r}; app_configs has {', '.join(methods(configs))}")
     if dataset not in datasets(configs):
@@ -169,14 +157,16 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
         raise SettingError(f"{os.path.join(configs, method, 'method.json')} must give \"topology\": \"p2p\" or \"star\", got {topology!r}")
     server_template = load_json(os.path.join(configs, method, "config_fed_server.json"), "the server template")
     client_template = load_json(os.path.join(configs, method, "config_fed_client.json"), "the client template")
-    check_override_keys(overrides or {}, known_settings([server_template, client_template], malfunction != NONE), method, dataset)
+    known = known_settings([server_template, client_template], malfunction != NONE) | attacks.known_params(attack[0])
+    check_override_keys(overrides or {}, known, method, dataset)
     server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
     dataset_settings = load_json(os.path.join(configs, "datasets", f"{dataset}.json"), "the dataset file")
     if not isinstance(dataset_settings, dict):
         raise SettingError(f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings")
     settings = layered_settings(meta_method, dataset, dataset_settings, overrides)
     settings["seed"] = seed
-    check_settings(settings, topology)
+    graph = check_settings(settings, topology) or (None, None)
+    spec = attacks.attack_spec(method, topology, settings, *attack, graph=graph[1], graph_topology=graph[0])
     sites = list(settings["sites"])
     if not 0 <= faulty <= len(sites):
         raise SettingError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
@@ -190,10 +180,9 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
     if settings.get("tensorboard"):
         client.setdefault("components", []).extend(analytics.client_components())
         server.setdefault("components", []).extend(analytics.server_components())
-    name = job_name(method, dataset, malfunction, faulty)
+    name = job_name(method, dataset, malfunction, faulty) + (attacks.job_suffix(spec) if spec else "")
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
-    benign = [s for s in sites if s not in faulty_sites]
-    deploy = {"app": ["server"] + benign}
+    deploy = {"app": ["server"] + [s for s in sites if s not in faulty_sites]}
     server, client = with_refusal_fix(server), with_refusal_fix(client)
     files = {
         "app/config/config_fed_server.json": server,
@@ -204,6 +193,9 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
         component = malfunction_component(settings, malfunction, seed)
         files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(faulty_client_config(client, topology, component))
     build_components(list(files.values()), len(sites))
+    if spec:  # wired after the build: AttackSpec checked the attack's settings; its components are not built here
+        faulty_sites, app_faulty = list(spec.attackers), attacks.wire(files, topology, spec, seed)
+        deploy = {"app": ["server"] + [s for s in sites if s not in app_faulty], **({"app_faulty": app_faulty} if app_faulty else {})}
     files["meta.json"] = {
         "name": name,
         "resource_spec": resource_spec(sites, settings.get("site_resource_spec")),
@@ -216,70 +208,10 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
             "malfunction": malfunction,
             "faulty_sites": faulty_sites,
             "seed": seed,
+            **(attacks.meta_fields(spec) if spec else {}),
         },
     }
     return name, files
-
-
-def foreign_files(folder: str) -> list[str]:
-    """Files under ``folder`` that the generator does not write, or that show it is not a job
-    folder the generator wrote (no ``meta.json`` with its ``lightyear`` block); [] when it is one."""
-    found = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, names in os.walk(folder) for f in names)
-    foreign = [rel for rel in found if not JOB_FILE.fullmatch(rel.replace(os.sep, "/"))]
-    if found and not foreign:
-        try:
-            meta = load_json(os.path.join(folder, "meta.json"))
-        except (UserError, OSError):
-            meta = None
-        if not (isinstance(meta, dict) and isinstance(meta.get("lightyear"), dict)):
-            foreign = ["meta.json"]
-    return foreign
-
-
-def check_replaceable(folder: str, force: bool = False) -> None:
-    """Refuse to replace ``folder`` unless it is missing, empty or a job folder the generator wrote
-    (``force``: any folder). A file in the way is refused either way."""
-    if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise JobFolderExists(f"{folder} is a file, not a job folder: move it away or choose another --out")
-    if force or not os.path.isdir(folder):
-        return
-    foreign = foreign_files(folder)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise JobFolderExists(
-            f"{folder} holds files lightyear-jobs did not write ({shown}): choose another --out, move them away, "
-            "or pass --force to replace the folder"
-        )
-
-
-def write_job(files: dict, folder: str, force: bool = False) -> None:
-    """Write the job ``files`` as ``folder``, replacing a job folder the generator wrote there before
-    (any folder with ``force``; see :func:`check_replaceable`). The files are written beside it
-    first, so a failure leaves the previous folder as it was."""
-    check_replaceable(folder, force)
-    parent = os.path.dirname(os.path.abspath(folder))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(folder)}.")
-    try:
-        for rel, obj in files.items():
-            path = os.path.join(staging, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                json.dump(obj, f, indent=2)
-                f.write("\n")
-        os.chmod(staging, 0o777 & ~_umask())
-        if os.path.isdir(folder):
-            shutil.rmtree(folder)
-        os.rename(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def committed_jobs(configs: str) -> list[tuple[str, str]]:
@@ -341,6 +273,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
     parser.add_argument("--malfunction", default=NONE, help=f"malfunction of the faulty sites: {', '.join(KINDS)}")
     parser.add_argument("--faulty", type=int, default=0, help="number of faulty sites (the last K sites)")
+    attacks.add_arguments(parser)
     parser.add_argument("--seed", type=seed_arg, default=DEFAULT_SEED, help="job seed (0 to 2**32 - 1)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting with a JSON value, e.g. --set rounds=3 --set 'train_args={\"lr\": 0.001}'")
@@ -381,7 +314,7 @@ def main(argv=None) -> int:
         if not (args.method and args.dataset):
             parser.error("--method and --dataset go together")
         overrides = parse_set(args.set)
-        name, files = build_job(configs, args.method, args.dataset, args.malfunction, args.faulty, args.seed, overrides)
+        name, files = build_job(configs, args.method, args.dataset, args.malfunction, args.faulty, args.seed, overrides, **attacks.job_arguments(args))
         root = config_folders.checkout_root()
         out = os.path.abspath(args.out) if args.out else os.path.join(root or os.getcwd(), "jobs")
         folder = os.path.join(out, name)
@@ -389,8 +322,9 @@ def main(argv=None) -> int:
         write_job(files, os.path.join(output_folder(out), name), args.force)
         print(folder)
         return 0
-    if args.set or args.malfunction != NONE or args.faulty or args.seed != DEFAULT_SEED:
-        parser.error("--set, --malfunction, --faulty and --seed need --method and --dataset (without them every committed job is rewritten)")
+    if args.set or args.malfunction != NONE or args.faulty or args.seed != DEFAULT_SEED or attacks.given(args):
+        parser.error("--set, --malfunction, --faulty, --attack, --attackers, --knowledge and --seed need --method and --dataset "
+                     "(without them every committed job is rewritten)")
     out = committed_jobs_folder(args.out, "lightyear-jobs without --method")
     for name in write_committed(configs, output_folder(out)):
         print(os.path.join(out, name))

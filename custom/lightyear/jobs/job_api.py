@@ -1,7 +1,8 @@
 """Run or export any method on any dataset through FLARE's Job API, the way FLARE 2.9 runs a ``job.py``.
 
 The job is the one the generator builds (:func:`lightyear.jobs.generate.build_job`, same
-arguments: ``--method``, ``--dataset``, ``--malfunction``, ``--faulty``, ``--seed``, ``--set``),
+arguments: ``--method``, ``--dataset``, ``--malfunction``, ``--faulty``, ``--attack``, ``--attackers``,
+``--knowledge``, ``--seed``, ``--set``),
 wrapped as a FLARE recipe (:class:`lightyear.jobs.flare_job.GeneratedRecipe`) and handed to an
 execution environment:
 
@@ -57,6 +58,7 @@ from lightyear import configs as config_folders  # noqa: E402
 from lightyear.cli import UserError, command, one_line, seconds, terminate_as_interrupt  # noqa: E402
 from lightyear.flare import process_tree  # noqa: E402
 from lightyear.flare.placement import gpu_groups, parse_gpu_ids  # noqa: E402
+from lightyear.jobs import attacks  # noqa: E402
 from lightyear.jobs.environments import LightyearPocEnv, LightyearSimEnv  # noqa: E402
 from lightyear.jobs.flare_job import GeneratedRecipe  # noqa: E402
 from lightyear.jobs.generate import add_job_arguments  # noqa: E402
@@ -179,7 +181,7 @@ def main(argv=None) -> int:
     configs = config_folders.checked_configs(args.configs)
     recipe = GeneratedRecipe.build(
         configs, args.method, args.dataset, malfunction=args.malfunction, faulty=args.faulty,
-        seed=args.seed, overrides=parse_set(args.set),
+        seed=args.seed, overrides=parse_set(args.set), **attacks.job_arguments(args),
     )
     env = make_env(args, recipe)
     if args.env == "sim":

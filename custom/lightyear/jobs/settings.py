@@ -192,8 +192,9 @@ def constructor_arguments(cls) -> dict[str, object]:
     return found
 
 
-NOT_SETTABLE = {"malfunction_id"}
-"""Constructor arguments the generator wires itself."""
+NOT_SETTABLE = {"malfunction_id", "attack_id", "adversary_id", "flip_labels"}
+"""Constructor arguments the generator wires itself (the malfunction filter, an attack's component
+and label flipping: :mod:`lightyear.jobs.attacks`)."""
 
 
 def direct_arguments(templates: list) -> dict[str, dict]:

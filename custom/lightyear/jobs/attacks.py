@@ -1,0 +1,208 @@
+"""Attack jobs: ``--attack KIND --attackers K [--knowledge partial|full]`` and ``--set attack_<param>=VALUE``.
+
+The attackers are the last K sites of the dataset (as with ``--faulty``). What an attack job holds
+(the interface the attack components read):
+
+* ``lf`` (label flipping), both topologies: the attackers' app ``app_faulty`` passes
+  ``"flip_labels": true`` to its executor, which trains on labels (y + 1) mod C. No other component.
+* peer-to-peer, every other kind: ``app_faulty`` adds the component ``attack``
+  (:data:`PEER_ATTACKER`) and its executor gets ``"attack_id": "attack"``.
+* star, every other kind: the server adds the component ``adversary`` (:data:`ADVERSARY`), a
+  research device simulating colluding attackers that the job names explicitly, and the controller
+  gets ``"adversary_id": "adversary"``; the attackers run the benign app (the server rewrites what
+  they send).
+
+The components' arguments are ``kind``, ``knowledge``, ``attackers`` (names), ``params`` (the
+``attack_<param>`` settings given, without the prefix; defaults stay with the rules) and ``seed``
+(the job's). The job is named ``<method>_<dataset>_<kind><K>`` (``_full`` appended for full
+knowledge) and meta.json's ``lightyear`` block gets ``attack``, ``knowledge``, ``attack_params``,
+the attackers as ``faulty_sites`` and ``malfunction: none``. K = 0 is the clean job.
+
+Checked before anything is written, each with the allowed values: the attack's settings by
+:class:`~lightyear.algorithms.attacks.settings.AttackSpec` (the one checker the components share;
+the components themselves are not built here), and what only a job knows:
+
+* ``--attack`` with ``--malfunction``/``--faulty`` (a site is either faulty or attacking);
+  ``--attackers``, ``--knowledge`` or ``attack_<param>`` without ``--attack``; K outside
+  [0, sites - 1] (at least one benign site).
+* ``adaptive`` only against the rules it adapts to (:data:`ADAPTIVE_METHODS`).
+* ``--knowledge full`` only for the kinds that use what the attackers know
+  (:data:`USES_KNOWLEDGE`): lf, sf and mr use the attacker's own update, so a full-knowledge job
+  would repeat the partial one under another name.
+* ``--knowledge full`` in a peer-to-peer job: a site knows the benign updates it receives, so every
+  attacker needs a benign in-neighbour in the job's topology (``topology: none`` sends nothing and
+  is not checked). With ``sample_neighbours`` a round's sample may still hold none; the attacker
+  then knows only the attackers' updates that round.
+* ``lf`` needs ``num_classes`` >= 2. Every dataset takes it: both losses (cross_entropy,
+  weighted_focal) train on class indices, per pixel for the segmentation masks, where the flip of a
+  binary mask (shapes, ultrasound, xray) is its inversion.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
+from lightyear.algorithms.malfunctions import NONE
+from lightyear.flare.component_policy import with_refusal_fix
+from lightyear.jobs.settings import SettingError
+from lightyear.p2p.topology import in_neighbours
+
+PREFIX = "attack_"
+"""``--set attack_<param>=VALUE`` sets the attack's parameter ``<param>``."""
+
+PEER_ATTACKER = "lightyear.p2p.site.attacker.PeerAttacker"
+ADVERSARY = "lightyear.star.adversary.SimulatedAdversary"
+ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
+CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"
+SERVER = "app/config/config_fed_server.json"
+
+ADAPTIVE_METHODS = ("lightyear", "balance", "krum")
+"""The methods with an adaptive attack: LIGHTYEAR's agreement score and BALANCE's distance rule
+(peer-to-peer), Krum (star; multi-Krum when its settings select several)."""
+
+USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE)
+"""The kinds whose update depends on what the attackers know (the others use their own update)."""
+
+
+def split_params(overrides: dict | None) -> tuple[dict, dict]:
+    """({param: value} of the ``attack_<param>`` settings, the other settings)."""
+    params, rest = {}, {}
+    for key, value in (overrides or {}).items():
+        if key.startswith(PREFIX):
+            params[key[len(PREFIX):]] = value
+        else:
+            rest[key] = value
+    return params, rest
+
+
+def check_request(attack: str, attackers, knowledge: str | None, malfunction: str, faulty: int, params: dict) -> None:
+    """Refuse attack flags that do not go together (before any file is read)."""
+    if attack != NONE and attack not in ATTACKS:
+        raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(ATTACKS)}")
+    if attack == NONE:
+        given = ["--attackers"] * bool(attackers) + ["--knowledge"] * (knowledge is not None) + [f"--set {PREFIX}{p}" for p in params]
+        if given:
+            raise SettingError(f"{given[0]} needs --attack ({', '.join(ATTACKS)})")
+        return
+    if malfunction != NONE or faulty:
+        raise SettingError("--attack cannot go with --malfunction or --faulty: a site is either faulty or attacking; "
+                           "give --attack KIND --attackers K alone")
+    if isinstance(attackers, bool) or not isinstance(attackers, int):
+        raise SettingError(f"--attackers must be a whole number, got {attackers!r}")
+    if knowledge is not None and knowledge not in KNOWLEDGE:
+        raise SettingError(f"unknown knowledge {knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
+
+
+def attack_spec(method: str, topology: str, settings: dict, attack: str, attackers: int, knowledge: str | None,
+                params: dict, graph: dict | None = None, graph_topology: str = "full") -> AttackSpec | None:
+    """The job's attack, checked (module docstring); None for a job without attack (or with K = 0).
+
+    ``graph`` is the peer-to-peer communication graph (site -> out-neighbours) of topology
+    ``graph_topology``; None for a star job.
+    """
+    if attack == NONE:
+        return None
+    sites = list(settings["sites"])
+    if not 0 <= attackers <= len(sites) - 1:
+        raise SettingError(f"--attackers must be between 0 and {len(sites) - 1} (the {len(sites)} sites of {settings['dataset']} "
+                           f"less one benign site), got {attackers}")
+    names = sites[len(sites) - attackers:] if attackers else []
+    try:
+        spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+    if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
+        raise SettingError(f"the adaptive attack adapts to a method's acceptance rule and {method} has none it targets: "
+                           f"choose --method {', '.join(ADAPTIVE_METHODS)}, or another --attack")
+    if spec.knowledge == FULL and attack not in USES_KNOWLEDGE:
+        raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
+                           f"(full knowledge is for {', '.join(USES_KNOWLEDGE)})")
+    if attack == LF:
+        classes = settings.get("num_classes")
+        if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
+            raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
+    if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
+        check_full_knowledge(graph, names, graph_topology)
+    return spec if names else None
+
+
+def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> None:
+    """Refuse full knowledge when an attacker receives no benign site's model in ``graph``."""
+    senders = in_neighbours(graph)
+    for site in attackers:
+        if not [s for s in senders.get(site, []) if s not in attackers]:
+            heard = ", ".join(senders.get(site, [])) or "nobody"
+            raise SettingError(
+                f"--knowledge full: attacker {site} receives no benign site's model on the {topology} topology (it hears from "
+                f"{heard}), so it cannot know benign updates: use --knowledge partial, fewer --attackers, or a topology in "
+                "which every attacker has a benign in-neighbour (e.g. --set topology=full)"
+            )
+
+
+def job_suffix(spec: AttackSpec) -> str:
+    """``_<kind><K>``, with ``_full`` appended for full knowledge."""
+    return f"_{spec.kind}{len(spec.attackers)}" + ("_full" if spec.knowledge == FULL else "")
+
+
+def component(spec: AttackSpec, seed: int, cid: str, path: str) -> dict:
+    args = {"kind": spec.kind, "knowledge": spec.knowledge, "attackers": list(spec.attackers), "params": dict(spec.params), "seed": seed}
+    return {"id": cid, "path": path, "args": args}
+
+
+def _with_executor_args(client: dict, **args) -> dict:
+    client = copy.deepcopy(client)
+    for entry in client["executors"]:
+        entry["executor"].setdefault("args", {}).update(args)
+    return client
+
+
+def wire(files: dict, topology: str, spec: AttackSpec, seed: int) -> list[str]:
+    """Add the attack to the job ``files`` (module docstring); return the sites running ``app_faulty``
+    (none for a star attack other than lf, which lives on the server)."""
+    if spec.kind == LF:
+        faulty = _with_executor_args(files[CLIENT], flip_labels=True)
+    elif topology == "p2p":
+        faulty = _with_executor_args(files[CLIENT], attack_id=ATTACK_ID)
+        faulty.setdefault("components", []).append(component(spec, seed, ATTACK_ID, PEER_ATTACKER))
+    else:
+        server = copy.deepcopy(files[SERVER])
+        server.setdefault("components", []).append(component(spec, seed, ADVERSARY_ID, ADVERSARY))
+        for workflow in server["workflows"]:
+            workflow.setdefault("args", {})["adversary_id"] = ADVERSARY_ID
+        files[SERVER] = with_refusal_fix(server)
+        return []
+    files[FAULTY_CLIENT] = with_refusal_fix(faulty)
+    return list(spec.attackers)
+
+
+def meta_fields(spec: AttackSpec) -> dict:
+    """meta.json's ``lightyear`` entries of an attack job (besides ``faulty_sites`` and ``malfunction``)."""
+    return {"attack": spec.kind, "knowledge": spec.knowledge, "attack_params": dict(spec.params)}
+
+
+def known_params(attack: str) -> set[str]:
+    """The ``attack_<param>`` settings of ``attack`` (none without one)."""
+    return {PREFIX + p for p in PARAMS.get(attack, ())}
+
+
+def add_arguments(parser) -> None:
+    """``--attack``, ``--attackers``, ``--knowledge`` (shared by lightyear-jobs and the Job API)."""
+    parser.add_argument("--attack", help=f"attack of the last K sites: {', '.join(ATTACKS)}; its settings: --set attack_<param>=VALUE")
+    parser.add_argument("--attackers", type=int, help="number of attacking sites (the last K sites), 0 to sites - 1; needs --attack")
+    parser.add_argument("--knowledge", help="what the attackers know: partial (their own honest updates; default) or full (also the benign ones)")
+
+
+def job_arguments(args) -> dict:
+    """build_job's attack keywords from parsed ``--attack``/``--attackers``/``--knowledge``."""
+    if args.attack is not None and args.attackers is None:
+        raise SettingError(f"--attack {args.attack} needs --attackers K: how many of the last sites attack")
+    if args.attack is None and args.attackers is not None:
+        raise SettingError(f"--attackers needs --attack ({', '.join(ATTACKS)})")
+    return {"attack": args.attack or NONE, "attackers": args.attackers or 0, "knowledge": args.knowledge}
+
+
+def given(args) -> bool:
+    """Whether any attack flag was given."""
+    return any(v is not None for v in (args.attack, args.attackers, args.knowledge))
