@@ -24,17 +24,22 @@ class StarAggregator(FLComponent):
     Each entry also lists under ``rejected`` the sites whose results the controller's model
     checks refused that round (set in :attr:`rejected` before :meth:`aggregate`): the rule never
     saw them, but they arrived, so the detection metrics count them as evaluated and left out
-    (:mod:`lightyear.experiments.detection`).
+    (:mod:`lightyear.experiments.detection`). In an attack job each entry also holds under
+    ``attack`` what the simulated adversary crafted that round (set in :attr:`attack`; see
+    :mod:`lightyear.star.adversary`).
     """
 
     def __init__(self):
         super().__init__()
         self.history: list[dict] = []
         self.rejected: list[str] = []
+        self.attack: dict | None = None
 
     def record(self, round_num: int, kept, excluded, **details) -> dict:
         """Append one round's decision (and the round's :attr:`rejected` results) to ``history`` and return it."""
         entry = {"round": int(round_num), "kept": sorted(kept), "excluded": sorted(excluded), "rejected": sorted(self.rejected), **details}
+        if self.attack is not None:
+            entry["attack"] = self.attack
         self.history.append(entry)
         return entry
 

@@ -22,6 +22,14 @@ exist. After the last round every site gets the final model once more (its own, 
 customising rule) and evaluates on its test set, and ``summary.csv``/``summary.json`` are
 written, also when the run stops early.
 
+An attack job names a :class:`~lightyear.star.adversary.SimulatedAdversary` (``adversary_id``)
+that replaces the attackers' results with crafted ones before any check; each round's crafting is
+logged, appended to ``adversary.jsonl`` and kept in the rule's ``history`` (``attack``), and the
+attackers' summary rows name the attack in ``malfunction`` (out of the benign mean). If crafting
+fails, the round's attacker results are dropped, not sent honest: an honest result would turn the
+attackers benign with nothing in the figures to show it, whereas a missing result is a case every
+rule handles and the detection metrics leave out (never evaluated).
+
 While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the phase, the
 current round, the number of rounds, which sites answered the last round and which sites the
 rule left out or shut out for good (:meth:`StarController.stats`, via
@@ -38,20 +46,21 @@ import time
 import numpy as np
 from nvflare.apis.client import Client
 from nvflare.apis.controller_spec import Task, TaskCompletionStatus
-from nvflare.apis.dxo import DataKind
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
-from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs, model_problems
+from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import integer, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
+from lightyear.star.adversary import ADVERSARY_FILE, SimulatedAdversary
 from lightyear.star.aggregator import StarAggregator
-from lightyear.star.messages import read_result, task_data
+from lightyear.star.messages import task_data
+from lightyear.star.results import capped_counts, result_model, valid_num_samples
 
 POLL_SECONDS = 0.2
 """How often the per-site send path looks at its tasks."""
@@ -60,31 +69,6 @@ POLL_SECONDS = 0.2
 def default_min_clients(n_sites: int) -> int:
     """All but the faulty budget: a strict majority, n - floor((n - 1) / 2) (8 sites: 5)."""
     return n_sites - (n_sites - 1) // 2
-
-
-def valid_num_samples(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0
-
-
-def capped_counts(counts: dict[str, float], max_ratio: float | None) -> dict[str, float]:
-    """Cap each site's claimed sample count at ``max_ratio`` x the round's median claim, so that
-    one site cannot take over a sample-weighted mean by claiming a huge count."""
-    if not counts or max_ratio is None:
-        return dict(counts)
-    cap = max_ratio * float(np.median(list(counts.values())))
-    return {s: min(float(n), cap) for s, n in counts.items()}
-
-
-def added(sent: dict, diff: dict, reference: dict) -> dict:
-    """sent + diff for the floating entries (in float64, cast to the reference's dtypes later);
-    integer entries are taken from ``sent``."""
-    out = {}
-    for key, ref in reference.items():
-        if np.issubdtype(ref.dtype, np.floating):
-            out[key] = np.asarray(sent[key], dtype=np.float64) + np.asarray(diff[key], dtype=np.float64)
-        else:
-            out[key] = np.asarray(sent[key])
-    return out
 
 
 class StarController(Controller):
@@ -102,6 +86,7 @@ class StarController(Controller):
         wait_time_after_min_received: float = 10.0,
         max_sample_ratio: float | None = 10.0,
         max_abs_weight: float | None = DEFAULT_MAX_ABS,
+        adversary_id: str | None = None,
     ):
         """Args:
         aggregator_id: id of a :class:`~lightyear.star.aggregator.StarAggregator` component.
@@ -115,6 +100,8 @@ class StarController(Controller):
         max_sample_ratio: a site's claimed training-sample count is capped at this multiple of
             the round's median claim (None: no cap).
         max_abs_weight: a result with a value beyond this magnitude is rejected (None: no bound).
+        adversary_id: id of a :class:`~lightyear.star.adversary.SimulatedAdversary` component
+            (attack jobs only; None: no attack).
         """
         super().__init__()
         self.aggregator_id = aggregator_id
@@ -130,6 +117,12 @@ class StarController(Controller):
             raise ValueError(f"max_sample_ratio must be a number >= 1 or null (no cap), got {max_sample_ratio!r}")
         self.max_sample_ratio = max_sample_ratio
         self.max_abs_weight = check_max_abs(max_abs_weight)
+        if adversary_id is not None and (not isinstance(adversary_id, str) or not adversary_id):
+            raise ValueError(f"adversary_id must be the id of a SimulatedAdversary component or null (no attack), got {adversary_id!r}")
+        self.adversary_id = adversary_id
+        self.adversary: SimulatedAdversary | None = None
+        self._refused = ""  # why the run cannot start (set at START_RUN)
+        self._attack: dict | None = None  # the adversary's record of the current round
         from lightyear.training.settings import model_options
 
         allowed = model_options(model)
@@ -157,7 +150,23 @@ class StarController(Controller):
         self.aggregator = engine.get_component(self.aggregator_id)
         if not isinstance(self.aggregator, StarAggregator):
             self.system_panic(f"aggregator_id {self.aggregator_id!r} names no StarAggregator component", fl_ctx)
+        if self.adversary_id is not None:
+            self._refused = self._bind_adversary(engine.get_component(self.adversary_id))
+            if self._refused:
+                self.system_panic(self._refused, fl_ctx)
         self._run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
+
+    def _bind_adversary(self, component) -> str:
+        """Take the job's adversary; the reason the run cannot start, or ""."""
+        if not isinstance(component, SimulatedAdversary):
+            found = "no component" if component is None else f"a {type(component).__name__}"
+            return f"adversary_id {self.adversary_id!r} names {found}, not a SimulatedAdversary: add the component to the server config or drop adversary_id"
+        try:
+            component.bind(self.aggregator)
+        except ValueError as exc:
+            return f"adversary {self.adversary_id!r}: {exc}"
+        self.adversary = component
+        return ""
 
     def stop_controller(self, fl_ctx: FLContext):
         pass
@@ -198,7 +207,12 @@ class StarController(Controller):
         """Train, then evaluate; the phase the run ended in (see :mod:`lightyear.flare.run_stats`)."""
         sites = self._sites
         need = self._need = min(self.min_clients or default_min_clients(len(sites)), len(sites))
+        if self._refused:
+            return run_stats.FAILED  # already reported at the start
         problem = self.aggregator.check_sites(len(sites))
+        strangers = sorted(set(self.adversary.attackers) - set(sites)) if self.adversary else []
+        if strangers and not problem:
+            problem = f"the adversary's attackers {strangers} are not sites of this job (sites: {sites})"
         if problem:
             self.system_panic(problem, fl_ctx)
             return run_stats.FAILED
@@ -218,6 +232,7 @@ class StarController(Controller):
                 return run_stats.ABORTED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
             self.aggregator.rejected = self._rejected  # recorded with the rule's decision (detection metrics)
+            self.aggregator.attack = self._attack
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
             if len(results) < round_need:
@@ -242,10 +257,17 @@ class StarController(Controller):
             for ct in task.client_tasks:
                 result = ct.result
                 if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK and isinstance(result.get(C.KEY_RESULT), dict):
-                    self._finals.append(dict(result[C.KEY_RESULT], site=ct.client.name, status="finished", last_round=self.rounds - 1))
+                    self._finals.append(self._final_row(ct.client.name, result[C.KEY_RESULT]))
         evaluated = {f["site"] for f in self._finals}
         self._note(sites_answered=len(evaluated), not_answered=sorted(set(sites) - evaluated))
         return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
+
+    def _final_row(self, site: str, result: dict) -> dict:
+        """A site's final evaluation as a summary row; an attacker's ``malfunction`` is the attack."""
+        row = dict(result, site=site, status="finished", last_round=self.rounds - 1)
+        if self.adversary is not None and site in self.adversary.attackers:
+            row["malfunction"] = self.adversary.spec.kind
+        return row
 
     def _note_aggregated(self, round_num: int) -> None:
         history = self.aggregator.history
@@ -320,7 +342,8 @@ class StarController(Controller):
         or a list of them; ``sent`` maps each site to the model it was sent (default: the global
         model), to which a ``WEIGHT_DIFF`` result is added."""
         tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
-        claimed, models = {}, {}
+        sent = {ct.client.name: (sent or {}).get(ct.client.name, global_weights) for task in tasks for ct in task.client_tasks}
+        raw = {}
         self._rejected = []
         for ct in (ct for task in tasks for ct in task.client_tasks):
             site, result = ct.client.name, ct.result
@@ -329,7 +352,12 @@ class StarController(Controller):
                 reason = result.get(C.KEY_ERROR, "") if isinstance(result, Shareable) else ""
                 self.log_warning(fl_ctx, f"round {round_num}: {site} returned {rc} {reason}")
                 continue
-            weights, n, problems = self._result_model(result, (sent or {}).get(site, global_weights), global_weights)
+            raw[site] = result
+        if self.adversary is not None:
+            raw = self._craft(raw, sent, global_weights, round_num, fl_ctx)
+        claimed, models = {}, {}
+        for site, result in raw.items():
+            weights, n, problems = result_model(result, sent[site], global_weights, self.max_abs_weight)
             if not valid_num_samples(n):
                 problems.append(f"num_samples must be a finite positive number, got {n!r}")
             if problems:
@@ -345,17 +373,26 @@ class StarController(Controller):
                 self.log_warning(fl_ctx, f"round {round_num}: {site} claimed {claimed[site]:g} samples; capped at {counts[site]:g}")
         return {s: {"weights": models[s], "num_samples": counts[s]} for s in models}
 
-    def _result_model(self, result: Shareable, sent: dict, global_weights: dict) -> tuple[dict | None, object, list[str]]:
-        """(model, claimed sample count, problems) of one OK result; a WEIGHT_DIFF is checked, then
-        added to the model the site was sent, and the sum checked again (it may overflow)."""
-        unpacked = read_result(result)
-        if unpacked.problem:
-            return None, None, [unpacked.problem]
-        problems = model_problems(unpacked.data, global_weights, self.max_abs_weight)
-        if problems or unpacked.kind == DataKind.WEIGHTS:
-            return unpacked.data, unpacked.num_samples, problems
-        weights = added(sent, unpacked.data, global_weights)
-        return weights, unpacked.num_samples, model_problems(weights, global_weights, self.max_abs_weight)
+    def _craft(self, raw: dict, sent: dict, reference: dict, round_num: int, fl_ctx: FLContext) -> dict:
+        """The round's OK results with the attackers' replaced by the adversary's crafted ones; if
+        crafting fails, without the attackers' results (module docstring). The round's record is
+        logged, appended to ``adversary.jsonl`` and kept for the rule's history."""
+        try:
+            raw, record = self.adversary.rewrite(raw, sent, reference, round_num, self.max_abs_weight)
+        except Exception as exc:  # noqa: BLE001 - a failed simulation must not stop the run
+            dropped = [s for s in raw if s in self.adversary.attackers]
+            raw = {s: r for s, r in raw.items() if s not in dropped}
+            record = self.adversary.failure(round_num, exc, dropped)
+        self.adversary.log_round(record, fl_ctx)
+        self._attack = record
+        if not self._run_dir:  # not started (in-process tests): nowhere to write
+            return raw
+        try:
+            with open(os.path.join(self._run_dir, ADVERSARY_FILE), "a") as f:
+                f.write(json.dumps(record, default=float) + "\n")
+        except OSError as exc:
+            self.log_error(fl_ctx, f"round {round_num}: could not append to {ADVERSARY_FILE} ({exc}); the rule's history keeps the record")
+        return raw
 
     def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):
         self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} (or one that came too late) from {client.name}")

@@ -5,7 +5,10 @@ Each ``train`` task evaluates the received global model on the site's validation
 weights (or, with ``send_update``, their difference to the received model) with the
 training-sample count, as a DXO (:mod:`lightyear.star.messages`). ``evaluate`` scores the
 final model. A faulty site's corruption happens after this executor, in a task result filter
-(:class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`).
+(:class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`). A label-flipping attacker
+(``flip_labels``) trains on labels (y + 1) mod C and reports ``lf`` as its malfunction, so that it
+stays out of the benign mean; the other attacks are crafted on the server
+(:mod:`lightyear.star.adversary`).
 
 Methods that change what a site does derive from :class:`StarExecutor` and override
 :meth:`~StarExecutor.train_round` (FedProx's proximal term) or :meth:`~StarExecutor.evaluate_round`
@@ -27,6 +30,7 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
+from lightyear.algorithms.attacks.updates import LF
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.records import RoundLog, check_records_file
@@ -49,11 +53,13 @@ class StarExecutor(Executor):
         compute_slots="auto",
         records_file: str = "rounds.csv",
         send_update: bool = False,
+        flip_labels: bool = False,
     ):
         """Args: as :class:`~lightyear.p2p.site.executor.P2PExecutor`; ``malfunction_id`` only
         names the site's malfunction filter so that the summary can tell benign from faulty sites.
         ``send_update``: send the trained model minus the received one (a ``WEIGHT_DIFF`` DXO, which
-        a malfunction filter then corrupts) instead of the trained model (``WEIGHTS``, default)."""
+        a malfunction filter then corrupts) instead of the trained model (``WEIGHTS``, default).
+        ``flip_labels``: train on flipped labels (the label-flipping attack, ``lf``; attackers only)."""
         super().__init__()
         self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.malfunction_id = malfunction_id
@@ -62,10 +68,13 @@ class StarExecutor(Executor):
         if not isinstance(send_update, bool):
             raise ValueError(f"send_update must be true or false, got {send_update!r}")
         self.send_update = send_update
+        if not isinstance(flip_labels, bool):
+            raise ValueError(f"flip_labels must be true or false, got {flip_labels!r}")
+        self.flip_labels = flip_labels
         self.runtime = None
         self.run_dir = ""
         self.log: RoundLog | None = None
-        self.kind = "none"
+        self.kind = LF if flip_labels else "none"
         self._round_start = 0.0
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
@@ -73,7 +82,7 @@ class StarExecutor(Executor):
             C.register_decomposers()
             if self.malfunction_id:
                 component = fl_ctx.get_engine().get_component(self.malfunction_id)
-                self.kind = getattr(component, "kind", "none")
+                self.kind = LF if self.flip_labels else getattr(component, "kind", "none")
 
     def _ensure_runtime(self, config: dict, fl_ctx: FLContext) -> None:
         if self.runtime is None:
@@ -109,10 +118,15 @@ class StarExecutor(Executor):
         val, test = rt.evaluate("val"), rt.evaluate("test")
         return {"model": "global" if task.weights is not None else "initial"}, val, test
 
+    def data_options(self) -> dict:
+        """Keyword arguments of ``SiteRuntime.train`` that change what a site trains on
+        (``flip_labels``, given only when set); every ``train_round`` passes them on."""
+        return {"flip_labels": True} if self.flip_labels else {}
+
     def train_round(self, task: StarTask) -> dict:
         """Train the runtime's model (holding the received one) for the round; returns the
         trainer's statistics (``train_loss``, ``train_samples``) and any extra record fields."""
-        return self.runtime.train(task.round_num)
+        return self.runtime.train(task.round_num, **self.data_options())
 
     def _execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
         task = read_task(shareable)

@@ -132,3 +132,37 @@ def test_without_lambda_the_personal_model_is_the_shared_one(tmp_path):
 def test_bad_site_settings_stop_the_job_at_construction(cls, kwargs, name):
     with pytest.raises(ValueError, match=name):
         cls(**kwargs)
+
+
+def spy_on_training(ex, root):
+    """Build the site's runtime as its first task would, then record the keyword arguments of
+    every ``SiteRuntime.train`` call (training itself goes on without them)."""
+    ex._ensure_runtime(CONFIG, context(root))
+    calls, real = [], ex.runtime.train
+
+    def train(round_num, **kwargs):
+        calls.append(sorted(kwargs))
+        kwargs.pop("flip_labels", None)
+        return real(round_num, **kwargs)
+
+    ex.runtime.train = train
+    return calls
+
+
+@pytest.mark.parametrize("cls", [StarExecutor, FedProxExecutor, PersonalExecutor])
+def test_a_label_flipping_attacker_trains_every_model_on_flipped_labels(tmp_path, cls):
+    attacker = cls(flip_labels=True, train_args=TRAIN, num_threads=1, compute_slots=0)
+    calls = spy_on_training(attacker, tmp_path / "attacker")
+    run(attacker, tmp_path / "attacker", 0, initial())
+    assert calls and all("flip_labels" in kwargs for kwargs in calls)  # Ditto/FedCAP: the personal model too
+    final = run(attacker, tmp_path / "attacker", 1, initial(), task=C.STAR_EVAL_TASK)[C.KEY_RESULT]
+    assert final["malfunction"] == "lf"  # kept out of the benign mean
+    benign = cls(train_args=TRAIN, num_threads=1, compute_slots=0)
+    calls = spy_on_training(benign, tmp_path / "benign")
+    run(benign, tmp_path / "benign", 0, initial())
+    assert calls and not any("flip_labels" in kwargs for kwargs in calls)
+
+
+def test_flip_labels_must_be_a_boolean():
+    with pytest.raises(ValueError, match="flip_labels must be true or false, got 'yes'"):
+        StarExecutor(flip_labels="yes")

@@ -118,6 +118,7 @@ def krum_adaptive(
     max_lambda: float | None = None,
     tol: float | None = None,
     max_evaluations: int = 32,
+    m: int = 1,
 ) -> tuple[np.ndarray, float]:
     """Fang et al.'s full-knowledge attack on Krum: (crafted update, lambda).
 
@@ -128,6 +129,9 @@ def krum_adaptive(
     (:func:`~lightyear.algorithms.star.krum.krum_select`, ``f`` defaulting to ``default_f`` of the
     n = benign + attackers updates) picks a crafted copy among the benign updates followed by the
     copies. Ties go to the lower index, i.e. to a benign update, so a tie counts as rejected.
+    Against multi-Krum (``m`` > 1 models averaged) a lambda is accepted when a copy is among the m
+    selected, so that it enters the mean (Fang et al. attack Krum alone; this is the same test
+    for the set multi-Krum averages).
 
     Defaults: ``max_lambda`` = (largest benign norm + largest benign pairwise distance) / ||u||, a
     crafted update farther out than any benign one by the benign spread (in the spirit of Fang et
@@ -145,7 +149,7 @@ def krum_adaptive(
         raise ValueError(f"n_attackers must be an integer >= 1, got {n_attackers!r}")
     n = n_benign + int(n_attackers)
     f = default_f(n) if f is None else f
-    check_krum_settings(n, f, 1)
+    check_krum_settings(n, f, m)
     if direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {direction!r}; choose one of {', '.join(DIRECTIONS)}")
     mean = benign.mean(axis=0)
@@ -161,7 +165,7 @@ def krum_adaptive(
 
     def selected(lam: float) -> bool:
         crafted = np.tile(lam * unit, (int(n_attackers), 1))
-        return krum_select(np.vstack([benign, crafted]), f)[0] >= n_benign
+        return max(krum_select(np.vstack([benign, crafted]), f, m)) >= n_benign
 
     lam = largest_accepted_step(selected, max_lambda, tol, max_evaluations=max_evaluations, check_honest=False)
     return lam * unit, lam

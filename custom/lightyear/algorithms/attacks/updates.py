@@ -188,6 +188,13 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     under full knowledge; see the module docstring).
     Raises ValueError for an unknown kind or parameter, or values of the wrong type or range.
     """
+    return crafted_update(kind, own_update, known_updates, n_participants, n_attackers, **params)[0]
+
+
+def crafted_update(kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params) -> tuple[np.ndarray, dict]:
+    """(:func:`craft_update`'s update, the attack's settings in force): what a run records of
+    each crafted round. The settings are mr ``scale``, lie ``z`` and ``ddof``, ipm ``epsilon``,
+    minmax / minsum the ``gamma`` the search found; {} for lf and sf."""
     if kind == ADAPTIVE:
         raise ValueError("the adaptive attack needs an acceptance test, not a fixed rule; use lightyear.algorithms.attacks.adaptive")
     if kind not in CRAFT_PARAMS:
@@ -198,19 +205,23 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     _check_counts(n_participants, n_attackers, allow_all=True)
     own = _update("own_update", own_update)
     if kind == LF:
-        return own.copy()
+        return own.copy(), {}
     if kind == SF:
-        return sign_flip(own)
+        return sign_flip(own), {}
     if kind == MR:
-        return model_replacement(own, params.get("scale", n_participants))
+        scale = params.get("scale", n_participants)
+        return model_replacement(own, scale), {"scale": float(scale)}
     known = _known(known_updates, own.size)
     if kind == LIE:
         z = params["z"] if "z" in params else lie_z_max(n_participants, n_attackers)
-        return lie(known, z, params.get("ddof", 0))
+        ddof = params.get("ddof", 0)
+        return lie(known, z, ddof), {"z": float(z), "ddof": ddof}
     if kind == IPM:
-        return ipm(known.mean(axis=0), params.get("epsilon", n_participants))
+        epsilon = params.get("epsilon", n_participants)
+        return ipm(known.mean(axis=0), epsilon), {"epsilon": float(epsilon)}
     search = min_max if kind == MINMAX else min_sum
-    return search(known, **params)[0]
+    update, gamma = search(known, **params)
+    return update, {"gamma": float(gamma)}
 
 
 def _largest_gamma(holds, gamma_init: float, tol: float) -> float:

@@ -30,4 +30,4 @@ class FedProxExecutor(StarExecutor):
 
     def train_round(self, task: StarTask) -> dict:
         reference = parameter_snapshot(self.runtime.model)  # w^t, as received
-        return self.runtime.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.mu))
+        return self.runtime.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.mu), **self.data_options())

@@ -108,8 +108,9 @@ class PersonalExecutor(StarExecutor):
     def train_round(self, task: StarTask) -> dict:
         rt = self.runtime
         reference = parameter_snapshot(rt.model)  # the received model, frozen
-        personal = rt.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.lam), model=self.personal)
-        stats = rt.train(task.round_num)
+        options = self.data_options()  # an attacker's personal model learns from its flipped labels too
+        personal = rt.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.lam), model=self.personal, **options)
+        stats = rt.train(task.round_num, **options)
         save_personal(self.run_dir, get_weights(self.personal), task.round_num)
         self.personal_round = task.round_num
         return {**stats, "personal_train_loss": personal["train_loss"]}

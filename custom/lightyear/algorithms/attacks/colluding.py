@@ -1,0 +1,136 @@
+"""One round of colluding attackers that see every update of a round (pure NumPy, no FLARE).
+
+The star topology simulates its attackers on the server (``lightyear.star.adversary``), where
+every site's honest update of the round is at hand. This module decides, from those updates and
+an :class:`~lightyear.algorithms.attacks.settings.AttackSpec`, what each attacker sends:
+
+* **Participants** n = the sites with a usable update this round; **attackers** m = the spec's
+  attackers among them (an attacker that sent nothing, or something unusable, is neither
+  crafted for nor counted as an attacker).
+* **Known updates** (what the attackers pool; see ``updates``' module docstring):
+  ``partial`` = the attackers' own honest updates of the round; ``full`` = those and the benign
+  updates of the round. IPM under full knowledge uses the benign updates only (Xie et al.'s
+  benign mean); under partial knowledge, or a round without a benign update, the attackers'
+  own updates stand in for it.
+* sf and mr transform each attacker's own update (each attacker its own); lie, minmax, minsum
+  and ipm compute one update from the known ones, which every attacker sends (FedCAP Sec. VI-A3).
+* ``adaptive`` is the attack on Krum of Fang et al. (USENIX Security 2020, Sec. 4,
+  :func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`): every attacker sends the same
+  update, the longest along the harmful direction that (multi-)Krum, with the job's f and m,
+  is predicted to select. Under full knowledge Krum is simulated on the benign updates and the
+  m copies, as the server will run it. Under partial knowledge the attackers' own honest updates
+  stand in for the benign ones (Fang et al.'s partial-knowledge attack): the simulated round has
+  2m updates, so f is capped at ``default_f(2m)`` and multi-Krum's m at 2m; it needs m >= 2
+  (Krum needs 3 updates), which :func:`check_spec` demands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lightyear.algorithms.attacks.adaptive import krum_adaptive
+from lightyear.algorithms.attacks.settings import AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LF, MR, PARTIAL, SF, crafted_update
+from lightyear.algorithms.star.krum import default_f
+
+
+@dataclass(frozen=True)
+class KrumTarget:
+    """The Krum settings the adaptive attack aims at: ``f`` (None: ``default_f`` of the round's n)
+    and ``m`` (models multi-Krum averages; 1 is Krum)."""
+
+    f: int | None = None
+    m: int = 1
+
+
+@dataclass
+class CraftedRound:
+    """What the attackers send in one round: ``updates`` (attacker -> crafted update), the
+    ``settings`` in force (gamma, lambda, z, scale, epsilon...), the sites whose honest updates
+    were ``known``, and the round's ``n_participants`` and attackers."""
+
+    updates: dict[str, np.ndarray] = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    known: list[str] = field(default_factory=list)
+    n_participants: int = 0
+
+    @property
+    def attackers(self) -> list[str]:
+        return sorted(self.updates)
+
+
+def check_spec(spec: AttackSpec) -> AttackSpec:
+    """Refuse what the server-side simulation cannot run: label flipping (it happens in the
+    attackers' training, the executor's ``flip_labels``), no attackers, the adaptive attack under
+    partial knowledge with one attacker (Krum cannot be simulated on 2 updates), or a ``margin``
+    (the peer-to-peer attack's aim above LIGHTYEAR's tau, meaningless against Krum)."""
+    if spec.kind == LF:
+        raise ValueError("label flipping (lf) happens in the attackers' training (executor argument flip_labels), not on the server; the simulated adversary takes the other attacks")
+    if not spec.attackers:
+        raise ValueError("attackers must name at least one site (the last K sites of the job)")
+    if spec.kind == ADAPTIVE and spec.knowledge == PARTIAL and len(spec.attackers) < 2:
+        raise ValueError("the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' own updates and their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers")
+    if spec.kind == ADAPTIVE and "margin" in spec.params:
+        raise ValueError("attack_margin is the peer-to-peer adaptive attack's aim above LIGHTYEAR's tau; the star attack on Krum takes attack_direction, attack_max_step, attack_tol, attack_max_evaluations")
+    return spec
+
+
+def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
+    """The sites whose honest updates the crafting of ``kind`` uses (module docstring)."""
+    attackers, benign = sorted(attackers), sorted(benign)
+    if kind in (SF, MR) or knowledge == PARTIAL:
+        return attackers
+    if kind in (IPM, ADAPTIVE):
+        return benign or attackers
+    return attackers + benign
+
+
+def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], krum: KrumTarget | None = None) -> CraftedRound:
+    """The crafted update of every attacker present in ``honest`` (site -> its honest update of
+    the round, one 1-D vector per site with a usable result). ``krum``: the settings the
+    adaptive attack aims at (required for it). Raises ValueError when the round cannot be
+    crafted (e.g. one participant only: the attacks need n >= 2)."""
+    check_spec(spec)
+    if spec.knowledge not in (PARTIAL, FULL):
+        raise ValueError(f"unknown knowledge {spec.knowledge!r}")
+    attackers = sorted(s for s in honest if spec.is_attacker(s))
+    if not attackers:
+        return CraftedRound(n_participants=len(honest))
+    benign = sorted(s for s in honest if not spec.is_attacker(s))
+    n, m = len(honest), len(attackers)
+    known = known_sites(spec.kind, spec.knowledge, attackers, benign)
+    if spec.kind == ADAPTIVE:
+        update, settings = _krum_attack(spec, [honest[s] for s in known], m, krum)
+        return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
+    if spec.kind in (SF, MR):
+        crafted = {a: crafted_update(spec.kind, honest[a], None, n, m, **spec.params) for a in attackers}
+        settings = crafted[attackers[0]][1]
+        return CraftedRound({a: c[0] for a, c in crafted.items()}, settings, known, n)
+    matrix = np.stack([np.asarray(honest[s], dtype=np.float64) for s in known])
+    update, settings = crafted_update(spec.kind, honest[attackers[0]], matrix, n, m, **spec.params)
+    return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
+
+
+def _krum_attack(spec: AttackSpec, stand_in: list[np.ndarray], m: int, krum: KrumTarget | None) -> tuple[np.ndarray, dict]:
+    if krum is None:
+        raise ValueError("the adaptive attack in the star topology aims at Krum: pass the job's Krum settings (KrumTarget)")
+    n_sim = len(stand_in) + m
+    if n_sim < 3:
+        raise ValueError(f"Krum cannot be simulated on {n_sim} updates (it needs 3): {len(stand_in)} known and {m} attacker(s) this round")
+    f = default_f(n_sim) if krum.f is None else min(krum.f, default_f(n_sim))
+    m_krum = min(krum.m, n_sim)
+    direction = spec.param("direction")
+    update, lam = krum_adaptive(
+        np.stack(stand_in),
+        m,
+        f=f,
+        direction=direction,
+        max_lambda=spec.param("max_step"),
+        tol=spec.param("tol"),
+        max_evaluations=spec.param("max_evaluations"),
+        m=m_krum,
+    )
+    return update, {"lambda": float(lam), "f": f, "m": m_krum, "direction": direction}

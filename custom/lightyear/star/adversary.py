@@ -1,0 +1,147 @@
+"""The star topology's simulated adversary: colluding attackers, played by the server.
+
+A research device, named explicitly by an attack job (``adversary_id`` of
+:class:`~lightyear.star.controller.StarController`) and never part of a rule: in every round,
+after the results arrive and before any check, it replaces each attacker's result with the
+crafted one, so the crafted models go through every check and rule a real one would.
+
+The attackers train honestly on their sites and send their results as usual; the server, which
+holds every result of the round, then plays the attackers' collusion
+(:func:`~lightyear.algorithms.attacks.colluding.craft_round`): an update is a result minus the
+model that site was sent this round (the global model, or the site's own for a customising rule
+such as FedCAP), ``partial`` knowledge pools the attackers' honest updates, ``full`` adds the
+benign updates of the round. The crafted update is added back to the model the attacker was
+sent and returned in the attacker's own form (``WEIGHTS`` or ``WEIGHT_DIFF``, each entry in its
+dtype, its claimed sample count and integer entries unchanged). An attacker that sent nothing,
+an error, or a result the checks will refuse is not crafted for (its result goes on unchanged
+and is refused as any other).
+
+Label flipping (``lf``) is no server matter: the attackers' executors train on flipped labels
+(``flip_labels``). The adaptive attack aims at Krum: the job's aggregator must be a
+:class:`~lightyear.star.rules.krum.KrumAggregator`, whose f and m it uses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from nvflare.apis.dxo import DataKind
+from nvflare.apis.fl_component import FLComponent
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable
+
+from lightyear.algorithms.attacks.colluding import CraftedRound, KrumTarget, check_spec, craft_round
+from lightyear.algorithms.attacks.settings import AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE
+from lightyear.checks import integer
+from lightyear.star.messages import read_result, result_data
+from lightyear.star.results import result_model, valid_num_samples
+from lightyear.star.rules.krum import KrumAggregator
+
+ADVERSARY_FILE = "adversary.jsonl"
+"""One line per round in the server's run folder: what the adversary crafted (or why not)."""
+
+
+def float_keys(reference: dict) -> list[str]:
+    return sorted(k for k, v in reference.items() if np.issubdtype(np.asarray(v).dtype, np.floating))
+
+
+def update_vector(model: dict, sent: dict, keys: list[str]) -> np.ndarray:
+    """model - sent over the floating entries ``keys`` (sorted), as one float64 vector."""
+    return np.concatenate([(np.asarray(model[k], dtype=np.float64) - np.asarray(sent[k], dtype=np.float64)).ravel() for k in keys])
+
+
+def crafted_data(update: np.ndarray, original: dict, sent: dict, keys: list[str], as_diff: bool) -> dict:
+    """The crafted result's data in the attacker's own form: ``update`` (``as_diff``) or
+    sent + update, entry by entry in the dtype of the attacker's own entry (the sent model's if
+    that was no float); every other entry is the attacker's own. A value beyond the dtype's range
+    becomes inf, which the model checks then refuse."""
+    out = dict(original)
+    start = 0
+    for key in keys:
+        ref = np.asarray(sent[key])
+        part = update[start : start + ref.size].reshape(ref.shape)
+        start += ref.size
+        value = part if as_diff else ref.astype(np.float64) + part
+        own = np.asarray(original[key])
+        dtype = own.dtype if np.issubdtype(own.dtype, np.floating) else ref.dtype
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[key] = value.astype(dtype)
+    return out
+
+
+def describe(record: dict) -> str:
+    """One log line of a round's record."""
+    if "failed" in record:
+        return f"round {record['round']}: the simulated adversary failed ({record['failed']}); dropped {record['dropped']}"
+    if not record["crafted"]:
+        return f"round {record['round']}: no attacker sent a usable result; nothing crafted"
+    settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record["settings"].items())
+    return (f"round {record['round']}: {record['kind']} ({record['knowledge']} knowledge of {record['known']}) crafted for {record['crafted']}"
+            f" of {record['participants']} participants" + (f"; {settings}" if settings else ""))
+
+
+class SimulatedAdversary(FLComponent):
+    def __init__(self, kind: str, knowledge: str = "partial", attackers=(), params: dict | None = None, seed: int = 0):
+        """Args:
+        kind: sf, mr, lie, minmax, minsum, ipm or adaptive (lf is the executors' ``flip_labels``).
+        attackers: the attacking sites' names.
+        knowledge: ``partial`` (the attackers' own honest updates) or ``full`` (also the benign ones).
+        params: the attack's parameters (``attack_<name>`` job settings); the rest keep their defaults.
+        seed: the job's seed, kept in the records; the crafting itself draws nothing at random.
+        """
+        super().__init__()
+        if params is not None and not isinstance(params, dict):
+            raise ValueError(f"params must be a JSON object of attack parameters, got {params!r}")
+        self.spec = check_spec(AttackSpec(kind, knowledge, attackers, dict(params or {})))
+        self.seed = integer("seed", seed)
+        self.krum: KrumTarget | None = None
+
+    @property
+    def attackers(self) -> tuple:
+        return self.spec.attackers
+
+    def bind(self, aggregator) -> None:
+        """Take the settings of the job's rule that the attack aims at; raises ValueError if the
+        attack cannot aim at it (the adaptive attack needs Krum)."""
+        if self.spec.kind != ADAPTIVE:
+            return
+        if not isinstance(aggregator, KrumAggregator):
+            raise ValueError(f"the adaptive attack in the star topology aims at Krum, but the job's aggregator is {type(aggregator).__name__}; use --method krum, or another attack")
+        self.krum = KrumTarget(aggregator.f, aggregator.m)
+
+    def rewrite(self, results: dict[str, Shareable], sent: dict[str, dict], reference: dict, round_num: int, max_abs: float | None) -> tuple[dict, dict]:
+        """(``results`` with every attacker's replaced by its crafted result, the round's record).
+
+        ``results`` maps each site that answered OK to its raw result; ``sent`` maps it to the
+        model it was sent; ``reference`` is the global model (keys, shapes, dtypes).
+        Raises whatever crafting raises; the controller drops the attackers' results then."""
+        keys = float_keys(reference)
+        usable, honest = {}, {}
+        for site, result in results.items():
+            model, n, problems = result_model(result, sent[site], reference, max_abs)
+            if not problems and valid_num_samples(n):
+                usable[site] = n
+                honest[site] = update_vector(model, sent[site], keys)
+        crafted = craft_round(self.spec, honest, self.krum)
+        out = dict(results)
+        for site, update in crafted.updates.items():
+            unpacked = read_result(results[site])
+            data = crafted_data(update, unpacked.data, sent[site], keys, unpacked.kind == DataKind.WEIGHT_DIFF)
+            out[site] = result_data(data, usable[site], round_num, unpacked.kind)
+        return out, self.record(round_num, crafted)
+
+    def record(self, round_num: int, crafted: CraftedRound) -> dict:
+        """The round's record: the attack, who was crafted for, who was known, the settings in force."""
+        absent = sorted(set(self.attackers) - set(crafted.updates))
+        return {
+            "round": int(round_num), "kind": self.spec.kind, "knowledge": self.spec.knowledge,
+            "participants": crafted.n_participants, "crafted": crafted.attackers, "absent": absent,
+            "known": list(crafted.known), "settings": dict(crafted.settings),
+        }
+
+    def failure(self, round_num: int, exc: BaseException, dropped: list[str]) -> dict:
+        """The record of a round whose crafting raised ``exc``: the attackers' results ``dropped``."""
+        return {"round": int(round_num), "kind": self.spec.kind, "knowledge": self.spec.knowledge, "failed": f"{type(exc).__name__}: {exc}", "dropped": sorted(dropped)}
+
+    def log_round(self, record: dict, fl_ctx: FLContext) -> None:
+        (self.log_error if "failed" in record else self.log_info)(fl_ctx, describe(record))

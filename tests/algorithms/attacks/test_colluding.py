@@ -1,0 +1,150 @@
+"""One round of colluding attackers (the star topology's simulation), on hand-worked cases.
+
+Case A, 3 sites, 2-D updates: site-1 benign [4, 4]; attackers site-2 [0, 0] and site-3 [2, 4].
+  partial knowledge = the attackers' updates: mean [1, 2], population std [1, 2].
+  LIE with z = 0.5: [1, 2] - 0.5 [1, 2] = [0.5, 1].
+  Min-Max, p = -std = [-1, -2]: mean + gamma p = (1 - gamma) [1, 2]; its distances to the known
+    updates are |1 - gamma| sqrt5 and (1 + gamma) sqrt5, the bound is ||[2, 4]|| = 2 sqrt5:
+    gamma = 1, the update [0, 0].
+  Min-Sum: 5 (1 - gamma)^2 + 5 (1 + gamma)^2 = 10 (1 + gamma^2) <= max_i sum_j ||x_i - x_j||^2
+    = 20: gamma = 1 again.
+  IPM, epsilon = n = 3: partial -3 [1, 2] = [-3, -6]; full (benign only) -3 [4, 4] = [-12, -12].
+  SF: each attacker its own negated: site-2 [0, 0] (-0), site-3 [-2, -4].
+  MR, scale = n = 3: site-3 [6, 12].
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from lightyear.algorithms.attacks.adaptive import krum_adaptive
+from lightyear.algorithms.attacks.colluding import KrumTarget, craft_round, known_sites
+from lightyear.algorithms.attacks.settings import AttackSpec
+from lightyear.algorithms.attacks.updates import crafted_update, lie_z_max
+from lightyear.algorithms.star.krum import krum_select
+
+HONEST = {"site-1": np.array([4.0, 4.0]), "site-2": np.array([0.0, 0.0]), "site-3": np.array([2.0, 4.0])}
+ATTACKERS = ["site-2", "site-3"]
+
+
+def spec(kind, knowledge="partial", attackers=ATTACKERS, **params):
+    return AttackSpec(kind, knowledge, attackers, params)
+
+
+def test_lie_minmax_minsum_pool_the_attackers_updates_under_partial_knowledge():
+    lie = craft_round(spec("lie", z=0.5), HONEST)
+    assert lie.known == ATTACKERS and lie.n_participants == 3 and lie.attackers == ATTACKERS
+    for site in ATTACKERS:  # every attacker sends the one crafted update
+        np.testing.assert_allclose(lie.updates[site], [0.5, 1.0])
+    assert lie.settings == {"z": 0.5, "ddof": 0}
+    for kind in ("minmax", "minsum"):
+        crafted = craft_round(spec(kind), HONEST)
+        assert crafted.settings["gamma"] == pytest.approx(1.0, abs=1e-4)
+        np.testing.assert_allclose(crafted.updates["site-3"], [0.0, 0.0], atol=1e-4)
+
+
+def test_full_knowledge_adds_the_benign_updates_and_ipm_takes_the_benign_ones_only():
+    full = craft_round(spec("lie", "full"), HONEST)
+    assert full.known == ["site-2", "site-3", "site-1"]
+    x = np.array([[0.0, 0.0], [2.0, 4.0], [4.0, 4.0]])
+    z = lie_z_max(3, 2)  # the default z for n = 3, m = 2
+    np.testing.assert_allclose(full.updates["site-2"], x.mean(axis=0) - z * x.std(axis=0))
+    assert full.settings["z"] == pytest.approx(z)
+    np.testing.assert_allclose(craft_round(spec("ipm"), HONEST).updates["site-2"], [-3.0, -6.0])
+    ipm_full = craft_round(spec("ipm", "full"), HONEST)
+    assert ipm_full.known == ["site-1"] and ipm_full.settings == {"epsilon": 3.0}
+    np.testing.assert_allclose(ipm_full.updates["site-3"], [-12.0, -12.0])
+
+
+def test_sign_flip_and_model_replacement_transform_each_attackers_own_update():
+    sf = craft_round(spec("sf"), HONEST)
+    np.testing.assert_array_equal(sf.updates["site-3"], [-2.0, -4.0])
+    np.testing.assert_array_equal(sf.updates["site-2"], [0.0, 0.0])
+    mr = craft_round(spec("mr", "full"), HONEST)
+    assert mr.known == ATTACKERS and mr.settings == {"scale": 3.0}
+    np.testing.assert_array_equal(mr.updates["site-3"], [6.0, 12.0])
+    np.testing.assert_array_equal(craft_round(spec("mr", scale=2.0), HONEST).updates["site-3"], [4.0, 8.0])
+
+
+def test_an_attacker_without_a_usable_update_is_neither_crafted_for_nor_counted():
+    """site-2 sent nothing: n = 2 participants, m = 1 attacker; MR's default scale is n = 2."""
+    present = {s: u for s, u in HONEST.items() if s != "site-2"}
+    mr = craft_round(spec("mr"), present)
+    assert mr.attackers == ["site-3"] and mr.n_participants == 2
+    np.testing.assert_array_equal(mr.updates["site-3"], [4.0, 8.0])
+    none = craft_round(spec("sf", attackers=["site-9"]), HONEST)
+    assert none.updates == {} and none.n_participants == 3
+
+
+def test_a_round_that_cannot_be_crafted_raises():
+    with pytest.raises(ValueError, match="n \\(participants per round\\) must be an integer >= 2"):
+        craft_round(spec("sf"), {"site-3": np.array([1.0, 1.0])})
+
+
+def test_known_sites_per_kind_and_knowledge():
+    assert known_sites("lie", "partial", ["a"], ["b", "c"]) == ["a"]
+    assert known_sites("minsum", "full", ["a"], ["c", "b"]) == ["a", "b", "c"]
+    assert known_sites("sf", "full", ["a"], ["b"]) == ["a"]
+    assert known_sites("ipm", "full", ["a"], ["b"]) == ["b"]
+    assert known_sites("ipm", "full", ["a"], []) == ["a"]  # no benign update this round: own ones stand in
+    assert known_sites("adaptive", "full", ["a"], ["b"]) == ["b"]
+
+
+def test_crafted_update_reports_the_settings_in_force_and_craft_update_agrees():
+    own, known = np.array([1.0, -1.0]), np.array([[0.0, 0.0], [2.0, 4.0]])
+    update, settings = crafted_update("mr", own, None, 10, 3)
+    assert settings == {"scale": 10.0}
+    np.testing.assert_array_equal(update, [10.0, -10.0])
+    assert crafted_update("sf", own, None, 10, 3)[1] == {}
+    assert crafted_update("lie", own, known, 10, 3)[1] == {"z": lie_z_max(10, 3), "ddof": 0}
+    assert crafted_update("ipm", own, known, 10, 3, epsilon=2)[1] == {"epsilon": 2.0}
+    assert crafted_update("minmax", own, known, 10, 3)[1]["gamma"] == pytest.approx(1.0, abs=1e-4)
+
+
+# ---------------------------------------------------------------------------- adaptive (Krum)
+# 1-D case of test_adaptive.py: benign 5, 3, 1, -1, -3 (mean 1), 2 attackers, n = 7, f = 2.
+BENIGN_1D = {f"site-{i}": np.array([v]) for i, v in enumerate([5.0, 3.0, 1.0, -1.0, -3.0], start=1)}
+
+
+def test_adaptive_under_full_knowledge_gets_a_copy_selected_by_krum():
+    honest = {**BENIGN_1D, "site-6": np.array([1.0]), "site-7": np.array([0.5])}
+    crafted = craft_round(spec("adaptive", "full", ["site-6", "site-7"], direction="sign"), honest, KrumTarget())
+    assert crafted.known == sorted(BENIGN_1D) and crafted.settings["f"] == 2 and crafted.settings["m"] == 1
+    lam = crafted.settings["lambda"]
+    assert 2.9 < lam < 3.0  # lambda* = 3 (test_adaptive.py), approached from below
+    np.testing.assert_allclose(crafted.updates["site-6"], [-lam])
+    rows = np.vstack([*BENIGN_1D.values(), crafted.updates["site-6"], crafted.updates["site-7"]])
+    assert krum_select(rows, 2)[0] >= 5  # Krum picks a crafted copy
+
+
+def test_krum_adaptive_against_multi_krum_needs_a_copy_among_the_m_selected():
+    """m = 2: the lowest score is b = -3's, 2 (lambda - 3)^2 + 4 for 3 <= lambda <= 5; the copies
+    score (lambda - 3)^2 + (lambda - 1)^2 and come second while below the 24 of b = -1, 1 and 3
+    (4 + 4 + 16 once lambda > 5): lambda* solves (lambda - 3)^2 + (lambda - 1)^2 = 24, 2 + sqrt(11)."""
+    benign = np.array([[5.0], [3.0], [1.0], [-1.0], [-3.0]])
+    update, lam = krum_adaptive(benign, 2, f=2, direction="sign", m=2)
+    assert lam == pytest.approx(2 + math.sqrt(11), abs=13 / 1024)
+    assert lam > 3.0  # beyond Krum's lambda* = 3
+    assert max(krum_select(np.vstack([benign, update, update]), 2, 2)) >= 5
+
+
+def test_adaptive_under_partial_knowledge_simulates_krum_on_the_attackers_own_updates():
+    """Stand-in benign updates: the attackers' own, 1 and 3 (mean 2, so the copies sit at
+    -lambda): n = 4 simulated, f capped at default_f(4) = 0, scores sum the 2 nearest. A copy
+    scores 0 (the other copy) + (1 + lambda)^2; b = 1 scores min(4, (1 + lambda)^2) +
+    (1 + lambda)^2 or more, b = 3 more still: a copy is selected for every lambda > 0, so the
+    search takes max_step at once."""
+    honest = {**BENIGN_1D, "site-6": np.array([1.0]), "site-7": np.array([3.0])}
+    crafted = craft_round(spec("adaptive", attackers=["site-6", "site-7"], direction="sign", max_step=8.0), honest, KrumTarget(f=2))
+    assert crafted.known == ["site-6", "site-7"] and crafted.settings["f"] == 0
+    assert crafted.settings["lambda"] == 8.0
+    np.testing.assert_allclose(crafted.updates["site-7"], [-8.0])
+
+
+def test_adaptive_needs_krum_settings_and_enough_updates():
+    honest = {"site-1": np.array([1.0]), "site-2": np.array([2.0])}
+    with pytest.raises(ValueError, match="aims at Krum"):
+        craft_round(spec("adaptive", "full", ["site-2"]), honest)
+    with pytest.raises(ValueError, match="Krum cannot be simulated on 2 updates"):
+        craft_round(spec("adaptive", "full", ["site-2"]), honest, KrumTarget())

@@ -1,0 +1,274 @@
+"""The star topology's simulated adversary: the server replaces the attackers' results with crafted
+ones before its checks, in the attackers' own form, and a failure never stops the run.
+
+Hand-worked case: global model g = {"w": [1, 1] (float32), "n": 7 (a counter)}; site-1 sends the
+model [2, 1] (update [1, 0]), site-2 the model [1, 3] (update [0, 2]), attacker site-3 the
+difference [2, 2] (WEIGHT_DIFF). Sign flipping: site-3 sends the difference [-2, -2], which the
+server adds to g: [-1, -1]. Model replacement (scale n = 3): [6, 6], the model [7, 7].
+"""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from nvflare.apis.client import Client
+from nvflare.apis.controller_spec import ClientTask, Task
+from nvflare.apis.dxo import DataKind, from_shareable
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
+
+from lightyear.flare import constants as C
+from lightyear.star.adversary import SimulatedAdversary, crafted_data, update_vector
+from lightyear.star.aggregator import FedAvgAggregator
+from lightyear.star.controller import StarController
+from lightyear.star.messages import result_data
+from lightyear.star.rules.krum import KrumAggregator
+
+from flare_fakes import FakeWorkspace
+
+G = {"w": np.array([1.0, 1.0], dtype=np.float32), "n": np.array(7, dtype=np.int64)}
+
+
+def task_with(results):
+    task = Task(name=C.STAR_TRAIN_TASK, data=Shareable())
+    for name, res in results.items():
+        ct = ClientTask(Client(name, None), task)
+        ct.result = res
+        task.client_tasks.append(ct)
+    return task
+
+
+def weights(w, n=7, dtype=np.float32):
+    return {"w": np.array(w, dtype=dtype), "n": np.array(n, dtype=np.int64)}
+
+
+def round_results(attacker=None):
+    return task_with({
+        "site-1": result_data(weights([2.0, 1.0]), 10, 0),
+        "site-2": result_data(weights([1.0, 3.0]), 10, 0),
+        "site-3": attacker if attacker is not None else result_data(weights([2.0, 2.0], n=0), 10, 0, DataKind.WEIGHT_DIFF),
+    })
+
+
+def with_adversary(kind, knowledge="partial", attackers=("site-3",), aggregator=None, **params):
+    ctrl = StarController(rounds=1, adversary_id="adversary", max_abs_weight=100.0)
+    ctrl.aggregator = aggregator or FedAvgAggregator()
+    assert ctrl._bind_adversary(SimulatedAdversary(kind, knowledge, list(attackers), params)) == ""
+    return ctrl
+
+
+def test_sign_flip_replaces_the_attackers_result_before_the_checks():
+    ctrl = with_adversary("sf")
+    kept = ctrl._collect(round_results(), G, round_num=0, fl_ctx=FLContext())
+    np.testing.assert_array_equal(kept["site-3"]["weights"]["w"], [-1.0, -1.0])
+    assert kept["site-3"]["weights"]["w"].dtype == np.float32 and int(kept["site-3"]["weights"]["n"]) == 7
+    np.testing.assert_array_equal(kept["site-1"]["weights"]["w"], [2.0, 1.0])  # benign results untouched
+    assert kept["site-3"]["num_samples"] == 10.0
+    assert ctrl._attack == {"round": 0, "kind": "sf", "knowledge": "partial", "participants": 3, "crafted": ["site-3"], "absent": [],
+                            "known": ["site-3"], "settings": {}}
+
+
+def test_the_crafted_result_keeps_the_attackers_form_and_dtype():
+    ctrl = with_adversary("mr")
+    raw = {"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([3.0, 3.0], dtype=np.float64), 4, 0)}
+    out, record = ctrl.adversary.rewrite(raw, {s: G for s in raw}, G, 0, None)
+    dxo = from_shareable(out["site-3"])
+    assert dxo.data_kind == DataKind.WEIGHTS and dxo.data["w"].dtype == np.float64
+    np.testing.assert_array_equal(dxo.data["w"], [5.0, 5.0])  # g + 2 x [2, 2] (n = 2 participants)
+    assert record["settings"] == {"scale": 2.0}
+    diff = result_data(weights([2.0, 2.0], n=0), 10, 0, DataKind.WEIGHT_DIFF)
+    out, _ = ctrl.adversary.rewrite({"site-1": raw["site-1"], "site-3": diff}, {"site-1": G, "site-3": G}, G, 0, None)
+    dxo = from_shareable(out["site-3"])
+    assert dxo.data_kind == DataKind.WEIGHT_DIFF and dxo.data["w"].dtype == np.float32 and int(dxo.data["n"]) == 0
+    np.testing.assert_array_equal(dxo.data["w"], [4.0, 4.0])
+    assert out["site-1"] is raw["site-1"]
+
+
+def test_updates_are_taken_against_the_model_each_site_was_sent():
+    """A customising rule (FedCAP) sends site-3 [0, 0]: its model [1, 1] is the update [1, 1],
+    sign-flipped to the model [-1, -1]."""
+    ctrl = with_adversary("sf")
+    sent = {"site-3": {"w": np.zeros(2, dtype=np.float32), "n": np.array(7)}}
+    task = task_with({"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([1.0, 1.0]), 10, 0)})
+    kept = ctrl._collect(task, G, round_num=0, fl_ctx=FLContext(), sent=sent)
+    np.testing.assert_array_equal(kept["site-3"]["weights"]["w"], [-1.0, -1.0])
+
+
+def test_pure_conversions_between_models_and_update_vectors():
+    keys = ["a", "b"]
+    model = {"a": np.array([[2.0, 3.0]], dtype=np.float32), "b": np.array([1.0]), "c": np.array(5)}
+    sent = {"a": np.array([[1.0, 1.0]], dtype=np.float32), "b": np.array([4.0]), "c": np.array(0)}
+    np.testing.assert_array_equal(update_vector(model, sent, keys), [1.0, 2.0, -3.0])
+    back = crafted_data(np.array([1.0, 2.0, -3.0]), model, sent, keys, as_diff=False)
+    np.testing.assert_array_equal(back["a"], model["a"])
+    assert back["a"].dtype == np.float32 and back["b"].dtype == np.float64 and int(back["c"]) == 5
+    diff = crafted_data(np.array([1.0, 2.0, -3.0]), model, sent, keys, as_diff=True)
+    np.testing.assert_array_equal(diff["b"], [-3.0])
+    with np.errstate(over="ignore"):
+        huge = crafted_data(np.array([1e300, 0.0, 0.0]), model, sent, keys, as_diff=True)
+    assert np.isinf(huge["a"][0, 0])  # beyond float32: the model checks refuse it
+
+
+def test_a_crafted_result_that_fails_the_checks_is_rejected_like_any_other():
+    """Model replacement with scale 100: [201, 201] exceeds max_abs_weight = 100."""
+    ctrl = with_adversary("mr", scale=100.0)
+    kept = ctrl._collect(round_results(), G, round_num=0, fl_ctx=FLContext())
+    assert sorted(kept) == ["site-1", "site-2"] and ctrl._rejected == ["site-3"]
+
+
+def test_full_knowledge_uses_the_benign_updates_and_partial_only_the_attackers():
+    """IPM, epsilon 3: partial = -3 x site-3's [2, 2] -> the model [-5, -5]; full = -3 x the
+    benign mean [0.5, 1] = [-1.5, -3] -> the model [-0.5, -2]."""
+    partial = with_adversary("ipm")._collect(round_results(), G, 0, FLContext())
+    np.testing.assert_array_equal(partial["site-3"]["weights"]["w"], [-5.0, -5.0])
+    ctrl = with_adversary("ipm", "full")
+    full = ctrl._collect(round_results(), G, 0, FLContext())
+    np.testing.assert_array_equal(full["site-3"]["weights"]["w"], [-0.5, -2.0])
+    assert ctrl._attack["known"] == ["site-1", "site-2"]
+
+
+def test_an_attacker_that_sent_an_error_or_a_malformed_result_is_not_crafted_for():
+    ctrl = with_adversary("mr")
+    error = make_reply(ReturnCode.EXECUTION_EXCEPTION)
+    kept = ctrl._collect(round_results(error), G, 0, FLContext())
+    assert sorted(kept) == ["site-1", "site-2"] and ctrl._attack["crafted"] == [] and ctrl._attack["absent"] == ["site-3"]
+    nan = result_data(weights([np.nan, 1.0]), 10, 0)
+    kept = ctrl._collect(round_results(nan), G, 0, FLContext())
+    assert sorted(kept) == ["site-1", "site-2"] and ctrl._rejected == ["site-3"] and ctrl._attack["absent"] == ["site-3"]
+
+
+def test_a_crafting_failure_drops_the_attackers_results_and_the_round_goes_on(monkeypatch):
+    ctrl = with_adversary("sf")
+
+    def broken(*args, **kwargs):
+        raise ValueError("simulated bug")
+
+    monkeypatch.setattr("lightyear.star.adversary.craft_round", broken)
+    kept = ctrl._collect(round_results(), G, 0, FLContext())
+    assert sorted(kept) == ["site-1", "site-2"]
+    assert ctrl._rejected == []  # dropped, not refused: the rule never evaluated it
+    assert ctrl._attack["failed"] == "ValueError: simulated bug" and ctrl._attack["dropped"] == ["site-3"]
+
+
+def test_adaptive_krum_gets_a_crafted_copy_selected():
+    """5 sites, attackers site-4 and site-5, Krum with f = 1: the copies win Krum's choice."""
+    sites = {f"site-{i}": weights([1.0 + 0.1 * i, 1.0 - 0.05 * i]) for i in range(1, 6)}
+    ctrl = with_adversary("adaptive", "full", ("site-4", "site-5"), aggregator=KrumAggregator(f=1))
+    kept = ctrl._collect(task_with({s: result_data(w, 10, 0) for s, w in sites.items()}), G, 0, FLContext())
+    assert ctrl._attack["settings"]["lambda"] > 0 and ctrl._attack["settings"]["f"] == 1
+    ctrl.aggregator.attack = ctrl._attack
+    ctrl.aggregator.aggregate(G, kept, 0, FLContext())
+    entry = ctrl.aggregator.history[-1]
+    assert entry["kept"][0] in ("site-4", "site-5") and entry["attack"]["kind"] == "adaptive"
+    np.testing.assert_array_equal(kept["site-4"]["weights"]["w"], kept["site-5"]["weights"]["w"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("lf", "partial", ["site-3"]), "label flipping"),
+        (("boom", "partial", ["site-3"]), "unknown attack 'boom'"),
+        (("sf", "most", ["site-3"]), "unknown knowledge 'most'"),
+        (("sf", "partial", []), "at least one site"),
+        (("sf", "partial", "site-3"), "attackers must be a list"),
+        (("sf", "partial", ["site-3"], {"scale": 2}), "attack 'sf' takes no setting attack_scale"),
+        (("mr", "partial", ["site-3"], {"scale": -1}), "attack_scale must be a finite number > 0"),
+        (("sf", "partial", ["site-3"], ["scale"]), "params must be a JSON object"),
+        (("adaptive", "partial", ["site-3"]), "needs at least 2 attackers"),
+        (("adaptive", "full", ["site-3"], {"margin": 0.1}), "attack_margin is the peer-to-peer"),
+    ],
+)
+def test_bad_adversary_arguments_are_refused(args, message):
+    with pytest.raises(ValueError, match=message):
+        SimulatedAdversary(*args)
+
+
+def test_bad_seed_and_adversary_id_are_refused():
+    with pytest.raises(ValueError, match="seed"):
+        SimulatedAdversary("sf", "partial", ["site-3"], seed="x")
+    with pytest.raises(ValueError, match="adversary_id must be the id"):
+        StarController(adversary_id="")
+
+
+class _Engine:
+    def __init__(self, root, sites, components):
+        self.workspace, self.sites, self.components, self.events = FakeWorkspace(root), sites, components, []
+
+    def get_clients(self):
+        return [Client(s, None) for s in self.sites]
+
+    def get_workspace(self):
+        return self.workspace
+
+    def get_component(self, cid):
+        return self.components.get(cid)
+
+    def fire_event(self, event_type, fl_ctx):
+        self.events.append((event_type, fl_ctx.get_prop("__event_data__")))
+
+
+def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"), rounds=2):
+    ctrl = StarController(rounds=rounds, model="cnn", num_classes=10, in_channels=1, adversary_id="adversary", min_clients=3)
+    engine = _Engine(str(tmp_path), list(sites), components)
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
+    ctrl.start_controller(ctx)
+    return ctrl, engine, ctx
+
+
+@pytest.mark.parametrize(
+    ("adversary", "aggregator", "message"),
+    [
+        (None, FedAvgAggregator(), "names no component, not a SimulatedAdversary"),
+        (FedAvgAggregator(), FedAvgAggregator(), "names a FedAvgAggregator, not a SimulatedAdversary"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at Krum, but the job's aggregator is FedAvgAggregator"),
+        (SimulatedAdversary("sf", "partial", ["site-9"]), FedAvgAggregator(), "attackers \\['site-9'\\] are not sites of this job"),
+    ],
+)
+def test_a_missing_or_wrong_adversary_stops_the_run_before_training(tmp_path, adversary, aggregator, message):
+    ctrl, engine, ctx = _start(tmp_path, {"aggregator": aggregator, "adversary": adversary})
+    ctrl.broadcast_and_wait = lambda **kwargs: pytest.fail("no round may be sent")
+    ctrl.control_flow(Signal(), ctx)
+    reasons = [reason for _, reason in engine.events if reason]
+    assert len(reasons) == 1 and re.search(message, reasons[0]), reasons
+    assert ctrl.stats()["phase"] == "failed"
+
+
+def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_benign_mean(tmp_path):
+    """4 sites, site-4 sign-flips under Krum; every round is recorded in adversary.jsonl and in the
+    rule's history, and site-4's summary row names the attack; the detection metrics read the run."""
+    from lightyear.experiments.detection import RULES, RunRecords, star_decisions
+
+    run_dir = tmp_path / "server" / "simulate_job"  # the simulator workspace's layout
+    run_dir.mkdir(parents=True)
+    ctrl, _, ctx = _start(run_dir, {"aggregator": KrumAggregator(), "adversary": SimulatedAdversary("sf", "partial", ["site-4"])})
+    start = ctrl.initial_weights()
+
+    def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
+        for k, site in enumerate(targets):
+            ct = ClientTask(Client(site, None), task)
+            if task.name == C.STAR_TRAIN_TASK:
+                trained = {key: (v + 0.01 * (k + 1) if v.dtype.kind == "f" else v) for key, v in start.items()}
+                ct.result = result_data(trained, 10, 0)
+            else:
+                ct.result = make_reply(ReturnCode.OK)
+                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
+            task.client_tasks.append(ct)
+
+    ctrl.broadcast_and_wait = broadcast_and_wait
+    ctrl.control_flow(Signal(), ctx)
+    lines = [json.loads(line) for line in (run_dir / "adversary.jsonl").read_text().splitlines()]
+    assert [(r["round"], r["kind"], r["crafted"]) for r in lines] == [(0, "sf", ["site-4"]), (1, "sf", ["site-4"])]
+    history = json.loads((run_dir / "aggregator_state.json").read_text())["history"]
+    assert [h["attack"]["crafted"] for h in history] == [["site-4"], ["site-4"]]
+    assert all("site-4" in h["excluded"] for h in history)  # Krum leaves the flipped model out
+    rows = {r["site"]: r for r in json.loads((run_dir / "summary.json").read_text())}
+    assert rows["site-4"]["malfunction"] == "sf" and rows["site-1"]["malfunction"] == "none"
+    assert rows["mean_benign"]["malfunction"] == "n=3"
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    run = RunRecords("sf1", "krum", ["site-4"], sites, str(tmp_path), {"attack": "sf"})
+    counts = [d.counts for d in star_decisions(run, RULES["krum"])]
+    assert [(c.tp, c.fn) for c in counts] == [(1, 0), (1, 0)]  # Krum (m = 1) left site-4 out both rounds
