@@ -43,6 +43,7 @@ from __future__ import annotations
 import copy
 
 from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, AttackSpec
+from lightyear.algorithms.attacks.colluding import check_spec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.flare.component_policy import with_refusal_fix
@@ -123,6 +124,11 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         classes = settings.get("num_classes")
         if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
             raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
+    if topology == "star" and attack != LF and names:
+        try:  # what the server-side simulation cannot run, in the words the adversary would use
+            check_spec(spec)
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
         check_full_knowledge(graph, names, graph_topology)
     return spec if names else None
