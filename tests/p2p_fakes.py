@@ -31,6 +31,7 @@ class FakeRuntime:
         self.w = {"w": np.full(4, value, dtype=np.float32), "n": np.array(0, dtype=np.int64)}
         self.data = FakeData(train)
         self.trained = 0
+        self.flipped = []  # flip_labels of every train call
 
     def get_weights(self):
         return {k: v.copy() for k, v in self.w.items()}
@@ -38,8 +39,9 @@ class FakeRuntime:
     def set_weights(self, weights):
         self.w = {k: np.array(v, copy=True) for k, v in weights.items()}
 
-    def train(self, round_num):
+    def train(self, round_num, flip_labels=False):
         self.trained += 1
+        self.flipped.append(flip_labels)
         w = self.w["w"]
         loss = float("nan") if np.abs(w).max() > 1e3 else float(np.mean(w.astype(np.float64) ** 2))
         self.w["w"] = (w * 0.9).astype(np.float32)

@@ -91,16 +91,21 @@ class SiteRuntime:
     def set_weights(self, weights) -> None:
         set_weights(self.model, weights)
 
-    def train(self, round_num: int, regularizer=None, model: torch.nn.Module | None = None) -> dict:
+    def train(self, round_num: int, regularizer=None, model: torch.nn.Module | None = None, flip_labels: bool = False) -> dict:
         """Local epochs on the training set; batch order and dropout drawn from (seed, site, round).
 
         ``model`` (default: the site's model) is trained; ``regularizer(model) -> tensor`` is
         added to every batch's loss (FedProx's, Ditto's and FedCAP's proximal terms). Two models
-        trained in the same round see the same batches in the same order.
+        trained in the same round see the same batches in the same order. ``flip_labels``: train on
+        (y + 1) mod C instead of y, per sample or per pixel (the label-flipping attack; see
+        :func:`~lightyear.training.trainer.flip_targets`, which inverts a binary mask).
         """
+        if not isinstance(flip_labels, bool):
+            raise ValueError(f"flip_labels must be true or false, got {flip_labels!r}")
         seed = site_seed(self.seed, self.site, round_num + 1)
         torch.manual_seed(seed)
-        return self.trainer.train(self.model if model is None else model, self.data.train, seed=seed, regularizer=regularizer)
+        flip = self.data.num_classes if flip_labels else None
+        return self.trainer.train(self.model if model is None else model, self.data.train, seed=seed, regularizer=regularizer, flip_classes=flip)
 
     def evaluate(self, split: str, weights=None) -> dict:
         """Metrics of the current model (or of ``weights``) on ``split`` (train/val/test)."""

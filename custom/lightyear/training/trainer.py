@@ -115,11 +115,12 @@ class LocalTrainer:
             return torch.optim.SGD(model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
         return torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
 
-    def train(self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None) -> dict:
+    def train(self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None, flip_classes: int | None = None) -> dict:
         """Run ``local_epochs`` epochs; batch order is a pure function of ``seed``.
 
         ``regularizer(model) -> tensor``, if given, is added to every batch's loss (FedProx's and
-        Ditto's proximal terms).
+        Ditto's proximal terms). ``flip_classes`` = C trains on flipped targets (:func:`flip_targets`,
+        the label-flipping attack); None trains on the true ones.
         """
         model.to(self.device).train()
         optimizer = self.make_optimizer(model)
@@ -128,9 +129,11 @@ class LocalTrainer:
         total, count = 0.0, 0
         for _ in range(self.config.local_epochs):
             for x, y in loader:
-                x, y = x.to(self.device), y.to(self.device)
+                x, y = x.to(self.device), y.to(self.device).long()
+                if flip_classes is not None:
+                    y = flip_targets(y, flip_classes)
                 optimizer.zero_grad(set_to_none=True)
-                loss = self.loss_fn(model(x), y.long())
+                loss = self.loss_fn(model(x), y)
                 objective = loss if regularizer is None else loss + regularizer(model)
                 objective.backward()
                 optimizer.step()
@@ -158,6 +161,26 @@ class LocalTrainer:
         """Accuracy (or Dice), top-label ECE, mean confidence and loss of ``model`` on ``dataset``."""
         probs, labels, loss = self.predict(model, dataset)
         return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+
+
+def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """y' = (y + 1) mod C of integer targets, on their device (FedCAP Sec. VI-A3, LF).
+
+    The torch form of :func:`lightyear.algorithms.attacks.updates.flip_label`, applied to each
+    batch as it is trained on. The trainer's losses take integer class indices, so one rule covers
+    both tasks: class labels ``(N,)`` and segmentation label maps ``(N, H, W)`` flip per sample or
+    per pixel. Every segmentation dataset of this toolkit has binary masks (C = 2: background 0,
+    object 1), for which (y + 1) mod 2 = 1 - y inverts the mask. Float or one-hot masks are no
+    target form of this trainer (it casts targets to class indices), so they need no rule of
+    their own. Raises ValueError for floating targets, C < 2, or a target outside [0, C).
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an integer >= 2 (flipping needs another class to flip to), got {num_classes!r}")
+    if targets.is_floating_point():
+        raise ValueError(f"label flipping needs integer class targets, got {targets.dtype}; cast them to class indices first")
+    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
+        raise ValueError(f"targets must lie in [0, {num_classes}), got values from {int(targets.min())} to {int(targets.max())}; check num_classes")
+    return (targets + 1) % num_classes
 
 
 def metrics_from_predictions(probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15) -> dict:

@@ -102,3 +102,14 @@ def test_secure_messages_true_refuses_model_traffic_that_was_not_encrypted():
 @pytest.mark.parametrize("cell", [None, object()])
 def test_a_cell_without_incoming_filters_is_not_watched(cell):
     assert PeerGate(lambda *a: None).install(cell) is False
+
+
+def test_a_collusion_message_carries_a_model_and_is_gated_like_one():
+    g = gate(open_=False)
+    assert "before this site's run started" in g.check(frame(topic=C.TOPIC_COLLUDE)).get_header(MessageHeaderKey.ERROR)
+    g = gate(secure=True)
+    refused = g.check(frame(topic=C.TOPIC_COLLUDE, sid=2))
+    assert refused is not None and "not encrypted" in refused.get_header(MessageHeaderKey.ERROR)
+    assert any("refused a collusion message from site-2.job-7" in m for _, m in g.logs)
+    assert g.check(frame(topic=C.TOPIC_COLLUDE, encrypted=True, sid=3)) is None
+    assert g.check(frame(topic=C.TOPIC_COLLUDE, encrypted=True, size=10_001, sid=4)) is not None

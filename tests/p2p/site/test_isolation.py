@@ -14,7 +14,7 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site import executor as p2p_executor
+from lightyear.p2p.site import delivery
 from lightyear.p2p.site.checkpoint import load_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.isolation import IsolationWatch, check_max_isolated_rounds
@@ -178,7 +178,7 @@ def test_a_site_whose_result_cannot_reach_the_server_ends_its_job_process(tmp_pa
     """With the server dead, FLARE retries sending the run's result forever; the site asks FLARE to
     end its job (FATAL_SYSTEM_ERROR, which aborts the client runner) once the grace has passed,
     and does nothing when FLARE reports the result sent."""
-    monkeypatch.setattr(p2p_executor, "delivery_grace", lambda peer_deadline: 0.2)
+    monkeypatch.setattr(delivery, "delivery_grace", lambda peer_deadline: 0.2)
     ex = site(max_isolated_rounds=2)
     engine = PanicEngine(str(tmp_path), dies_after=0)
     reply = run_task(ex, engine)

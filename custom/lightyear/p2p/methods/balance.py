@@ -42,3 +42,21 @@ class BalanceExecutor(P2PExecutor):
             fields[f"{peer}_distance"] = distances.get(peer, "")
             fields[f"{peer}_accepted"] = int(peer in accepted) if peer in distances else ""
         return Aggregation(weights=weights, fields=fields, score_s=time.perf_counter() - start)
+
+    def adaptive_acceptance(self, round_num: int, reference: dict, margin: float):
+        """This site's acceptance rule as an adaptive attacker on it predicts it (``docs/attacks-p2p.md``).
+
+        Returns ``predict(weights) -> (accepted, distance)``: ``||weights - reference||`` against
+        the round's radius gamma * exp(-kappa * t / T) * ||reference|| shrunk by ``margin``
+        (accepted when the distance is at most (1 - margin) times the radius), ``reference`` being
+        the attacker's honest model standing in for the receiver's. No forward pass.
+        """
+        keys = float_keys(reference)
+        mine = flatten(reference, keys)
+        radius = balance_threshold(float(np.linalg.norm(mine)), round_num, self.rounds, self.gamma, self.kappa) * (1.0 - margin)
+
+        def predict(weights: dict) -> tuple[bool, float]:
+            distance = float(np.linalg.norm(flatten(weights, keys) - mine))
+            return distance <= radius, distance
+
+        return predict

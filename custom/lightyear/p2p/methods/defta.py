@@ -111,13 +111,13 @@ class DeftaExecutor(P2PExecutor):
         rt, trust = self.runtime, self._trust()
         if self.backup is None:
             self.backup = rt.get_weights()  # the initial model: what a damaged first round falls back to
-        stats = rt.train(round_num)
+        stats = rt.train(round_num, flip_labels=self.flip_labels)
         self.decision = trust.observe(float(stats["train_loss"]), self.last_used)
         if self.decision.save_backup:
             self.backup = rt.get_weights()
         if self.decision.damaged:
             rt.set_weights(self.backup)
-            stats = rt.train(round_num)  # the compensation step of Algorithm 3
+            stats = rt.train(round_num, flip_labels=self.flip_labels)  # the compensation step of Algorithm 3
         self.last_used = {}
         senders = self.round_senders(round_num)
         self.sampled = list(senders) if round_num == 0 else trust.sample_peers(self._rng(round_num), among=senders)

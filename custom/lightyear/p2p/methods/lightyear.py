@@ -8,6 +8,7 @@ neighbour selected it keeps its own model.
 
 from __future__ import annotations
 
+import math
 import time
 
 from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
@@ -73,3 +74,22 @@ class LightyearExecutor(P2PExecutor):
             fields[f"{peer}_{self.third_term}"] = s.third if s else ""
             fields[f"{peer}_skill"] = skills.get(peer, "")
         return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected)
+
+    def adaptive_acceptance(self, round_num: int, reference: dict, margin: float):
+        """This site's selection rule as an adaptive attacker on it predicts it (``docs/attacks-p2p.md``).
+
+        Returns ``predict(weights) -> (accepted, score)``: the agreement score A (Eq. 12) of
+        ``weights`` against ``reference`` (the attacker's honest model) on this site's validation
+        set, accepted when A >= tau + margin and, with a skill floor, the model's skill reaches it
+        (Eq. 17 and :func:`~lightyear.algorithms.p2p.agreement.select_peers`). One forward pass
+        summarises ``reference`` now; every call of ``predict`` costs one more.
+        """
+        own = self.runtime.summarize(reference, normalize_entropy=self.normalize_entropy)
+
+        def predict(weights: dict) -> tuple[bool, float]:
+            peer = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+            score = agreement(own, peer, self.third_term).score
+            skilled = self.skill_floor <= 0 or skill(peer) >= self.skill_floor
+            return bool(math.isfinite(score) and score >= self.tau + margin and skilled), score
+
+        return predict

@@ -27,7 +27,8 @@ server's and the site's own pass unchecked):
   model is known the bound is :data:`PRE_RUN_LIMIT` and no model is taken at all (a site answers
   its neighbours' start handshake "ready" only once its gate is open, so honest peers never
   send earlier).
-- encryption (``secure_messages=true``): a model message, and any traffic of FLARE's download
+- encryption (``secure_messages=true``): a model message (or a simulated attackers' collusion
+  message, which carries one too), and any traffic of FLARE's download
   service (which carries a model's arrays), must arrive with FLARE's ``SECURE`` and
   ``ENCRYPTED`` markers, which only the sending cell's encryption sets. A sender or relay that
   sets them on a plain message gains nothing: the cell then decrypts it, checking the sender's
@@ -157,7 +158,7 @@ class PeerGate:
         size = max(declared, payload_bytes)
         if size > self.limit:
             return f"{what}: {size} bytes, more than the {self.limit} bytes a model of this job can take"
-        is_model = channel == CellChannel.AUX_COMMUNICATION and topic == C.TOPIC_MODEL and not reply
+        is_model = channel == CellChannel.AUX_COMMUNICATION and topic in C.MODEL_TOPICS and not reply
         if is_model and not self.models_open:
             return f"{what}: it arrived before this site's run started"
         carries_model = is_model or channel == OBJ_DOWNLOADER_CHANNEL
@@ -187,8 +188,8 @@ class PeerGate:
 
 
 def _what(channel: str, topic: str, reply: bool) -> str:
-    if channel == CellChannel.AUX_COMMUNICATION and topic == C.TOPIC_MODEL and not reply:
-        return "a model message"
+    if channel == CellChannel.AUX_COMMUNICATION and topic in C.MODEL_TOPICS and not reply:
+        return "a model message" if topic == C.TOPIC_MODEL else "a collusion message"
     if channel == OBJ_DOWNLOADER_CHANNEL:
         return "download data" if reply else "a download request"
     return f"{'a reply' if reply else 'a message'} on {channel!r:.40}/{topic!r:.60}"

@@ -67,3 +67,24 @@ class DeliveryWatch:
             self._timer = None
             self.fired = True
         self.on_overdue()
+
+
+def watch_delivery(component, engine, peer_deadline: float, prefix: str, run_dir: str | None) -> DeliveryWatch:
+    """An armed :class:`DeliveryWatch` for ``component`` (a FLARE component: ``log_error`` and
+    ``system_panic``) that ends the site's job process when the run's result has not reached the
+    server within :func:`delivery_grace`; ``prefix`` starts its message, ``run_dir`` is named in it."""
+    grace = delivery_grace(peer_deadline)
+
+    def overdue() -> None:
+        message = (
+            f"{prefix}the run's result has not reached the server in {grace:g} s (the server, or this site's "
+            f"connection to it, is down): ending this site's job process. How the run ended and its last round's "
+            f"checkpoint are in {run_dir}; submit the job again with resume_from to continue from it"
+        )
+        with engine.new_context() as ctx:
+            component.log_error(ctx, message)
+            component.system_panic(message, ctx)
+
+    watch = DeliveryWatch(grace, overdue)
+    watch.arm()
+    return watch

@@ -67,6 +67,20 @@ def num_samples_problem(value) -> str | None:
     return None
 
 
+def checked_model(request: Shareable, reference: dict, codec: PayloadCodec, max_abs_weight: float | None) -> tuple[dict | None, list[str]]:
+    """(the model a message carries, [why it is unacceptable]): its payload bounded by the size of
+    ``reference`` before anything is decoded, cast, copied or kept, then decoded by ``codec`` and
+    checked by :func:`~lightyear.algorithms.model_check.model_problems`."""
+    payload = request.get(C.KEY_WEIGHTS)
+    too_large = payload_size_problem(payload, reference)
+    if too_large:
+        return None, [too_large]
+    weights, problems = codec.decode(payload, request.get(C.KEY_PAYLOAD), reference)
+    if not problems:
+        problems = model_problems(weights, reference, max_abs_weight)
+    return weights, problems
+
+
 @dataclass(frozen=True)
 class Rejected:
     """Stands in the buffer for a model that failed its checks: the round records why."""
@@ -158,14 +172,7 @@ class PeerExchange:
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if self.reference is None:
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender retries
-        payload = request.get(C.KEY_WEIGHTS)
-        too_large = payload_size_problem(payload, self.reference)  # before anything is decoded, cast, copied or kept
-        if too_large:
-            weights, problems = None, [too_large]
-        else:
-            weights, problems = self.codec.decode(payload, request.get(C.KEY_PAYLOAD), self.reference)
-        if not problems:
-            problems = model_problems(weights, self.reference, self.max_abs_weight)
+        weights, problems = checked_model(request, self.reference, self.codec, self.max_abs_weight)
         claimed = request.get(C.KEY_NUM_SAMPLES)
         size_problem = None if claimed is None else num_samples_problem(claimed)
         if size_problem:
@@ -247,10 +254,25 @@ class PeerExchange:
         if isinstance(item, Rejected):
             inbox.rejected[peer] = item.reason
             return
-        inbox.valid[peer] = {k: np.asarray(v).astype(self.reference[k].dtype, copy=False) for k, v in item.weights.items()}
+        inbox.valid[peer] = self._cast(item.weights)
         inbox.sent_round[peer] = sent_round
         if item.num_samples is not None:
             inbox.num_samples[peer] = item.num_samples
+
+    def peek(self, round_num: int, senders: list[str], timeout: float, abort: Callable[[], bool]) -> dict[str, dict]:
+        """The valid models of ``senders`` (in-neighbours) for ``round_num`` that arrived within
+        ``timeout`` s, cast to the own dtypes and left in place for :meth:`collect` (what an
+        attacker with full knowledge reads before it sends). In asynchronous mode: the newest held
+        of each, without waiting."""
+        senders = sorted(set(senders) & set(self.receive_from))
+        if self.asynchronous:
+            items = self.latest.peek(senders)
+        else:
+            items = self.buffer.wait_for(round_num, senders, timeout, abort=abort)
+        return {p: self._cast(item.weights) for p, item in items.items() if isinstance(item, Delivery)}
+
+    def _cast(self, weights: dict) -> dict:
+        return {k: np.asarray(v).astype(self.reference[k].dtype, copy=False) for k, v in weights.items()}
 
     def release(self, round_num: int) -> None:
         if not self.asynchronous:  # the asynchronous store keeps the newest model of each sender

@@ -20,6 +20,9 @@ FLARE cannot deliver the run's result to the server within a grace period (the s
 the site ends its FLARE job process instead of letting FLARE retry for ever
 (:mod:`lightyear.p2p.site.delivery`).
 
+A simulated attacker (``attack_id``, :mod:`lightyear.p2p.site.attacker`) sends crafted models and
+keeps aggregating on its honest one; ``flip_labels`` trains on flipped labels (``docs/attacks-p2p.md``).
+
 What goes on the wire is set by ``transfer_dtype`` (:mod:`lightyear.p2p.site.payload`).
 
 With ``sample_neighbours`` set, each round a site takes models from a sample of its in-neighbours
@@ -46,13 +49,15 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
+from lightyear.algorithms.attacks.updates import LF
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
+from lightyear.p2p.site.attacker import PeerAttacker, attack_problem
 from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, CheckpointError, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
-from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
+from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, NeighboursGone, handshake, ping_answer
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
@@ -94,6 +99,8 @@ class P2PExecutor(Executor):
         max_abs_weight: float | None = DEFAULT_MAX_ABS,
         transfer_dtype: str = "float32",
         malfunction_id: str | None = None,
+        attack_id: str | None = None,
+        flip_labels: bool = False,
         num_threads: int = 1,
         compute_slots="auto",
         records_file: str = "rounds.csv",
@@ -117,6 +124,10 @@ class P2PExecutor(Executor):
             float16, a smaller rounding error than ``float16``); see :mod:`lightyear.p2p.site.payload`.
         malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
             component that corrupts what this site sends; None for a benign site.
+        attack_id: id of a :class:`~lightyear.p2p.site.attacker.PeerAttacker` component: this
+            site attacks, sending crafted models (``docs/attacks-p2p.md``); None: it does not.
+        flip_labels: train on labels (y + 1) mod C (the label-flipping attack, per pixel for
+            segmentation; :meth:`~lightyear.training.site_runtime.SiteRuntime.train`).
         num_threads: torch CPU threads of this site's process (1 suits many sites on few cores).
         compute_slots: how many sites on one machine may compute at once (``auto`` = its CPU
             count, 0 = no limit); see :mod:`lightyear.training.compute_slots`.
@@ -145,6 +156,11 @@ class P2PExecutor(Executor):
         self.run_dir: str | None = None
         self.last_round = -1
         self.malfunction_id = malfunction_id
+        if attack_id is not None and (not isinstance(attack_id, str) or not attack_id):
+            raise ValueError(f"attack_id must be the id of a PeerAttacker component or null, got {attack_id!r}")
+        if not isinstance(flip_labels, bool):
+            raise ValueError(f"flip_labels must be true (train on labels (y + 1) mod C) or false, got {flip_labels!r}")
+        self.attack_id, self.flip_labels = attack_id, flip_labels
         self.records_file = check_records_file(records_file)
         self.compute_slots = resolve_slots(compute_slots)
         check_sample_setting(sample_neighbours)
@@ -163,6 +179,7 @@ class P2PExecutor(Executor):
         self.state, self.state_reason = STARTING, ""  # what a ping is answered (lightyear.p2p.site.handshake)
         self.runtime = None
         self.malfunction = None
+        self.attack: PeerAttacker | None = None
         self.site = ""
         self._abort = lambda: False
         self.delivery: DeliveryWatch | None = None
@@ -182,7 +199,7 @@ class P2PExecutor(Executor):
 
     def local_update(self, round_num: int) -> dict:
         """The round's local step on ``self.runtime``; returns the training statistics."""
-        return self.runtime.train(round_num)
+        return self.runtime.train(round_num, flip_labels=self.flip_labels)
 
     def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]:
         """Which of this round's ``senders`` to wait for (default: all of them)."""
@@ -213,10 +230,13 @@ class P2PExecutor(Executor):
             if self.malfunction_id:
                 self.malfunction = engine.get_component(self.malfunction_id)
                 if self.malfunction is None or not hasattr(self.malfunction, "corrupt"):
-                    self.system_panic(
-                        f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config",
-                        fl_ctx,
-                    )
+                    self.system_panic(f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config", fl_ctx)
+            if self.attack_id:
+                self.attack = engine.get_component(self.attack_id)
+                problem = attack_problem(self.attack_id, self.attack, self)
+                if problem:
+                    self.attack = None
+                    self.system_panic(problem, fl_ctx)
         elif event_type in (EventType.AFTER_SEND_TASK_RESULT, EventType.END_RUN) and self.delivery is not None:
             self.delivery.disarm()
 
@@ -268,21 +288,7 @@ class P2PExecutor(Executor):
     def _watch_delivery(self, fl_ctx: FLContext) -> None:
         """End this site's job process if FLARE cannot deliver the run's result to the server
         (:mod:`lightyear.p2p.site.delivery`): with the server gone it would retry forever."""
-        engine = fl_ctx.get_engine()
-        grace = delivery_grace(self.peer_deadline)
-
-        def overdue() -> None:
-            message = (
-                f"{self.site}: the run's result has not reached the server in {grace:g} s (the server, or this site's "
-                f"connection to it, is down): ending this site's job process. How the run ended and its last round's "
-                f"checkpoint are in {self.run_dir}; submit the job again with resume_from to continue from it"
-            )
-            with engine.new_context() as ctx:
-                self.log_error(ctx, message)
-                self.system_panic(message, ctx)
-
-        self.delivery = DeliveryWatch(grace, overdue)
-        self.delivery.arm()
+        self.delivery = watch_delivery(self, fl_ctx.get_engine(), self.peer_deadline, f"{self.site}: ", self.run_dir)
 
     def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:
         if self.run_dir is None:
@@ -298,7 +304,7 @@ class P2PExecutor(Executor):
         step = SiteRound(
             site=self.site, rule=self, runtime=self.runtime, exchange=self.exchange, slots=self.slots,
             isolation=self.isolation, malfunction=self.malfunction, peer_deadline=self.peer_deadline,
-            neighbours=len(self.neighbours), log=self._log(fl_ctx), abort=self._abort,
+            neighbours=len(self.neighbours), log=self._log(fl_ctx), abort=self._abort, attack=self.attack, flip_labels=self.flip_labels,
         )
         return step.run(round_num, fl_ctx.get_engine(), abort_signal)
 
@@ -358,6 +364,9 @@ class P2PExecutor(Executor):
             secure=secure,
             num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
         )
+        if self.attack is not None:  # the other attackers' models are taken from now on
+            self.attack.begin_run(self.site, graph, rounds, start, self.peer_deadline, self.max_abs_weight, self._log(fl_ctx),
+                                  reference=reference, codec=self.exchange.codec, secure=secure, send_timeout=self.send_timeout)
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
         self.ready, self.state = True, READY
         not_ready = handshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))
@@ -365,7 +374,7 @@ class P2PExecutor(Executor):
             self.exchange.missed[peer] = self.max_missed_rounds
 
         log = RoundLog(os.path.join(run_dir, self.records_file))
-        kind = self.malfunction.kind if self.malfunction is not None else "none"
+        kind = self.attack.kind if self.attack is not None else LF if self.flip_labels else self.malfunction.kind if self.malfunction is not None else "none"
         val = test = {}
         for round_num in range(start, rounds):
             if abort_signal.triggered:

@@ -82,6 +82,11 @@ class LatestModelStore:
             self._fresh -= names
             return held, rejected, fresh
 
+    def peek(self, senders: Iterable[str]) -> dict[str, Any]:
+        """The newest held model of each of ``senders``, leaving every flag as it is."""
+        with self._cond:
+            return {s: self._held[s][1] for s in sorted(set(senders) & set(self._held))}
+
     def models_held(self) -> int:
         with self._cond:
             return len(self._held)

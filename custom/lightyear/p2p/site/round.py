@@ -18,8 +18,10 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
+from lightyear.algorithms.attacks.updates import LF
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
+from lightyear.p2p.site.attack_round import AttackInputs
 from lightyear.p2p.site.exchange import Inbox
 from lightyear.training.weights import num_bytes
 
@@ -58,7 +60,9 @@ class SiteRound:
     ``runtime``: the site's data, model and trainer; ``exchange``: the peer exchange of this run;
     ``slots``: the compute slots shared by the sites of one machine; ``isolation``: counts rounds
     without any neighbour; ``malfunction``: the faulty site's filter (None: benign); ``log(level,
-    message)``; ``abort()``: whether the run is being stopped.
+    message)``; ``abort()``: whether the run is being stopped; ``attack``: the attacking site's
+    :class:`~lightyear.p2p.site.attacker.PeerAttacker` (None: no attack), which decides what is
+    sent; ``flip_labels``: the site trains on flipped labels (recorded as the attack ``lf``).
     """
 
     site: str
@@ -72,6 +76,8 @@ class SiteRound:
     neighbours: int
     log: Callable[[str, str], None]
     abort: Callable[[], bool]
+    attack: object | None = None
+    flip_labels: bool = False
 
     def run(self, round_num: int, engine, abort_signal: Signal) -> dict | None:
         """Run round ``round_num``; its record row (``_val``/``_test`` hold the metrics), or None when aborted."""
@@ -81,15 +87,20 @@ class SiteRound:
         round_start = time.time()
         with self.slots.hold(self.abort):
             w0 = time.perf_counter()
+            start = rt.get_weights() if self.attack is not None else None  # the round-start model
             train_stats = rule.local_update(round_num)
             own = rt.get_weights()
             train_s = time.perf_counter() - w0
         t1 = time.perf_counter()
 
-        outgoing, applied = own, "none"
+        outgoing, applied, attack_fields = own, LF if self.flip_labels else "none", {}
         if self.malfunction is not None:
             outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
             self.log("info", f"round {round_num}: malfunction sends a {applied} model")
+        if self.attack is not None:  # the own model stays honest: only what is sent is crafted
+            inputs = AttackInputs(round_num, start, own, senders, engine, exchange, rule, lambda: self.slots.hold(self.abort), self.abort)
+            outgoing, attack_fields = self.attack.outgoing(inputs)
+            applied = self.attack.kind
         outgoing = exchange.codec.encode(outgoing)
         sent = exchange.send(round_num, outgoing, engine, targets=receivers)
 
@@ -119,6 +130,7 @@ class SiteRound:
 
         row = {"round": round_num, "site": self.site, "malfunction": applied}
         row.update(outcome.fields)
+        row.update(attack_fields)
         rejected = sorted(set(inbox.rejected) | set(outcome.rejected))
         row.update({"late": inbox.late, "rejected": rejected, "not_waited_for": inbox.not_waited_for})
         row.update({"senders": senders, "receivers": receivers})

@@ -1,0 +1,91 @@
+"""The attack component of a simulated attacking peer: what the job names, checked when it is built.
+
+An attacking site's client app (``app_faulty``) lists this component and passes its id to the
+site's P2P executor as ``attack_id``; the executor then sends, each round, the model the attack
+crafts instead of its honest one, and keeps aggregating on its honest model
+(:mod:`lightyear.p2p.site.attack_round`; the knowledge levels and the adaptive attack are
+described in ``docs/attacks-p2p.md``). The component also answers the other attackers' collusion
+messages (:mod:`lightyear.p2p.site.collusion`). Label flipping is no component: the executor
+argument ``flip_labels`` trains on flipped labels.
+"""
+
+from __future__ import annotations
+
+from nvflare.apis.event_type import EventType
+from nvflare.apis.fl_component import FLComponent
+from nvflare.apis.fl_constant import ReturnCode
+from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable, make_reply
+
+from lightyear.algorithms.attacks.settings import AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, LF, PARTIAL
+from lightyear.checks import integer
+from lightyear.flare import constants as C
+from lightyear.p2p.site.attack_round import AttackInputs, PeerAttack
+from lightyear.p2p.site.collusion import Collusion
+from lightyear.p2p.site.payload import PayloadCodec
+
+
+class PeerAttacker(FLComponent):
+    def __init__(self, kind: str, knowledge: str = PARTIAL, attackers: list | None = None, params: dict | None = None, seed: int = 0):
+        """Args:
+        kind: the attack (sf, mr, lie, minmax, minsum, ipm or adaptive; lf is ``flip_labels``).
+        knowledge: ``partial`` (the attackers pool their honest updates) or ``full`` (also this
+            round's models of the benign in-neighbours).
+        attackers: every attacking site of the run (the colluders), this one included.
+        params: the attack's parameters (:data:`~lightyear.algorithms.attacks.settings.PARAMS`).
+        seed: the job seed, kept with the attack's settings (no attack here draws at random).
+        """
+        super().__init__()
+        self.spec = AttackSpec(kind, knowledge, () if attackers is None else attackers, {} if params is None else params)
+        if kind == LF:
+            raise ValueError("label flipping (lf) is no PeerAttacker: give the attackers' executor the argument flip_labels=true instead")
+        if not self.spec.attackers:
+            raise ValueError("attackers must list the attacking sites (this one included), got none")
+        self.seed = integer("seed", seed)
+        self.collusion: Collusion | None = None
+        self.attack: PeerAttack | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    def handle_event(self, event_type: str, fl_ctx: FLContext):
+        if event_type == EventType.START_RUN:
+            fl_ctx.get_engine().register_aux_message_handler(topic=C.TOPIC_COLLUDE, message_handle_func=self._on_collude)
+
+    def _on_collude(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        collusion = self.collusion
+        if collusion is None:
+            return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # the run has not started: the sender retries
+        try:
+            return collusion.on_message(request)
+        except Exception as exc:  # noqa: BLE001 - a message can only get its sender refused
+            self.log_warning(fl_ctx, f"refused a collusion message: {type(exc).__name__}: {exc}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+
+    def begin_run(self, site: str, graph: dict, rounds: int, start_round: int, peer_deadline: float, max_abs_weight, log,
+                  reference: dict, codec: PayloadCodec, secure: bool, send_timeout: float) -> None:
+        """The run starts on ``site`` and its model ``reference`` is known: build the attack and
+        take the other attackers' messages (checked against ``reference``, read with ``codec``)."""
+        if site not in self.spec.attackers:
+            raise ValueError(f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; regenerate the job")
+        collusion = Collusion(site, self.spec.attackers, rounds, max_abs_weight, log, start_round=start_round)
+        collusion.open(reference, codec, secure, send_timeout)
+        self.attack = PeerAttack(self.spec, site, graph, peer_deadline, collusion, log)
+        self.collusion = collusion
+
+    def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]:
+        """(the model to send this round, the attack's record fields)."""
+        return self.attack.outgoing(inputs)
+
+
+def attack_problem(attack_id: str, component, rule) -> str | None:
+    """Why the component ``attack_id`` names cannot attack on a site whose rule is ``rule``, or None."""
+    if not isinstance(component, PeerAttacker):
+        found = "no component" if component is None else f"a {type(component).__name__}"
+        return f"attack_id {attack_id!r} names {found} in this site's config; it must name a lightyear.p2p.site.attacker.PeerAttacker component"
+    if component.kind == ADAPTIVE and not hasattr(rule, "adaptive_acceptance"):
+        return (f"the adaptive attack predicts the acceptance rule of LIGHTYEAR or BALANCE, and this site runs {type(rule).__name__}; "
+                "choose another attack or one of those methods")
+    return None

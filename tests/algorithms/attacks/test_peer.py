@@ -1,0 +1,101 @@
+"""An attacking peer's update arithmetic on hand-worked vectors (no FLARE)."""
+
+import numpy as np
+import pytest
+
+from lightyear.algorithms.attacks.peer import adaptive_step, attack_model, participants
+
+MESH4 = {s: [t for t in ("a", "b", "c", "d") if t != s] for s in ("a", "b", "c", "d")}
+START = np.array([1.0, 1.0])
+HONEST = np.array([0.9, 1.1])  # own update (-0.1, 0.1)
+
+
+def test_participants_of_a_full_mesh_are_the_sites_and_the_attackers():
+    assert participants(MESH4, "d", ["c", "d"]) == (4, 2)
+
+
+def test_participants_follow_the_receivers_in_degrees_and_cap_the_attackers():
+    # d sends to a (in-degree 1: d) and b (in-degree 2: a, d): n = mean(2, 3) = 2.5, rounded to 2
+    graph = {"a": ["b"], "b": [], "c": ["d"], "d": ["a", "b"]}
+    assert participants(graph, "d", ["c", "d"]) == (2, 1)  # m capped at n - 1
+    assert participants({"d": []}, "d", ["d"]) == (2, 1)  # sends nothing: the rules stay defined
+
+
+def test_partial_knowledge_pools_the_colluders_updates_and_sends_start_plus_the_crafted_one():
+    colluder = np.array([0.5, 1.5])  # its update against this attacker's start: (-0.5, 0.5)
+    sent, fields = attack_model("lie", "partial", START, HONEST, {"c": colluder}, {}, 4, 2, {"z": 0.5})
+    # mean (-0.3, 0.3), population std (0.2, 0.2): mean - 0.5 * std = (-0.4, 0.2)
+    np.testing.assert_allclose(sent, START + np.array([-0.4, 0.2]))
+    assert fields["attack_known"] == 2 and fields["attack_z"] == 0.5
+    assert fields["attack_honest_norm"] == pytest.approx(np.sqrt(0.02))
+
+
+def test_full_knowledge_adds_the_benign_models_of_the_round():
+    colluder, benign = np.array([0.5, 1.5]), np.array([1.3, 1.0])  # updates (-0.5, 0.5), (0.3, 0.0)
+    sent, fields = attack_model("lie", "full", START, HONEST, {"c": colluder}, {"a": benign}, 4, 2, {"z": 1.0})
+    known = np.array([[-0.1, 0.1], [-0.5, 0.5], [0.3, 0.0]])
+    np.testing.assert_allclose(sent, START + known.mean(axis=0) - known.std(axis=0))
+    assert fields["attack_known"] == 3
+
+
+def test_ipm_under_full_knowledge_negates_the_benign_mean_alone():
+    benign = {"a": np.array([1.3, 1.0]), "b": np.array([1.1, 1.2])}  # updates (0.3, 0), (0.1, 0.2): mean (0.2, 0.1)
+    sent, fields = attack_model("ipm", "full", START, HONEST, {"c": np.array([0.0, 0.0])}, benign, 4, 1, {})
+    np.testing.assert_allclose(sent, START - 4 * np.array([0.2, 0.1]))  # epsilon = n
+    assert fields["attack_epsilon"] == 4
+    # under partial knowledge the attackers' own updates stand in: -(1 * mean of (-0.1, 0.1) and (-1, -1))
+    sent, _ = attack_model("ipm", "partial", START, HONEST, {"c": np.array([0.0, 0.0])}, {}, 4, 1, {"epsilon": 1.0})
+    np.testing.assert_allclose(sent, START - np.array([-0.55, -0.45]))
+
+
+def test_sign_flip_sends_the_negated_honest_update_from_the_round_start():
+    sent, fields = attack_model("sf", "partial", START, HONEST, {}, {}, 4, 1, {})
+    np.testing.assert_allclose(sent, [1.1, 0.9])
+    assert fields["attack_known"] == 1 and fields["attack_norm"] == pytest.approx(fields["attack_honest_norm"])
+
+
+def test_min_max_records_its_gamma():
+    colluder = np.array([0.5, 1.5])
+    sent, fields = attack_model("minmax", "partial", START, HONEST, {"c": colluder}, {}, 4, 2, {"perturbation": "unit"})
+    # updates u1 = (-0.1, 0.1), u2 = (-0.5, 0.5); mean m = (-0.3, 0.3), p = -m/|m| = (1, -1)/sqrt 2.
+    # On that line ||m + g p - u2|| = 0.2 sqrt 2 + g is the larger distance; the bound ||u1 - u2|| =
+    # 0.4 sqrt 2 gives g = 0.2 sqrt 2, and m + g p = u1
+    assert fields["attack_gamma"] == pytest.approx(0.2 * np.sqrt(2), abs=1e-4)
+    np.testing.assert_allclose(sent, START + np.array([-0.1, 0.1]), atol=1e-4)
+
+
+def test_adaptive_step_goes_as_far_as_the_prediction_accepts():
+    honest = np.array([3.0, 4.0])
+    direction = np.array([1.0, 0.0])
+    calls = []
+
+    def predict(model):  # accepted within distance 1.3 of the honest model; "score" = the distance
+        calls.append(model)
+        distance = float(np.linalg.norm(model - honest))
+        return distance <= 1.3, distance
+
+    sent, fields = adaptive_step(honest, direction, predict, max_step=5.0, tol=0.01, max_evaluations=32)
+    alpha = fields["attack_alpha"]
+    assert 1.3 - 0.01 <= alpha <= 1.3
+    np.testing.assert_allclose(sent, honest + alpha * direction)
+    assert fields["attack_score"] == pytest.approx(alpha) and fields["attack_evaluations"] == len(calls)
+    # 1 honest check + 5, 2.5, 1.25 on the grid + bisection of [1.25, 2.5] down to 0.01 (7 halvings)
+    assert len(calls) == 1 + 3 + 7
+
+
+def test_adaptive_step_with_no_direction_sends_the_honest_model_for_free():
+    sent, fields = adaptive_step(np.array([1.0, 2.0]), np.zeros(2), lambda m: (True, 1.0))
+    np.testing.assert_allclose(sent, [1.0, 2.0])
+    assert fields == {"attack_alpha": 0.0, "attack_score": "", "attack_evaluations": 0}
+
+
+def test_adaptive_model_moves_the_honest_model_against_the_pooled_mean_update():
+    def predict(model):
+        return float(np.linalg.norm(model - HONEST)) <= 0.5, 0.0
+
+    sent, fields = attack_model("adaptive", "partial", START, HONEST, {}, {}, 4, 1, {"max_step": 1.0, "tol": 0.001}, predict)
+    direction = -np.array([-0.1, 0.1]) / np.linalg.norm([-0.1, 0.1])  # reverse of the only known update
+    np.testing.assert_allclose(sent, HONEST + fields["attack_alpha"] * direction)
+    assert 0.499 <= fields["attack_alpha"] <= 0.5
+    with pytest.raises(ValueError, match="predict"):
+        attack_model("adaptive", "partial", START, HONEST, {}, {}, 4, 1, {})

@@ -1,0 +1,352 @@
+"""Attacking peers in a P2P round (fake engine and runtimes, no FLARE run): what an attacker sends,
+what it knows, how it treats the other attackers' messages, and the adaptive attack's step."""
+
+import csv
+import time
+
+import numpy as np
+import pytest
+from nvflare.apis.event_type import EventType
+from nvflare.apis.fl_constant import FLContextKey, ReturnCode
+from nvflare.apis.shareable import Shareable
+from nvflare.apis.signal import Signal
+
+from lightyear.algorithms.p2p.agreement import agreement, summarize_predictions
+from lightyear.flare import constants as C
+from lightyear.flare.malfunction_filter import MalfunctionFilter
+from lightyear.p2p.methods.balance import BalanceExecutor
+from lightyear.p2p.methods.defta import DeftaExecutor
+from lightyear.p2p.methods.lightyear import LightyearExecutor
+from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
+from lightyear.p2p.site.attacker import PeerAttacker
+
+from flare_fakes import SiteEngine, context, model_message
+from p2p_fakes import FAST, FakeData, FakeRuntime, deliver, wire
+
+SITES = ["site-1", "site-2", "site-3", "site-4"]
+MESH4 = {s: [t for t in SITES if t != s] for s in SITES}
+
+
+def attacking(ex, kind, knowledge="partial", params=None, attackers=("site-3", "site-4"), graph=MESH4, logs=None):
+    """Arm a wired executor as site-4 attacking with ``attackers``, as its run would at START_RUN and start."""
+    deadline = ex.exchange.peer_deadline
+    attacker = PeerAttacker(kind, knowledge, list(attackers), params or {}, seed=0)
+    ex.attack, ex.attack_id, ex.peer_deadline = attacker, "attack", deadline
+    log = (lambda level, msg: logs.append((level, msg))) if logs is not None else (lambda level, msg: None)
+    attacker.begin_run(ex.site, graph, ex.rounds, 0, deadline, ex.max_abs_weight, log, ex.exchange.reference, ex.exchange.codec, False, 5.0)
+    return ex
+
+
+def site4(cls=P2PFedAvgExecutor, graph=MESH4, deadline=2.0, runtime=None, **kwargs):
+    return wire(cls(train_args=FAST, **kwargs), graph, site="site-4", deadline=deadline, runtime=runtime)
+
+
+def model(value, n=4):
+    return {"w": np.full(n, value, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
+
+
+def collude(ex, sender, round_num, weights):
+    """A collusion message reaching site-4's attack component as FLARE would deliver it."""
+    return ex.attack._on_collude(C.TOPIC_COLLUDE, model_message(sender, round_num, weights), None)
+
+
+def sent(engine, topic=C.TOPIC_MODEL):
+    return [(targets, request) for t, targets, request, _ in engine.sent if t == topic]
+
+
+def run_round(ex, round_num=0):
+    engine = SiteEngine("/tmp")
+    row = ex._round(round_num, context(engine, ex.site), Signal())
+    return row, engine
+
+
+# ---------------------------------------------------------------------------- what an attacker sends
+def test_an_attacker_sends_round_start_plus_its_crafted_update_and_keeps_its_own_model_honest():
+    ex = attacking(site4(), "sf")
+    for peer, value in (("site-1", 0.5), ("site-2", 0.7), ("site-3", 1.3)):
+        deliver(ex, peer, 0, value)
+    row, engine = run_round(ex)
+    [(targets, request)] = sent(engine)
+    assert sorted(targets) == ["site-1", "site-2", "site-3"]
+    # round start 1.0, honest 0.9 (update -0.1): sign flipping sends 1.0 + 0.1
+    np.testing.assert_allclose(request[C.KEY_WEIGHTS]["w"], 1.1, rtol=1e-6)
+    # the own model is the average of the honest 0.9 with what it received, never of 1.1
+    np.testing.assert_allclose(ex.runtime.w["w"], (0.9 + 0.5 + 0.7 + 1.3) / 4, rtol=1e-6)
+    assert row["malfunction"] == "sf" and row["attack"] == "sf" and row["attack_known"] == 1
+    assert row["model_bytes"] > 0 and sent(engine, C.TOPIC_COLLUDE) == []  # sign flipping needs nobody's update
+
+
+def test_partial_knowledge_pools_the_other_attackers_honest_updates():
+    ex = attacking(site4(), "lie", params={"z": 0.5})
+    assert collude(ex, "site-3", 0, model(0.5)).get_return_code() == ReturnCode.OK
+    for peer in ("site-1", "site-2", "site-3"):
+        deliver(ex, peer, 0, 1.0)
+    row, engine = run_round(ex)
+    # updates against site-4's start 1.0: own -0.1, site-3's -0.5; mean -0.3, std 0.2: -0.3 - 0.5 * 0.2
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 0.4, rtol=1e-6)
+    [(targets, request)] = sent(engine, C.TOPIC_COLLUDE)  # its honest model went to the other attacker
+    assert targets == ["site-3"] and request[C.KEY_ROUND] == 0
+    np.testing.assert_allclose(request[C.KEY_WEIGHTS]["w"], 0.9, rtol=1e-6)
+    assert row["attack_colluders"] == ["site-3"] and row["attack_benign"] == [] and row["attack_known"] == 2
+    assert row["attack_z"] == 0.5 and (row["attack_n"], row["attack_m"]) == (4, 2)
+    assert row["attack_wait_s"] < 0.5  # everything it needed had arrived
+
+
+def test_full_knowledge_adds_the_benign_in_neighbours_models_and_still_aggregates_them():
+    ex = attacking(site4(), "lie", "full", params={"z": 0.5})
+    collude(ex, "site-3", 0, model(0.5))
+    deliver(ex, "site-1", 0, 0.7)
+    deliver(ex, "site-2", 0, 0.8)
+    deliver(ex, "site-3", 0, 0.6)  # an attacker's model on the exchange is no benign knowledge
+    row, engine = run_round(ex)
+    known = np.array([-0.1, -0.5, -0.3, -0.2])  # own, site-3 (collusion), site-1, site-2
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 + known.mean() - 0.5 * known.std(), rtol=1e-5)
+    assert row["attack_benign"] == ["site-1", "site-2"] and row["attack_known"] == 4
+    assert row["selected"] == ["site-1", "site-2", "site-3"]  # the peeked models were left for the aggregation
+    np.testing.assert_allclose(ex.runtime.w["w"], (0.9 + 0.7 + 0.8 + 0.6) / 4, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------- hostile collusion messages
+BIG = {"w": np.zeros(1 << 19, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
+
+
+@pytest.mark.parametrize(
+    "sender, round_num, weights, code, refused",
+    [
+        ("site-1", 0, model(0.5), ReturnCode.BAD_REQUEST_DATA, []),  # a benign site is no colluder
+        ("site-4", 0, model(0.5), ReturnCode.BAD_REQUEST_DATA, []),  # nor is the attacker itself
+        ("site-3", 0, model(np.nan), ReturnCode.OK, ["site-3"]),
+        ("site-3", 0, {"w": np.full(3, 0.5, dtype=np.float32), "n": np.array(5)}, ReturnCode.OK, ["site-3"]),
+        ("site-3", 0, BIG, ReturnCode.OK, ["site-3"]),  # 2 MiB for a 24-byte model
+        ("site-3", 0, "not a model", ReturnCode.OK, ["site-3"]),
+        ("site-3", 7, model(0.5), ReturnCode.OK, []),  # a round far ahead is not kept
+        ("site-3", "0", model(0.5), ReturnCode.OK, []),
+    ],
+    ids=["benign-sender", "itself", "nan", "wrong-shape", "oversize", "garbage", "wrong-round", "round-string"],
+)
+def test_a_hostile_collusion_message_is_refused_and_the_round_goes_on(sender, round_num, weights, code, refused):
+    logs = []
+    ex = attacking(site4(deadline=1.0), "lie", params={"z": 0.5}, logs=logs)
+    assert collude(ex, sender, round_num, weights).get_return_code() == code
+    for peer in ("site-1", "site-2", "site-3"):
+        deliver(ex, peer, 0, 1.0)
+    row, engine = run_round(ex)
+    assert row["attack_colluders"] == [] and row["attack_refused"] == refused and row["attack_known"] == 1
+    # with only its own update, LIE's sigma is 0 and the crafted update is the own one
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 0.9, rtol=1e-6)
+    assert any(level == "warning" for level, _ in logs)
+
+
+def test_a_collusion_message_before_the_run_starts_is_answered_not_ready():
+    attacker = PeerAttacker("lie", "partial", ["site-3", "site-4"])
+    reply = attacker._on_collude(C.TOPIC_COLLUDE, model_message("site-3", 0, model(0.5)), None)
+    assert reply.get_return_code() == ReturnCode.SERVICE_UNAVAILABLE
+
+
+# ---------------------------------------------------------------------------- bounded waiting
+def test_a_silent_colluder_costs_at_most_the_waiting_bound():
+    ex = attacking(site4(deadline=4.0), "minmax")  # bound: 0.25 x 4 s
+    for peer in ("site-1", "site-2", "site-3"):
+        deliver(ex, peer, 0, 1.0)
+    t0 = time.monotonic()
+    row, _ = run_round(ex)
+    assert 0.9 <= row["attack_wait_s"] <= 1.6 and time.monotonic() - t0 < 3.0
+    assert row["attack_colluders"] == [] and row["attack_known"] == 1
+
+
+def test_under_full_knowledge_one_bound_covers_the_colluders_and_the_benign_in_neighbours():
+    ex = attacking(site4(deadline=2.0), "ipm", "full")  # bound: 0.5 s for both waits together
+    deliver(ex, "site-1", 0, 0.7)  # site-2 and the colluder site-3 stay silent
+    row, engine = run_round(ex)
+    assert 0.4 <= row["attack_wait_s"] <= 0.9
+    assert row["attack_benign"] == ["site-1"] and row["attack_epsilon"] == 4
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 4 * (0.7 - 1.0), rtol=1e-5)  # -n x benign mean
+
+
+# ---------------------------------------------------------------------------- the adaptive attack
+class TinyRuntime:
+    """A logistic classifier of one feature, p(1 | x) = sigmoid(a x + b), with 40 validation points
+    (one in eight labels flipped, so that accuracy and calibration are not perfect). Training raises
+    the slope a by 0.5, so the reverse of the honest update lowers it."""
+
+    def __init__(self):
+        self.w = {"w": np.array([2.0, 0.0], dtype=np.float32)}
+        self.data = FakeData()
+        self.x = np.linspace(-2.0, 2.0, 40)
+        self.y = (self.x > 0).astype(np.int64)
+        self.y[::8] = 1 - self.y[::8]
+        self.trained = 0
+
+    def get_weights(self):
+        return {k: v.copy() for k, v in self.w.items()}
+
+    def set_weights(self, weights):
+        self.w = {k: np.array(v, copy=True) for k, v in weights.items()}
+
+    def train(self, round_num, flip_labels=False):
+        self.w["w"] = self.w["w"] + np.array([0.5, 0.0], dtype=np.float32)
+        return {"train_loss": 0.1, "train_samples": 100}
+
+    def summarize(self, weights=None, normalize_entropy=True):
+        a, b = (self.w if weights is None else weights)["w"].astype(np.float64)
+        p1 = 1.0 / (1.0 + np.exp(-(a * self.x + b)))
+        return summarize_predictions(np.stack([1 - p1, p1], axis=1), self.y, 15, normalize_entropy)
+
+    def evaluate(self, split, weights=None):
+        return {"acc": self.summarize(weights).performance}
+
+
+def score(rt, reference, weights):
+    return agreement(rt.summarize(reference), rt.summarize(weights)).score
+
+
+def test_the_adaptive_attacker_sends_the_farthest_model_its_own_agreement_score_still_accepts():
+    graph = {"site-1": [], "site-2": [], "site-4": ["site-1", "site-2"]}  # site-4 hears nobody
+    rt = TinyRuntime()
+    ex = site4(LightyearExecutor, graph=graph, runtime=rt, tau=0.9)
+    tol = 0.01
+    attacking(ex, "adaptive", params={"margin": 0.02, "max_step": 4.0, "tol": tol, "max_evaluations": 32}, attackers=["site-4"], graph=graph)
+    row, engine = run_round(ex)
+    honest = {"w": np.array([2.5, 0.0], dtype=np.float32)}
+    crafted = sent(engine)[0][1][C.KEY_WEIGHTS]
+    alpha = row["attack_alpha"]
+    np.testing.assert_allclose(crafted["w"], [2.5 - alpha, 0.0], rtol=1e-6)  # along the reverse of the update (0.5, 0)
+    assert 1.6 < alpha < 2.0  # the score falls below tau + margin = 0.92 around a step of 1.8
+    assert score(rt, honest, crafted) >= 0.92 and row["attack_score"] == pytest.approx(score(rt, honest, crafted))
+    further = {"w": np.array([2.5 - alpha - tol, 0.0], dtype=np.float32)}
+    assert score(rt, honest, further) < 0.92  # one tolerance further would be rejected
+    assert 1 < row["attack_evaluations"] <= 32 and row["malfunction"] == "adaptive"
+    np.testing.assert_allclose(rt.w["w"], [2.5, 0.0])  # no peer: the own honest model is kept
+
+
+def test_the_adaptive_attacker_on_balance_stays_within_the_shrunk_radius():
+    graph = {"site-1": [], "site-2": [], "site-4": ["site-1", "site-2"]}
+    ex = site4(BalanceExecutor, graph=graph)
+    attacking(ex, "adaptive", params={"margin": 0.1, "tol": 1e-4, "max_evaluations": 64}, attackers=["site-4"], graph=graph)
+    row, engine = run_round(ex)
+    # honest 0.9 in 4 entries: radius 0.3 x ||honest|| = 0.54, shrunk by the margin to 0.486
+    crafted = sent(engine)[0][1][C.KEY_WEIGHTS]["w"]
+    distance = float(np.linalg.norm(crafted.astype(np.float64) - 0.9))
+    assert 0.486 - 2e-4 <= distance <= 0.486 + 1e-5 and row["attack_score"] == pytest.approx(distance, abs=1e-5)
+    np.testing.assert_allclose(crafted, 0.9 + distance / 2, rtol=1e-5)  # the reverse of the update (-0.1, ...)
+
+
+# ---------------------------------------------------------------------------- label flipping
+@pytest.mark.parametrize("cls", [P2PFedAvgExecutor, DeftaExecutor])
+def test_flip_labels_reaches_every_round_of_training(cls):
+    ex = wire(cls(train_args=FAST, flip_labels=True), {"site-1": []})
+    for r in range(2):
+        row, _ = run_round(ex, r)
+        ex.exchange.release(r)
+        assert row["malfunction"] == "lf"
+    assert ex.runtime.flipped and all(ex.runtime.flipped)
+    honest = wire(cls(train_args=FAST), {"site-1": []}, runtime=FakeRuntime())
+    run_round(honest)
+    assert honest.runtime.flipped == [False] * len(honest.runtime.flipped)
+
+
+# ---------------------------------------------------------------------------- settings
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("lf", "partial", ["site-4"]), "flip_labels"),
+        (("poison", "partial", ["site-4"]), "unknown attack"),
+        (("sf", "most", ["site-4"]), "knowledge"),
+        (("sf", "partial", "site-4"), "attackers"),
+        (("sf", "partial", ["site-4", "site-4"]), "attackers"),
+        (("sf", "partial", []), "attackers"),
+        (("minmax", "partial", ["site-4"], {"gamma": 1.0}), "attack_gamma"),
+        (("adaptive", "partial", ["site-4"], {"margin": 1.5}), "attack_margin"),
+    ],
+)
+def test_bad_attack_settings_are_refused_when_the_component_is_built(args, message):
+    with pytest.raises(ValueError, match=message):
+        PeerAttacker(*args)
+
+
+def test_bad_seed_and_executor_arguments_are_refused():
+    with pytest.raises(ValueError, match="seed"):
+        PeerAttacker("sf", "partial", ["site-4"], seed="x")
+    with pytest.raises(ValueError, match="attack_id"):
+        P2PFedAvgExecutor(train_args=FAST, attack_id=3)
+    with pytest.raises(ValueError, match="flip_labels"):
+        P2PFedAvgExecutor(train_args=FAST, flip_labels="yes")
+    with pytest.raises(ValueError, match="not among its attackers"):
+        PeerAttacker("sf", "partial", ["site-3"]).begin_run("site-4", MESH4, 3, 0, 2.0, None, lambda *a: None, model(1.0), None, False, 5.0)
+
+
+class StartEngine:
+    """What a site's executor uses of FLARE's engine at START_RUN: components, aux handlers, events."""
+
+    def __init__(self, components):
+        self.components, self.handlers, self.panics = components, {}, []
+
+    def get_component(self, cid):
+        return self.components.get(cid)
+
+    def register_aux_message_handler(self, topic, message_handle_func):
+        self.handlers[topic] = message_handle_func
+
+    def fire_event(self, event_type, fl_ctx):
+        if event_type == EventType.FATAL_SYSTEM_ERROR:
+            self.panics.append(fl_ctx.get_prop(FLContextKey.EVENT_DATA))
+
+
+@pytest.mark.parametrize(
+    "cls, components, message",
+    [
+        (P2PFedAvgExecutor, {}, "names no component"),
+        (P2PFedAvgExecutor, {"attack": MalfunctionFilter("sfa")}, "names a MalfunctionFilter"),
+        (P2PFedAvgExecutor, {"attack": PeerAttacker("adaptive", "partial", ["site-4"])}, "LIGHTYEAR or BALANCE"),
+        (LightyearExecutor, {"attack": PeerAttacker("adaptive", "partial", ["site-4"])}, None),
+        (P2PFedAvgExecutor, {"attack": PeerAttacker("minmax", "full", ["site-4"])}, None),
+    ],
+)
+def test_attack_id_is_checked_when_the_run_starts(cls, components, message):
+    engine = StartEngine(components)
+    ex = cls(train_args=FAST, attack_id="attack")
+    ctx = context(engine, "site-4")
+    ex.handle_event(EventType.START_RUN, ctx)
+    if message is None:
+        assert engine.panics == [] and ex.attack is components["attack"]
+        components["attack"].handle_event(EventType.START_RUN, ctx)
+        assert C.TOPIC_COLLUDE in engine.handlers  # the component answers the other attackers
+    else:
+        assert len(engine.panics) == 1 and message in engine.panics[0] and ex.attack is None
+
+
+# ---------------------------------------------------------------------------- a whole run
+class RunEngine(SiteEngine):
+    """A site's engine for a whole run: its components, aux handlers, and neighbours answering OK."""
+
+    def __init__(self, root, components):
+        super().__init__(root)
+        self.components, self.handlers = components, {}
+
+    def get_component(self, cid):
+        return self.components.get(cid)
+
+    def register_aux_message_handler(self, topic, message_handle_func):
+        self.handlers[topic] = message_handle_func
+
+
+@pytest.mark.parametrize("kind", ["sf", "lf"])
+def test_a_whole_run_records_the_attack_in_every_row_and_in_the_sites_result(tmp_path, kind):
+    components = {} if kind == "lf" else {"attack": PeerAttacker(kind, "partial", ["site-1"])}
+    args = {"flip_labels": True} if kind == "lf" else {"attack_id": "attack"}
+    ex = P2PFedAvgExecutor(train_args=FAST, num_threads=1, compute_slots=0, **args)
+    ex.peer_deadline = 0.3  # below the 1 s a job may set: keeps the test fast
+    engine = RunEngine(str(tmp_path), components)
+    ctx = context(engine, "site-1")
+    for component in [ex, *components.values()]:
+        component.handle_event(EventType.START_RUN, ctx)
+    task = Shareable()
+    task[C.KEY_CONFIG] = {"rounds": 2, "seed": 0, "neighbours": {"site-1": ["site-2"], "site-2": ["site-1"]}}
+    reply = ex.execute(C.P2P_RUN_TASK, task, ctx, Signal())
+    assert reply.get_return_code() == ReturnCode.OK, reply.get(C.KEY_ERROR)
+    assert reply[C.KEY_RESULT]["malfunction"] == kind
+    with open(tmp_path / "rounds.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["malfunction"] for r in rows] == [kind, kind]
+    assert all(r.get("attack", "") == ("" if kind == "lf" else kind) for r in rows)
+    assert C.TOPIC_COLLUDE in engine.handlers or kind == "lf"
