@@ -170,5 +170,5 @@ def test_the_shipped_attack_sweeps():
     assert len(s.runs) == 13 * 8 and {r.attackers for r in s.runs} == {0, 3} and {r.knowledge for r in s.runs} == {None, "partial"}
     s = load_spec(os.path.join(folder, "digits_adaptive.yaml"), CONFIGS)
     assert [r.name for r in s.runs if r.method == "krum"] == [
-        "krum_digits_clean_s0", "krum_digits_adaptive1_s0", "krum_digits_adaptive3_s0", "krum_digits_adaptive5_s0"]
+        "krum_digits_clean_s0", "krum_digits_adaptive1_full_s0", "krum_digits_adaptive3_full_s0", "krum_digits_adaptive5_full_s0"]
     assert len(s.runs) == 12
