@@ -288,3 +288,35 @@ def test_detection_of_a_real_krum_run_with_a_sign_flipping_site(tmp_path):
     total = found.total
     assert total.tp + total.fn == 2 and total.fp + total.tn == 6 and total.tp + total.fp == 6
     assert not math.isnan(total.dacc) and detection.main([str(ws)]) == 0
+
+
+@pytest.mark.simulator
+@pytest.mark.extended
+def test_detection_of_a_real_krum_run_with_two_colluding_lie_attackers(tmp_path):
+    """The star topology's simulated adversary in a real run: the job names it, it crafts the
+    attackers' results on the server, and the records give the detection metrics."""
+    from lightyear.jobs import generate
+
+    from repo import ROOT
+
+    sites = ["site-1", "site-2", "site-3", "site-4", "site-5"]
+    settings = {"sites": sites, "rounds": 2, "min_clients": 5, "train_args": {"local_epochs": 1, "batch_size": 64}}
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "krum", "digits", attack="lie", attackers=2, seed=0, overrides=settings)
+    assert name == "krum_digits_lie2"
+    job = tmp_path / "jobs" / name
+    generate.write_job(files, str(job))
+    ws = tmp_path / "ws"
+    (ws / "local").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
+    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
+    proc = subprocess.run([nvflare, "simulator", str(job), "-w", str(ws), "-t", "5"], capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
+    records = ws / "server" / "simulate_job" / "adversary.jsonl"
+    assert records.exists(), (proc.stdout + proc.stderr)[-3000:]
+    crafted = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["round"], r["kind"], r["crafted"]) for r in crafted] == [(0, "lie", ["site-4", "site-5"]), (1, "lie", ["site-4", "site-5"])]
+    found = run_detection(open_run(str(ws)))
+    assert found.run.faulty_sites == ["site-4", "site-5"]
+    assert [(d.round, d.receiver, d.counts.evaluated) for d in found.decisions] == [(0, "server", 5), (1, "server", 5)]
+    total = found.total  # Krum keeps one of five results a round: 4 flagged a round
+    assert total.tp + total.fn == 4 and total.fp + total.tn == 6 and total.tp + total.fp == 8
+    assert detection.main([str(ws)]) == 0

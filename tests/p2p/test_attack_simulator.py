@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from p2p_attack_job import write_attack_job
-
 from repo import ROOT, start_timeouts
+
+from lightyear.jobs import generate
 
 NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
 
@@ -28,7 +28,11 @@ def test_lightyear_with_two_colluding_lie_attackers_finishes_and_its_detection_c
     attackers = ["site-3", "site-4"]
     overrides = {"sites": sites, "rounds": 2, "train_args": {"local_epochs": 1, "batch_size": 64}, "peer_deadline": 60.0,
                  "skill_floor": 0.0, **start_timeouts("lightyear")}  # no warm-up: every round is judged
-    job = write_attack_job(os.path.join(ROOT, "app_configs"), str(tmp_path / "job"), "lightyear", "digits", "lie", attackers, overrides)
+    # the generator's attack wiring: the last 2 sites attack
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "lightyear", "digits", attack="lie", attackers=2, overrides=overrides)
+    assert name == "lightyear_digits_lie2" and files["meta.json"]["lightyear"]["faulty_sites"] == attackers
+    job = str(tmp_path / "job")
+    generate.write_job(files, job)
     ws = tmp_path / "ws"
     (ws / "local").mkdir(parents=True)
     shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
