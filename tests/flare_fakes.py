@@ -1,6 +1,7 @@
 """Small stand-ins for FLARE's engine parts, shared by the component tests."""
 
 from nvflare.apis.client import Client
+from nvflare.apis.controller_spec import ClientTask, Task
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
@@ -171,3 +172,45 @@ class ServerEngine:
     def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
         self.pings.append(list(targets))
         return {t: make_reply(ReturnCode.OK) for t in targets if t not in self.dead}
+
+
+class StarServerEngine:
+    """A star server's engine: ``sites`` connected, ``components`` by id, every event kept in
+    ``events`` as (type, event data)."""
+
+    def __init__(self, root, sites, components):
+        self.workspace, self.sites, self.components, self.events = FakeWorkspace(root), list(sites), components, []
+
+    def get_clients(self):
+        return [Client(s, None) for s in self.sites]
+
+    def get_workspace(self):
+        return self.workspace
+
+    def get_component(self, cid):
+        return self.components.get(cid)
+
+    def fire_event(self, event_type, fl_ctx):
+        self.events.append((event_type, fl_ctx.get_prop("__event_data__")))
+
+
+def train_task_with(results):
+    """A star ``train`` task whose client tasks hold ``results`` (site -> Shareable)."""
+    task = Task(name=C.STAR_TRAIN_TASK, data=Shareable())
+    for name, res in results.items():
+        ct = ClientTask(Client(name, None), task)
+        ct.result = res
+        task.client_tasks.append(ct)
+    return task
+
+
+def answer_star_task(task, site, train_result):
+    """Add ``site``'s answer to a star task: ``train_result`` to a train task, else a finished
+    site's summary (test accuracy 0.5)."""
+    ct = ClientTask(Client(site, None), task)
+    if task.name == C.STAR_TRAIN_TASK:
+        ct.result = train_result
+    else:
+        ct.result = make_reply(ReturnCode.OK)
+        ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
+    task.client_tasks.append(ct)

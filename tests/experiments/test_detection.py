@@ -260,7 +260,23 @@ def test_report_writes_detection_tables_run_files_and_a_section(sweep, capsys):
     assert "detection: 1 run(s) left out" in capsys.readouterr().out
 
 
-# ---------------------------------------------------------------------------- a real run
+# ---------------------------------------------------------------------------- real runs
+def _simulate(tmp_path, name, files, n_sites):
+    """Write the generated job and run it in FLARE's simulator: (workspace, finished process)."""
+    from lightyear.jobs import generate
+
+    from repo import ROOT
+
+    job = tmp_path / "jobs" / name
+    generate.write_job(files, str(job))
+    ws = tmp_path / "ws"
+    (ws / "local").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
+    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
+    cmd = [nvflare, "simulator", str(job), "-w", str(ws), "-t", str(n_sites)]
+    return ws, subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
+
+
 @pytest.mark.simulator
 @pytest.mark.extended
 def test_detection_of_a_real_krum_run_with_a_sign_flipping_site(tmp_path):
@@ -271,13 +287,7 @@ def test_detection_of_a_real_krum_run_with_a_sign_flipping_site(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
     settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
     name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "krum", "digits", "sfa", 1, seed=0, overrides=settings)
-    job = tmp_path / "jobs" / name
-    generate.write_job(files, str(job))
-    ws = tmp_path / "ws"
-    (ws / "local").mkdir(parents=True)
-    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
-    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
-    proc = subprocess.run([nvflare, "simulator", str(job), "-w", str(ws), "-t", "4"], capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
+    ws, proc = _simulate(tmp_path, name, files, 4)
     state = ws / "server" / "simulate_job" / "aggregator_state.json"
     assert state.exists(), (proc.stdout + proc.stderr)[-3000:]
     assert all(h["rejected"] == [] for h in json.loads(state.read_text())["history"])  # the controller's refusals are recorded
@@ -303,13 +313,7 @@ def test_detection_of_a_real_krum_run_with_two_colluding_lie_attackers(tmp_path)
     settings = {"sites": sites, "rounds": 2, "min_clients": 5, "train_args": {"local_epochs": 1, "batch_size": 64}}
     name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "krum", "digits", attack="lie", attackers=2, seed=0, overrides=settings)
     assert name == "krum_digits_lie2"
-    job = tmp_path / "jobs" / name
-    generate.write_job(files, str(job))
-    ws = tmp_path / "ws"
-    (ws / "local").mkdir(parents=True)
-    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
-    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
-    proc = subprocess.run([nvflare, "simulator", str(job), "-w", str(ws), "-t", "5"], capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
+    ws, proc = _simulate(tmp_path, name, files, 5)
     records = ws / "server" / "simulate_job" / "adversary.jsonl"
     assert records.exists(), (proc.stdout + proc.stderr)[-3000:]
     crafted = [json.loads(line) for line in records.read_text().splitlines()]

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from repo import ROOT, start_timeouts
-
 from lightyear.jobs import generate
+
+from repo import ROOT, start_timeouts
 
 NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
 

@@ -12,33 +12,22 @@ import re
 
 import numpy as np
 import pytest
-from nvflare.apis.client import Client
-from nvflare.apis.controller_spec import ClientTask, Task
 from nvflare.apis.dxo import DataKind, from_shareable
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.fl_context import FLContext
-from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
-from lightyear.flare import constants as C
 from lightyear.star.adversary import SimulatedAdversary, crafted_data, update_vector
 from lightyear.star.aggregator import FedAvgAggregator
 from lightyear.star.controller import StarController
 from lightyear.star.messages import result_data
 from lightyear.star.rules.krum import KrumAggregator
 
-from flare_fakes import FakeWorkspace
+from flare_fakes import StarServerEngine, answer_star_task, train_task_with
 
 G = {"w": np.array([1.0, 1.0], dtype=np.float32), "n": np.array(7, dtype=np.int64)}
 
-
-def task_with(results):
-    task = Task(name=C.STAR_TRAIN_TASK, data=Shareable())
-    for name, res in results.items():
-        ct = ClientTask(Client(name, None), task)
-        ct.result = res
-        task.client_tasks.append(ct)
-    return task
 
 
 def weights(w, n=7, dtype=np.float32):
@@ -46,7 +35,7 @@ def weights(w, n=7, dtype=np.float32):
 
 
 def round_results(attacker=None):
-    return task_with({
+    return train_task_with({
         "site-1": result_data(weights([2.0, 1.0]), 10, 0),
         "site-2": result_data(weights([1.0, 3.0]), 10, 0),
         "site-3": attacker if attacker is not None else result_data(weights([2.0, 2.0], n=0), 10, 0, DataKind.WEIGHT_DIFF),
@@ -92,7 +81,7 @@ def test_updates_are_taken_against_the_model_each_site_was_sent():
     sign-flipped to the model [-1, -1]."""
     ctrl = with_adversary("sf")
     sent = {"site-3": {"w": np.zeros(2, dtype=np.float32), "n": np.array(7)}}
-    task = task_with({"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([1.0, 1.0]), 10, 0)})
+    task = train_task_with({"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([1.0, 1.0]), 10, 0)})
     kept = ctrl._collect(task, G, round_num=0, fl_ctx=FLContext(), sent=sent)
     np.testing.assert_array_equal(kept["site-3"]["weights"]["w"], [-1.0, -1.0])
 
@@ -157,7 +146,7 @@ def test_adaptive_krum_gets_a_crafted_copy_selected():
     """5 sites, attackers site-4 and site-5, Krum with f = 1: the copies win Krum's choice."""
     sites = {f"site-{i}": weights([1.0 + 0.1 * i, 1.0 - 0.05 * i]) for i in range(1, 6)}
     ctrl = with_adversary("adaptive", "full", ("site-4", "site-5"), aggregator=KrumAggregator(f=1))
-    kept = ctrl._collect(task_with({s: result_data(w, 10, 0) for s, w in sites.items()}), G, 0, FLContext())
+    kept = ctrl._collect(train_task_with({s: result_data(w, 10, 0) for s, w in sites.items()}), G, 0, FLContext())
     assert ctrl._attack["settings"]["lambda"] > 0 and ctrl._attack["settings"]["f"] == 1
     ctrl.aggregator.attack = ctrl._attack
     ctrl.aggregator.aggregate(G, kept, 0, FLContext())
@@ -193,26 +182,10 @@ def test_bad_seed_and_adversary_id_are_refused():
         StarController(adversary_id="")
 
 
-class _Engine:
-    def __init__(self, root, sites, components):
-        self.workspace, self.sites, self.components, self.events = FakeWorkspace(root), sites, components, []
-
-    def get_clients(self):
-        return [Client(s, None) for s in self.sites]
-
-    def get_workspace(self):
-        return self.workspace
-
-    def get_component(self, cid):
-        return self.components.get(cid)
-
-    def fire_event(self, event_type, fl_ctx):
-        self.events.append((event_type, fl_ctx.get_prop("__event_data__")))
-
 
 def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"), rounds=2):
     ctrl = StarController(rounds=rounds, model="cnn", num_classes=10, in_channels=1, adversary_id="adversary", min_clients=3)
-    engine = _Engine(str(tmp_path), list(sites), components)
+    engine = StarServerEngine(str(tmp_path), sites, components)
     ctx = FLContext()
     ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
     ctrl.start_controller(ctx)
@@ -249,14 +222,8 @@ def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_b
 
     def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
         for k, site in enumerate(targets):
-            ct = ClientTask(Client(site, None), task)
-            if task.name == C.STAR_TRAIN_TASK:
-                trained = {key: (v + 0.01 * (k + 1) if v.dtype.kind == "f" else v) for key, v in start.items()}
-                ct.result = result_data(trained, 10, 0)
-            else:
-                ct.result = make_reply(ReturnCode.OK)
-                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
-            task.client_tasks.append(ct)
+            trained = {key: (v + 0.01 * (k + 1) if v.dtype.kind == "f" else v) for key, v in start.items()}
+            answer_star_task(task, site, result_data(trained, 10, 0))
 
     ctrl.broadcast_and_wait = broadcast_and_wait
     ctrl.control_flow(Signal(), ctx)

@@ -15,7 +15,7 @@ from lightyear.flare import constants as C
 from lightyear.star.controller import StarController
 from lightyear.star.messages import result_data
 
-from flare_fakes import FakeWorkspace
+from flare_fakes import StarServerEngine, answer_star_task, train_task_with
 
 
 def result(weights, n=10, rc=ReturnCode.OK, kind=DataKind.WEIGHTS):
@@ -24,18 +24,10 @@ def result(weights, n=10, rc=ReturnCode.OK, kind=DataKind.WEIGHTS):
     return result_data(weights, n, 0, kind)
 
 
-def task_with(results):
-    task = Task(name=C.STAR_TRAIN_TASK, data=Shareable())
-    for name, res in results.items():
-        ct = ClientTask(Client(name, None), task)
-        ct.result = res
-        task.client_tasks.append(ct)
-    return task
-
 
 def test_malformed_nonfinite_and_failed_results_are_left_out():
     good = {"w": np.ones(3, dtype=np.float32)}
-    task = task_with(
+    task = train_task_with(
         {
             "site-1": result(good, 10),
             "site-2": result({"w": np.array([1.0, np.nan, 1.0], dtype=np.float32)}),
@@ -58,7 +50,7 @@ def test_round_zero_reference_is_the_initial_global_model_not_a_result():
     key = next(k for k, v in reference.items() if v.dtype.kind == "f")
     wrong = {"w": np.ones(3, dtype=np.float32)}  # well-formed by itself, but not this network
     good = {k: v.copy() for k, v in reference.items()}
-    task = task_with({"site-1": result(wrong), "site-2": result(good)})
+    task = train_task_with({"site-1": result(wrong), "site-2": result(good)})
     kept = ctrl._collect(task, global_weights=reference, round_num=0, fl_ctx=FLContext())
     assert sorted(kept) == ["site-2"]
     assert kept["site-2"]["weights"][key].dtype == reference[key].dtype
@@ -66,7 +58,7 @@ def test_round_zero_reference_is_the_initial_global_model_not_a_result():
 
 def test_results_are_cast_to_the_global_dtype_and_overflow_is_rejected():
     global_weights = {"w": np.zeros(3, dtype=np.float32)}
-    task = task_with(
+    task = train_task_with(
         {
             "site-1": result({"w": np.full(3, 2.0, dtype=np.float64)}, 10),
             "site-2": result({"w": np.full(3, 1e300, dtype=np.float64)}, 10),  # inf in float32
@@ -80,7 +72,7 @@ def test_results_are_cast_to_the_global_dtype_and_overflow_is_rejected():
 def test_num_samples_are_validated_and_capped():
     global_weights = {"w": np.zeros(1, dtype=np.float32)}
     ones = {"w": np.ones(1, dtype=np.float32)}
-    task = task_with(
+    task = train_task_with(
         {
             "site-1": result(ones, 10),
             "site-2": result(ones, 20),
@@ -104,22 +96,6 @@ def test_default_min_clients_is_a_strict_majority():
     assert [default_min_clients(n) for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 3, 3, 5]
 
 
-class _Engine:
-    def __init__(self, root, sites, aggregator):
-        self.workspace, self.sites, self.aggregator = FakeWorkspace(root), sites, aggregator
-
-    def get_clients(self):
-        return [Client(s, None) for s in self.sites]
-
-    def get_workspace(self):
-        return self.workspace
-
-    def get_component(self, cid):
-        return self.aggregator
-
-    def fire_event(self, event_type, fl_ctx):
-        pass
-
 
 def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path):
     """site-4 never answers: each round is aggregated from the 3 others (a strict majority of 4)."""
@@ -133,20 +109,14 @@ def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, _Engine(str(tmp_path), sites, FedAvgAggregator()), private=True, sticky=False)
+    ctx.set_prop(ReservedKey.ENGINE, StarServerEngine(str(tmp_path), sites, {"aggregator": FedAvgAggregator()}), private=True, sticky=False)
     ctrl.start_controller(ctx)
     waits = []
 
     def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
         waits.append(min_responses)
         for site in targets[:3]:  # site-4 is silent
-            ct = ClientTask(Client(site, None), task)
-            if task.name == C.STAR_TRAIN_TASK:
-                ct.result = result(ctrl.initial_weights(), 10)
-            else:
-                ct.result = make_reply(ReturnCode.OK)
-                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
-            task.client_tasks.append(ct)
+            answer_star_task(task, site, result(ctrl.initial_weights(), 10))
 
     ctrl.broadcast_and_wait = broadcast_and_wait
     ctrl.control_flow(Signal(), ctx)
@@ -162,7 +132,7 @@ def test_a_weight_diff_result_is_added_to_the_model_that_site_was_sent():
     global_weights = {"w": np.zeros(2, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
     sent = {"site-1": {"w": np.array([1.0, 2.0], dtype=np.float32), "n": np.array(5)}, "site-2": global_weights}
     diff = {"w": np.array([0.5, -1.0], dtype=np.float32), "n": np.array(0)}
-    task = task_with({"site-1": result(diff, 10, kind=DataKind.WEIGHT_DIFF), "site-2": result(diff, 10, kind=DataKind.WEIGHT_DIFF)})
+    task = train_task_with({"site-1": result(diff, 10, kind=DataKind.WEIGHT_DIFF), "site-2": result(diff, 10, kind=DataKind.WEIGHT_DIFF)})
     kept = StarController(rounds=1)._collect(task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent)
     np.testing.assert_array_equal(kept["site-1"]["weights"]["w"], [1.5, 1.0])
     np.testing.assert_array_equal(kept["site-2"]["weights"]["w"], [0.5, -1.0])
@@ -182,7 +152,7 @@ def test_results_that_are_no_usable_dxo_are_rejected_without_raising():
     big_sum = result({"w": np.full(2, 3e38, dtype=np.float32)}, kind=DataKind.WEIGHT_DIFF)  # finite alone, inf once added
     sent = {"site-5": {"w": np.full(2, 3e38, dtype=np.float32)}}
     no_count = DXO(DataKind.WEIGHTS, data=ok).update_shareable(make_reply(ReturnCode.OK))
-    task = task_with({"site-1": plain, "site-2": metrics, "site-3": broken, "site-4": result(ok), "site-5": big_sum, "site-6": no_count})
+    task = train_task_with({"site-1": plain, "site-2": metrics, "site-3": broken, "site-4": result(ok), "site-5": big_sum, "site-6": no_count})
     kept = StarController(rounds=1, max_abs_weight=None)._collect(task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent)
     assert sorted(kept) == ["site-4"]
 
@@ -263,7 +233,7 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, _Engine(str(tmp_path), sites, ShutsOutSite3()), private=True, sticky=False)
+    ctx.set_prop(ReservedKey.ENGINE, StarServerEngine(str(tmp_path), sites, {"aggregator": ShutsOutSite3()}), private=True, sticky=False)
     ctrl.start_controller(ctx)
     before = show_stats(ctrl)["StarController"]
     assert before["phase"] == "starting" and before["current_round"] is None and before["num_rounds"] == 2
@@ -306,7 +276,7 @@ def test_the_rules_history_lists_the_results_the_model_checks_refused(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1, min_clients=3)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, _Engine(str(tmp_path), sites, KrumAggregator()), private=True, sticky=False)
+    ctx.set_prop(ReservedKey.ENGINE, StarServerEngine(str(tmp_path), sites, {"aggregator": KrumAggregator()}), private=True, sticky=False)
     ctrl.start_controller(ctx)
     weights = ctrl.initial_weights()
     broken = {k: (np.full_like(v, np.nan) if v.dtype.kind == "f" else v) for k, v in weights.items()}
