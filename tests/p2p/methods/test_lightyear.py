@@ -84,6 +84,18 @@ def test_round_skips_late_rejects_malformed_and_aggregates_the_rest(tmp_path, pe
     assert sends[0][2][C.KEY_ROUND] == 0
 
 
+def test_the_first_round_trains_before_the_start_handshake_is_waited_for_and_sends_after_it(tmp_path, peers):
+    ex = make_executor(tmp_path, deadline=0.3)
+    engine = FakeEngine(str(tmp_path))
+    order = []
+    trained = ex.local_update
+    ex.local_update = lambda r: order.append("trained") or trained(r)
+    ex.before_send = lambda: order.append(("greeted", len([s for s in engine.sent if s[0] == C.TOPIC_MODEL])))
+    ex._round(0, context(engine), Signal())
+    assert order == ["trained", ("greeted", 0)]  # nothing sent before the handshake ended
+    assert [s for s in engine.sent if s[0] == C.TOPIC_MODEL] and ex.before_send is None  # once only
+
+
 def test_empty_selection_keeps_the_own_model(tmp_path, peers):
     ex = make_executor(tmp_path, deadline=0.2)
     ex.tau = 1.0

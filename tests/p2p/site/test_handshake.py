@@ -10,7 +10,7 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.handshake import MAX_REASON, NeighboursGone, handshake, ping_answer, read_answer
+from lightyear.p2p.site.handshake import MAX_REASON, BackgroundHandshake, NeighboursGone, handshake, ping_answer, read_answer
 
 from flare_fakes import SiteEngine, context
 
@@ -130,3 +130,23 @@ def test_a_healthy_site_whose_neighbours_failed_stops_saying_so_and_a_failed_sit
     assert reply.get_return_code() == ReturnCode.EXECUTION_EXCEPTION
     answer = read_answer(broken._on_ping(C.TOPIC_PING, Shareable(), None))
     assert answer.state == "failed" and "does not exist for site-2" in answer.reason
+
+
+def test_the_background_handshake_returns_at_once_and_join_waits_for_the_neighbours():
+    """The first round trains while the neighbours start: building the handshake does not wait,
+    join() does, and gives the neighbours that were not ready."""
+    state = {"site-2": starting, "site-3": starting, "site-4": None}
+    peers = Peers(site_2=lambda: state["site-2"](), site_3=lambda: state["site-3"](), site_4=None)
+    t0 = time.monotonic()
+    greeting = BackgroundHandshake(peers, None, PEERS, 1.5, abort=lambda: False, log=lambda *a: None)
+    assert time.monotonic() - t0 < 0.2  # the site goes on to train
+    time.sleep(0.3)
+    state["site-2"] = state["site-3"] = ready
+    assert greeting.join() == ["site-4"]  # silent: not waited for
+
+
+def test_the_background_handshake_hands_its_error_to_join():
+    peers = Peers(site_2=failed("gone"), site_3=failed("gone"), site_4=failed("gone"))
+    greeting = BackgroundHandshake(peers, None, PEERS, 30, abort=lambda: False, log=lambda *a: None)
+    with pytest.raises(NeighboursGone, match="every neighbour's run ended"):
+        greeting.join()

@@ -6,8 +6,9 @@ for its in-neighbours' models of that round until ``peer_deadline`` (the exchang
 are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
 :meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
 checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.p2p.site.round`).
-A run starts once the neighbours answer the start handshake "ready"; one whose neighbours'
-runs all ended first stops, naming them (:mod:`lightyear.p2p.site.handshake`). What other sites
+The first round trains while the start handshake waits for the neighbours to answer "ready";
+nothing is sent before. A site whose neighbours' runs all ended first stops, naming them
+(:mod:`lightyear.p2p.site.handshake`). What other sites
 send is bounded by the model's size, and with ``secure_messages`` must arrive encrypted, on the
 site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A site restarted
 within the same run continues from its checkpoint; a job submitted again
@@ -59,7 +60,7 @@ from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, CheckpointError, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
-from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, NeighboursGone, handshake, ping_answer
+from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, BackgroundHandshake, NeighboursGone, ping_answer
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
@@ -179,6 +180,7 @@ class P2PExecutor(Executor):
         self.state, self.state_reason = STARTING, ""  # what a ping is answered (lightyear.p2p.site.handshake)
         self.runtime = None
         self.malfunction = None
+        self.before_send = None  # the first round's wait for the start handshake
         self.attack: PeerAttacker | None = None
         self.site = ""
         self._abort = lambda: False
@@ -291,11 +293,10 @@ class P2PExecutor(Executor):
         self.delivery = watch_delivery(self, fl_ctx.get_engine(), self.peer_deadline, f"{self.site}: ", self.run_dir)
 
     def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:
-        if self.run_dir is None:
-            return
+        checkpoint = os.path.join(self.run_dir or "", CHECKPOINT_FILE)
         try:
-            checkpoint = os.path.join(self.run_dir, CHECKPOINT_FILE)
-            write_site_status(self.run_dir, self.site, status, reason, self.last_round, checkpoint if os.path.exists(checkpoint) else "")
+            if self.run_dir is not None:
+                write_site_status(self.run_dir, self.site, status, reason, self.last_round, checkpoint if os.path.exists(checkpoint) else "")
         except OSError as exc:
             self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
 
@@ -305,7 +306,9 @@ class P2PExecutor(Executor):
             site=self.site, rule=self, runtime=self.runtime, exchange=self.exchange, slots=self.slots,
             isolation=self.isolation, malfunction=self.malfunction, peer_deadline=self.peer_deadline,
             neighbours=len(self.neighbours), log=self._log(fl_ctx), abort=self._abort, attack=self.attack, flip_labels=self.flip_labels,
+            before_send=self.before_send,
         )
+        self.before_send = None  # once: the start handshake
         return step.run(round_num, fl_ctx.get_engine(), abort_signal)
 
     def _restore(self, checkpoint: SiteCheckpoint, folder: str, fix: str) -> None:
@@ -320,13 +323,10 @@ class P2PExecutor(Executor):
         report_round(self, row, fl_ctx)
 
     def _log(self, fl_ctx: FLContext):
-        def log(level: str, message: str) -> None:
-            getattr(self, f"log_{level}")(fl_ctx, message)
-
-        return log
+        """``log(level, message)`` into this component's FLARE log."""
+        return lambda level, message: getattr(self, f"log_{level}")(fl_ctx, message)
 
     def _run(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-
         rounds, seed = int(config["rounds"]), int(config["seed"])
         graph = config.get("neighbours", {})
         send_to = sorted(graph.get(self.site, []))
@@ -369,9 +369,13 @@ class P2PExecutor(Executor):
                                   reference=reference, codec=self.exchange.codec, secure=secure, send_timeout=self.send_timeout)
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
         self.ready, self.state = True, READY
-        not_ready = handshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))
-        for peer in set(not_ready) & set(self.exchange.missed):  # not waited for until they send
-            self.exchange.missed[peer] = self.max_missed_rounds
+        greeting = BackgroundHandshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))
+
+        def greeted() -> None:  # before the first send
+            for peer in set(greeting.join()) & set(self.exchange.missed):  # not waited for until they send
+                self.exchange.missed[peer] = self.max_missed_rounds
+
+        self.before_send = greeted
 
         log = RoundLog(os.path.join(run_dir, self.records_file))
         kind = self.attack.kind if self.attack is not None else LF if self.flip_labels else self.malfunction.kind if self.malfunction is not None else "none"

@@ -21,6 +21,7 @@ reason is cut to one printable line.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,6 +110,34 @@ def handshake(
     if pending:
         log("warning", "going on without " + "; ".join(answers[p].describe(p, ready_timeout) for p in sorted(pending)))
     return sorted(pending)
+
+
+class BackgroundHandshake:
+    """:func:`handshake` in a thread of its own, so that the site trains its first round while its
+    neighbours are still starting (on a shared machine, importing PyTorch in every site process
+    takes most of the start). :meth:`join` waits for it before the first model is sent and returns
+    the neighbours not ready, or raises what the handshake raised."""
+
+    def __init__(self, engine, fl_ctx, neighbours: list[str], ready_timeout: float, abort: Callable[[], bool], log: Callable[[str, str], None]):
+        new_context = getattr(engine, "new_context", None)
+        context = new_context() if callable(new_context) else fl_ctx  # a context of the thread's own
+        self._not_ready: list[str] = []
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._not_ready = handshake(engine, context, neighbours, ready_timeout, abort, log)
+            except BaseException as exc:  # handed to the site's thread by join()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="lightyear-handshake", daemon=True)
+        self._thread.start()
+
+    def join(self) -> list[str]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._not_ready
 
 
 def _none_ready(neighbours: list[str], answers: dict[str, Answer], ready_timeout: float) -> RuntimeError:

@@ -78,6 +78,8 @@ class SiteRound:
     abort: Callable[[], bool]
     attack: object | None = None
     flip_labels: bool = False
+    before_send: Callable[[], None] | None = None
+    """Called once training is done and before anything is sent (the first round: the start handshake)."""
 
     def run(self, round_num: int, engine, abort_signal: Signal) -> dict | None:
         """Run round ``round_num``; its record row (``_val``/``_test`` hold the metrics), or None when aborted."""
@@ -91,6 +93,8 @@ class SiteRound:
             train_stats = rule.local_update(round_num)
             own = rt.get_weights()
             train_s = time.perf_counter() - w0
+        if self.before_send is not None:
+            self.before_send()
         t1 = time.perf_counter()
 
         outgoing, applied, attack_fields = own, LF if self.flip_labels else "none", {}
