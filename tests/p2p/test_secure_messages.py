@@ -34,7 +34,7 @@ def run_site(tmp_path, setting, secure_mode, engine=None):
     task = Shareable()
     task[C.KEY_CONFIG] = {"rounds": 1, "seed": 0, "neighbours": {"site-1": ["site-2"], "site-2": ["site-1"]}, "secure_messages": setting}
     reply = ex.execute(C.P2P_RUN_TASK, task, ctx, Signal())
-    run_site.engine = engine
+    run_site.engine, run_site.executor = engine, ex
     return reply, [(topic, secure) for topic, _, _, secure in engine.sent]
 
 
@@ -111,7 +111,7 @@ def test_required_encryption_in_an_insecure_deployment_stops_the_run_at_its_star
         assert rows[site]["status"] == "dropped" and "secure_messages=true" in rows[site]["reason"]
 
 
-def model_frame(encrypted: bool, sid: int):
+def model_frame(encrypted: bool, sid: int, size: int = 4096):
     """One frame of a model message from site-2 as it reaches site-1's cell, before FLARE decrypts it."""
     from nvflare.fuel.f3.cellnet.defs import CellChannel, MessageHeaderKey
     from nvflare.fuel.f3.message import Message
@@ -121,7 +121,7 @@ def model_frame(encrypted: bool, sid: int):
         MessageHeaderKey.ORIGIN: "site-2.job", MessageHeaderKey.DESTINATION: "site-1.job",
         MessageHeaderKey.CHANNEL: STREAM_CHANNEL, MessageHeaderKey.TOPIC: STREAM_DATA_TOPIC,
         StreamHeaderKey.CHANNEL: CellChannel.AUX_COMMUNICATION, StreamHeaderKey.TOPIC: C.TOPIC_MODEL,
-        StreamHeaderKey.STREAM_ID: sid, StreamHeaderKey.SIZE: 4096,
+        StreamHeaderKey.STREAM_ID: sid, StreamHeaderKey.SIZE: size,
     }
     if encrypted:
         headers.update({MessageHeaderKey.SECURE: True, MessageHeaderKey.ENCRYPTED: True})
@@ -157,3 +157,22 @@ def test_a_site_that_cannot_check_encryption_refuses_to_run_when_told_to_encrypt
     assert not [s for s in sends if s[0] == C.TOPIC_MODEL]
     reply, _ = run_site(tmp_path / "plain", False, secure_mode=True, engine=NoCell(str(tmp_path)))
     assert reply.get_return_code() == ReturnCode.OK  # without encryption the gate is a bound, not a must
+
+
+def test_a_running_site_bounds_what_a_peer_sends_by_its_own_models_size(tmp_path):
+    """Before FLARE buffers and deserialises a model message, its declared size is held to the site's
+    own model (payload_limit: twice its bytes plus framing), whatever secure_messages says."""
+    from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey
+
+    from lightyear.p2p.site.cell_gate import PRE_RUN_LIMIT
+    from lightyear.p2p.site.payload import payload_limit
+
+    reply, _ = run_site(tmp_path, False, secure_mode=True)
+    assert reply.get_return_code() == ReturnCode.OK
+    limit = payload_limit(run_site.executor.runtime.get_weights())
+    assert limit > PRE_RUN_LIMIT  # the bound the run opened with, not the one before it
+    cell = run_site.engine.cell
+    assert cell.deliver(model_frame(encrypted=False, sid=1, size=limit)) is None
+    refused = cell.deliver(model_frame(encrypted=False, sid=2, size=limit + 1))
+    assert refused is not None and f"{limit + 1} bytes, more than the {limit} bytes" in refused.get_header(MessageHeaderKey.ERROR)
+    assert [sid for sid, _ in cell.rejected] == [2]  # the sender is told
