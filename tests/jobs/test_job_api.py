@@ -260,3 +260,42 @@ def test_flares_own_refusals_of_an_environment_argument_are_one_line(capsys, tmp
     for kit in (str(tmp_path / "none"), str(tmp_path)):
         assert status_of(["--method", "fedavg", "--dataset", "digits", "--env", "prod", "--startup-kit", kit]) == 2
         assert "is not an admin startup kit (no startup/ folder in it)" in capsys.readouterr().err
+
+
+class FinishedRun:
+    def get_job_id(self):
+        return "sim-1"
+
+
+class SummaryRecipe:
+    """A recipe whose simulator run writes ``rows`` as the server's summary.csv (FLARE's SimEnv returns either way)."""
+
+    name = "job"
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def execute(self, env):
+        run = os.path.join(env.workspace_root, self.name, "server", "simulate_job")
+        os.makedirs(run)
+        with open(os.path.join(run, "summary.csv"), "w") as f:
+            f.write("site,malfunction,status,acc,last_round,reason\n" + self.rows)
+        return FinishedRun()
+
+
+class ResultEnv:
+    def __init__(self, root):
+        self.workspace_root = root
+
+    def get_job_result(self, job_id):
+        return os.path.join(self.workspace_root, "job")
+
+
+@pytest.mark.parametrize("rows, status", [
+    ("site-1,none,failed,nan,,CheckpointError: damaged\nsite-2,none,dropped,nan,,\n", 1),
+    ("site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n", 0),
+], ids=["every-site-failed", "a-site-finished"])
+def test_a_simulator_run_in_which_no_site_finished_exits_1(tmp_path, capsys, rows, status):
+    assert job_api.run_simulator(SummaryRecipe(rows), ResultEnv(str(tmp_path))) == status
+    err = capsys.readouterr().err
+    assert ("the run failed: no site finished (site-1 failed (CheckpointError: damaged), site-2 dropped" in err) == (status == 1), err
