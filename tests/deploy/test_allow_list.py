@@ -70,6 +70,7 @@ def test_malformed_files_are_refused_with_the_file_named(tmp_path):
     (tmp_path / "resources.json").write_text("{not json")
     with pytest.raises(AllowListError, match="resources.json is not valid JSON"):
         allow_package(str(tmp_path))
+    assert (tmp_path / "resources.json").read_text() == "{not json"  # left as it was
     _write(tmp_path / "resources.json", {"class_allow_list": "lightyear."})
     with pytest.raises(AllowListError, match="must be a list of strings"):
         allow_package(str(tmp_path))

@@ -259,6 +259,8 @@ def test_a_binary_or_unreadable_spec_is_named(tmp_path, capsys):
     refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "is not valid YAML")
     (tmp_path / "spec.yaml").write_text("datasets: [[digits]]\nmethods: all\nfaulty: [0]\n")
     refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "'datasets' must list plain values")
+    (tmp_path / "spec.yaml").write_text("")  # an empty file: YAML reads it as nothing at all
+    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "spec.yaml must hold a mapping with the keys name, datasets")
     assert not (tmp_path / "o").exists()
 
 
