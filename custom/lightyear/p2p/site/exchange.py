@@ -42,12 +42,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
-from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.algorithms.model_check import model_problems
 from lightyear.flare import constants as C
-from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.p2p.site import buffer as peer_buffer
 from lightyear.p2p.site import latest_models
 from lightyear.p2p.site.buffer import PeerModelBuffer
@@ -341,34 +339,3 @@ class PeerExchange:
     def wait_last_send(self, timeout: float) -> None:
         if self._threads:
             self._threads[-1].join(timeout=timeout)
-
-    # ------------------------------------------------------------------ start
-    def handshake(self, engine, fl_ctx: FLContext, ready_timeout: float, abort: Callable[[], bool]) -> list[str]:
-        """Wait until every neighbour runs this job and is ready, at most ``ready_timeout`` s.
-
-        Returns the neighbours that never answered (the run goes on without waiting for them);
-        raises if none answered at all, since the site would only train alone.
-        """
-        neighbours = sorted(set(self.send_to) | set(self.receive_from))
-        pending = set(neighbours)
-        deadline = time.monotonic() + ready_timeout
-        while pending and not abort():
-            replies = engine.send_aux_request(
-                targets=sorted(pending), topic=C.TOPIC_PING, request=Shareable(), timeout=3.0, fl_ctx=fl_ctx
-            ) or {}
-            for peer, reply in replies.items():
-                if isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK and reply.get("ready"):
-                    pending.discard(peer)
-            if not pending or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        if pending and pending == set(neighbours):
-            raise RuntimeError(
-                f"no neighbour ({sorted(pending)}) answered within ready_timeout={ready_timeout:g} s: "
-                + p2p_simulator_advice(len(neighbours) + 1)
-            )
-        if pending:
-            self.log("warning", f"neighbours {sorted(pending)} not ready after {ready_timeout:g} s: going on without waiting for them")
-            for peer in pending & set(self.missed):
-                self.missed[peer] = self.max_missed_rounds
-        return sorted(pending)
