@@ -160,7 +160,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Run a sweep of LIGHTYEAR toolkit jobs with the FLARE simulator (resumable).")
     p.add_argument("spec", help="the sweep description (.yaml or .json), or the name of one shipped in app_configs/sweeps/ (e.g. digits_dynamic)")
     p.add_argument("--out", required=True, help="the sweep folder (runs go to OUT/runs/<run>/)")
-    p.add_argument("--parallel", type=int, default=1, metavar="N", help="simulator runs at a time (default 1)")
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="simulator runs at a time (default 1; FLARE's simulators can cross-wire their site workers when several run on one machine: see docs/jobs-and-settings.md)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and which are done; run nothing")
     p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch, a job array with one task a run, instead of running")
     p.add_argument("--gres", help="with --slurm: the --gres of every task, e.g. gpu:1 (or give it to sbatch)")
