@@ -242,13 +242,7 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
         seen.append(show_stats(ctrl)["StarController"])
         for site in targets[:3]:  # site-4 is silent
-            ct = ClientTask(Client(site, None), task)
-            if task.name == C.STAR_TRAIN_TASK:
-                ct.result = result(weights, 10)
-            else:
-                ct.result = make_reply(ReturnCode.OK)
-                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
-            task.client_tasks.append(ct)
+            answer_star_task(task, site, result(weights, 10))
 
     ctrl.broadcast_and_wait = broadcast_and_wait
     ctrl.control_flow(Signal(), ctx)
@@ -285,13 +279,7 @@ def test_the_rules_history_lists_the_results_the_model_checks_refused(tmp_path):
     def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
         calls.append(task.name)
         for site in targets:
-            ct = ClientTask(Client(site, None), task)
-            if task.name == C.STAR_TRAIN_TASK:
-                ct.result = result(broken if (site == "site-4" and len(calls) == 2) else weights, 10)
-            else:
-                ct.result = make_reply(ReturnCode.OK)
-                ct.result[C.KEY_RESULT] = {"site": site, "malfunction": "none", "test": {"acc": 0.5}}
-            task.client_tasks.append(ct)
+            answer_star_task(task, site, result(broken if (site == "site-4" and len(calls) == 2) else weights, 10))
 
     ctrl.broadcast_and_wait = broadcast_and_wait
     ctrl.control_flow(Signal(), ctx)
