@@ -45,6 +45,8 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "custom"))
 
+from p2p_job_timing import tree_memory  # noqa: E402  (this folder is on sys.path when run as a script)
+
 from lightyear.jobs import generate  # noqa: E402
 
 PHASES = ("train", "slot_wait", "exchange", "score", "aggregate", "eval")
@@ -61,16 +63,6 @@ def parse_sets(items: list[str]) -> dict:
     return out
 
 
-def pss_of_tree(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc] + proc.children(recursive=True):
-        try:
-            total += p.memory_full_info().pss
-        except psutil.Error:
-            pass
-    return total
-
-
 def run_job(job: str, sites: int, ws: str) -> dict:
     """Run ``job`` in the simulator; wall seconds, launch time (epoch), peak PSS and exit code."""
     os.makedirs(os.path.join(ws, "local"), exist_ok=True)
@@ -84,7 +76,7 @@ def run_job(job: str, sites: int, ws: str) -> dict:
 
     def sample():
         while proc.poll() is None:
-            peak[0] = max(peak[0], pss_of_tree(tree))
+            peak[0] = max(peak[0], tree_memory(tree, proportional=True)[1])
             time.sleep(1.0)
 
     sampler = threading.Thread(target=sample, daemon=True)
