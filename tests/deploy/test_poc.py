@@ -59,8 +59,10 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
 @pytest.mark.extended
 @pytest.mark.deployment
 def test_ctrl_c_stops_every_poc_process(tmp_path):
+    """Also when lightyear-poc inherits SIGINT ignored, as a background job of a script does."""
     job = make_job(tmp_path / "jobs", "lightyear", rounds=50)
-    proc, marker = run_poc(tmp_path, job, "--out", tmp_path / "out", "--start-timeout", 400)
+    proc, marker = run_poc(tmp_path, job, "--out", tmp_path / "out", "--start-timeout", 400,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         # wait until the sites' job processes (FLARE starts them in sessions of their own) run
         deadline = time.monotonic() + 600  # the POC may take up to --start-timeout 400 s on a loaded machine

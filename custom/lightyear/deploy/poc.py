@@ -161,7 +161,9 @@ def main(argv=None) -> int:
     poc = Poc(root, sites)
     ok = False
     try:
-        with terminate_as_interrupt():
+        # SIGINT too: started in the background of a script, this process inherits SIGINT
+        # ignored, and `kill -INT` must still stop the POC
+        with terminate_as_interrupt((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):
             poc.prepare()
             started = time.monotonic()
             poc.start(args.start_timeout)

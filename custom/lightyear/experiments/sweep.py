@@ -94,7 +94,9 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
     t0 = time.monotonic()
     # counts kept as runs end, so the once-a-second display reads no status files
     tally = {"done": len(names) - len(todo), "failed": 0, "walls": run_status.known_walls(out, names)}
-    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGINT too: a sweep started in the background of a script inherits SIGINT ignored, and
+    # `kill -INT` must still stop its runs
+    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         while pending or running:
             while pending and len(running) < parallel:
