@@ -103,11 +103,15 @@ def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fak
     assert "todo  fedavg_digits_clean_s1" in capsys.readouterr().out
 
 
-def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake):
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake, inherited):
+    """Also when the sweep inherits SIGINT ignored, as a background job of a script does."""
     out = tmp_path / "out"
     spec = write_spec(tmp_path, [0, 2])
+    disposition = signal.SIG_IGN if inherited == "ignored" else signal.SIG_DFL
     proc = subprocess.Popen([sys.executable, "-m", "lightyear.experiments.sweep", spec, "--out", str(out), "--configs", CONFIGS],
-                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     pids_file = out / "runs" / "fedavg_digits_clean_s2" / "ws" / "pids"
     deadline = time.monotonic() + 60
     while not pids_file.exists() and time.monotonic() < deadline:
