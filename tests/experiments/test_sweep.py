@@ -330,4 +330,4 @@ def test_an_attackers_row_never_makes_a_run_finished(tmp_path):
 def test_every_run_of_the_shipped_adaptive_sweep_generates(tmp_path, capsys):
     assert sweep.main(["digits_adaptive", "--out", str(tmp_path / "out"), "--configs", CONFIGS, "--dry-run"]) == 0
     text = capsys.readouterr().out
-    assert "todo  krum_digits_adaptive5_full_s0" in text and "12 runs: 0 done, 12 to run" in text
+    assert "todo  krum_digits_adaptive5_full_s0" in text and "16 runs: 0 done, 16 to run" in text and "todo  fedcap_digits_adaptive3_full_s0" in text

@@ -141,11 +141,20 @@ def test_malfunctions_and_attacks_in_one_sweep_share_the_clean_run():
     assert [r.name for r in s.runs] == ["krum_digits_clean_s0", "krum_digits_sfa1_s0", "krum_digits_mr2_s0"]
 
 
-def test_adaptive_runs_only_for_the_methods_it_adapts_to():
-    s = attack_spec(methods=["lightyear", "fedavg", "krum"], attacks="all", attackers=[1])
+def test_adaptive_runs_only_where_the_generator_takes_them():
+    s = attack_spec(methods=["lightyear", "fedavg", "krum", "fedcap"], attacks="all", attackers=[1, 3], knowledge=["partial", "full"],
+                    set={"attack_margin": 0.05, "attack_tol": 0.1})
     adaptive = [r.name for r in s.runs if r.attack == "adaptive"]
-    assert adaptive == ["lightyear_digits_adaptive1_s0", "krum_digits_adaptive1_s0"]
-    assert len([r for r in s.runs if r.method == "fedavg"]) == 7
+    assert adaptive == [
+        "lightyear_digits_adaptive1_s0", "lightyear_digits_adaptive1_full_s0", "lightyear_digits_adaptive3_s0", "lightyear_digits_adaptive3_full_s0",
+        # Krum under partial knowledge needs 2 attackers; FedCAP's attack needs full knowledge
+        "krum_digits_adaptive1_full_s0", "krum_digits_adaptive3_s0", "krum_digits_adaptive3_full_s0",
+        "fedcap_digits_adaptive1_full_s0", "fedcap_digits_adaptive3_full_s0",
+    ]
+    assert not [r for r in s.runs if r.method == "fedavg" and r.attack == "adaptive"]
+    # each run gets the adaptive settings its method's attack takes: margin for LIGHTYEAR and FedCAP, tol for Krum
+    settings = {r.method: {k for k in r.overrides if k.startswith("attack_")} for r in s.runs if r.attack == "adaptive"}
+    assert settings == {"lightyear": {"attack_margin", "attack_tol"}, "krum": {"attack_tol"}, "fedcap": {"attack_margin"}}
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -154,7 +163,8 @@ def test_adaptive_runs_only_for_the_methods_it_adapts_to():
     ({"attackers": [8]}, "attackers count 8 leaves no benign site among the 8 sites of digits: use at most 7"),
     ({"attackers": None}, "'attacks' and 'knowledge' need 'attackers'"),
     ({"attacks": None}, "needs 'attacks'"),
-    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]}, "attack adaptive has no run: adaptive attacks only lightyear, balance, krum"),
+    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]}, "attack adaptive has no run: adaptive attacks only lightyear, balance, krum, fedcap"),
+    ({"methods": ["fedcap"], "attacks": ["adaptive"]}, "(fedcap under knowledge: [full])"),
     ({"set": {"attack_scale": 2}}, "'set: attack_scale' is a setting of no attack of the sweep (sf, lie)"),
 ])
 def test_attack_axis_validation_names_the_fix(raw, message):
@@ -171,4 +181,6 @@ def test_the_shipped_attack_sweeps():
     s = load_spec(os.path.join(folder, "digits_adaptive.yaml"), CONFIGS)
     assert [r.name for r in s.runs if r.method == "krum"] == [
         "krum_digits_clean_s0", "krum_digits_adaptive1_full_s0", "krum_digits_adaptive3_full_s0", "krum_digits_adaptive5_full_s0"]
-    assert len(s.runs) == 12
+    assert [r.name for r in s.runs if r.method == "fedcap"] == [
+        "fedcap_digits_clean_s0", "fedcap_digits_adaptive1_full_s0", "fedcap_digits_adaptive3_full_s0", "fedcap_digits_adaptive5_full_s0"]
+    assert len(s.runs) == 16

@@ -87,6 +87,10 @@ def test_adaptive_against_the_methods_it_adapts_to():
     name, files = generate.build_job(CONFIGS, "krum", "digits", attack="adaptive", attackers=1, knowledge="full", overrides={"attack_direction": "sign"})
     assert name == "krum_digits_adaptive1_full"
     assert files["meta.json"]["lightyear"]["attack_params"] == {"direction": "sign"}
+    name, files = generate.build_job(CONFIGS, "fedcap", "digits", attack="adaptive", attackers=3, knowledge="full", overrides={"attack_margin": 0.05})
+    assert name == "fedcap_digits_adaptive3_full"
+    adversary = next(c for c in files["app/config/config_fed_server.json"]["components"] if c["id"] == "adversary")
+    assert adversary["args"]["params"] == {"margin": 0.05} and adversary["args"]["attackers"] == ["site-6", "site-7", "site-8"]
 
 
 @pytest.mark.parametrize(
@@ -104,12 +108,14 @@ def test_adaptive_against_the_methods_it_adapts_to():
         ("lightyear", {"attack": "mr", "attackers": 1, "overrides": {"attack_scale": "big"}}, "attack_scale must be a finite number > 0, got 'big'"),
         ("krum", {"attack": "sf", "attackers": 1, "overrides": {"attack_z": 1.0}}, "attack 'sf' takes no setting attack_z; it takes none"),
         ("krum", {"attack": "minsum", "attackers": 1, "overrides": {"attack_perturbation": "gauss"}}, "attack_perturbation must be one of std, unit, sign"),
-        ("fedavg", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, balance, krum"),
-        ("scclip", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, balance, krum"),
+        ("fedavg", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, balance, krum, fedcap"),
+        ("scclip", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, balance, krum, fedcap"),
         ("lightyear", {"attack": "sf", "attackers": 1, "knowledge": "full"}, "--knowledge full changes nothing for sf"),
         # what the server-side simulation cannot run is refused at generation, in the adversary's words
         ("krum", {"attack": "adaptive", "attackers": 1}, "needs at least 2 attackers; use --knowledge full or more attackers"),
-        ("krum", {"attack": "adaptive", "attackers": 3, "overrides": {"attack_margin": 0.1}}, "attack_margin is the peer-to-peer adaptive attack's aim"),
+        ("krum", {"attack": "adaptive", "attackers": 3, "overrides": {"attack_margin": 0.1}}, "the adaptive attack on krum takes no attack_margin; it takes attack_direction"),
+        ("fedcap", {"attack": "adaptive", "attackers": 3}, "on FedCAP needs its calibration reference .* use --knowledge full"),
+        ("fedcap", {"attack": "adaptive", "attackers": 3, "knowledge": "full", "overrides": {"attack_tol": 0.1}}, "the adaptive attack on fedcap takes no attack_tol"),
         ("fedavg", {"attack": "lf", "attackers": 1, "knowledge": "full"}, "--knowledge full changes nothing for lf"),
         # on a ring site-7 hears from site-6 and site-8 only, both attackers
         ("lightyear", {"attack": "ipm", "attackers": 3, "knowledge": "full", "overrides": {"topology": "ring"}},

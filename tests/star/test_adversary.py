@@ -22,6 +22,7 @@ from lightyear.star.adversary import SimulatedAdversary, crafted_data, update_ve
 from lightyear.star.aggregator import FedAvgAggregator
 from lightyear.star.controller import StarController
 from lightyear.star.messages import result_data
+from lightyear.star.rules.fedcap import FedCapAggregator
 from lightyear.star.rules.krum import KrumAggregator
 
 from flare_fakes import StarServerEngine, answer_star_task, train_task_with
@@ -155,6 +156,31 @@ def test_adaptive_krum_gets_a_crafted_copy_selected():
     np.testing.assert_array_equal(kept["site-4"]["weights"]["w"], kept["site-5"]["weights"]["w"])
 
 
+def test_adaptive_fedcap_sends_the_farthest_model_fedcap_keeps_in_every_round():
+    """4 sites, attacker site-4, FedCAP with T_norm 2 (margin 0.02: r = 1.96). Round 0 sends
+    everyone w^0 = G; in round 1 the sites get different customised models, so the attacker's
+    update must be taken against its own model and w^t: both rounds, its recovered model lies
+    exactly r from w^t, against the benign mean, and FedCAP keeps it."""
+    rule = FedCapAggregator(t_norm=2.0)
+    ctrl = with_adversary("adaptive", "full", ("site-4",), aggregator=rule)
+    steps = {"site-1": [0.5, 0.1], "site-2": [0.3, 0.4], "site-3": [0.6, 0.2], "site-4": [0.4, 0.3]}
+    global_weights = G
+    for round_num in range(2):
+        sent = rule.site_models(sorted(steps), global_weights, round_num, FLContext())
+        reference = rule.fedcap.global_vector.copy()  # w^t, this round's calibration reference
+        if round_num == 1:  # customised: the attacker's model is not w^t
+            assert np.linalg.norm(sent["site-4"]["w"] - reference) > 0.05
+        results = {s: result_data(weights(sent[s]["w"] + np.array(d)), 10, round_num) for s, d in steps.items()}
+        kept = ctrl._collect(train_task_with(results), global_weights, round_num, FLContext(), sent=sent)
+        benign_mean = np.mean([kept[s]["weights"]["w"] - reference for s in ("site-1", "site-2", "site-3")], axis=0)
+        calibrated = kept["site-4"]["weights"]["w"].astype(np.float64) - reference
+        np.testing.assert_allclose(calibrated, -1.96 * benign_mean / np.linalg.norm(benign_mean), rtol=1e-6)
+        assert ctrl._attack["settings"]["radius"] == pytest.approx(1.96) and ctrl._attack["known"] == ["site-1", "site-2", "site-3"]
+        global_weights = rule.aggregate(global_weights, kept, round_num, FLContext())
+        assert rule.fedcap.norms["site-4"] == pytest.approx(1.96, rel=1e-6) and "site-4" in rule.history[-1]["kept"]
+    assert rule.removed_sites() == []
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -166,8 +192,6 @@ def test_adaptive_krum_gets_a_crafted_copy_selected():
         (("sf", "partial", ["site-3"], {"scale": 2}), "attack 'sf' takes no setting attack_scale"),
         (("mr", "partial", ["site-3"], {"scale": -1}), "attack_scale must be a finite number > 0"),
         (("sf", "partial", ["site-3"], ["scale"]), "params must be a JSON object"),
-        (("adaptive", "partial", ["site-3"]), "needs at least 2 attackers"),
-        (("adaptive", "full", ["site-3"], {"margin": 0.1}), "attack_margin is the peer-to-peer"),
     ],
 )
 def test_bad_adversary_arguments_are_refused(args, message):
@@ -197,7 +221,10 @@ def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"),
     [
         (None, FedAvgAggregator(), "names no component, not a SimulatedAdversary"),
         (FedAvgAggregator(), FedAvgAggregator(), "names a FedAvgAggregator, not a SimulatedAdversary"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at Krum, but the job's aggregator is FedAvgAggregator"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at Krum or FedCAP, but the job's rule is FedAvgAggregator"),
+        (SimulatedAdversary("adaptive", "partial", ["site-4"]), KrumAggregator(), "on Krum under partial knowledge .* needs at least 2 attackers"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}), KrumAggregator(), "the adaptive attack on krum takes no attack_margin"),
+        (SimulatedAdversary("adaptive", "partial", ["site-4"]), FedCapAggregator(), "on FedCAP needs its calibration reference .* use --knowledge full"),
         (SimulatedAdversary("sf", "partial", ["site-9"]), FedAvgAggregator(), "attackers \\['site-9'\\] are not sites of this job"),
     ],
 )

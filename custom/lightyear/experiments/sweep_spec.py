@@ -23,9 +23,10 @@ Attacks are a second axis, beside or instead of malfunctions (``app_configs/swee
 
 An attack run is named ``<method>_<dataset>_<attack><k>_s<seed>`` (``..._<attack><k>_full_s<seed>``
 with full knowledge). Runs are made only where the generator takes them: ``adaptive`` for the
-methods with an adaptive attack (lightyear, balance, krum), and ``full`` knowledge only for the
-kinds that use it (lie, minmax, minsum, ipm, adaptive; lf, sf and mr run once, with partial
-knowledge); an attack left with no run at all is refused. ``faulty`` may be left out when
+methods with an adaptive attack (lightyear, balance, krum, and fedcap under full knowledge; krum
+under partial knowledge with 2 attackers or more), and
+``full`` knowledge only for the kinds that use it (lie, minmax, minsum, ipm, adaptive; lf, sf and
+mr run once, with partial knowledge); an attack left with no run at all is refused. ``faulty`` may be left out when
 ``attackers`` is given; a count of 0 in either is the clean run.
 """
 
@@ -36,11 +37,11 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, PARTIAL
+from lightyear.algorithms.attacks.updates import ATTACKS, FULL, KNOWLEDGE, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError, read_text, yaml_problem
 from lightyear.jobs import generate
-from lightyear.jobs.attacks import ADAPTIVE_METHODS, PREFIX, USES_KNOWLEDGE
+from lightyear.jobs.attacks import ADAPTIVE_METHODS, PREFIX, USES_KNOWLEDGE, takes_attack
 from lightyear.jobs.attacks import known_params as attack_settings
 
 ALL = "all"
@@ -202,9 +203,9 @@ def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
     return attacks, attackers, knowledge
 
 
-def _attack_overrides(overrides: dict, attack: str) -> dict:
-    """The run's settings: the ``attack_<param>`` settings only where the run's attack takes them."""
-    takes = attack_settings(attack)
+def _attack_overrides(overrides: dict, attack: str, method: str) -> dict:
+    """The run's settings: the ``attack_<param>`` settings only where the run's job takes them."""
+    takes = attack_settings(attack, method)
     return {k: v for k, v in overrides.items() if not k.startswith(PREFIX) or k in takes}
 
 
@@ -213,10 +214,8 @@ def _scenarios(method: str, malfunctions, faulty, attacks, attackers, knowledge)
     out = [(NONE, 0, NONE, 0, None)] if 0 in faulty or 0 in attackers else []
     out += [(kind, k, NONE, 0, None) for kind in malfunctions for k in faulty if k > 0]
     for attack in attacks:
-        if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
-            continue
         levels = knowledge if attack in USES_KNOWLEDGE else [PARTIAL]
-        out += [(NONE, 0, attack, k, level) for k in attackers if k > 0 for level in levels]
+        out += [(NONE, 0, attack, k, level) for k in attackers if k > 0 for level in levels if takes_attack(method, attack, level, k)]
     return out
 
 
@@ -265,8 +264,9 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
             for kind, k, attack, m, level in _scenarios(method, malfunctions, faulty, attacks, attackers, knowledge):
                 for seed in seeds:
                     runs.append(Run(run_name(method, dataset, kind, k, seed, attack, m, level), method, dataset, kind, k, seed, n_sites,
-                                    rounds, _attack_overrides(overrides, attack), attack, m, level))
+                                    rounds, _attack_overrides(overrides, attack, method), attack, m, level))
     idle = [a for a in attacks if not any(r.attack == a for r in runs)]
     if idle:
-        raise SpecError(f"attack {idle[0]} has no run: adaptive attacks only {', '.join(ADAPTIVE_METHODS)}; list one of them in 'methods'")
+        raise SpecError(f"attack {idle[0]} has no run: adaptive attacks only {', '.join(ADAPTIVE_METHODS)} "
+                        "(fedcap under knowledge: [full]); list one of them in 'methods'")
     return SweepSpec(name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge)

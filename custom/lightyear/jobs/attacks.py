@@ -43,7 +43,7 @@ from __future__ import annotations
 import copy
 
 from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, AttackSpec
-from lightyear.algorithms.attacks.colluding import check_spec
+from lightyear.algorithms.attacks.colluding import TARGET_PARAMS, check_target
 from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.flare.component_policy import with_refusal_fix
@@ -59,9 +59,10 @@ ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
 CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"
 SERVER = "app/config/config_fed_server.json"
 
-ADAPTIVE_METHODS = ("lightyear", "balance", "krum")
+ADAPTIVE_METHODS = ("lightyear", "balance", "krum", "fedcap")
 """The methods with an adaptive attack: LIGHTYEAR's agreement score and BALANCE's distance rule
-(peer-to-peer), Krum (star; multi-Krum when its settings select several)."""
+(peer-to-peer), Krum (star; multi-Krum when its settings select several) and FedCAP's norm
+detection (star, full knowledge only)."""
 
 USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE)
 """The kinds whose update depends on what the attackers know (the others use their own update)."""
@@ -126,7 +127,7 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
             raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
     if topology == "star" and attack != LF and names:
         try:  # what the server-side simulation cannot run, in the words the adversary would use
-            check_spec(spec)
+            check_target(spec, method)
         except ValueError as exc:
             raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
@@ -188,9 +189,26 @@ def meta_fields(spec: AttackSpec) -> dict:
     return {"attack": spec.kind, "knowledge": spec.knowledge, "attack_params": dict(spec.params)}
 
 
-def known_params(attack: str) -> set[str]:
-    """The ``attack_<param>`` settings of ``attack`` (none without one)."""
-    return {PREFIX + p for p in PARAMS.get(attack, ())}
+def known_params(attack: str, method: str | None = None) -> set[str]:
+    """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
+    its job takes (the adaptive attack on a star rule takes that rule's)."""
+    params = TARGET_PARAMS[method] if attack == ADAPTIVE and method in TARGET_PARAMS else PARAMS.get(attack, ())
+    return {PREFIX + p for p in params}
+
+
+def takes_attack(method: str, attack: str, knowledge: str, attackers: int) -> bool:
+    """Whether a job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1)
+    sites is made: the checks of :func:`attack_spec` that do not depend on the dataset."""
+    if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
+        return False
+    if knowledge == FULL and attack not in USES_KNOWLEDGE:
+        return False
+    if attack == ADAPTIVE and method in TARGET_PARAMS:
+        try:
+            check_target(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
+        except ValueError:
+            return False
+    return True
 
 
 def add_arguments(parser) -> None:

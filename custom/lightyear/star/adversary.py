@@ -17,8 +17,10 @@ an error, or a result the checks will refuse is not crafted for (its result goes
 and is refused as any other).
 
 Label flipping (``lf``) is no server matter: the attackers' executors train on flipped labels
-(``flip_labels``). The adaptive attack aims at Krum: the job's aggregator must be a
-:class:`~lightyear.star.rules.krum.KrumAggregator`, whose f and m it uses.
+(``flip_labels``). The adaptive attack aims at the job's rule, which must be Krum
+(:class:`~lightyear.star.rules.krum.KrumAggregator`, whose f and m it uses) or FedCAP
+(:class:`~lightyear.star.rules.fedcap.FedCapAggregator`, whose T_norm and calibration reference
+w^t of the round it reads: the omniscient adversary's knowledge of the defence).
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 
-from lightyear.algorithms.attacks.colluding import CraftedRound, KrumTarget, check_spec, craft_round
+from lightyear.algorithms.attacks.colluding import FEDCAP, KRUM, CraftedRound, FedCapTarget, KrumTarget, check_spec, check_target, craft_round
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE
 from lightyear.checks import integer
 from lightyear.star.messages import read_result, result_data
 from lightyear.star.results import result_model, valid_num_samples
+from lightyear.star.rules.fedcap import FedCapAggregator
 from lightyear.star.rules.krum import KrumAggregator
 
 ADVERSARY_FILE = "adversary.jsonl"
@@ -95,6 +98,7 @@ class SimulatedAdversary(FLComponent):
         self.spec = check_spec(AttackSpec(kind, knowledge, attackers, dict(params or {})))
         self.seed = integer("seed", seed)
         self.krum: KrumTarget | None = None
+        self.fedcap: FedCapAggregator | None = None
 
     @property
     def attackers(self) -> tuple:
@@ -102,12 +106,32 @@ class SimulatedAdversary(FLComponent):
 
     def bind(self, aggregator) -> None:
         """Take the settings of the job's rule that the attack aims at; raises ValueError if the
-        attack cannot aim at it (the adaptive attack needs Krum)."""
+        attack cannot aim at it (the adaptive attack needs Krum or FedCAP)."""
         if self.spec.kind != ADAPTIVE:
             return
-        if not isinstance(aggregator, KrumAggregator):
-            raise ValueError(f"the adaptive attack in the star topology aims at Krum, but the job's aggregator is {type(aggregator).__name__}; use --method krum, or another attack")
-        self.krum = KrumTarget(aggregator.f, aggregator.m)
+        rule = KRUM if isinstance(aggregator, KrumAggregator) else FEDCAP if isinstance(aggregator, FedCapAggregator) else type(aggregator).__name__
+        check_target(self.spec, rule)
+        if rule == KRUM:
+            self.krum = KrumTarget(aggregator.f, aggregator.m)
+        else:
+            self.fedcap = aggregator
+
+    def target(self, sent: dict[str, dict], keys: list[str]) -> KrumTarget | FedCapTarget | None:
+        """What the adaptive attack knows of its rule this round: Krum's settings, or FedCAP's
+        T_norm and each site's offset (model sent - w^t) over the floating entries ``keys``."""
+        if self.fedcap is None:
+            return self.krum
+        state = self.fedcap.fedcap
+        if state is None:
+            raise ValueError("FedCAP has not customised this round's models yet; the adversary runs after site_models")
+        reference = np.asarray(state.global_vector, dtype=np.float64)
+        offsets = {}
+        for site, model in sent.items():
+            vector = np.concatenate([np.asarray(model[k], dtype=np.float64).ravel() for k in keys])
+            if vector.size != reference.size:
+                raise ValueError(f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}")
+            offsets[site] = vector - reference
+        return FedCapTarget(self.fedcap.t_norm, offsets)
 
     def rewrite(self, results: dict[str, Shareable], sent: dict[str, dict], reference: dict, round_num: int, max_abs: float | None) -> tuple[dict, dict]:
         """(``results`` with every attacker's replaced by its crafted result, the round's record).
@@ -122,7 +146,7 @@ class SimulatedAdversary(FLComponent):
             if not problems and valid_num_samples(n):
                 usable[site] = n
                 honest[site] = update_vector(model, sent[site], keys)
-        crafted = craft_round(self.spec, honest, self.krum)
+        crafted = craft_round(self.spec, honest, self.target({s: sent[s] for s in honest}, keys))
         out = dict(results)
         for site, update in crafted.updates.items():
             unpacked = read_result(results[site])

@@ -203,3 +203,56 @@ def test_krum_adaptive_refuses(kw, match):
     args = {"known_benign_updates": BENIGN, "n_attackers": 2} | kw
     with pytest.raises(ValueError, match=match):
         A.krum_adaptive(**args)
+
+
+# --- fedcap_adaptive ---------------------------------------------------------------------------
+
+
+def test_fedcap_adaptive_by_hand():
+    """Known calibrated updates [3, 4] and [3, 4]: mean [3, 4], u = -[0.6, 0.8]; T_norm = 10 and
+    margin 0.02 give r = 9.8 and the crafted update -9.8 [0.6, 0.8] = [-5.88, -7.84]."""
+    crafted, radius = A.fedcap_adaptive([[3.0, 4.0], [3.0, 4.0]], t_norm=10.0, margin=0.02)
+    assert radius == pytest.approx(9.8)
+    np.testing.assert_allclose(crafted, [-5.88, -7.84])
+    assert np.linalg.norm(crafted) == pytest.approx(9.8)  # inside FedCAP's ball of radius 10
+
+
+def test_fedcap_adaptive_sign_direction_by_hand():
+    """mean [1, -3]: -sign = [-1, 1], unit [-1, 1] / sqrt 2; margin 0 puts it on the sphere of radius 10."""
+    crafted, radius = A.fedcap_adaptive([[1.0, -2.0], [1.0, -4.0]], t_norm=10.0, margin=0.0, direction="sign")
+    assert radius == 10.0
+    np.testing.assert_allclose(crafted, [-10 / math.sqrt(2), 10 / math.sqrt(2)])
+
+
+def test_fedcap_adaptive_is_the_farthest_kept_point_along_the_harmful_direction():
+    """No point of the ball ||d|| <= r goes farther along u than r u (Cauchy-Schwarz): sampled."""
+    rng = np.random.default_rng(3)
+    known = rng.normal(0.5, 1.0, size=(5, 12))
+    crafted, radius = A.fedcap_adaptive(known, t_norm=4.0, margin=0.1)
+    u = -known.mean(axis=0) / np.linalg.norm(known.mean(axis=0))
+    assert crafted @ u == pytest.approx(radius) and radius == pytest.approx(3.6)
+    points = rng.normal(size=(2000, 12))
+    points *= radius * rng.uniform(0, 1, size=(2000, 1)) / np.linalg.norm(points, axis=1, keepdims=True)
+    assert (points @ u).max() < radius
+
+
+def test_fedcap_adaptive_zero_mean_sends_the_reference():
+    crafted, radius = A.fedcap_adaptive([[1.0, 2.0], [-1.0, -2.0]], t_norm=10.0)
+    assert radius == 0.0 and crafted.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"t_norm": 0.0}, "t_norm must be a finite number > 0"),
+        ({"t_norm": float("inf")}, "t_norm must be a finite number > 0"),
+        ({"margin": 1.0}, r"margin must be a number in \[0, 1\)"),
+        ({"margin": -0.1}, r"margin must be a number in \[0, 1\)"),
+        ({"direction": "up"}, "unknown direction 'up'"),
+        ({"known_calibrated_updates": [[1.0, float("nan")]]}, "NaN or inf"),
+    ],
+)
+def test_fedcap_adaptive_refuses(kw, match):
+    args = {"known_calibrated_updates": [[3.0, 4.0]], "t_norm": 10.0} | kw
+    with pytest.raises(ValueError, match=match):
+        A.fedcap_adaptive(**args)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from lightyear.algorithms.attacks.adaptive import krum_adaptive
-from lightyear.algorithms.attacks.colluding import KrumTarget, craft_round, known_sites
+from lightyear.algorithms.attacks.colluding import FedCapTarget, KrumTarget, check_target, craft_round, known_sites
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import crafted_update, lie_z_max
 from lightyear.algorithms.star.krum import krum_select
@@ -144,7 +144,51 @@ def test_adaptive_under_partial_knowledge_simulates_krum_on_the_attackers_own_up
 
 def test_adaptive_needs_krum_settings_and_enough_updates():
     honest = {"site-1": np.array([1.0]), "site-2": np.array([2.0])}
-    with pytest.raises(ValueError, match="aims at Krum"):
+    with pytest.raises(ValueError, match="aims at Krum or FedCAP"):
         craft_round(spec("adaptive", "full", ["site-2"]), honest)
     with pytest.raises(ValueError, match="Krum cannot be simulated on 2 updates"):
         craft_round(spec("adaptive", "full", ["site-2"]), honest, KrumTarget())
+
+
+# ---------------------------------------------------------------------------- adaptive (FedCAP)
+# Offsets (model sent - w^t): site-1 [1, 0], site-2 [0, 1], attacker site-3 [1, 1]. Honest
+# updates: site-1 [2, 4], site-2 [3, 3], so both calibrated updates are [3, 4]: u = -[0.6, 0.8],
+# T_norm 10, margin 0.02, r = 9.8: calibrated -9.8 [0.6, 0.8] = [-5.88, -7.84], and site-3's
+# update (against the model it was sent) is that minus its offset: [-6.88, -8.84].
+OFFSETS = {"site-1": np.array([1.0, 0.0]), "site-2": np.array([0.0, 1.0]), "site-3": np.array([1.0, 1.0])}
+HONEST_2D = {"site-1": np.array([2.0, 4.0]), "site-2": np.array([3.0, 3.0]), "site-3": np.array([-1.0, 0.5])}
+
+
+def test_adaptive_on_fedcap_lands_on_the_edge_of_its_norm_ball_by_hand():
+    crafted = craft_round(spec("adaptive", "full", ["site-3"]), HONEST_2D, FedCapTarget(10.0, OFFSETS))
+    assert crafted.known == ["site-1", "site-2"] and crafted.attackers == ["site-3"]
+    np.testing.assert_allclose(crafted.updates["site-3"], [-6.88, -8.84])
+    assert crafted.settings == {"radius": pytest.approx(9.8), "t_norm": 10.0, "margin": 0.02, "direction": "reverse"}
+    calibrated = crafted.updates["site-3"] + OFFSETS["site-3"]  # what FedCAP's detection measures
+    assert np.linalg.norm(calibrated) == pytest.approx(9.8)
+
+
+def test_adaptive_on_fedcap_needs_full_knowledge_and_every_offset():
+    with pytest.raises(ValueError, match="needs its calibration reference w\\^t.*use --knowledge full"):
+        craft_round(spec("adaptive", "partial", ["site-3"]), HONEST_2D, FedCapTarget(10.0, OFFSETS))
+    with pytest.raises(ValueError, match=r"no calibration offset for sites \['site-2'\]"):
+        craft_round(spec("adaptive", "full", ["site-3"]), HONEST_2D, FedCapTarget(10.0, {k: v for k, v in OFFSETS.items() if k != "site-2"}))
+
+
+@pytest.mark.parametrize(
+    ("rule", "args", "message"),
+    [
+        ("fedcap", ("adaptive", "full", ["site-3"], {"max_step": 2.0}), "the adaptive attack on fedcap takes no attack_max_step; it takes attack_margin, attack_direction"),
+        ("krum", ("adaptive", "full", ["site-3"], {"margin": 0.1}), "the adaptive attack on krum takes no attack_margin"),
+        ("krum", ("adaptive", "partial", ["site-3"]), "needs at least 2 attackers"),
+        ("afa", ("adaptive", "full", ["site-3"]), "aims at Krum or FedCAP, but the job's rule is afa"),
+        ("afa", ("lf", "partial", ["site-3"]), "label flipping"),
+    ],
+)
+def test_check_target_refuses_what_the_rule_cannot_face(rule, args, message):
+    with pytest.raises(ValueError, match=message):
+        check_target(AttackSpec(*args), rule)
+
+
+def test_check_target_passes_the_other_attacks_whatever_the_rule():
+    assert check_target(AttackSpec("minmax", "full", ("site-3",)), "afa").kind == "minmax"

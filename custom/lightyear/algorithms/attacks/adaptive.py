@@ -4,9 +4,11 @@ An adaptive attacker knows the defence's acceptance rule (or a stand-in it can r
 updates it knows, a norm threshold, an agreement score on its own validation data) and sends
 ``honest + alpha * direction`` with the largest alpha the rule is predicted to accept. This
 module holds the pure parts: the step search (:func:`largest_accepted_step`), the harmful
-direction (:func:`harmful_direction`) and, as a complete instance, the attack on Krum of Fang,
+direction (:func:`harmful_direction`) and two complete instances: the attack on Krum of Fang,
 Cao, Jia, Gong, "Local Model Poisoning Attacks to Byzantine-Robust Federated Learning", USENIX
-Security 2020, Sec. 4 (:func:`krum_adaptive`).
+Security 2020, Sec. 4 (:func:`krum_adaptive`), and the attack on FedCAP's norm detection
+(paper 002, Sec. V-C; :func:`fedcap_adaptive`), where the accepted region is a ball and the
+farthest accepted point has a closed form.
 """
 
 from __future__ import annotations
@@ -169,6 +171,45 @@ def krum_adaptive(
 
     lam = largest_accepted_step(selected, max_lambda, tol, max_evaluations=max_evaluations, check_honest=False)
     return lam * unit, lam
+
+
+def fedcap_adaptive(known_calibrated_updates, t_norm: float, margin: float = 0.02, direction: str = REVERSE) -> tuple[np.ndarray, float]:
+    """The attack on FedCAP's detection: (crafted calibrated update, its length r).
+
+    FedCAP keeps a site whose calibrated update d~ = w~ - w^t has ||d~||_2 <= T_norm and removes
+    it for good otherwise (paper 002, Sec. V-C, Detection). The accepted updates form the ball of
+    radius T_norm around w^t, so the point farthest along a unit harmful direction u that the
+    attacker predicts to be kept is d~ = r u with r = (1 - ``margin``) T_norm: for any kept
+    d~, d~ . u <= ||d~|| <= r. No search is needed, and the cost is one mean over the known
+    updates, O(n d). ``margin`` (in [0, 1)) is the share of T_norm the attacker keeps in
+    reserve; with 0 it aims at T_norm itself, which a float32 model may round just past.
+
+    ``known_calibrated_updates`` (a non-empty sequence or ``(n, d)`` array) are the calibrated
+    updates d~_k = w~_k - w^t the attackers know; u = :func:`harmful_direction` of their mean
+    (``reverse``: -mean / ||mean||; ``sign``: -sign(mean), normalised). A zero mean has no
+    direction: the result is the zero update (the attacker sends w^t itself) and r = 0.
+
+    What the crafted update does: every attacker sends w^t + r u, so Eq. 6 moves the next global
+    model, the next round's calibration reference, by (attackers' sample share) x r along u,
+    against the benign progress; the benign calibrated updates grow by as much and, once past
+    T_norm, the benign sites are removed for good. It does not try to win weight in the
+    customisation (Eqs. 4-5): its cosine with the benign mean is -1 (``reverse``).
+    """
+    known = as_matrix(known_calibrated_updates)
+    if not _number(t_norm) or t_norm <= 0:
+        raise ValueError(f"t_norm must be a finite number > 0 (FedCAP's detection threshold), got {t_norm!r}")
+    if not _number(margin) or not 0.0 <= margin < 1.0:
+        raise ValueError(f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}")
+    mean = known.mean(axis=0)
+    unit = harmful_direction(mean, known, direction)
+    if float(np.linalg.norm(unit)) <= ZERO_NORM:
+        return np.zeros_like(mean), 0.0
+    radius = (1.0 - float(margin)) * float(t_norm)
+    return radius * unit, radius
+
+
+def _number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value)
 
 
 def _positive(name: str, value) -> float:

@@ -14,14 +14,21 @@ an :class:`~lightyear.algorithms.attacks.settings.AttackSpec`, what each attacke
   own updates stand in for it.
 * sf and mr transform each attacker's own update (each attacker its own); lie, minmax, minsum
   and ipm compute one update from the known ones, which every attacker sends (FedCAP Sec. VI-A3).
-* ``adaptive`` is the attack on Krum of Fang et al. (USENIX Security 2020, Sec. 4,
-  :func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`): every attacker sends the same
-  update, the longest along the harmful direction that (multi-)Krum, with the job's f and m,
-  is predicted to select. Under full knowledge Krum is simulated on the benign updates and the
-  m copies, as the server will run it. Under partial knowledge the attackers' own honest updates
-  stand in for the benign ones (Fang et al.'s partial-knowledge attack): the simulated round has
-  2m updates, so f is capped at ``default_f(2m)`` and multi-Krum's m at 2m; it needs m >= 2
-  (Krum needs 3 updates), which :func:`check_spec` demands.
+* ``adaptive`` aims at the job's rule (:func:`check_target`), and every attacker sends the same
+  update:
+
+  - **Krum** (multi-Krum): the attack of Fang et al. (USENIX Security 2020, Sec. 4,
+    :func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`), the longest update along the
+    harmful direction that Krum, with the job's f and m, is predicted to select. Under full
+    knowledge Krum is simulated on the benign updates and the m copies, as the server will run
+    it. Under partial knowledge the attackers' own honest updates stand in for the benign ones
+    (Fang et al.'s partial-knowledge attack): the simulated round has 2m updates, so f is capped
+    at ``default_f(2m)`` and multi-Krum's m at 2m; it needs m >= 2 (Krum needs 3 updates).
+  - **FedCAP**: :func:`~lightyear.algorithms.attacks.adaptive.fedcap_adaptive`, the point farthest
+    along the harmful direction inside FedCAP's norm ball, from the benign calibrated updates
+    d~_k = (site's update) + (model it was sent - w^t). It needs full knowledge: the calibration
+    reference w^t is Eq. 6's mean over last round's pool, mostly benign models the attackers
+    never see under partial knowledge.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lightyear.algorithms.attacks.adaptive import krum_adaptive
+from lightyear.algorithms.attacks.adaptive import fedcap_adaptive, krum_adaptive
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LF, MR, PARTIAL, SF, crafted_update
 from lightyear.algorithms.star.krum import default_f
@@ -44,6 +51,21 @@ class KrumTarget:
 
     f: int | None = None
     m: int = 1
+
+
+@dataclass(frozen=True)
+class FedCapTarget:
+    """What the adaptive attack on FedCAP knows of the rule in a round: ``t_norm`` (the detection
+    threshold) and ``offsets`` (site -> the model it was sent minus the calibration reference
+    w^t, flat), so that a site's calibrated update is its update plus its offset."""
+
+    t_norm: float
+    offsets: Mapping[str, np.ndarray]
+
+
+KRUM, FEDCAP = "krum", "fedcap"
+TARGET_PARAMS = {KRUM: ("direction", "max_step", "tol", "max_evaluations"), FEDCAP: ("margin", "direction")}
+"""The star rules the adaptive attack aims at, and the ``attack_<param>`` settings each attack takes."""
 
 
 @dataclass
@@ -63,18 +85,33 @@ class CraftedRound:
 
 
 def check_spec(spec: AttackSpec) -> AttackSpec:
-    """Refuse what the server-side simulation cannot run: label flipping (it happens in the
-    attackers' training, the executor's ``flip_labels``), no attackers, the adaptive attack under
-    partial knowledge with one attacker (Krum cannot be simulated on 2 updates), or a ``margin``
-    (the peer-to-peer attack's aim above LIGHTYEAR's tau, meaningless against Krum)."""
+    """Refuse what the server-side simulation cannot run, whatever the rule: label flipping (it
+    happens in the attackers' training, the executor's ``flip_labels``) and no attackers."""
     if spec.kind == LF:
         raise ValueError("label flipping (lf) happens in the attackers' training (executor argument flip_labels), not on the server; the simulated adversary takes the other attacks")
     if not spec.attackers:
         raise ValueError("attackers must name at least one site (the last K sites of the job)")
-    if spec.kind == ADAPTIVE and spec.knowledge == PARTIAL and len(spec.attackers) < 2:
+    return spec
+
+
+def check_target(spec: AttackSpec, rule: str) -> AttackSpec:
+    """Refuse an adaptive attack the job's ``rule`` (:data:`TARGET_PARAMS`) cannot face: another
+    rule, a parameter the rule's attack does not take, Krum under partial knowledge with one
+    attacker (Krum cannot be simulated on 2 updates), FedCAP under partial knowledge (the
+    attackers cannot know w^t). Other attacks pass whatever the rule."""
+    check_spec(spec)
+    if spec.kind != ADAPTIVE:
+        return spec
+    if rule not in TARGET_PARAMS:
+        raise ValueError(f"the adaptive attack in the star topology aims at Krum or FedCAP, but the job's rule is {rule}; use --method krum or fedcap, or another attack")
+    extra = sorted(set(spec.params) - set(TARGET_PARAMS[rule]))
+    if extra:
+        takes = ", ".join(f"attack_{p}" for p in TARGET_PARAMS[rule])
+        raise ValueError(f"the adaptive attack on {rule} takes no {', '.join('attack_' + p for p in extra)}; it takes {takes}")
+    if rule == KRUM and spec.knowledge == PARTIAL and len(spec.attackers) < 2:
         raise ValueError("the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' own updates and their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers")
-    if spec.kind == ADAPTIVE and "margin" in spec.params:
-        raise ValueError("attack_margin is the peer-to-peer adaptive attack's aim above LIGHTYEAR's tau; the star attack on Krum takes attack_direction, attack_max_step, attack_tol, attack_max_evaluations")
+    if rule == FEDCAP and spec.knowledge == PARTIAL:
+        raise ValueError("the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last round's mostly benign models, which partial knowledge does not hold; use --knowledge full")
     return spec
 
 
@@ -88,11 +125,16 @@ def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
     return attackers + benign
 
 
-def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], krum: KrumTarget | None = None) -> CraftedRound:
+def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: KrumTarget | FedCapTarget | None = None) -> CraftedRound:
     """The crafted update of every attacker present in ``honest`` (site -> its honest update of
-    the round, one 1-D vector per site with a usable result). ``krum``: the settings the
-    adaptive attack aims at (required for it). Raises ValueError when the round cannot be
-    crafted (e.g. one participant only: the attacks need n >= 2)."""
+    the round, one 1-D vector per site with a usable result). ``target``: what the adaptive
+    attack knows of the rule it aims at (required for it). Raises ValueError when the round
+    cannot be crafted (e.g. one participant only: the attacks need n >= 2)."""
+    if spec.kind == ADAPTIVE:
+        rules = {KrumTarget: KRUM, FedCapTarget: FEDCAP}
+        if type(target) not in rules:
+            raise ValueError("the adaptive attack in the star topology aims at Krum or FedCAP: pass the job's rule settings (KrumTarget or FedCapTarget)")
+        check_target(spec, rules[type(target)])
     check_spec(spec)
     if spec.knowledge not in (PARTIAL, FULL):
         raise ValueError(f"unknown knowledge {spec.knowledge!r}")
@@ -102,8 +144,10 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], krum: KrumTa
     benign = sorted(s for s in honest if not spec.is_attacker(s))
     n, m = len(honest), len(attackers)
     known = known_sites(spec.kind, spec.knowledge, attackers, benign)
+    if spec.kind == ADAPTIVE and isinstance(target, FedCapTarget):
+        return _fedcap_attack(spec, honest, attackers, known, target)
     if spec.kind == ADAPTIVE:
-        update, settings = _krum_attack(spec, [honest[s] for s in known], m, krum)
+        update, settings = _krum_attack(spec, [honest[s] for s in known], m, target)
         return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
     if spec.kind in (SF, MR):
         crafted = {a: crafted_update(spec.kind, honest[a], None, n, m, **spec.params) for a in attackers}
@@ -114,9 +158,20 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], krum: KrumTa
     return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
 
 
-def _krum_attack(spec: AttackSpec, stand_in: list[np.ndarray], m: int, krum: KrumTarget | None) -> tuple[np.ndarray, dict]:
-    if krum is None:
-        raise ValueError("the adaptive attack in the star topology aims at Krum: pass the job's Krum settings (KrumTarget)")
+def _fedcap_attack(spec: AttackSpec, honest: Mapping[str, np.ndarray], attackers: list[str], known: list[str], target: FedCapTarget) -> CraftedRound:
+    """Every attacker sends r u in calibrated terms: its own update r u - (its offset)."""
+    missing = [s for s in known + attackers if s not in target.offsets]
+    if missing:
+        raise ValueError(f"no calibration offset for sites {missing}: FedCapTarget.offsets needs every participant's")
+    calibrated = [np.asarray(honest[s], dtype=np.float64) + target.offsets[s] for s in known]
+    margin, direction = spec.param("margin"), spec.param("direction")
+    crafted, radius = fedcap_adaptive(calibrated, target.t_norm, margin, direction)
+    updates = {a: crafted - target.offsets[a] for a in attackers}
+    settings = {"radius": radius, "t_norm": float(target.t_norm), "margin": margin, "direction": direction}
+    return CraftedRound(updates, settings, known, len(honest))
+
+
+def _krum_attack(spec: AttackSpec, stand_in: list[np.ndarray], m: int, krum: KrumTarget) -> tuple[np.ndarray, dict]:
     n_sim = len(stand_in) + m
     if n_sim < 3:
         raise ValueError(f"Krum cannot be simulated on {n_sim} updates (it needs 3): {len(stand_in)} known and {m} attacker(s) this round")

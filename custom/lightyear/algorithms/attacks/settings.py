@@ -21,8 +21,9 @@ PARAMS = {**CRAFT_PARAMS, ADAPTIVE: ADAPTIVE_PARAMS}
 """The parameters each attack takes (the job setting ``attack_<name>`` sets ``<name>``)."""
 
 ADAPTIVE_DEFAULTS = {"margin": 0.02, "direction": REVERSE, "max_step": None, "tol": None, "max_evaluations": 16}
-"""The adaptive attack's defaults: it aims at a score ``tau + margin``, along ``direction``; a
-``max_step`` / ``tol`` of None are derived from the update's size by the component using them."""
+"""The adaptive attack's defaults: it aims at a score ``tau + margin`` (peer-to-peer) or at a
+calibrated norm ``(1 - margin) T_norm`` (FedCAP), along ``direction``; a ``max_step`` / ``tol``
+of None are derived from the update's size by the component using them."""
 
 NEEDS_KNOWN_UPDATES = ("lie", "minmax", "minsum", "ipm")
 """Attacks whose update is computed from the updates the attackers know (the others use their own)."""
@@ -89,7 +90,7 @@ def check_params(kind: str, params: dict) -> None:
         elif name == "z":
             _number(name, value, lambda v: True, "a finite number (LIE's z_max; default from n and m)")
         elif name == "margin":
-            _number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1): the score the attacker aims at is tau + margin")
+            _number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) or the norm (1 - margin) T_norm (FedCAP)")
         elif name == "ddof" and (isinstance(value, bool) or value not in (0, 1)):
             raise ValueError(f"attack_ddof must be 0 or 1, got {value!r}")
         elif name == "perturbation" and value not in PERTURBATIONS:
