@@ -141,6 +141,16 @@ def test_metric_and_topology_figures(sweep, tmp_path):
     assert [line.get_label() for line in visible_axes(topo)[0].lines] == ["star methods (mean)", "lightyear"]
 
 
+def test_a_one_panel_figure_keeps_its_whole_title_inside(sweep):
+    """The one-panel figure of a single scenario: the long title wraps instead of running off both edges."""
+    group = [t for t in tables.build_tables(load_sweep(str(sweep))) if t.dataset == "digits"][:1]
+    fig = figures.metric_figure(group)
+    fig.canvas.draw()
+    box = fig._suptitle.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width
+    assert fig._suptitle.get_text().replace("\n", " ").startswith("digits: test accuracy (%) of benign sites")
+
+
 def test_selection_heatmap_data_and_figure(sweep):
     runs = {r.name: r for r in load_sweep(str(sweep))}
     assert selection.run_selection(runs["fedavg_digits_sfa1_s0"]) is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 
 import matplotlib
 
@@ -58,11 +59,13 @@ def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
     """A figure with ``n`` panels (at most three a row) sharing the y axis, so panels compare at a glance."""
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig = Figure(figsize=(4.4 * cols + 1.8, height * rows + 0.6), layout="constrained")
+    width = 4.4 * cols + 1.8
+    fig = Figure(figsize=(width, height * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
-    fig.suptitle(title)
+    # wrapped to the figure's width (about 10 title characters an inch), so that no word is cut off
+    fig.suptitle("\n".join(textwrap.wrap(title, int(width * 10))))
     return fig, axes[:n]
 
 
