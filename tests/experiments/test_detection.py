@@ -324,3 +324,29 @@ def test_detection_of_a_real_krum_run_with_two_colluding_lie_attackers(tmp_path)
     total = found.total  # Krum keeps one of five results a round: 4 flagged a round
     assert total.tp + total.fn == 4 and total.fp + total.tn == 6 and total.tp + total.fp == 8
     assert detection.main([str(ws)]) == 0
+
+
+@pytest.mark.simulator
+@pytest.mark.extended
+def test_a_real_fedcap_run_keeps_the_adaptive_attacker_at_the_edge_of_its_norm_ball(tmp_path):
+    """The adaptive attack on FedCAP in a real run: the adversary reads FedCAP's T_norm and w^t
+    from the job's rule, and the attacker's calibrated update lands at 0.98 T_norm, kept."""
+    from lightyear.jobs import generate
+
+    from repo import ROOT
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "fedcap", "digits", attack="adaptive", attackers=1,
+                                     knowledge="full", seed=0, overrides=settings)
+    t_norm = next(c for c in files["app/config/config_fed_server.json"]["components"] if c["id"] == "aggregator")["args"]["t_norm"]
+    ws, proc = _simulate(tmp_path, name, files, 4)
+    run = ws / "server" / "simulate_job"
+    assert (run / "adversary.jsonl").exists(), (proc.stdout + proc.stderr)[-3000:]
+    crafted = [json.loads(line) for line in (run / "adversary.jsonl").read_text().splitlines()]
+    assert [(r["round"], r["crafted"], r["known"]) for r in crafted] == [(0, ["site-4"], sites[:3]), (1, ["site-4"], sites[:3])]
+    assert all(r["settings"]["radius"] == pytest.approx(0.98 * t_norm) for r in crafted)
+    state = json.loads((run / "aggregator_state.json").read_text())
+    assert state["fedcap"]["norms"]["site-4"] == pytest.approx(0.98 * t_norm, rel=1e-4) and state["fedcap"]["removed"] == {}
+    found = run_detection(open_run(str(ws)))
+    assert (found.total.tp, found.total.fn) == (0, 2)  # kept both rounds: the attack went undetected
