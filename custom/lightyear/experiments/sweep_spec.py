@@ -24,10 +24,10 @@ Attacks are a second axis, beside or instead of malfunctions (``app_configs/swee
 An attack run is named ``<method>_<dataset>_<attack><k>_s<seed>`` (``..._<attack><k>_full_s<seed>``
 with full knowledge). Runs are made only where the generator takes them: ``adaptive`` for the
 methods with an adaptive attack (lightyear, balance, krum, and fedcap under full knowledge; krum
-under partial knowledge with 2 attackers or more), and
-``full`` knowledge only for the kinds that use it (lie, minmax, minsum, ipm, adaptive; lf, sf and
-mr run once, with partial knowledge); an attack left with no run at all is refused. ``faulty`` may be left out when
-``attackers`` is given; a count of 0 in either is the clean run.
+under partial knowledge with 2 attackers or more), and ``full`` knowledge only for the kinds that
+use it (lie, minmax, minsum, ipm, adaptive; lf, sf and mr run once, with partial knowledge); an
+attack left with no run at all is refused. ``faulty`` may be left out when ``attackers`` is
+given; a count of 0 in either is the clean run.
 """
 
 from __future__ import annotations

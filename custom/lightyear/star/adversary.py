@@ -34,6 +34,7 @@ from nvflare.apis.shareable import Shareable
 from lightyear.algorithms.attacks.colluding import FEDCAP, KRUM, CraftedRound, FedCapTarget, KrumTarget, check_spec, check_target, craft_round
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE
+from lightyear.algorithms.vectors import flatten, float_keys
 from lightyear.checks import integer
 from lightyear.star.messages import read_result, result_data
 from lightyear.star.results import result_model, valid_num_samples
@@ -42,10 +43,6 @@ from lightyear.star.rules.krum import KrumAggregator
 
 ADVERSARY_FILE = "adversary.jsonl"
 """One line per round in the server's run folder: what the adversary crafted (or why not)."""
-
-
-def float_keys(reference: dict) -> list[str]:
-    return sorted(k for k, v in reference.items() if np.issubdtype(np.asarray(v).dtype, np.floating))
 
 
 def update_vector(model: dict, sent: dict, keys: list[str]) -> np.ndarray:
@@ -127,7 +124,7 @@ class SimulatedAdversary(FLComponent):
         reference = np.asarray(state.global_vector, dtype=np.float64)
         offsets = {}
         for site, model in sent.items():
-            vector = np.concatenate([np.asarray(model[k], dtype=np.float64).ravel() for k in keys])
+            vector = flatten(model, keys)
             if vector.size != reference.size:
                 raise ValueError(f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}")
             offsets[site] = vector - reference

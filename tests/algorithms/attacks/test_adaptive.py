@@ -244,8 +244,8 @@ def test_fedcap_adaptive_zero_mean_sends_the_reference():
 @pytest.mark.parametrize(
     "kw,match",
     [
-        ({"t_norm": 0.0}, "t_norm must be a finite number > 0"),
-        ({"t_norm": float("inf")}, "t_norm must be a finite number > 0"),
+        ({"t_norm": 0.0}, r"t_norm \(FedCAP detection threshold\) must be a finite number > 0"),
+        ({"t_norm": float("inf")}, r"t_norm \(FedCAP detection threshold\) must be a finite number > 0"),
         ({"margin": 1.0}, r"margin must be a number in \[0, 1\)"),
         ({"margin": -0.1}, r"margin must be a number in \[0, 1\)"),
         ({"direction": "up"}, "unknown direction 'up'"),

@@ -19,6 +19,7 @@ from numbers import Real
 
 import numpy as np
 
+from lightyear.algorithms.star.fedcap import check_t_norm
 from lightyear.algorithms.star.krum import check_krum_settings, default_f, krum_select
 from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
 
@@ -196,15 +197,14 @@ def fedcap_adaptive(known_calibrated_updates, t_norm: float, margin: float = 0.0
     customisation (Eqs. 4-5): its cosine with the benign mean is -1 (``reverse``).
     """
     known = as_matrix(known_calibrated_updates)
-    if not _number(t_norm) or t_norm <= 0:
-        raise ValueError(f"t_norm must be a finite number > 0 (FedCAP's detection threshold), got {t_norm!r}")
+    t_norm = check_t_norm(t_norm)
     if not _number(margin) or not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}")
     mean = known.mean(axis=0)
     unit = harmful_direction(mean, known, direction)
     if float(np.linalg.norm(unit)) <= ZERO_NORM:
         return np.zeros_like(mean), 0.0
-    radius = (1.0 - float(margin)) * float(t_norm)
+    radius = (1.0 - float(margin)) * t_norm
     return radius * unit, radius
 
 
@@ -213,6 +213,6 @@ def _number(value) -> bool:
 
 
 def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+    if not _number(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)

@@ -135,7 +135,8 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
         if type(target) not in rules:
             raise ValueError("the adaptive attack in the star topology aims at Krum or FedCAP: pass the job's rule settings (KrumTarget or FedCapTarget)")
         check_target(spec, rules[type(target)])
-    check_spec(spec)
+    else:
+        check_spec(spec)
     if spec.knowledge not in (PARTIAL, FULL):
         raise ValueError(f"unknown knowledge {spec.knowledge!r}")
     attackers = sorted(s for s in honest if spec.is_attacker(s))
