@@ -192,8 +192,8 @@ def fedcap_adaptive(known_calibrated_updates, t_norm: float, margin: float = 0.0
 
     What the crafted update does: every attacker sends w^t + r u, so Eq. 6 moves the next global
     model, the next round's calibration reference, by (attackers' sample share) x r along u,
-    against the benign progress; the benign calibrated updates grow by as much and, once past
-    T_norm, the benign sites are removed for good. It does not try to win weight in the
+    against the benign progress; the benign calibrated updates, measured from the moved w^t,
+    grow with it and, once past T_norm, the benign sites are removed for good. It does not try to win weight in the
     customisation (Eqs. 4-5): its cosine with the benign mean is -1 (``reverse``).
     """
     known = as_matrix(known_calibrated_updates)
