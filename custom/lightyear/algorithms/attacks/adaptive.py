@@ -200,10 +200,9 @@ def fedcap_adaptive(known_calibrated_updates, t_norm: float, margin: float = 0.0
     t_norm = check_t_norm(t_norm)
     if not _number(margin) or not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}")
-    mean = known.mean(axis=0)
-    unit = harmful_direction(mean, known, direction)
-    if float(np.linalg.norm(unit)) <= ZERO_NORM:
-        return np.zeros_like(mean), 0.0
+    unit = harmful_direction(known.mean(axis=0), kind=direction)  # all zeros when the mean has no direction
+    if not unit.any():
+        return unit, 0.0
     radius = (1.0 - float(margin)) * t_norm
     return radius * unit, radius
 
