@@ -146,7 +146,17 @@ def test_the_other_rules_on_single_rows():
     afa = {"round": 3, "kept": ["site-1"], "excluded": ["site-2", "site-3"], "rejected": []}  # site-3 blocked, ignored
     assert detection.excluded_labels(afa).flagged == {"site-2", "site-3"}
     assert set(detection.RULES) | set(detection.NO_DETECTION) == {
-        "lightyear", "balance", "scclip", "defta", "krum", "afa", "asmr", "cfl", "fedcap", "fedavg", "fedprox", "ditto", "p2p_fedavg", "local"}
+        "lightyear", "lightyear_paper", "balance", "scclip", "defta", "krum", "afa", "asmr", "cfl", "fedcap", "fedavg", "fedprox",
+        "ditto", "p2p_fedavg", "local"}
+
+
+def test_a_selected_peer_excluded_after_averaging_counts_as_flagged():
+    peers = ["site-2", "site-3", "site-4"]
+    row = {"selected": "site-2;site-3", "adopted": "site-2", "excluded": "site-3", "rejected": "",
+           "site-2_score": 0.9, "site-3_score": 1.0, "site-4_score": 0.1}
+    assert detection.lightyear_labels(row, peers) == detection.Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
+    paper = {k: v for k, v in row.items() if k not in ("adopted", "excluded")}  # the paper's rule adopts what it selects
+    assert detection.lightyear_labels(paper, peers).flagged == {"site-4"}
 
 
 def test_methods_without_detection_get_none_and_unknown_ones_an_error(tmp_path):

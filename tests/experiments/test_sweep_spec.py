@@ -163,7 +163,7 @@ def test_adaptive_runs_only_where_the_generator_takes_them():
     ({"attackers": [8]}, "attackers count 8 leaves no benign site among the 8 sites of digits: use at most 7"),
     ({"attackers": None}, "'attacks' and 'knowledge' need 'attackers'"),
     ({"attacks": None}, "needs 'attacks'"),
-    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]}, "attack adaptive has no run: adaptive attacks only lightyear, balance, krum, fedcap"),
+    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]}, "attack adaptive has no run: adaptive attacks only lightyear, lightyear_paper, balance, krum, fedcap"),
     ({"methods": ["fedcap"], "attacks": ["adaptive"]}, "(fedcap under knowledge: [full])"),
     ({"set": {"attack_scale": 2}}, "'set: attack_scale' is a setting of no attack of the sweep (sf, lie)"),
 ])

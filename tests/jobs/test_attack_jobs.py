@@ -108,8 +108,8 @@ def test_adaptive_against_the_methods_it_adapts_to():
         ("lightyear", {"attack": "mr", "attackers": 1, "overrides": {"attack_scale": "big"}}, "attack_scale must be a finite number > 0, got 'big'"),
         ("krum", {"attack": "sf", "attackers": 1, "overrides": {"attack_z": 1.0}}, "attack 'sf' takes no setting attack_z; it takes none"),
         ("krum", {"attack": "minsum", "attackers": 1, "overrides": {"attack_perturbation": "gauss"}}, "attack_perturbation must be one of std, unit, sign"),
-        ("fedavg", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, balance, krum, fedcap"),
-        ("scclip", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, balance, krum, fedcap"),
+        ("fedavg", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, lightyear_paper, balance, krum, fedcap"),
+        ("scclip", {"attack": "adaptive", "attackers": 1}, "choose --method lightyear, lightyear_paper, balance, krum, fedcap"),
         ("lightyear", {"attack": "sf", "attackers": 1, "knowledge": "full"}, "--knowledge full changes nothing for sf"),
         # what the server-side simulation cannot run is refused at generation, in the adversary's words
         ("krum", {"attack": "adaptive", "attackers": 1}, "needs at least 2 attackers; use --knowledge full or more attackers"),
@@ -153,7 +153,7 @@ def test_the_command_line_writes_an_attack_job(tmp_path, capsys):
         (["--attack", "sf"], "--attack sf needs --attackers K"),
         (["--attackers", "2"], "--attackers needs --attack"),
         (["--attack", "sf", "--attackers", "2", "--malfunction", "ana"], "--attack cannot go with --malfunction"),
-        (["--attack", "adaptive", "--attackers", "2"], "choose --method lightyear, balance, krum"),
+        (["--attack", "adaptive", "--attackers", "2"], "choose --method lightyear, lightyear_paper, balance, krum"),
     ],
 )
 def test_the_command_line_refuses_before_writing_anything(tmp_path, capsys, argv, message):

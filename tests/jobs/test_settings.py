@@ -24,6 +24,7 @@ BAD_SETTING = {
     "fedcap": ("phi", -1, "phi"),
     "local": ("max_abs_weight", -1, "max_abs_weight"),
     "lightyear": ("gamma", 0, "gamma"),
+    "lightyear_paper": ("max_peer_share", 0, "max_peer_share"),
     "p2p_fedavg": ("sample_neighbours", 0, "sample_neighbours"),
     "balance": ("balance_kappa", -1, "kappa"),
     "scclip": ("scclip_remove", 1.5, "remove"),

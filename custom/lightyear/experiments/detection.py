@@ -71,13 +71,15 @@ def _filled(row: dict, peers, suffix: str) -> frozenset:
 
 # ---------------------------------------------------------------------------- labelling rules
 def lightyear_labels(row: dict, peers) -> Labelling:
-    """LIGHTYEAR: a scored peer not selected (A_ij < tau, or below the skill floor), or a rejected one.
+    """LIGHTYEAR: a scored peer not selected (A_ij < tau, or below the skill floor), a selected peer
+    excluded after averaging (the validated aggregation: not in ``adopted``), or a rejected one.
     In a warm-up round (own model below the skill floor) no peer is judged: only rejections count."""
     rejected = names(row.get("rejected"))
     if str(row.get("warming_up", "0")) in ("1", "True"):
         return Labelling(rejected, rejected)
     evaluated = _filled(row, peers, "_score") | rejected
-    return Labelling(evaluated, evaluated - names(row["selected"]))
+    kept = names(row["adopted"]) if "adopted" in row else names(row["selected"])
+    return Labelling(evaluated, evaluated - kept)
 
 
 def balance_labels(row: dict, peers) -> Labelling:
@@ -122,7 +124,10 @@ class Rule:
 
 _STAR = ("round", "kept", "excluded")
 RULES = {
-    "lightyear": Rule("p2p", lightyear_labels, ("round", "selected", "rejected"), "_score", "not selected (agreement score < tau or below the skill floor) or rejected"),
+    "lightyear": Rule("p2p", lightyear_labels, ("round", "selected", "rejected"), "_score",
+                      "not selected (agreement score < tau or below the skill floor), excluded after averaging, or rejected"),
+    "lightyear_paper": Rule("p2p", lightyear_labels, ("round", "selected", "rejected"), "_score",
+                            "not selected (agreement score < tau or below the skill floor) or rejected"),
     "balance": Rule("p2p", balance_labels, ("round", "selected", "rejected"), "_distance", "not accepted (distance above the acceptance radius) or rejected"),
     "scclip": Rule("p2p", scclip_labels, ("round", "clipped", "removed", "rejected"), "_distance", "clipped (scale < 1) or removed, or rejected"),
     "defta": Rule("p2p", defta_labels, ("round", "received", "selected", "rejected"), "", "received but not aggregated (outside the trust-weighted sample, blocked peers included) or rejected"),

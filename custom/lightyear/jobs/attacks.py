@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import copy
 
-from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, AttackSpec
+from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
+from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, REPARAMETRISATIONS, AttackSpec
 from lightyear.algorithms.attacks.colluding import TARGET_PARAMS, check_target
 from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
@@ -59,13 +60,14 @@ ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
 CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"
 SERVER = "app/config/config_fed_server.json"
 
-ADAPTIVE_METHODS = ("lightyear", "balance", "krum", "fedcap")
+ADAPTIVE_METHODS = ("lightyear", "lightyear_paper", "balance", "krum", "fedcap")
 """The methods with an adaptive attack: LIGHTYEAR's agreement score and BALANCE's distance rule
 (peer-to-peer), Krum (star; multi-Krum when its settings select several) and FedCAP's norm
 detection (star, full knowledge only)."""
 
-USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE)
-"""The kinds whose update depends on what the attackers know (the others use their own update)."""
+USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE, *REPARAMETRISATIONS)
+"""The kinds whose update depends on what the attackers know (the others use their own update);
+the reparametrisations transform the receiver's own model under full knowledge."""
 
 
 def split_params(overrides: dict | None) -> tuple[dict, dict]:
@@ -125,6 +127,8 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         classes = settings.get("num_classes")
         if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
             raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
+    if attack in REPARAMETRISATIONS:
+        check_reparametrisation(spec, topology, settings)
     if topology == "star" and attack != LF and names:
         try:  # what the server-side simulation cannot run, in the words the adversary would use
             check_target(spec, method)
@@ -133,6 +137,23 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
     if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
         check_full_knowledge(graph, names, graph_topology)
     return spec if names else None
+
+
+def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> None:
+    """Refuse a reparametrisation the job cannot run: per-receiver crafting in the star topology
+    (its one receiver is the server), and rescaling a network none of whose units admits it."""
+    if topology == "star" and spec.params.get("per_receiver"):
+        raise SettingError(f"--set {PREFIX}per_receiver=true: the star topology has one receiver, the server, so every attacker "
+                           "sends one model; leave the setting out (it is for peer-to-peer jobs)")
+    if spec.kind in (RESCALE, RESCALE_PERMUTE):
+        from lightyear.models import build_model, model_symmetries  # torch: only for a rescaling job
+
+        args = settings.get("model_args") or {}
+        network = build_model(settings["model"], settings["num_classes"], settings.get("in_channels", 1), **args)
+        weights = {key: value.detach().numpy() for key, value in network.state_dict().items()}
+        if not any(group.scalable for group in model_symmetries(settings["model"], weights, args)):
+            raise SettingError(f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
+                               "positively homogeneous); use --attack permute")
 
 
 def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> None:
@@ -153,9 +174,9 @@ def job_suffix(spec: AttackSpec) -> str:
     return f"_{spec.kind}{len(spec.attackers)}" + ("_full" if spec.knowledge == FULL else "")
 
 
-def component(spec: AttackSpec, seed: int, cid: str, path: str) -> dict:
+def component(spec: AttackSpec, seed: int, cid: str, path: str, model: dict | None = None) -> dict:
     args = {"kind": spec.kind, "knowledge": spec.knowledge, "attackers": list(spec.attackers), "params": dict(spec.params), "seed": seed}
-    return {"id": cid, "path": path, "args": args}
+    return {"id": cid, "path": path, "args": {**args, **(model or {})}}
 
 
 def _with_executor_args(client: dict, **args) -> dict:
@@ -165,9 +186,10 @@ def _with_executor_args(client: dict, **args) -> dict:
     return client
 
 
-def wire(files: dict, topology: str, spec: AttackSpec, seed: int) -> list[str]:
+def wire(files: dict, topology: str, spec: AttackSpec, seed: int, settings: dict | None = None) -> list[str]:
     """Add the attack to the job ``files`` (module docstring); return the sites running ``app_faulty``
-    (none for a star attack other than lf, which lives on the server)."""
+    (none for a star attack other than lf, which lives on the server). The server's adversary of a
+    reparametrisation also gets the job's ``model`` and ``model_args`` from ``settings``."""
     if spec.kind == LF:
         faulty = _with_executor_args(files[CLIENT], flip_labels=True)
     elif topology == "p2p":
@@ -175,7 +197,8 @@ def wire(files: dict, topology: str, spec: AttackSpec, seed: int) -> list[str]:
         faulty.setdefault("components", []).append(component(spec, seed, ATTACK_ID, PEER_ATTACKER))
     else:
         server = copy.deepcopy(files[SERVER])
-        server.setdefault("components", []).append(component(spec, seed, ADVERSARY_ID, ADVERSARY))
+        model = {"model": settings["model"], "model_args": settings.get("model_args") or {}} if spec.kind in REPARAMETRISATIONS else None
+        server.setdefault("components", []).append(component(spec, seed, ADVERSARY_ID, ADVERSARY, model))
         for workflow in server["workflows"]:
             workflow.setdefault("args", {})["adversary_id"] = ADVERSARY_ID
         files[SERVER] = with_refusal_fix(server)

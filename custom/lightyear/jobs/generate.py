@@ -194,7 +194,7 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
         files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(faulty_client_config(client, topology, component))
     build_components(list(files.values()), len(sites))
     if spec:  # wired after the build: AttackSpec checked the attack's settings; its components are not built here
-        faulty_sites, app_faulty = list(spec.attackers), attacks.wire(files, topology, spec, seed)
+        faulty_sites, app_faulty = list(spec.attackers), attacks.wire(files, topology, spec, seed, settings)
         deploy = {"app": ["server"] + [s for s in sites if s not in app_faulty], **({"app_faulty": app_faulty} if app_faulty else {})}
     files["meta.json"] = {
         "name": name,

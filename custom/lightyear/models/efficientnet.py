@@ -19,11 +19,15 @@ convolution takes the mean of the pretrained RGB filters for every input channel
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 
 import torch
 from torch import nn
 from torchvision.models import efficientnet_b0
 from torchvision.models.efficientnet import EfficientNet
+
+from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
 
 CLASSIFIER_PREFIX = "classifier."
 STEM_WEIGHT = "features.0.0.weight"
@@ -87,3 +91,47 @@ def build(num_classes: int, in_channels: int = 3, weights_path: str | None = Non
     if weights_path:
         load_weights(model, os.path.expanduser(weights_path), in_channels)
     return model
+
+
+_SQUEEZE = re.compile(r"^(features\.\d+\.\d+\.block)\.(\d)\.fc1\.weight$")
+
+
+def _conv_bn(prefix: str) -> tuple[Slot, ...]:
+    """A convolution's output channels and its BatchNorm (torchvision's Conv2dNormActivation ``prefix``), as producers."""
+    return (Slot(f"{prefix}.0.weight", 0, 1), *(Slot(f"{prefix}.1.{name}", 0, 1) for name in ("weight", "bias", "running_mean", "running_var")))
+
+
+def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
+    """The exact symmetries of EfficientNet-B0 (``lightyear.algorithms.attacks.reparametrise``).
+
+    SiLU is not positively homogeneous, so no unit admits rescaling; these admit permutation:
+
+    * every MBConv block's expanded channels (expansion conv and BatchNorm, depthwise conv and
+      BatchNorm, squeeze-and-excitation inputs and gates, projection inputs); in the first block,
+      which has no expansion, the stem's channels that it reads;
+    * every squeeze-and-excitation block's squeezed units (fc1's outputs, fc2's inputs);
+    * the head's 1280 channels (conv, BatchNorm, classifier inputs).
+    """
+    groups = []
+    for key in shapes:
+        found = _SQUEEZE.match(key)
+        if not found:
+            continue
+        block, se = found.group(1), int(found.group(2))
+        squeeze = f"{block}.{se}"
+        units = shapes[f"{squeeze}.fc1.weight"][1]
+        gates = (Slot(f"{squeeze}.fc1.weight", 1, -1), Slot(f"{squeeze}.fc2.weight", 0, 1, match=False), Slot(f"{squeeze}.fc2.bias", 0, 1))
+        project = Slot(f"{block}.{se + 1}.0.weight", 1, -1)
+        if se == 2:  # expansion, depthwise, squeeze-and-excitation, projection
+            producers = _conv_bn(f"{block}.0") + _conv_bn(f"{block}.1")
+        elif block == "features.1.0.block" and "features.0.0.weight" in shapes:  # the stem feeds the first block
+            producers = _conv_bn("features.0") + _conv_bn(f"{block}.0")
+        else:
+            continue
+        groups.append(UnitGroup(f"{block} channels", units, producers + gates + (project,), scalable=False))
+        groups.append(UnitGroup(f"{squeeze} squeeze", shapes[f"{squeeze}.fc1.weight"][0], (
+            Slot(f"{squeeze}.fc1.weight", 0, 1), Slot(f"{squeeze}.fc1.bias", 0, 1), Slot(f"{squeeze}.fc2.weight", 1, -1)), scalable=False))
+    if "features.8.0.weight" in shapes:
+        groups.append(UnitGroup("head", shapes["features.8.0.weight"][0], _conv_bn("features.8") + (Slot("classifier.1.weight", 1, -1),),
+                                scalable=False))
+    return groups

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
+
+from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
 
 
 class FemnistCNN(nn.Module):
@@ -41,3 +45,23 @@ class FemnistCNN(nn.Module):
 def build(num_classes: int, in_channels: int = 1, **kwargs) -> FemnistCNN:
     """Registry entry point (see :func:`lightyear.models.build_model`)."""
     return FemnistCNN(num_classes=num_classes, in_channels=in_channels, **kwargs)
+
+
+def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
+    """The exact symmetries of :class:`FemnistCNN` (``lightyear.algorithms.attacks.reparametrise``).
+
+    Every hidden unit admits positive rescaling and permutation, since ReLU and max pooling are
+    positively homogeneous and act per unit: conv1's channels (read by conv2), conv2's channels
+    (read by fc1 through the flattened 7x7 maps, channel-major) and fc1's units (read by fc2).
+    The input channels and the class logits admit none.
+    """
+    conv2_units, fc1_units = shapes["features.3.weight"][0], shapes["classifier.1.weight"][0]
+    return [
+        UnitGroup("conv1", shapes["features.0.weight"][0], (
+            Slot("features.0.weight", 0, 1), Slot("features.0.bias", 0, 1), Slot("features.3.weight", 1, -1))),
+        UnitGroup("conv2", conv2_units, (
+            Slot("features.3.weight", 0, 1), Slot("features.3.bias", 0, 1),
+            Slot("classifier.1.weight", 1, -1, view=(fc1_units, conv2_units, -1)))),
+        UnitGroup("fc1", fc1_units, (
+            Slot("classifier.1.weight", 0, 1), Slot("classifier.1.bias", 0, 1), Slot("classifier.4.weight", 1, -1))),
+    ]

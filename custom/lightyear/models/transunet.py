@@ -33,11 +33,13 @@ accepted, so 1-channel images are not repeated to RGB as the reference does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from monai.networks.blocks import Convolution, PatchEmbeddingBlock, UnetResBlock
 from torch import nn
+
+from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
 
 DOWNSAMPLING = 16
 
@@ -177,3 +179,71 @@ class TransUNet(nn.Module):
 def build(num_classes: int, in_channels: int = 1, **kwargs) -> TransUNet:
     """Registry entry point (see :func:`lightyear.models.build_model`); ``kwargs`` configure :class:`TransUNet`."""
     return TransUNet(num_classes=num_classes, in_channels=in_channels, **kwargs)
+
+
+def _norm_slots(prefix: str, power: int, stats: bool) -> tuple[Slot, ...]:
+    slots = (Slot(f"{prefix}.weight", 0, power), Slot(f"{prefix}.bias", 0, power))
+    return slots + ((Slot(f"{prefix}.running_mean", 0, 0), Slot(f"{prefix}.running_var", 0, 0)) if stats else ())
+
+
+def symmetries(shapes: Mapping[str, tuple], num_heads: int = 4, **model_args) -> list[UnitGroup]:
+    """The exact symmetries of :class:`TransUNet` (``lightyear.algorithms.attacks.reparametrise``).
+
+    * Encoder stages (conv1 -> GroupNorm -> LeakyReLU -> conv2): conv1's channels, rescaled
+      (GroupNorm's weight and bias by c, conv2's inputs by 1/c; LeakyReLU is positively
+      homogeneous) and permuted within each GroupNorm group (its statistics stay the same).
+    * Every transformer layer: the attention heads permuted (query, key and value rows and the
+      output projection's columns together); within a head, each query dimension scaled by c with
+      its key dimension by 1/c (the attention logits stay the same) and the query/key dimensions
+      permuted alike; each value dimension scaled by c with the output projection's column by 1/c,
+      and permuted; the MLP's hidden units permuted (GELU is not homogeneous: no rescaling).
+    * Decoder (conv -> BatchNorm -> ReLU): the channels of ``conv_more`` and of every decoder
+      convolution, rescaled (BatchNorm's weight and bias) and permuted; read by the next
+      convolution directly or, after bilinear upsampling (linear per channel), as the first
+      channels of the next block's concatenation with its skip.
+    The encoder stages' outputs (residual sums read by the next stage, a skip and the
+    transformer) and the residual stream of the transformer are left out.
+    """
+    groups = []
+    stage = 0
+    while f"encoder.{stage}.conv1.conv.weight" in shapes:
+        prefix = f"encoder.{stage}"
+        units = shapes[f"{prefix}.conv1.conv.weight"][0]
+        groups.append(UnitGroup(f"{prefix} conv1", units, (
+            Slot(f"{prefix}.conv1.conv.weight", 0, 0), *_norm_slots(f"{prefix}.norm1", 1, False), Slot(f"{prefix}.conv2.conv.weight", 1, -1)),
+            block=units // int(group_norm(units)[1]["num_groups"])))
+        stage += 1
+    layer = 0
+    while f"transformer.{layer}.self_attn.in_proj_weight" in shapes:
+        groups.extend(_attention_symmetries(shapes, f"transformer.{layer}", num_heads))
+        layer += 1
+    convs = ["conv_more"] + [f"decoder.{b}.{c}" for b in range(len(shapes)) for c in ("conv1", "conv2") if f"decoder.{b}.{c}.conv.weight" in shapes]
+    for producer, reader in zip(convs, convs[1:] + ["segmentation_head"]):
+        units = shapes[f"{producer}.conv.weight"][0]
+        reads = f"{reader}.weight" if reader == "segmentation_head" else f"{reader}.conv.weight"
+        stats = f"{producer}.adn.N.running_mean" in shapes
+        groups.append(UnitGroup(producer, units, (Slot(f"{producer}.conv.weight", 0, 0), *_norm_slots(f"{producer}.adn.N", 1, stats),
+                                                  Slot(reads, 1, -1)), block=None if stats else 1))
+    return groups
+
+
+def _attention_symmetries(shapes: Mapping[str, tuple], layer: str, num_heads: int) -> list[UnitGroup]:
+    attn = f"{layer}.self_attn"
+    width = shapes[f"{attn}.in_proj_weight"][1]
+    head = width // num_heads
+    packed, bias, out = f"{attn}.in_proj_weight", f"{attn}.in_proj_bias", f"{attn}.out_proj.weight"
+    rows, biases = (3, width, width), (3, width)
+
+    def qkv(part: int, power: int) -> tuple[Slot, ...]:
+        return Slot(packed, 0, power, view=rows, part=part), Slot(bias, 0, power, view=biases, part=part)
+
+    hidden = shapes[f"{layer}.linear1.weight"][0]
+    return [
+        UnitGroup(f"{attn} heads", num_heads, (  # a head's rows are reordered by the groups below: no matching on them
+            Slot(packed, 1, 1, view=(3, num_heads, head, width), match=False), Slot(bias, 1, 1, view=(3, num_heads, head), match=False),
+            Slot(out, 1, -1, view=(width, num_heads, head))), scalable=False),
+        UnitGroup(f"{attn} query-key", width, qkv(0, 1) + qkv(1, -1), block=head),
+        UnitGroup(f"{attn} value", width, qkv(2, 1) + (Slot(out, 1, -1),), block=head),
+        UnitGroup(f"{layer} mlp", hidden, (
+            Slot(f"{layer}.linear1.weight", 0, 1), Slot(f"{layer}.linear1.bias", 0, 1), Slot(f"{layer}.linear2.weight", 1, -1)), scalable=False),
+    ]

@@ -32,8 +32,9 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 
 from lightyear.algorithms.attacks.colluding import FEDCAP, KRUM, CraftedRound, FedCapTarget, KrumTarget, check_spec, check_target, craft_round
-from lightyear.algorithms.attacks.settings import AttackSpec
-from lightyear.algorithms.attacks.updates import ADAPTIVE
+from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparametrised
+from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
 from lightyear.algorithms.vectors import flatten, float_keys
 from lightyear.checks import integer
 from lightyear.star.messages import read_result, result_data
@@ -81,19 +82,31 @@ def describe(record: dict) -> str:
 
 
 class SimulatedAdversary(FLComponent):
-    def __init__(self, kind: str, knowledge: str = "partial", attackers=(), params: dict | None = None, seed: int = 0):
+    def __init__(self, kind: str, knowledge: str = "partial", attackers=(), params: dict | None = None, seed: int = 0,
+                 model: str | None = None, model_args: dict | None = None):
         """Args:
-        kind: sf, mr, lie, minmax, minsum, ipm or adaptive (lf is the executors' ``flip_labels``).
+        kind: sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or rescale_permute (lf is
+            the executors' ``flip_labels``).
         attackers: the attacking sites' names.
-        knowledge: ``partial`` (the attackers' own honest updates) or ``full`` (also the benign ones).
+        knowledge: ``partial`` (the attackers' own honest updates) or ``full`` (also the benign ones;
+            for a reparametrisation: the model the server sent, which the attacker transforms).
         params: the attack's parameters (``attack_<name>`` job settings); the rest keep their defaults.
-        seed: the job's seed, kept in the records; the crafting itself draws nothing at random.
+        seed: the job's seed: a reparametrisation draws its factors and permutations from it, the
+            site and the round; the other attacks draw nothing at random.
+        model, model_args: the job's network, whose symmetries a reparametrisation uses
+            (:func:`lightyear.models.model_symmetries`); required for those attacks only.
         """
         super().__init__()
         if params is not None and not isinstance(params, dict):
             raise ValueError(f"params must be a JSON object of attack parameters, got {params!r}")
         self.spec = check_spec(AttackSpec(kind, knowledge, attackers, dict(params or {})))
         self.seed = integer("seed", seed)
+        if self.spec.kind in REPARAMETRISATIONS and not isinstance(model, str):
+            raise ValueError(f"the {self.spec.kind} attack transforms the job's network: give the adversary model (the job's model name)")
+        if model_args is not None and not isinstance(model_args, dict):
+            raise ValueError(f"model_args must be a JSON object of the network's settings, got {model_args!r}")
+        self.model, self.model_args = model, dict(model_args or {})
+        self.symmetries: list | None = None  # the network's, found at the first reparametrisation
         self.krum: KrumTarget | None = None
         self.fedcap: FedCapAggregator | None = None
 
@@ -137,19 +150,40 @@ class SimulatedAdversary(FLComponent):
         model it was sent; ``reference`` is the global model (keys, shapes, dtypes).
         Raises whatever crafting raises; the controller drops the attackers' results then."""
         keys = float_keys(reference)
-        usable, honest = {}, {}
+        usable, honest, models = {}, {}, {}
         for site, result in results.items():
             model, n, problems = result_model(result, sent[site], reference, max_abs)
             if not problems and valid_num_samples(n):
-                usable[site] = n
+                usable[site], models[site] = n, model
                 honest[site] = update_vector(model, sent[site], keys)
-        crafted = craft_round(self.spec, honest, self.target({s: sent[s] for s in honest}, keys))
+        if self.spec.kind in REPARAMETRISATIONS:
+            crafted = self.reparametrised_round(models, sent, reference, round_num, keys)
+        else:
+            crafted = craft_round(self.spec, honest, self.target({s: sent[s] for s in honest}, keys))
         out = dict(results)
         for site, update in crafted.updates.items():
             unpacked = read_result(results[site])
             data = crafted_data(update, unpacked.data, sent[site], keys, unpacked.kind == DataKind.WEIGHT_DIFF)
             out[site] = result_data(data, usable[site], round_num, unpacked.kind)
         return out, self.record(round_num, crafted)
+
+    def reparametrised_round(self, models: dict, sent: dict, reference: dict, round_num: int, keys: list[str]) -> CraftedRound:
+        """Each attacker's update: a reparametrisation (``lightyear.algorithms.attacks.reparametrise``)
+        of its honest model (partial knowledge) or of the model the server sent it (full), minus
+        what it was sent; factors and permutations drawn from (seed, attacker, round)."""
+        from lightyear.models import model_symmetries  # torch: only for these attacks
+
+        if self.symmetries is None:
+            self.symmetries = model_symmetries(self.model, reference, self.model_args)
+        attackers = sorted(s for s in models if self.spec.is_attacker(s))
+        updates, settings = {}, {}
+        for site in attackers:
+            base = sent[site] if self.spec.knowledge == FULL else models[site]
+            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, int(round_num), self.spec.attackers.index(site)])
+            model, settings = reparametrised(base, self.symmetries, self.spec.kind, self.spec.param("factor", DEFAULT_FACTOR), rng)
+            updates[site] = update_vector(model, sent[site], keys)
+        known = attackers if self.spec.knowledge != FULL else []
+        return CraftedRound(updates, settings, known, len(models))
 
     def record(self, round_num: int, crafted: CraftedRound) -> dict:
         """The round's record: the attack, who was crafted for, who was known, the settings in force."""

@@ -1,8 +1,8 @@
 """One round of colluding attackers (the star topology's simulation), on hand-worked cases.
 
 Case A, 3 sites, 2-D updates: site-1 benign [4, 4]; attackers site-2 [0, 0] and site-3 [2, 4].
-  partial knowledge = the attackers' updates: mean [1, 2], population std [1, 2].
-  LIE with z = 0.5: [1, 2] - 0.5 [1, 2] = [0.5, 1].
+  partial knowledge = the attackers' updates: mean [1, 2], sample std sqrt2 [1, 2] (population [1, 2]).
+  LIE with z = 0.5: [1, 2] - 0.5 sqrt2 [1, 2] = [1 - sqrt2/2, 2 - sqrt2].
   Min-Max, p = -std = [-1, -2]: mean + gamma p = (1 - gamma) [1, 2]; its distances to the known
     updates are |1 - gamma| sqrt5 and (1 + gamma) sqrt5, the bound is ||[2, 4]|| = 2 sqrt5:
     gamma = 1, the update [0, 0].
@@ -36,8 +36,8 @@ def test_lie_minmax_minsum_pool_the_attackers_updates_under_partial_knowledge():
     lie = craft_round(spec("lie", z=0.5), HONEST)
     assert lie.known == ATTACKERS and lie.n_participants == 3 and lie.attackers == ATTACKERS
     for site in ATTACKERS:  # every attacker sends the one crafted update
-        np.testing.assert_allclose(lie.updates[site], [0.5, 1.0])
-    assert lie.settings == {"z": 0.5, "ddof": 0}
+        np.testing.assert_allclose(lie.updates[site], [1 - math.sqrt(2) / 2, 2 - math.sqrt(2)])
+    assert lie.settings == {"z": 0.5, "ddof": 1}
     for kind in ("minmax", "minsum"):
         crafted = craft_round(spec(kind), HONEST)
         assert crafted.settings["gamma"] == pytest.approx(1.0, abs=1e-4)
@@ -49,7 +49,7 @@ def test_full_knowledge_adds_the_benign_updates_and_ipm_takes_the_benign_ones_on
     assert full.known == ["site-2", "site-3", "site-1"]
     x = np.array([[0.0, 0.0], [2.0, 4.0], [4.0, 4.0]])
     z = lie_z_max(3, 2)  # the default z for n = 3, m = 2
-    np.testing.assert_allclose(full.updates["site-2"], x.mean(axis=0) - z * x.std(axis=0))
+    np.testing.assert_allclose(full.updates["site-2"], x.mean(axis=0) - z * x.std(axis=0, ddof=1))
     assert full.settings["z"] == pytest.approx(z)
     np.testing.assert_allclose(craft_round(spec("ipm"), HONEST).updates["site-2"], [-3.0, -6.0])
     ipm_full = craft_round(spec("ipm", "full"), HONEST)
@@ -97,7 +97,7 @@ def test_crafted_update_reports_the_settings_in_force_and_craft_update_agrees():
     assert settings == {"scale": 10.0}
     np.testing.assert_array_equal(update, [10.0, -10.0])
     assert crafted_update("sf", own, None, 10, 3)[1] == {}
-    assert crafted_update("lie", own, known, 10, 3)[1] == {"z": lie_z_max(10, 3), "ddof": 0}
+    assert crafted_update("lie", own, known, 10, 3)[1] == {"z": lie_z_max(10, 3), "ddof": 1}
     assert crafted_update("ipm", own, known, 10, 3, epsilon=2)[1] == {"epsilon": 2.0}
     assert crafted_update("minmax", own, known, 10, 3)[1]["gamma"] == pytest.approx(1.0, abs=1e-4)
 

@@ -11,21 +11,31 @@ HONEST = np.array([0.9, 1.1])  # own update (-0.1, 0.1)
 
 
 def test_participants_of_a_full_mesh_are_the_sites_and_the_attackers():
-    assert participants(MESH4, "d", ["c", "d"]) == (4, 2)
+    assert participants(MESH4, "a", ["c", "d"]) == (4, 2)
 
 
-def test_participants_follow_the_receivers_in_degrees_and_cap_the_attackers():
-    # d sends to a (in-degree 1: d) and b (in-degree 2: a, d): n = mean(2, 3) = 2.5, rounded to 2
+def test_participants_count_the_attackers_the_receiver_hears_not_all_of_the_job():
+    # b hears a and d; of the attackers c and d it hears d alone: n = 3, m = 1
     graph = {"a": ["b"], "b": [], "c": ["d"], "d": ["a", "b"]}
-    assert participants(graph, "d", ["c", "d"]) == (2, 1)  # m capped at n - 1
-    assert participants({"d": []}, "d", ["d"]) == (2, 1)  # sends nothing: the rules stay defined
+    assert participants(graph, "b", ["c", "d"]) == (3, 1)
+    assert participants(graph, "a", ["c", "d"]) == (2, 1)  # a hears d only
+    assert participants({"d": []}, "a", ["d"]) == (2, 1)  # hears nobody: the rules stay defined
+
+
+def test_on_a_ring_each_receiver_counts_the_attackers_among_its_two_senders():
+    # each site hears its two predecessors; attackers s6, s7, s8 (3 of the job's sites)
+    ring = {f"s{i}": [f"s{(i % 8) + 1}", f"s{((i + 1) % 8) + 1}"] for i in range(1, 9)}
+    attackers = ["s6", "s7", "s8"]
+    assert participants(ring, "s1", attackers) == (3, 2)  # hears s7 and s8
+    assert participants(ring, "s7", attackers) == (3, 1)  # hears s5 and s6
+    assert participants(ring, "s6", attackers) == (3, 1)  # hears s4 and s5: none, counted as the asking one
 
 
 def test_partial_knowledge_pools_the_colluders_updates_and_sends_start_plus_the_crafted_one():
     colluder = np.array([0.5, 1.5])  # its update against this attacker's start: (-0.5, 0.5)
     sent, fields = attack_model("lie", "partial", START, HONEST, {"c": colluder}, {}, 4, 2, {"z": 0.5})
-    # mean (-0.3, 0.3), population std (0.2, 0.2): mean - 0.5 * std = (-0.4, 0.2)
-    np.testing.assert_allclose(sent, START + np.array([-0.4, 0.2]))
+    # mean (-0.3, 0.3), sample std 0.2 sqrt2 per coordinate: mean - 0.5 * std
+    np.testing.assert_allclose(sent, START + np.array([-0.3, 0.3]) - 0.5 * 0.2 * np.sqrt(2))
     assert fields["attack_known"] == 2 and fields["attack_z"] == 0.5
     assert fields["attack_honest_norm"] == pytest.approx(np.sqrt(0.02))
 
@@ -34,7 +44,7 @@ def test_full_knowledge_adds_the_benign_models_of_the_round():
     colluder, benign = np.array([0.5, 1.5]), np.array([1.3, 1.0])  # updates (-0.5, 0.5), (0.3, 0.0)
     sent, fields = attack_model("lie", "full", START, HONEST, {"c": colluder}, {"a": benign}, 4, 2, {"z": 1.0})
     known = np.array([[-0.1, 0.1], [-0.5, 0.5], [0.3, 0.0]])
-    np.testing.assert_allclose(sent, START + known.mean(axis=0) - known.std(axis=0))
+    np.testing.assert_allclose(sent, START + known.mean(axis=0) - known.std(axis=0, ddof=1))
     assert fields["attack_known"] == 3
 
 

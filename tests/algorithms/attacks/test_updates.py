@@ -123,19 +123,23 @@ def test_lie_z_max_refuses(n, m):
 
 
 def test_lie_on_three_vectors_by_hand():
-    # coordinates: [1, 2, 3] -> mu 2, population std sqrt(2/3); [4, 4, 4] -> mu 4, std 0;
-    # [0, 0, 3] -> mu 1, std sqrt(2)
+    # coordinates: [1, 2, 3] -> mu 2, sample std 1 (population sqrt(2/3)); [4, 4, 4] -> mu 4, std 0;
+    # [0, 0, 3] -> mu 1, sample std sqrt(3) (population sqrt(2))
     known = [[1.0, 4.0, 0.0], [2.0, 4.0, 0.0], [3.0, 4.0, 3.0]]
-    out = U.lie(known, 1.5)
-    np.testing.assert_allclose(out, [2 - 1.5 * math.sqrt(2 / 3), 4.0, 1 - 1.5 * math.sqrt(2)])
-    # ddof=1: sample std [1, 0, sqrt(3)]
-    np.testing.assert_allclose(U.lie(known, 1.5, ddof=1), [0.5, 4.0, 1 - 1.5 * math.sqrt(3)])
+    # the default is the sample std (ddof=1), as in Baruch et al.'s code and byzfl
+    np.testing.assert_allclose(U.lie(known, 1.5), [0.5, 4.0, 1 - 1.5 * math.sqrt(3)])
+    np.testing.assert_allclose(U.lie(known, 1.5, ddof=0), [2 - 1.5 * math.sqrt(2 / 3), 4.0, 1 - 1.5 * math.sqrt(2)])
+
+
+def test_lie_with_two_pooled_attackers_is_1_41_times_larger_by_default_than_with_the_population_std():
+    known = [[0.0], [2.0]]  # mean 1; sample std sqrt(2), population std 1
+    assert 1.0 - U.lie(known, 1.0)[0] == pytest.approx(math.sqrt(2))
+    assert 1.0 - U.lie(known, 1.0, ddof=0)[0] == pytest.approx(1.0)
 
 
 def test_lie_one_known_update_is_that_update():
-    np.testing.assert_array_equal(U.lie([[1.0, -2.0]], 3.0), [1.0, -2.0])
-    with pytest.raises(ValueError, match="at least 2 known updates"):
-        U.lie([[1.0, -2.0]], 3.0, ddof=1)
+    np.testing.assert_array_equal(U.lie([[1.0, -2.0]], 3.0), [1.0, -2.0])  # no spread to move along
+    np.testing.assert_array_equal(U.lie([[1.0, -2.0]], 3.0, ddof=0), [1.0, -2.0])
 
 
 @pytest.mark.parametrize("z,ddof,match", [(-0.5, 0, "z must be a finite number >= 0"), (float("nan"), 0, "z must"), (1.0, 2, "ddof must be 0")])
@@ -233,15 +237,15 @@ def test_min_max_refuses_bad_search_settings(kw, match):
 
 def test_craft_update_defaults():
     own = np.array([1.0, -1.0])
-    known = np.array([[1.0, -1.0], [3.0, 1.0]])  # mean [2, 0], population std [1, 1]
+    known = np.array([[1.0, -1.0], [3.0, 1.0]])  # mean [2, 0], sample std [sqrt 2, sqrt 2] (population [1, 1])
     np.testing.assert_array_equal(U.craft_update("lf", own, None, 10, 3), own)
     np.testing.assert_array_equal(U.craft_update("sf", own, None, 10, 3), -own)
     np.testing.assert_array_equal(U.craft_update("mr", own, None, 10, 3), 10 * own)
     np.testing.assert_array_equal(U.craft_update("mr", own, None, 10, 3, scale=2.0), 2 * own)
     np.testing.assert_array_equal(U.craft_update("ipm", own, known, 10, 3), [-20.0, 0.0])
     z = U.lie_z_max(10, 3)
-    np.testing.assert_allclose(U.craft_update("lie", own, known, 10, 3), [2 - z, -z])
-    np.testing.assert_allclose(U.craft_update("lie", own, known, 10, 3, z=1.0), [1.0, -1.0])
+    np.testing.assert_allclose(U.craft_update("lie", own, known, 10, 3), [2 - z * math.sqrt(2), -z * math.sqrt(2)])
+    np.testing.assert_allclose(U.craft_update("lie", own, known, 10, 3, z=1.0, ddof=0), [1.0, -1.0])
     np.testing.assert_array_equal(U.craft_update("minmax", own, known, 10, 3), U.min_max(known)[0])
     np.testing.assert_array_equal(U.craft_update("minsum", own, known, 10, 3, perturbation="sign"), U.min_sum(known, "sign")[0])
 
@@ -275,5 +279,5 @@ def test_craft_update_refuses(kind, known, n, m, params, match):
 
 
 def test_constants():
-    assert U.ATTACKS == ("lf", "sf", "mr", "lie", "minmax", "minsum", "ipm", "adaptive")
+    assert U.ATTACKS == ("lf", "sf", "mr", "lie", "minmax", "minsum", "ipm", "adaptive", "rescale", "permute", "rescale_permute")
     assert U.KNOWLEDGE == ("partial", "full")

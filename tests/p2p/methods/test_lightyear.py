@@ -60,7 +60,7 @@ def make_executor(tmp_path, deadline=0.5, rounds=12, **kwargs):
 
 
 def test_round_skips_late_rejects_malformed_and_aggregates_the_rest(tmp_path, peers):
-    ex = make_executor(tmp_path)
+    ex = make_executor(tmp_path, aggregation="paper")
     engine = FakeEngine(str(tmp_path))
     ctx = context(engine)
     broken = {k: v.copy() for k, v in peers["site-3"].items()}
@@ -75,7 +75,7 @@ def test_round_skips_late_rejects_malformed_and_aggregates_the_rest(tmp_path, pe
     assert row["selected"] == ["site-2"]  # tau = 0 keeps every valid model
     assert row["site-3_score"] == "" and isinstance(row["site-2_score"], float)
     assert 0.4 < row["wait_s"] < 5.0
-    # gamma^0 = 1 and one selected peer: the new model is that peer's model
+    # the paper's Eq. 18, gamma^0 = 1 and one selected peer: the new model is that peer's model
     new = ex.runtime.get_weights()
     np.testing.assert_allclose(new[first], peers["site-2"][first], rtol=1e-6)
     assert ex.exchange.buffer.rounds_held() == []  # round 0 freed

@@ -82,13 +82,14 @@ def test_partial_knowledge_pools_the_other_attackers_honest_updates():
     for peer in ("site-1", "site-2", "site-3"):
         deliver(ex, peer, 0, 1.0)
     row, engine = run_round(ex)
-    # updates against site-4's start 1.0: own -0.1, site-3's -0.5; mean -0.3, std 0.2: -0.3 - 0.5 * 0.2
-    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 0.4, rtol=1e-6)
+    # updates against site-4's start 1.0: own -0.1, site-3's -0.5; mean -0.3, sample std 0.2 sqrt2
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 0.3 - 0.5 * 0.2 * np.sqrt(2), rtol=1e-6)
     [(targets, request)] = sent(engine, C.TOPIC_COLLUDE)  # its honest model went to the other attacker
     assert targets == ["site-3"] and request[C.KEY_ROUND] == 0
     np.testing.assert_allclose(request[C.KEY_WEIGHTS]["w"], 0.9, rtol=1e-6)
     assert row["attack_colluders"] == ["site-3"] and row["attack_benign"] == [] and row["attack_known"] == 2
-    assert row["attack_z"] == 0.5 and (row["attack_n"], row["attack_m"]) == (4, 2)
+    # site-1 and site-2 hear both attackers (n 4, m 2); site-3, an attacker, gets the same model
+    assert row["attack_z"] == 0.5 and (row["attack_n"], row["attack_m"]) == ("4", "2")
     assert row["attack_wait_s"] < 0.5  # everything it needed had arrived
 
 
@@ -100,7 +101,7 @@ def test_full_knowledge_adds_the_benign_in_neighbours_models_and_still_aggregate
     deliver(ex, "site-3", 0, 0.6)  # an attacker's model on the exchange is no benign knowledge
     row, engine = run_round(ex)
     known = np.array([-0.1, -0.5, -0.3, -0.2])  # own, site-3 (collusion), site-1, site-2
-    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 + known.mean() - 0.5 * known.std(), rtol=1e-5)
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 + known.mean() - 0.5 * known.std(ddof=1), rtol=1e-5)
     assert row["attack_benign"] == ["site-1", "site-2"] and row["attack_known"] == 4
     assert row["selected"] == ["site-1", "site-2", "site-3"]  # the peeked models were left for the aggregation
     np.testing.assert_allclose(ex.runtime.w["w"], (0.9 + 0.7 + 0.8 + 0.6) / 4, rtol=1e-6)
@@ -187,13 +188,18 @@ class TinyRuntime:
         self.w["w"] = self.w["w"] + np.array([0.5, 0.0], dtype=np.float32)
         return {"train_loss": 0.1, "train_samples": 100}
 
-    def summarize(self, weights=None, normalize_entropy=True):
+    def probabilities(self, weights=None):
         a, b = (self.w if weights is None else weights)["w"].astype(np.float64)
         p1 = 1.0 / (1.0 + np.exp(-(a * self.x + b)))
-        return summarize_predictions(np.stack([1 - p1, p1], axis=1), self.y, 15, normalize_entropy)
+        return np.stack([1 - p1, p1], axis=1)
+
+    def summarize(self, weights=None, normalize_entropy=True):
+        return summarize_predictions(self.probabilities(weights), self.y, 15, normalize_entropy)
 
     def evaluate(self, split, weights=None):
-        return {"acc": self.summarize(weights).performance}
+        probs = self.probabilities(weights)
+        loss = float(-np.mean(np.log(np.clip(probs[np.arange(self.y.size), self.y], 1e-12, None))))
+        return {"acc": self.summarize(weights).performance, "loss": loss}
 
 
 def score(rt, reference, weights):

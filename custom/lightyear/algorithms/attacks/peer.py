@@ -8,7 +8,7 @@ benign in-neighbour's model under full knowledge. What the attacker sends is ``s
 adaptive attack, :func:`adaptive_step` moves the honest model instead).
 
 How many sites a receiver aggregates over (``n`` of LIE, MR and IPM) and how many of them attack
-(``m``) follow from the graph: :func:`participants`.
+(``m``) follow from the graph, receiver by receiver: :func:`participants`.
 """
 
 from __future__ import annotations
@@ -27,22 +27,19 @@ NEEDS_KNOWN = (LIE, MINMAX, MINSUM, IPM, updates.ADAPTIVE)
 """Attacks that use updates other than the attacker's own: the attackers collude for them."""
 
 
-def participants(graph: Mapping[str, Sequence[str]], site: str, attackers: Sequence[str]) -> tuple[int, int]:
-    """(n, m) for the update ``site`` sends: n = the sites one of its receivers aggregates over
-    (its in-degree + 1, its own model included), averaged over ``site``'s out-neighbours and
-    rounded, at least 2; m = the attackers among them, ``len(attackers)`` capped at n - 1 (a
-    receiver is a benign site in the attack's model, and LIE's z_max needs m < n).
+def participants(graph: Mapping[str, Sequence[str]], receiver: str, attackers: Sequence[str]) -> tuple[int, int]:
+    """(n, m) as ``receiver`` sees a round: n = the sites it aggregates over (its in-degree + 1, its
+    own model included), at least 2; m = the attackers among the senders it hears (its
+    in-neighbours), at least 1 (the attacker asking is one) and capped at n - 1 (a receiver is a
+    benign site in the attack's model, and LIE's z_max needs m < n).
 
-    In a full mesh of N sites n = N and m = the attackers. A site with no out-neighbour sends
-    nothing; it gets n = 2 so that every rule stays defined.
+    In a full mesh of N sites n = N and m = the attackers. On a sparse graph a receiver that hears
+    one attacker of many gets m = 1, whatever the job's attacker count.
     """
-    receivers = [r for r in graph.get(site, []) if r != site]
-    if receivers:
-        degrees = [sum(1 for s, outs in graph.items() if s != r and r in outs) + 1 for r in receivers]
-        n = max(2, int(round(float(np.mean(degrees)))))
-    else:
-        n = 2
-    return n, max(1, min(len(attackers), n - 1))
+    senders = [s for s, outs in graph.items() if s != receiver and receiver in outs]
+    n = max(2, len(senders) + 1)
+    heard = sum(1 for s in senders if s in attackers)
+    return n, max(1, min(heard, n - 1))
 
 
 def attack_model(kind: str, knowledge: str, start, honest, colluders: Mapping[str, np.ndarray], benign: Mapping[str, np.ndarray],

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from numbers import Real
 
 from lightyear.algorithms.attacks.adaptive import DIRECTIONS, REVERSE
+from lightyear.algorithms.attacks.reparametrise import PERMUTE, RESCALE, RESCALE_PERMUTE, TRANSFORMS, check_factor
 from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, CRAFT_PARAMS, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
 
 ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
-PARAMS = {**CRAFT_PARAMS, ADAPTIVE: ADAPTIVE_PARAMS}
+REPARAMETRISATION_PARAMS = {RESCALE: ("factor", "per_receiver"), PERMUTE: ("per_receiver",), RESCALE_PERMUTE: ("factor", "per_receiver")}
+PARAMS = {**CRAFT_PARAMS, ADAPTIVE: ADAPTIVE_PARAMS, **REPARAMETRISATION_PARAMS}
 """The parameters each attack takes (the job setting ``attack_<name>`` sets ``<name>``)."""
 
 ADAPTIVE_DEFAULTS = {"margin": 0.02, "direction": REVERSE, "max_step": None, "tol": None, "max_evaluations": 16}
@@ -28,6 +30,10 @@ of None are derived from the update's size by the component using them."""
 NEEDS_KNOWN_UPDATES = ("lie", "minmax", "minsum", "ipm")
 """Attacks whose update is computed from the updates the attackers know (the others use their own)."""
 
+REPARAMETRISATIONS = TRANSFORMS
+"""Attacks that send a function-preserving reparametrisation of a model: of the attacker's own
+honest model (partial knowledge) or of the receiver's own model (full knowledge)."""
+
 _POSITIVE = ("scale", "epsilon", "gamma_init", "tol", "max_step")
 
 
@@ -36,7 +42,8 @@ class AttackSpec:
     """What the attackers of a run do, and know.
 
     Args:
-        kind: one of :data:`ATTACKS` (lf, sf, mr, lie, minmax, minsum, ipm, adaptive).
+        kind: one of :data:`ATTACKS` (lf, sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute,
+            rescale_permute).
         knowledge: ``partial`` (the attackers' own honest updates, pooled among them; FedCAP's
             default) or ``full`` (also the benign updates of the round).
         attackers: the attacking sites' names.
@@ -87,6 +94,10 @@ def check_params(kind: str, params: dict) -> None:
             continue
         if name in _POSITIVE:
             _number(name, value, lambda v: v > 0, "a finite number > 0")
+        elif name == "factor":
+            check_factor(value)
+        elif name == "per_receiver" and not isinstance(value, bool):
+            raise ValueError(f"attack_per_receiver must be true (a new draw for every receiver, peer-to-peer only) or false, got {value!r}")
         elif name == "z":
             _number(name, value, lambda v: True, "a finite number (LIE's z_max; default from n and m)")
         elif name == "margin":

@@ -36,14 +36,16 @@ from statistics import NormalDist
 
 import numpy as np
 
+from lightyear.algorithms.attacks.reparametrise import TRANSFORMS
 from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
 
 LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE = "lf", "sf", "mr", "lie", "minmax", "minsum", "ipm", "adaptive"
-ATTACKS = (LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE)
+ATTACKS = (LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE, *TRANSFORMS)
 """Attack names: lf (label flipping, data side), sf (sign flipping), mr (model replacement), lie
 ("a little is enough"), minmax, minsum (Shejwalkar & Houmansadr), ipm (inner product manipulation),
 adaptive (a step along a harmful direction that the defence is predicted to accept; see
-``lightyear.algorithms.attacks.adaptive``)."""
+``lightyear.algorithms.attacks.adaptive``), and the function-preserving reparametrisations rescale,
+permute and rescale_permute (``lightyear.algorithms.attacks.reparametrise``)."""
 
 PARTIAL, FULL = "partial", "full"
 KNOWLEDGE = (PARTIAL, FULL)
@@ -103,14 +105,14 @@ def lie_z_max(n: int, m: int) -> float:
     return NormalDist().inv_cdf((n - supporters) / n)
 
 
-def lie(known_updates, z: float, ddof: int = 0) -> np.ndarray:
+def lie(known_updates, z: float, ddof: int = 1) -> np.ndarray:
     """mu_j - z * sigma_j for every coordinate j (Baruch et al. 2019; FedCAP Sec. VI-A3, LIE).
 
     mu and sigma are the mean and standard deviation over ``known_updates`` (an ``(n, d)`` array
-    or a sequence of vectors). ``ddof = 0`` (default) is the population std: the attackers describe
-    the updates they hold rather than estimate a wider distribution, and it is defined for a
-    single known update (sigma = 0, so the crafted update is the mean). ``ddof = 1`` is the sample
-    std, torch.std's default, which PyTorch implementations of LIE get unless they say otherwise.
+    or a sequence of vectors). ``ddof = 1`` (default) is the sample std, as in Baruch et al.'s code
+    (torch.std's default) and byzfl: the attackers estimate the spread of all updates from the ones
+    they hold. With a single known update the sample std is undefined; sigma is then 0 (the crafted
+    update is the mean) whatever ``ddof``. ``ddof = 0`` is the population std.
     """
     x = as_matrix(known_updates)
     z = _non_negative("z", z, "LIE moves each coordinate z standard deviations against the mean")
@@ -182,7 +184,7 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     training data (:func:`flip_label`), so its update is the one trained on flipped labels and is
     returned unchanged. ``known_updates`` (see the module docstring on knowledge) is needed by lie,
     minmax, minsum and ipm and ignored by the others. ``params`` per kind (defaults in brackets):
-    mr ``scale`` [n_participants]; lie ``z`` [lie_z_max(n_participants, n_attackers)], ``ddof`` [0];
+    mr ``scale`` [n_participants]; lie ``z`` [lie_z_max(n_participants, n_attackers)], ``ddof`` [1];
     minmax / minsum ``perturbation`` ["std"], ``gamma_init`` [10], ``tol`` [1e-5];
     ipm ``epsilon`` [n_participants], applied to the mean of ``known_updates`` (benign ones only
     under full knowledge; see the module docstring).
@@ -214,7 +216,7 @@ def crafted_update(kind: str, own_update, known_updates, n_participants: int, n_
     known = _known(known_updates, own.size)
     if kind == LIE:
         z = params["z"] if "z" in params else lie_z_max(n_participants, n_attackers)
-        ddof = params.get("ddof", 0)
+        ddof = params.get("ddof", 1)
         return lie(known, z, ddof), {"z": float(z), "ddof": ddof}
     if kind == IPM:
         epsilon = params.get("epsilon", n_participants)
@@ -262,8 +264,8 @@ def _setup(known_updates, perturbation: str, gamma_init, tol):
 def _std(x: np.ndarray, ddof) -> np.ndarray:
     if isinstance(ddof, bool) or ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 (population std) or 1 (sample std), got {ddof!r}")
-    if x.shape[0] <= ddof:
-        raise ValueError(f"the sample std (ddof=1) needs at least 2 known updates, got {x.shape[0]}; use ddof=0")
+    if x.shape[0] == 1:
+        return np.zeros(x.shape[1])  # one known update has no spread, sample or population
     return x.std(axis=0, ddof=ddof)
 
 

@@ -4,6 +4,12 @@ Each round the site scores every valid neighbour model against its own freshly t
 its own validation set (agreement score, Eqs. 12-16), keeps those with A_ij >= tau (Eq. 17) and
 moves towards their mean with step gamma^t (Eq. 18, t = 0 at the first aggregation). With no
 neighbour selected it keeps its own model.
+
+``aggregation`` chooses how the step is taken: ``validated`` (the default) adopts only an
+aggregate the site has validated itself, with the guarantee of
+:mod:`lightyear.algorithms.p2p.validated_update`; ``paper`` is Eq. 18 exactly, for reproducing the
+paper (a model that predicts like an honest one but sits elsewhere in parameter space then wrecks
+the average; ``docs/attacks.md``).
 """
 
 from __future__ import annotations
@@ -13,7 +19,19 @@ import time
 
 from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
 from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
+from lightyear.algorithms.p2p.validated_update import (
+    DEFAULT_DELTA,
+    DEFAULT_MAX_LOSS_GROWTH,
+    DEFAULT_MAX_NORM_GROWTH,
+    DEFAULT_MAX_PEER_SHARE,
+    Bounds,
+    validated_update,
+)
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
+
+
+PAPER, VALIDATED = "paper", "validated"
+AGGREGATIONS = (VALIDATED, PAPER)
 
 
 class LightyearExecutor(P2PExecutor):
@@ -24,6 +42,11 @@ class LightyearExecutor(P2PExecutor):
         third_term: str = "confidence",
         normalize_entropy: bool = True,
         skill_floor: float = 0.0,
+        aggregation: str = VALIDATED,
+        validation_delta: float = DEFAULT_DELTA,
+        max_loss_growth: float = DEFAULT_MAX_LOSS_GROWTH,
+        max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH,
+        max_peer_share: float = DEFAULT_MAX_PEER_SHARE,
         **kwargs,
     ):
         """Args:
@@ -36,6 +59,12 @@ class LightyearExecutor(P2PExecutor):
             towards perfect (:func:`~lightyear.algorithms.p2p.agreement.skill`): until the own model
             does, the site trains alone; a peer below it is never selected
             (:func:`~lightyear.algorithms.p2p.agreement.select_peers`). 0 = the paper's rule.
+        aggregation: ``validated`` (adopt only an aggregate that passes this site's own validation,
+            :mod:`~lightyear.algorithms.p2p.validated_update`) or ``paper`` (Eq. 18 as published).
+        validation_delta, max_loss_growth, max_norm_growth, max_peer_share: the bounds of the
+            ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validated_update.Bounds`):
+            the largest drop of validation accuracy (Dice), relative growth of the validation loss
+            and of an entry's norm, and weight of one received model in an aggregate.
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
         """
         self.tau = check_tau(tau)
@@ -45,6 +74,11 @@ class LightyearExecutor(P2PExecutor):
         self.third_term = third_term
         self.normalize_entropy = bool(normalize_entropy)
         self.skill_floor = check_skill_floor(skill_floor)
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)} (validated: adopt only a validated "
+                             f"aggregate; paper: Eq. 18 as published), got {aggregation!r}")
+        self.aggregation = aggregation
+        self.bounds = Bounds(validation_delta, max_loss_growth, max_norm_growth, max_peer_share)
         super().__init__(**kwargs)
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
@@ -63,9 +97,19 @@ class LightyearExecutor(P2PExecutor):
         selected = [] if warming_up else select_peers({p: s.score for p, s in scores.items()}, self.tau, skills, self.skill_floor)
         score_s = time.perf_counter() - start
 
-        weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
-        fields.update({"own_skill": own_skill, "warming_up": int(warming_up)})
+        fields.update({"own_skill": own_skill, "warming_up": int(warming_up), "aggregation": self.aggregation})
+        if self.aggregation == PAPER:
+            weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
+            fields["adopted"] = selected
+        else:
+            order = sorted(selected, key=lambda p: (-scores[p].score, p))
+            update = validated_update(own, {p: received[p] for p in selected}, order, self.gamma, round_num,
+                                      self._validation, self._validation(None), self.bounds)
+            weights = update.weights
+            fields.update(validation_fields(update, self.neighbours))
+            for peer, reason in update.excluded.items():
+                self.logger.warning(f"round {round_num}: excluded {peer} after averaging: {reason}")
         for peer in self.neighbours:
             s = scores.get(peer)
             fields[f"{peer}_score"] = s.score if s else ""
@@ -74,6 +118,11 @@ class LightyearExecutor(P2PExecutor):
             fields[f"{peer}_{self.third_term}"] = s.third if s else ""
             fields[f"{peer}_skill"] = skills.get(peer, "")
         return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected)
+
+    def _validation(self, weights: dict | None) -> tuple[float, float]:
+        """(performance, loss) of ``weights`` (None: the site's current model) on the own validation set."""
+        found = self.runtime.evaluate("val", weights)
+        return found["dice" if "dice" in found else "acc"], found["loss"]
 
     def adaptive_acceptance(self, round_num: int, reference: dict, margin: float):
         """This site's selection rule as an adaptive attacker on it predicts it (``docs/attacks-p2p.md``).
@@ -93,3 +142,14 @@ class LightyearExecutor(P2PExecutor):
             return bool(math.isfinite(score) and score >= self.tau + margin and skilled), score
 
         return predict
+
+
+def validation_fields(update, neighbours) -> dict:
+    """The record fields of a validated aggregation: what was adopted, what was excluded after
+    averaging (with each peer's reason in ``<peer>_excluded``), the own and adopted validation
+    performance and loss, and the forward passes spent."""
+    fields = {"adopted": update.adopted, "excluded": sorted(update.excluded), "validation_evals": update.evaluations}
+    fields.update({"own_val_perf": update.own[0], "own_val_loss": update.own[1]})
+    fields.update({"adopted_val_perf": update.adopted_evaluation[0], "adopted_val_loss": update.adopted_evaluation[1]})
+    fields.update({f"{peer}_excluded": update.excluded.get(peer, "") for peer in neighbours})
+    return fields

@@ -11,11 +11,20 @@ before it sends (see ``docs/attacks-p2p.md``):
    aggregation). Both waits end at one deadline, :data:`WAIT_SHARE` of ``peer_deadline`` after the
    attacker finished training, so the benign receivers, who wait ``peer_deadline`` for it, still
    get its model in time;
+   A reparametrisation under full knowledge also waits for its benign in-neighbours' models: the
+   models of its receivers, which it transforms;
 2. with a compute slot held, the model to send is computed from flat vectors
-   (:func:`~lightyear.algorithms.attacks.peer.attack_model`); the adaptive attack asks the site's
-   rule for its acceptance test (``adaptive_acceptance`` of the LIGHTYEAR and BALANCE executors).
+   (:func:`~lightyear.algorithms.attacks.peer.attack_model`), for each distinct (n, m) that the
+   receivers see (:func:`~lightyear.algorithms.attacks.peer.participants`); the adaptive attack asks
+   the site's rule for its acceptance test (``adaptive_acceptance`` of the LIGHTYEAR and BALANCE
+   executors). A reparametrisation (``lightyear.algorithms.attacks.reparametrise``) transforms the
+   honest model (partial knowledge) or each receiver's own model of the round (full knowledge; the
+   honest model for a receiver whose model did not arrive), with a new draw for every receiver
+   unless ``attack_per_receiver`` is false.
 
-The site keeps aggregating on its honest model; only what it sends is crafted.
+When receivers get different models, the attack returns a
+:class:`~lightyear.p2p.site.exchange.PerReceiver`. The site keeps aggregating on its honest model;
+only what it sends is crafted.
 """
 
 from __future__ import annotations
@@ -23,13 +32,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from lightyear.algorithms.attacks.peer import NEEDS_KNOWN, attack_model, participants
-from lightyear.algorithms.attacks.settings import AttackSpec
-from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
+from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparametrised
+from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LIE, MR
 from lightyear.algorithms.vectors import flatten, float_keys, unflatten
 from lightyear.p2p.site.collusion import Collusion
+from lightyear.p2p.site.exchange import PerReceiver
 
 WAIT_SHARE = 0.25
 """Share of ``peer_deadline`` an attacker waits at most, after its training, for the colluders'
@@ -40,7 +53,7 @@ models (and, under full knowledge, the benign in-neighbours') before it sends it
 class AttackInputs:
     """What the round gives the attack: the round-start and honestly trained models, this round's
     in-neighbours (``senders``), the engine to send with, the exchange, the site's rule, a context
-    manager holding a compute slot, and ``abort()``."""
+    manager holding a compute slot, ``abort()``, and this round's out-neighbours (``receivers``)."""
 
     round_num: int
     start: dict
@@ -51,41 +64,94 @@ class AttackInputs:
     rule: object
     compute: Callable[[], AbstractContextManager]
     abort: Callable[[], bool]
+    receivers: list = field(default_factory=list)
 
 
 class PeerAttack:
     """One attacking site's attack during one run."""
 
-    def __init__(self, spec: AttackSpec, site: str, graph: dict, peer_deadline: float, collusion: Collusion, log: Callable[[str, str], None]):
+    def __init__(self, spec: AttackSpec, site: str, graph: dict, peer_deadline: float, collusion: Collusion, log: Callable[[str, str], None],
+                 seed: int = 0, symmetries: Callable[[], list] | None = None):
+        """``symmetries()``: the site network's unit groups (``lightyear.models.model_symmetries``),
+        asked once by a reparametrisation; ``seed``: the job's, from which its draws are made."""
         self.spec, self.site, self.collusion, self.log = spec, site, collusion, log
-        self.n, self.m = participants(graph, site, spec.attackers)
+        self.graph, self.seed = graph, int(seed)
         self.wait = WAIT_SHARE * float(peer_deadline)
+        self._symmetries, self.groups = symmetries, None
+
+    def counts(self, receivers: list[str]) -> dict[str, tuple[int, int]]:
+        """receiver -> (n, m) as it sees the round (:func:`~lightyear.algorithms.attacks.peer.participants`)."""
+        return {r: participants(self.graph, r, self.spec.attackers) for r in receivers}
 
     def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]:
-        """(the model to send this round, the attack's record fields)."""
+        """(the model to send this round, or a PerReceiver of them; the attack's record fields)."""
         spec, r = self.spec, inputs.round_num
-        fields = {"attack": spec.kind, "attack_knowledge": spec.knowledge, "attack_n": self.n, "attack_m": self.m}
+        counts = self.counts(inputs.receivers or [self.site])
+        seen = [c for r, c in counts.items() if r not in spec.attackers] or list(counts.values())  # as the benign receivers see it
+        fields = {"attack": spec.kind, "attack_knowledge": spec.knowledge,
+                  "attack_n": _joined(n for n, _ in seen), "attack_m": _joined(m for _, m in seen)}
         colluders, refused, benign = {}, {}, {}
         began = time.monotonic()
         if spec.kind in NEEDS_KNOWN:
             self.collusion.share(r, inputs.honest, inputs.engine, self.wait)
             colluders, refused = self.collusion.gather(r, self.wait, inputs.abort)
-            if spec.knowledge == FULL:
-                benign_senders = [s for s in inputs.senders if s not in spec.attackers]
-                left = max(0.0, began + self.wait - time.monotonic())
-                benign = inputs.exchange.peek(r, benign_senders, left, inputs.abort)
+        if spec.knowledge == FULL and (spec.kind in NEEDS_KNOWN or spec.kind in REPARAMETRISATIONS):
+            benign_senders = [s for s in inputs.senders if s not in spec.attackers]
+            left = max(0.0, began + self.wait - time.monotonic())
+            benign = inputs.exchange.peek(r, benign_senders, left, inputs.abort)
         fields.update({"attack_colluders": sorted(colluders), "attack_refused": sorted(refused), "attack_benign": sorted(benign)})
         fields["attack_wait_s"] = time.monotonic() - began
         missing = sorted(set(self.collusion.colluders) - set(colluders) - set(refused)) if spec.kind in NEEDS_KNOWN else []
         if missing:
             self.log("warning", f"round {r}: no model from the other attackers {missing} within {self.wait:g} s; crafting without them")
         with inputs.compute():
-            weights, made = self._craft(inputs, colluders, benign)
+            if spec.kind in REPARAMETRISATIONS:
+                weights, made = self._reparametrise(inputs, benign)
+            else:
+                weights, made = self._craft_each(inputs, colluders, benign, counts)
         fields.update(made)
-        self.log("info", f"round {r}: {spec.kind} attack ({spec.knowledge} knowledge, {made['attack_known']} known updates) sends a crafted model")
+        self.log("info", f"round {r}: {spec.kind} attack ({spec.knowledge} knowledge, {made['attack_known']} known models) sends a crafted model")
         return weights, fields
 
-    def _craft(self, inputs: AttackInputs, colluders: dict, benign: dict) -> tuple[dict, dict]:
+    def _craft_each(self, inputs: AttackInputs, colluders: dict, benign: dict, counts: dict) -> tuple[dict, dict]:
+        """One crafted model for every distinct count its rule uses (LIE: n and m, MR and IPM: n) among
+        the benign receivers; other attackers, whose aggregation is not attacked, get the first."""
+        uses = {LIE: lambda n, m: (n, m), MR: lambda n, m: (n, 0), IPM: lambda n, m: (n, 0)}.get(self.spec.kind, lambda n, m: (0, 0))
+        benign_counts = {r: c for r, c in counts.items() if r not in self.spec.attackers} or counts
+        key = {r: uses(*c) for r, c in benign_counts.items()}
+        made: dict[tuple[int, int], tuple[dict, dict]] = {}
+        for receiver in sorted(benign_counts):
+            if key[receiver] not in made:
+                made[key[receiver]] = self._craft(inputs, colluders, benign, *benign_counts[receiver])
+        if len(made) == 1:
+            return next(iter(made.values()))
+        first = made[key[sorted(benign_counts)[0]]][0]
+        fields = {k: _joined(str(f[k]) for _, f in made.values()) for k in next(iter(made.values()))[1]}
+        return PerReceiver({r: made[key[r]][0] if r in key else first for r in counts}), fields
+
+    def _reparametrise(self, inputs: AttackInputs, benign: dict) -> tuple[dict, dict]:
+        """Each receiver's transformed model (module docstring)."""
+        spec = self.spec
+        if self.groups is None:
+            self.groups = self._symmetries()
+        factor, per_receiver, full = spec.param("factor", DEFAULT_FACTOR), spec.param("per_receiver", True), spec.knowledge == FULL
+        out, fields, from_own, shared = PerReceiver(), {}, [], None
+        for stream, receiver in enumerate(inputs.receivers):
+            base = benign.get(receiver) if full else None
+            if base is None:
+                from_own += [receiver] if full else []
+                if shared is not None:  # without per_receiver: one draw of the honest model for all
+                    out[receiver] = shared
+                    continue
+            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, inputs.round_num, spec.attackers.index(self.site), stream if per_receiver else 0])
+            out[receiver], fields = reparametrised(inputs.honest if base is None else base, self.groups, spec.kind, factor, rng)
+            if base is None and not per_receiver:
+                shared = out[receiver]
+        fields = fields or {"attack_transform": spec.kind, "attack_factor": float(factor), "attack_units": 0}
+        fields.update({"attack_from_own": from_own, "attack_known": len(benign) if full else 0})
+        return out, fields
+
+    def _craft(self, inputs: AttackInputs, colluders: dict, benign: dict, n: int, m: int) -> tuple[dict, dict]:
         spec, honest = self.spec, inputs.honest
         keys = float_keys(honest)
         predict = None
@@ -98,6 +164,11 @@ class PeerAttack:
         vector, fields = attack_model(
             spec.kind, spec.knowledge, flatten(inputs.start, keys), flatten(honest, keys),
             {p: flatten(w, keys) for p, w in colluders.items()}, {p: flatten(w, keys) for p, w in benign.items()},
-            self.n, self.m, spec.params, predict,
+            n, m, spec.params, predict,
         )
         return unflatten(vector, honest, keys), fields
+
+
+def _joined(values) -> str:
+    """The distinct values, sorted and joined by ';' (one value: that value)."""
+    return ";".join(sorted({str(v) for v in values}, key=lambda v: (len(v), v)))

@@ -29,12 +29,14 @@ from lightyear.p2p.site.payload import PayloadCodec
 class PeerAttacker(FLComponent):
     def __init__(self, kind: str, knowledge: str = PARTIAL, attackers: list | None = None, params: dict | None = None, seed: int = 0):
         """Args:
-        kind: the attack (sf, mr, lie, minmax, minsum, ipm or adaptive; lf is ``flip_labels``).
+        kind: the attack (sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or
+            rescale_permute; lf is ``flip_labels``).
         knowledge: ``partial`` (the attackers pool their honest updates) or ``full`` (also this
             round's models of the benign in-neighbours).
         attackers: every attacking site of the run (the colluders), this one included.
         params: the attack's parameters (:data:`~lightyear.algorithms.attacks.settings.PARAMS`).
-        seed: the job seed, kept with the attack's settings (no attack here draws at random).
+        seed: the job seed: a reparametrisation draws its factors and permutations from it, the
+            attacker, the round and the receiver; no other attack draws at random.
         """
         super().__init__()
         self.spec = AttackSpec(kind, knowledge, () if attackers is None else attackers, {} if params is None else params)
@@ -65,14 +67,15 @@ class PeerAttacker(FLComponent):
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
 
     def begin_run(self, site: str, graph: dict, rounds: int, start_round: int, peer_deadline: float, max_abs_weight, log,
-                  reference: dict, codec: PayloadCodec, secure: bool, send_timeout: float) -> None:
+                  reference: dict, codec: PayloadCodec, secure: bool, send_timeout: float, symmetries=None) -> None:
         """The run starts on ``site`` and its model ``reference`` is known: build the attack and
-        take the other attackers' messages (checked against ``reference``, read with ``codec``)."""
+        take the other attackers' messages (checked against ``reference``, read with ``codec``).
+        ``symmetries()``: the site network's unit groups, for a reparametrisation."""
         if site not in self.spec.attackers:
             raise ValueError(f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; regenerate the job")
         collusion = Collusion(site, self.spec.attackers, rounds, max_abs_weight, log, start_round=start_round)
         collusion.open(reference, codec, secure, send_timeout)
-        self.attack = PeerAttack(self.spec, site, graph, peer_deadline, collusion, log)
+        self.attack = PeerAttack(self.spec, site, graph, peer_deadline, collusion, log, seed=self.seed, symmetries=symmetries)
         self.collusion = collusion
 
     def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]:

@@ -79,6 +79,10 @@ def checked_model(request: Shareable, reference: dict, codec: PayloadCodec, max_
     return weights, problems
 
 
+class PerReceiver(dict):
+    """Receiver -> the model (payload) sent to it: a sender that sends each receiver its own."""
+
+
 @dataclass(frozen=True)
 class Rejected:
     """Stands in the buffer for a model that failed its checks: the round records why."""
@@ -280,9 +284,12 @@ class PeerExchange:
     def send(self, round_num: int, weights: dict, engine, targets: list[str] | None = None) -> dict:
         """Send this round's model to ``targets`` (default: every out-neighbour; others are
         ignored) in the background; returns the dict that the sending thread fills with
-        ``bytes`` and ``send_s``."""
+        ``bytes`` and ``send_s``. ``weights`` may be a :class:`PerReceiver`: each target gets its
+        own model (a target it lacks gets nothing)."""
         sent = {"bytes": 0, "send_s": ""}
         targets = self.send_to if targets is None else sorted(set(targets) & set(self.send_to))
+        if isinstance(weights, PerReceiver):
+            targets = [t for t in targets if t in weights]
         if self.asynchronous:  # a newer model makes the previous one pointless: stop its retries
             self._stop_last_send.set()
             self._stop_last_send = threading.Event()
@@ -295,32 +302,19 @@ class PeerExchange:
         return sent
 
     def _send(self, round_num: int, weights: dict, engine, sent: dict, targets: list[str], stop: threading.Event) -> None:
-        """Re-send only to those that did not answer OK, until ``peer_deadline`` (or ``stop``)."""
+        """Re-send only to those that did not answer OK, until ``peer_deadline`` (or ``stop``);
+        one request for all targets of the same model."""
         fl_ctx = engine.new_context()
         pending = set(targets)
         deadline = time.monotonic() + self.peer_deadline
-        size = num_bytes(weights)
         start = time.perf_counter()
         while pending and time.monotonic() < deadline and not stop.is_set():
-            request = Shareable()
-            request[C.KEY_ROUND] = round_num
-            request[C.KEY_WEIGHTS] = weights
-            request[C.KEY_PAYLOAD] = self.codec.marker
-            if self.num_samples is not None:
-                request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
-            timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
-            try:
-                replies = engine.send_aux_request(
-                    targets=sorted(pending), topic=C.TOPIC_MODEL, request=request, timeout=timeout, fl_ctx=fl_ctx,
-                    secure=self.secure,
-                ) or {}
-            except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
-                self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")
-                replies = {}
-            for peer, reply in replies.items():
-                if isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK:
-                    pending.discard(peer)
-                    sent["bytes"] += size
+            for model, group in _by_model(weights, sorted(pending)):
+                replies = self._request(round_num, model, group, engine, fl_ctx, deadline)
+                for peer, reply in replies.items():
+                    if peer in group and isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK:
+                        pending.discard(peer)
+                        sent["bytes"] += num_bytes(model)
             if pending:
                 stop.wait(1.0)
         if pending and stop.is_set():
@@ -329,6 +323,23 @@ class PeerExchange:
             self.log("warning", f"round {round_num}: could not deliver the model to {sorted(pending)}")
         else:
             sent["send_s"] = time.perf_counter() - start
+
+    def _request(self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float) -> dict:
+        """One send of ``weights`` to ``targets``; their replies ({} when the send failed)."""
+        request = Shareable()
+        request[C.KEY_ROUND] = round_num
+        request[C.KEY_WEIGHTS] = weights
+        request[C.KEY_PAYLOAD] = self.codec.marker
+        if self.num_samples is not None:
+            request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
+        timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
+        try:
+            return engine.send_aux_request(
+                targets=targets, topic=C.TOPIC_MODEL, request=request, timeout=timeout, fl_ctx=fl_ctx, secure=self.secure,
+            ) or {}
+        except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
+            self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")
+            return {}
 
     def wait_sent(self, timeout: float) -> None:
         """Wait for every send still under way, at most ``timeout`` s in all."""
@@ -339,3 +350,15 @@ class PeerExchange:
     def wait_last_send(self, timeout: float) -> None:
         if self._threads:
             self._threads[-1].join(timeout=timeout)
+
+
+def _by_model(weights, targets: list[str]) -> list[tuple[dict, list[str]]]:
+    """[(model, the targets it goes to)]: one entry for a plain model, one per distinct model of a
+    :class:`PerReceiver`."""
+    if not isinstance(weights, PerReceiver):
+        return [(weights, targets)]
+    groups: dict[int, tuple[dict, list[str]]] = {}
+    for target in targets:
+        model = weights[target]
+        groups.setdefault(id(model), (model, []))[1].append(target)
+    return list(groups.values())

@@ -54,6 +54,7 @@ from lightyear.algorithms.attacks.updates import LF
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.models import model_symmetries
 from lightyear.p2p import secure_messages
 from lightyear.p2p.site.attacker import PeerAttacker, attack_problem
 from lightyear.p2p.site.cell_gate import PeerGate
@@ -365,8 +366,10 @@ class P2PExecutor(Executor):
             num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
         )
         if self.attack is not None:  # the other attackers' models are taken from now on
+            runtime = self.runtime
             self.attack.begin_run(self.site, graph, rounds, start, self.peer_deadline, self.max_abs_weight, self._log(fl_ctx),
-                                  reference=reference, codec=self.exchange.codec, secure=secure, send_timeout=self.send_timeout)
+                                  reference=reference, codec=self.exchange.codec, secure=secure, send_timeout=self.send_timeout,
+                                  symmetries=lambda: model_symmetries(runtime.model_name, reference, runtime.model_args))
         self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
         self.ready, self.state = True, READY
         greeting = BackgroundHandshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))

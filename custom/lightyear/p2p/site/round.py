@@ -22,7 +22,7 @@ from lightyear.algorithms.attacks.updates import LF
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.p2p.site.attack_round import AttackInputs
-from lightyear.p2p.site.exchange import Inbox
+from lightyear.p2p.site.exchange import Inbox, PerReceiver
 from lightyear.training.weights import num_bytes
 
 
@@ -102,10 +102,11 @@ class SiteRound:
             outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
             self.log("info", f"round {round_num}: malfunction sends a {applied} model")
         if self.attack is not None:  # the own model stays honest: only what is sent is crafted
-            inputs = AttackInputs(round_num, start, own, senders, engine, exchange, rule, lambda: self.slots.hold(self.abort), self.abort)
+            inputs = AttackInputs(round_num, start, own, senders, engine, exchange, rule, lambda: self.slots.hold(self.abort), self.abort,
+                                  receivers=receivers)
             outgoing, attack_fields = self.attack.outgoing(inputs)
             applied = self.attack.kind
-        outgoing = exchange.codec.encode(outgoing)
+        outgoing = encoded(exchange.codec, outgoing)
         sent = exchange.send(round_num, outgoing, engine, targets=receivers)
 
         inbox: Inbox = exchange.collect(round_num, self.abort, senders=senders, wait_for=rule.awaited_senders(round_num, senders))
@@ -153,7 +154,7 @@ class SiteRound:
                 "slot_wait_s": self.slots.waited_s,
                 "round_start": round_start,
                 "round_end": time.time(),
-                "model_bytes": num_bytes(outgoing),
+                "model_bytes": num_bytes(next(iter(outgoing.values()), {}) if isinstance(outgoing, PerReceiver) else outgoing),
                 "sent_bytes": sent["bytes"],
                 "send_s": sent["send_s"],
                 "neighbours": self.neighbours,
@@ -169,6 +170,18 @@ class SiteRound:
             + ", ".join(f"{k} {v:.4f}" for k, v in test.items()),
         )
         return row
+
+
+def encoded(codec, outgoing):
+    """``outgoing`` as it goes on the wire: a model encoded by ``codec``, or a
+    :class:`~lightyear.p2p.site.exchange.PerReceiver` of encoded models (each distinct model once)."""
+    if not isinstance(outgoing, PerReceiver):
+        return codec.encode(outgoing)
+    done: dict[int, dict] = {}
+    for model in outgoing.values():
+        if id(model) not in done:
+            done[id(model)] = codec.encode(model)
+    return PerReceiver({receiver: done[id(model)] for receiver, model in outgoing.items()})
 
 
 def report_round(component, row: dict, fl_ctx: FLContext) -> None:

@@ -1,0 +1,169 @@
+"""Function-preserving reparametrisations of a model: the same predictions from other parameters (pure NumPy).
+
+Neural networks have exact parameter symmetries. Scaling a hidden unit's incoming weights and bias
+by c > 0 and the weights that read it by 1/c leaves the function unchanged when the unit's
+activation is positively homogeneous (ReLU, LeakyReLU, max or average pooling between); so does a
+permutation of hidden units applied consistently to the weights that produce them and the weights
+that read them (Entezari et al., ICLR 2022; Ainsworth et al., "Git Re-Basin", ICLR 2023). A model
+moved along such an orbit predicts exactly what the original predicts, so it passes any test of
+what it predicts; averaged with another model's parameters it is, in general, a different and much
+worse model. These transforms are the attack family ``rescale``, ``permute`` and ``rescale_permute``
+(``docs/attacks.md``).
+
+Which units admit which symmetry is a property of the network; each network declares its groups
+(:class:`UnitGroup`, built by ``lightyear.models.symmetries``). A group is a set of ``units`` hidden
+units and the entries (:class:`Slot`) that carry them: producers (``power`` +1, multiplied by c),
+readers (``power`` -1, divided by c) and entries that only move with the unit (``power`` 0, e.g. a
+BatchNorm's running statistics). Units of a group may only be permuted within contiguous blocks of
+``block`` units (a GroupNorm group, an attention head).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Real
+
+import numpy as np
+
+RESCALE, PERMUTE, RESCALE_PERMUTE = "rescale", "permute", "rescale_permute"
+TRANSFORMS = (RESCALE, PERMUTE, RESCALE_PERMUTE)
+"""rescale: every scalable unit by ``factor`` or 1/``factor`` (a fair coin each); permute: a random
+permutation of every group's units; rescale_permute: both."""
+
+DEFAULT_FACTOR = 100.0
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one entry carries a group's units.
+
+    ``key``: the model entry; ``view``: the shape it is reshaped to first (None: its own shape; a
+    ``-1`` is allowed); ``part``: an index into the first axis of that view, selecting a sub-array
+    (the query, key or value block of a packed attention projection), or None for the whole view;
+    ``axis``: the axis of the (sub-)array that indexes the units, which occupy ``offset`` to
+    ``offset + units`` along it (a convolution reading a concatenation); ``power``: the unit's
+    factor c enters as c ** power (+1 producer, -1 reader, 0 moves with the unit only; in a group
+    that admits no rescaling the sign still says which side the entry is on); ``match``: whether
+    the entry describes its units once the groups declared before are aligned
+    (``lightyear.algorithms.p2p.unit_alignment``; False for an entry that also reads units of a
+    group declared later).
+    """
+
+    key: str
+    axis: int
+    power: int
+    view: tuple | None = None
+    part: int | None = None
+    offset: int = 0
+    match: bool = True
+
+
+@dataclass(frozen=True)
+class UnitGroup:
+    """Hidden units that move together: ``units`` of them in ``slots``; ``scalable`` if positive
+    rescaling is exact for them (else only permutation); permutations keep units within
+    contiguous blocks of ``block`` units (None: any permutation)."""
+
+    name: str
+    units: int
+    slots: tuple[Slot, ...]
+    scalable: bool = True
+    block: int | None = None
+
+
+def check_factor(factor) -> float:
+    """``factor`` must be a finite number > 0 (each scaled unit is multiplied by it or its inverse)."""
+    if isinstance(factor, bool) or not isinstance(factor, Real) or not math.isfinite(factor) or factor <= 0:
+        raise ValueError(f"attack_factor must be a finite number > 0 (each unit is scaled by it or by its inverse), got {factor!r}")
+    return float(factor)
+
+
+def check_transform(transform) -> str:
+    if transform not in TRANSFORMS:
+        raise ValueError(f"unknown reparametrisation {transform!r}; choose one of {', '.join(TRANSFORMS)}")
+    return transform
+
+
+def check_groups(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup]) -> None:
+    """Raise ValueError naming the first slot whose entry is missing or does not hold the group's units."""
+    for group in groups:
+        if group.block is not None and (group.block < 1 or group.units % group.block):
+            raise ValueError(f"group {group.name}: block {group.block} does not divide its {group.units} units")
+        for slot in group.slots:
+            if slot.key not in weights:
+                raise ValueError(f"group {group.name}: the model has no entry {slot.key!r}; the symmetries were declared for another network")
+            sub = _sub(np.asarray(weights[slot.key]), slot)
+            if not -sub.ndim <= slot.axis < sub.ndim or not 0 <= slot.offset <= sub.shape[slot.axis] - group.units:
+                raise ValueError(f"group {group.name}: entry {slot.key} (viewed as {sub.shape}) has no {group.units} units "
+                                 f"from {slot.offset} on axis {slot.axis}")
+
+
+def draw(groups: Sequence[UnitGroup], transform: str, factor: float, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(per-unit factors, permutation) for every group: what :func:`reparametrise` applies.
+
+    ``rescale``: each unit of a scalable group gets ``factor`` or 1/``factor`` (a fair coin);
+    ``permute``: a uniformly random permutation within each block; both for ``rescale_permute``.
+    Groups that admit no scaling keep factor 1."""
+    check_transform(transform)
+    factor = check_factor(factor)
+    out = []
+    for group in groups:
+        scales = np.ones(group.units)
+        if transform != PERMUTE and group.scalable:
+            scales = np.where(rng.random(group.units) < 0.5, factor, 1.0 / factor)
+        order = np.arange(group.units)
+        if transform != RESCALE:
+            block = group.block or group.units
+            order = np.concatenate([start + rng.permutation(block) for start in range(0, group.units, block)])
+        out.append((scales, order))
+    return out
+
+
+def reparametrise(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup], draws: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """A copy of ``weights`` with every group's units scaled and permuted as ``draws`` say.
+
+    For unit u of a group with factor c_u and permutation pi, every slot's entry becomes, along its
+    unit axis, ``new[pi^-1 ... ]``: new unit k is old unit pi[k] times c_{pi[k]} ** power. Applied
+    to every slot of a group alike, producers and readers stay matched, so the network computes the
+    same function (up to float rounding). Entries no group names are copied unchanged; each entry
+    keeps its dtype. Groups are applied in order, so a slot may appear in several groups (a
+    convolution that reads one group's units and produces another's).
+    """
+    if len(draws) != len(groups):
+        raise ValueError(f"{len(groups)} groups but {len(draws)} draws")
+    check_groups(weights, groups)
+    out = {k: np.array(v, copy=True) for k, v in weights.items()}
+    for group, (scales, order) in zip(groups, draws):
+        for slot in group.slots:
+            entry = out[slot.key]
+            work = entry.astype(np.float64).reshape(slot.view) if slot.view is not None else entry.astype(np.float64)
+            sub = work[slot.part] if slot.part is not None else work
+            index = [slice(None)] * sub.ndim
+            index[slot.axis] = slice(slot.offset, slot.offset + group.units)
+            shape = [1] * sub.ndim
+            shape[slot.axis] = group.units
+            units = sub[tuple(index)] * np.power(scales, slot.power).reshape(shape)
+            sub[tuple(index)] = np.take(units, order, axis=slot.axis)  # sub is a view of work
+            out[slot.key] = work.reshape(entry.shape).astype(entry.dtype)
+    return out
+
+
+def reparametrised(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup], transform: str, factor: float,
+                   rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict]:
+    """(the transformed model, record fields): :func:`draw` then :func:`reparametrise`.
+
+    Fields: ``attack_transform``, ``attack_factor``, ``attack_units`` (units scaled or moved)."""
+    draws = draw(groups, transform, factor, rng)
+    moved = sum(int(np.sum((s != 1.0) | (o != np.arange(o.size)))) for s, o in draws)
+    fields = {"attack_transform": transform, "attack_factor": check_factor(factor), "attack_units": moved}
+    return reparametrise(weights, groups, draws), fields
+
+
+def _sub(array: np.ndarray, slot: Slot) -> np.ndarray:
+    try:
+        view = array.reshape(slot.view) if slot.view is not None else array
+    except ValueError:
+        raise ValueError(f"entry {slot.key} of shape {array.shape} cannot be viewed as {slot.view}") from None
+    return view[slot.part] if slot.part is not None else view

@@ -1,0 +1,247 @@
+"""LIGHTYEAR's hardened aggregation: adopt only an aggregate the site has validated itself (pure, no FLARE).
+
+The agreement score (Eqs. 12-17 of "Don't Reach for the Stars") judges what a peer's model
+*predicts*; Eq. 18 averages its *parameters*. Many parameter vectors compute the same function
+(positive rescaling and permutation of hidden units, ``lightyear.algorithms.attacks.reparametrise``),
+and the average of two of them can be a much worse function than either, or one that predicts as
+well but trains badly (every unit scaled up). So this rule tests what it actually adopts.
+
+**Guarantee**, in what the site itself measures. Every model the site adopts in a round
+
+1. scores at least ``own performance - delta`` on the site's own validation set (accuracy, or Dice
+   for segmentation) and has a validation loss of at most ``(1 + max_loss_growth) * own loss +
+   LOSS_SLACK``, the own model being the site's freshly trained model of the round; a candidate
+   whose outputs are not finite is never adopted;
+2. has no floating entry whose L2 norm exceeds ``1 + max_norm_growth`` times the own model's;
+3. holds at least ``1 - max_peer_share`` of the own model: each peer's difference enters with the
+   weight ``gamma^t * min(1/|S|, max_peer_share)``, so no received model is ever adopted as it is
+   (a model that passes the agreement test only because it computes an honest model's function is
+   tested by what its mixture with the own model does).
+
+When no candidate passes, the site keeps its own model, which meets 1-3 by definition. With all
+peers passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
+
+Procedure, with ``S`` the selected peers (Eq. 17) in the order given:
+
+* the Eq. 18 aggregate of ``S`` (weights capped as in 3.) is tested; if it passes it is adopted:
+  one extra forward pass over the validation set, the common case;
+* otherwise the peers are added one at a time in the given order, each kept only if the
+  aggregate of those kept so far and it still passes (each peer with the weight it has in the
+  aggregate of ``S``); a peer whose addition fails is excluded after averaging, with the measured
+  reason;
+* if some but not all peers were kept, the Eq. 18 aggregate over the kept peers alone (weights
+  ``gamma^t * min(1/|K|, max_peer_share)``) is tried too and adopted if it passes, so that a
+  benign minority among attackers still gets its full step.
+
+Cost: one forward pass over the own validation set per round when the aggregate of ``S`` passes,
+at most ``|S| + 2`` when it does not (candidates refused on their norms cost none).
+
+Not bounded: harm the validation set does not show (a small validation set measures coarsely),
+and what later local training does with an adopted model (it starts from a model that passed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lightyear.algorithms.aggregation import Weights, is_float
+from lightyear.algorithms.p2p.decayed_update import check_gamma
+
+DEFAULT_DELTA = 0.02
+DEFAULT_MAX_LOSS_GROWTH = 0.1
+DEFAULT_MAX_NORM_GROWTH = 0.1
+DEFAULT_MAX_PEER_SHARE = 0.5
+LOSS_SLACK = 0.01
+"""Absolute slack of the loss bound, so that an own loss near 0 does not refuse every aggregate."""
+
+Evaluation = tuple[float, float]
+"""(performance, loss) of a model on the own validation set; NaN for non-finite outputs."""
+
+
+def _number_in(name: str, value, low: float, high: float, low_open: bool, meaning: str) -> float:
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    if bad or value > high or value < low or (low_open and value == low):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}]" if math.isfinite(high) else f"{'>' if low_open else '>='} {low:g}"
+        raise ValueError(f"{name} must be a number {'in ' if math.isfinite(high) else ''}{interval} ({meaning}), got {value!r}")
+    return float(value)
+
+
+def check_delta(delta) -> float:
+    """``validation_delta``: a number in [0, 1], the largest drop of validation accuracy or Dice allowed."""
+    return _number_in("validation_delta", delta, 0.0, 1.0, False,
+                      "the largest drop of validation accuracy or Dice below the own model an adopted aggregate may show")
+
+
+def check_max_loss_growth(growth) -> float:
+    """``max_loss_growth``: a finite number >= 0, the relative growth of the validation loss allowed."""
+    return _number_in("max_loss_growth", growth, 0.0, math.inf, False,
+                      "0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's")
+
+
+def check_max_norm_growth(growth) -> float:
+    """``max_norm_growth``: a finite number >= 0, how much larger than the own model's an entry's norm may grow."""
+    return _number_in("max_norm_growth", growth, 0.0, math.inf, False,
+                      "0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's")
+
+
+def check_max_peer_share(share) -> float:
+    """``max_peer_share``: a number in (0, 1], the largest weight one received model has in an aggregate."""
+    return _number_in("max_peer_share", share, 0.0, 1.0, True,
+                      "the largest weight of one received model in an aggregate; 1 allows taking a single peer's model whole")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The settings of the guarantee (module docstring), checked."""
+
+    delta: float = DEFAULT_DELTA
+    max_loss_growth: float = DEFAULT_MAX_LOSS_GROWTH
+    max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH
+    max_peer_share: float = DEFAULT_MAX_PEER_SHARE
+
+    def __post_init__(self):
+        check_delta(self.delta)
+        check_max_loss_growth(self.max_loss_growth)
+        check_max_norm_growth(self.max_norm_growth)
+        check_max_peer_share(self.max_peer_share)
+
+
+def norm_growth(own: Weights, candidate: Weights) -> float:
+    """The largest ||candidate[k]|| / ||own[k]|| - 1 over the floating entries (inf where own[k] is
+    zero and candidate[k] is not; 0 when no entry grew)."""
+    worst = 0.0
+    for key, mine in own.items():
+        if not is_float(mine):
+            continue
+        base = float(np.linalg.norm(np.asarray(mine, dtype=np.float64)))
+        new = float(np.linalg.norm(np.asarray(candidate[key], dtype=np.float64)))
+        if new > base:
+            worst = max(worst, math.inf if base == 0.0 else new / base - 1.0)
+    return worst
+
+
+def peer_weight(gamma: float, t: int, n_peers: int, max_peer_share: float) -> float:
+    """gamma^t * min(1/n, max_peer_share): one peer's weight in an aggregate over ``n_peers`` peers
+    (Eq. 18's gamma^t / |S|, capped)."""
+    return gamma**t * min(1.0 / n_peers, max_peer_share)
+
+
+def weighted_step(own: Weights, peers: Sequence[Weights], weight: float) -> dict[str, np.ndarray]:
+    """theta + weight * sum_j (theta_j - theta) over ``peers``: Eq. 18 with a given per-peer weight.
+
+    Floating entries are combined in float64 and cast back; integer entries keep the own value."""
+    out = {k: np.array(v, copy=True) for k, v in own.items()}
+    for key, mine in own.items():
+        if not peers or not is_float(mine):
+            continue
+        base = np.asarray(mine, dtype=np.float64)
+        acc = np.zeros(base.shape, dtype=np.float64)
+        for peer in peers:
+            acc += np.asarray(peer[key], dtype=np.float64) - base
+        out[key] = (base + weight * acc).astype(np.asarray(mine).dtype)
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One tested aggregate: the peers in it, their weight each, the largest growth of an entry's
+    norm, and, when it was evaluated, its validation performance and loss; whether it passed."""
+
+    peers: tuple
+    weight: float
+    growth: float
+    performance: float = float("nan")
+    loss: float = float("nan")
+    passed: bool = False
+    evaluated: bool = False
+
+
+@dataclass
+class ValidatedUpdate:
+    """What :func:`validated_update` adopted and why: the new weights, the peers whose difference is
+    in them, the peers excluded after averaging (peer -> reason), every candidate tested in order,
+    and the own and adopted models' validation performance and loss."""
+
+    weights: dict
+    own: Evaluation
+    adopted: list = field(default_factory=list)
+    excluded: dict = field(default_factory=dict)
+    candidates: list = field(default_factory=list)
+    adopted_evaluation: Evaluation = (float("nan"), float("nan"))
+
+    @property
+    def evaluations(self) -> int:
+        """Forward passes over the validation set spent (candidates refused on their norms cost none)."""
+        return sum(1 for c in self.candidates if c.evaluated)
+
+
+def validated_update(own: Weights, selected: Mapping[str, Weights], order: Sequence[str], gamma: float, t: int,
+                     evaluate: Callable[[dict], Evaluation], own_evaluation: Evaluation, bounds: Bounds = Bounds()) -> ValidatedUpdate:
+    """The hardened Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
+
+    ``order``: the selected peers in the order they are tried when the whole aggregate fails (every
+    key of ``selected`` exactly once); ``evaluate(weights) -> (performance, loss)`` on the own
+    validation set; ``own_evaluation``: the own model's.
+    """
+    check_gamma(gamma)
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+        raise ValueError(f"round index t must be an integer >= 0, got {t!r}")
+    if len(set(order)) != len(order) or sorted(order) != sorted(selected):
+        raise ValueError(f"order must list every selected peer once: got {list(order)} for {sorted(selected)}")
+    own_performance, own_loss = (float(v) for v in own_evaluation)
+    result = ValidatedUpdate(weights={k: np.array(v, copy=True) for k, v in own.items()}, own=(own_performance, own_loss))
+    result.adopted_evaluation = result.own
+    if not selected:
+        return result
+    floor = own_performance - bounds.delta
+    ceiling = (1.0 + bounds.max_loss_growth) * own_loss + LOSS_SLACK
+
+    def test(peers: Sequence[str], weight: float) -> tuple[dict, Candidate]:
+        weights = weighted_step(own, [selected[p] for p in peers], weight)
+        growth = norm_growth(own, weights)
+        if growth > bounds.max_norm_growth:
+            candidate = Candidate(tuple(peers), weight, growth)
+        else:
+            performance, loss = (float(v) for v in evaluate(weights))
+            passed = math.isfinite(performance) and math.isfinite(loss) and performance >= floor and loss <= ceiling
+            candidate = Candidate(tuple(peers), weight, growth, performance, loss, passed, evaluated=True)
+        result.candidates.append(candidate)
+        return weights, candidate
+
+    weight = peer_weight(gamma, int(t), len(selected), bounds.max_peer_share)
+    weights, whole = test(list(order), weight)
+    if whole.passed:
+        return _adopt(result, weights, whole)
+    kept: list[str] = []
+    for peer in order:
+        trial, candidate = test(kept + [peer], weight)
+        if candidate.passed:
+            kept.append(peer)
+            _adopt(result, trial, candidate)
+        else:
+            result.excluded[peer] = _reason(candidate, result.own, bounds)
+    renormalised = peer_weight(gamma, int(t), len(kept), bounds.max_peer_share) if kept else weight
+    if renormalised > weight:
+        trial, candidate = test(kept, renormalised)
+        if candidate.passed:
+            _adopt(result, trial, candidate)
+    return result
+
+
+def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
+    if not candidate.evaluated:
+        return f"the aggregate with it grew an entry's norm by {candidate.growth:.3g} (more than max_norm_growth {bounds.max_norm_growth:g})"
+    return (f"the aggregate with it scored {candidate.performance:.4g} (loss {candidate.loss:.4g}) on the own validation set "
+            f"against the own model's {own[0]:.4g} (loss {own[1]:.4g}): beyond validation_delta {bounds.delta:g} "
+            f"or max_loss_growth {bounds.max_loss_growth:g}")
+
+
+def _adopt(result: ValidatedUpdate, weights: dict, candidate: Candidate) -> ValidatedUpdate:
+    result.weights = weights
+    result.adopted = list(candidate.peers)
+    result.adopted_evaluation = (candidate.performance, candidate.loss)
+    return result
