@@ -29,7 +29,6 @@ from lightyear.algorithms.p2p.validated_update import (
 )
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
-
 PAPER, VALIDATED = "paper", "validated"
 AGGREGATIONS = (VALIDATED, PAPER)
 
