@@ -117,6 +117,12 @@ def test_adaptive_against_the_methods_it_adapts_to():
         ("fedcap", {"attack": "adaptive", "attackers": 3}, "on FedCAP needs its calibration reference .* use --knowledge full"),
         ("fedcap", {"attack": "adaptive", "attackers": 3, "knowledge": "full", "overrides": {"attack_tol": 0.1}}, "the adaptive attack on fedcap takes no attack_tol"),
         ("fedavg", {"attack": "lf", "attackers": 1, "knowledge": "full"}, "--knowledge full changes nothing for lf"),
+        # the reparametrisations
+        ("lightyear", {"attack": "rescale", "attackers": 3, "overrides": {"attack_factor": 0}}, "attack_factor must be a finite number > 0"),
+        ("lightyear", {"attack": "rescale_permute", "attackers": 3, "overrides": {"attack_factor": "big"}}, "attack_factor must be a finite number > 0"),
+        ("lightyear", {"attack": "permute", "attackers": 3, "overrides": {"attack_factor": 2.0}}, "attack 'permute' takes no setting attack_factor"),
+        ("fedavg", {"attack": "rescale", "attackers": 3, "overrides": {"attack_per_receiver": True}}, "the star topology has one receiver, the server"),
+        ("lightyear", {"attack": "permute", "attackers": 3, "overrides": {"attack_per_receiver": "yes"}}, "attack_per_receiver must be true"),
         # on a ring site-7 hears from site-6 and site-8 only, both attackers
         ("lightyear", {"attack": "ipm", "attackers": 3, "knowledge": "full", "overrides": {"topology": "ring"}},
          r"attacker site-7 receives no benign site's model on the ring topology \(it hears from site-6, site-8\)"),
@@ -189,3 +195,18 @@ def test_the_wired_arguments_are_not_settings():
         generate.build_job(CONFIGS, "lightyear", "digits", overrides={"flip_labels": True})
     with pytest.raises(ValueError, match="attack 'sf' takes no setting attack_id"):
         generate.build_job(CONFIGS, "lightyear", "digits", overrides={"attack_id": "x"}, attack="sf", attackers=1)
+
+
+def test_rescaling_a_network_none_of_whose_units_admits_it_is_refused_and_permuting_it_is_not():
+    with pytest.raises(generate.SettingError, match="no unit of efficientnet_b0 admits an exact rescaling .* use --attack permute"):
+        generate.build_job(CONFIGS, "fedavg", "isic19", attack="rescale", attackers=2)
+    name, files = generate.build_job(CONFIGS, "fedavg", "isic19", attack="permute", attackers=2, knowledge="full")
+    adversary = next(c for c in files["app/config/config_fed_server.json"]["components"] if c["id"] == "adversary")
+    assert name == "fedavg_isic19_permute2_full" and adversary["args"]["model"] == "efficientnet_b0"
+
+
+def test_a_peer_to_peer_reparametrisation_job_takes_full_knowledge():
+    name, files = generate.build_job(CONFIGS, "lightyear", "digits", attack="rescale_permute", attackers=3, knowledge="full",
+                                     overrides={"attack_factor": 10.0})
+    [attack] = components(files["app_faulty/config/config_fed_client.json"], "attack")
+    assert name == "lightyear_digits_rescale_permute3_full" and attack["args"]["params"] == {"factor": 10.0}

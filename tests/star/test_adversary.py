@@ -266,3 +266,49 @@ def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_b
     run = RunRecords("sf1", "krum", ["site-4"], sites, str(tmp_path), {"attack": "sf"})
     counts = [d.counts for d in star_decisions(run, RULES["krum"])]
     assert [(c.tp, c.fn) for c in counts] == [(1, 0), (1, 0)]  # Krum (m = 1) left site-4 out both rounds
+
+
+# ---------------------------------------------------------------------------- reparametrisation
+def _cnn():
+    import torch
+
+    from lightyear.models import build_model
+    from lightyear.training.weights import get_weights
+
+    net = build_model("cnn", 10, 1, seed=0).eval()
+    return net, get_weights(net), torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+
+
+def _outputs(net, model, x):
+    import torch
+
+    from lightyear.training.weights import set_weights
+
+    set_weights(net, model)
+    with torch.no_grad():
+        return net(x).numpy()
+
+
+@pytest.mark.parametrize("knowledge", ["partial", "full"])
+def test_a_reparametrising_attacker_sends_a_model_that_predicts_like_the_one_it_transformed(knowledge):
+    net, g, x = _cnn()
+    honest = {k: (v + np.float32(0.01) if v.dtype.kind == "f" else v) for k, v in g.items()}  # the attacker's trained model
+    ctrl = StarController(rounds=1, adversary_id="adversary", max_abs_weight=1e9)
+    ctrl.aggregator = FedAvgAggregator()
+    assert ctrl._bind_adversary(SimulatedAdversary("rescale_permute", knowledge, ["site-3"], {"factor": 10.0}, model="cnn")) == ""
+    raw = {"site-1": result_data(g, 10, 0), "site-3": result_data(honest, 10, 0)}
+    out, record = ctrl.adversary.rewrite(raw, {s: g for s in raw}, g, 0, None)
+    crafted = from_shareable(out["site-3"]).data
+    base = honest if knowledge == "partial" else g  # its own model, or the model the server sent
+    np.testing.assert_allclose(_outputs(net, crafted, x), _outputs(net, base, x), rtol=1e-4, atol=1e-5)
+    assert max(float(np.abs(crafted[k] - base[k]).max()) for k in g) > 1.0  # far away in parameter space
+    assert record["crafted"] == ["site-3"] and record["settings"]["attack_transform"] == "rescale_permute"
+    assert record["known"] == (["site-3"] if knowledge == "partial" else [])
+    again, _ = ctrl.adversary.rewrite(raw, {s: g for s in raw}, g, 0, None)
+    np.testing.assert_array_equal(from_shareable(again["site-3"]).data["features.0.weight"], crafted["features.0.weight"])  # drawn from the seed
+    assert out["site-1"] is raw["site-1"]
+
+
+def test_a_reparametrising_adversary_needs_the_jobs_network():
+    with pytest.raises(ValueError, match="give the adversary model"):
+        SimulatedAdversary("permute", "partial", ["site-3"])

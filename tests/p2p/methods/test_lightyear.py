@@ -175,3 +175,41 @@ def test_cold_start_guard_trains_alone_until_the_own_model_is_clearly_better_tha
     assert outcome.fields["own_skill"] < 0.95
     ex.skill_floor = 0.0  # the paper's rule: tau = 0 keeps every peer
     assert ex.aggregate(0, own, dict(peers)).fields["selected"] == ["site-2", "site-3"]
+
+
+def rescaled(weights, factor=100.0, seed=0):
+    """A copy of a digits CNN that computes exactly what ``weights`` computes (every unit scaled by factor or 1/factor)."""
+    from lightyear.algorithms.attacks.reparametrise import reparametrised
+    from lightyear.models import model_symmetries
+
+    return reparametrised(weights, model_symmetries("cnn", weights), "rescale", factor, np.random.default_rng(seed))[0]
+
+
+def test_a_function_preserving_copy_wrecks_the_papers_average_and_is_excluded_by_the_validated_one(tmp_path, peers):
+    honest, copy = peers["site-2"], rescaled(peers["site-2"])
+    paper, validated = make_executor(tmp_path, aggregation="paper"), make_executor(tmp_path)
+    own = paper.runtime.get_weights()
+    assert paper.runtime.evaluate("val", copy)["acc"] == pytest.approx(paper.runtime.evaluate("val", honest)["acc"])  # same predictions
+    received = {"site-2": honest, "site-3": copy}
+    broken = paper.aggregate(0, own, received)
+    assert broken.fields["selected"] == broken.fields["adopted"] == ["site-2", "site-3"]  # the agreement score cannot tell them apart
+    assert paper.runtime.evaluate("val", broken.weights)["acc"] < 0.3  # the mean of the two is another function
+    kept = validated.aggregate(0, own, received)
+    fields = kept.fields
+    assert fields["aggregation"] == "validated" and fields["selected"] == ["site-2", "site-3"]
+    assert "site-3" in fields["excluded"] and "site-3" not in fields["adopted"] and fields["site-3_excluded"]
+    own_perf, own_loss = fields["own_val_perf"], fields["own_val_loss"]
+    perf, loss = validated.runtime.evaluate("val", kept.weights)["acc"], validated.runtime.evaluate("val", kept.weights)["loss"]
+    assert perf >= own_perf - 0.02 and loss <= 1.1 * own_loss + 0.01  # the guarantee, measured as the site measures it
+    assert perf == pytest.approx(fields["adopted_val_perf"]) and fields["validation_evals"] >= 1
+    for key, value in kept.weights.items():
+        if value.dtype.kind == "f":
+            assert np.linalg.norm(value) <= 1.1 * np.linalg.norm(own[key]) + 1e-6
+
+
+def test_bad_validated_aggregation_settings_stop_the_job_at_construction():
+    for kwargs, name in (({"aggregation": "mean"}, "aggregation"), ({"validation_delta": 2}, "validation_delta"),
+                         ({"max_loss_growth": -1}, "max_loss_growth"), ({"max_norm_growth": "x"}, "max_norm_growth"),
+                         ({"max_peer_share": 0}, "max_peer_share")):
+        with pytest.raises(ValueError, match=name):
+            LightyearExecutor(**kwargs)

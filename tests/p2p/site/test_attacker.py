@@ -356,3 +356,55 @@ def test_a_whole_run_records_the_attack_in_every_row_and_in_the_sites_result(tmp
     assert [r["malfunction"] for r in rows] == [kind, kind]
     assert all(r.get("attack", "") == ("" if kind == "lf" else kind) for r in rows)
     assert C.TOPIC_COLLUDE in engine.handlers or kind == "lf"
+
+
+# ---------------------------------------------------------------------------- reparametrisations
+def reparametrising(kind, knowledge="partial", params=None):
+    """site-4 attacking with a reparametrisation of the fake 4-value model: each value is one unit."""
+    from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
+
+    ex = site4()
+    attacker = PeerAttacker(kind, knowledge, ["site-3", "site-4"], params or {}, seed=0)
+    ex.attack, ex.attack_id = attacker, "attack"
+    groups = [UnitGroup("w", 4, (Slot("w", 0, 1),))]
+    attacker.begin_run(ex.site, MESH4, ex.rounds, 0, ex.exchange.peer_deadline, ex.max_abs_weight, lambda level, msg: None,
+                       ex.exchange.reference, ex.exchange.codec, False, 5.0, symmetries=lambda: groups)
+    return ex
+
+
+def by_target(engine):
+    return {target: request[C.KEY_WEIGHTS]["w"] for targets, request in sent(engine) for target in targets}
+
+
+def test_a_rescaling_attacker_sends_every_receiver_its_own_draw_of_its_honest_model():
+    ex = reparametrising("rescale", params={"factor": 10.0})
+    row, engine = run_round(ex)
+    models = by_target(engine)
+    assert sorted(models) == ["site-1", "site-2", "site-3"] and len(sent(engine)) == 3  # one message each
+    for values in models.values():  # the honest model is 0.9 everywhere: each unit x10 or x0.1
+        assert all(v == pytest.approx(9.0) or v == pytest.approx(0.09) for v in values)
+    assert len({tuple(v) for v in models.values()}) > 1  # different draws for different receivers
+    np.testing.assert_allclose(ex.runtime.w["w"], 0.9, rtol=1e-6)  # its own model stays honest
+    assert row["attack_transform"] == "rescale" and row["attack_factor"] == 10.0 and row["attack_from_own"] == []
+    again, engine2 = run_round(reparametrising("rescale", params={"factor": 10.0}))
+    for target, values in by_target(engine2).items():
+        np.testing.assert_array_equal(values, models[target])  # drawn from the seed, the round and the receiver
+
+
+def test_without_per_receiver_every_receiver_gets_the_same_draw_in_one_message():
+    ex = reparametrising("rescale", params={"factor": 10.0, "per_receiver": False})
+    row, engine = run_round(ex)
+    [(targets, request)] = sent(engine)
+    assert targets == ["site-1", "site-2", "site-3"]
+
+
+def test_under_full_knowledge_each_benign_receiver_gets_a_transform_of_its_own_model():
+    ex = reparametrising("rescale", "full", params={"factor": 10.0})
+    deliver(ex, "site-1", 0, 0.7)
+    deliver(ex, "site-2", 0, 0.8)
+    row, engine = run_round(ex)
+    models = by_target(engine)
+    for target, base in (("site-1", 0.7), ("site-2", 0.8), ("site-3", 0.9)):  # site-3 attacks: no model of its own was read
+        assert all(v == pytest.approx(base * 10) or v == pytest.approx(base / 10) for v in models[target]), target
+    assert row["attack_from_own"] == ["site-3"] and row["attack_benign"] == ["site-1", "site-2"] and row["attack_known"] == 2
+    assert row["selected"] == ["site-1", "site-2"]  # what it read was left for its own aggregation

@@ -12,7 +12,8 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
    for segmentation) and has a validation loss of at most ``(1 + max_loss_growth) * own loss +
    LOSS_SLACK``, the own model being the site's freshly trained model of the round; a candidate
    whose outputs are not finite is never adopted;
-2. has no floating entry whose L2 norm exceeds ``1 + max_norm_growth`` times the own model's;
+2. has no floating entry whose L2 norm exceeds ``1 + max_norm_growth`` times the own model's (an
+   entry that is all zero in the own model has no scale and is not compared);
 3. holds at least ``1 - max_peer_share`` of the own model: each peer's difference enters with the
    weight ``gamma^t * min(1/|S|, max_peer_share)``, so no received model is ever adopted as it is
    (a model that passes the agreement test only because it computes an honest model's function is
@@ -111,16 +112,16 @@ class Bounds:
 
 
 def norm_growth(own: Weights, candidate: Weights) -> float:
-    """The largest ||candidate[k]|| / ||own[k]|| - 1 over the floating entries (inf where own[k] is
-    zero and candidate[k] is not; 0 when no entry grew)."""
+    """The largest ||candidate[k]|| / ||own[k]|| - 1 over the floating entries that are not all zero in
+    ``own`` (an entry the own model never moved from zero has no scale to compare with); 0 when no
+    entry grew."""
     worst = 0.0
     for key, mine in own.items():
         if not is_float(mine):
             continue
         base = float(np.linalg.norm(np.asarray(mine, dtype=np.float64)))
-        new = float(np.linalg.norm(np.asarray(candidate[key], dtype=np.float64)))
-        if new > base:
-            worst = max(worst, math.inf if base == 0.0 else new / base - 1.0)
+        if base > 0.0:
+            worst = max(worst, float(np.linalg.norm(np.asarray(candidate[key], dtype=np.float64))) / base - 1.0)
     return worst
 
 

@@ -1,0 +1,110 @@
+"""The validated aggregation on one-number models whose validation results are given by hand."""
+
+import numpy as np
+import pytest
+
+from lightyear.algorithms.p2p.decayed_update import decayed_mean_update
+from lightyear.algorithms.p2p.validated_update import LOSS_SLACK, Bounds, norm_growth, peer_weight, validated_update
+
+OWN = {"w": np.array([0.0]), "count": np.array(3, dtype=np.int64)}  # w all zero: no norm bound on it
+
+
+def model(value):
+    return {"w": np.array([float(value)]), "count": np.array(9, dtype=np.int64)}
+
+
+class Validation:
+    """Accuracy 1 for a model with w <= 1, else 0; loss 0.2 (w <= 1.5) or 5.0; counts the calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, weights):
+        w = float(weights["w"][0])
+        self.calls.append(w)
+        return (1.0 if w <= 1.0 else 0.0), (0.2 if w <= 1.5 else 5.0)
+
+
+def test_a_passing_aggregate_is_eq_18_and_costs_one_evaluation():
+    evaluate = Validation()
+    peers = {"a": model(0.4), "b": model(0.8)}
+    out = validated_update(OWN, peers, ["a", "b"], gamma=0.9, t=2, evaluate=evaluate, own_evaluation=(1.0, 0.2))
+    # 0 + 0.9^2 * (0.4 + 0.8) / 2 = 0.486
+    assert out.weights["w"][0] == pytest.approx(0.486)
+    np.testing.assert_allclose(out.weights["w"], decayed_mean_update(OWN, list(peers.values()), 0.9, 2)["w"])
+    assert out.adopted == ["a", "b"] and out.excluded == {} and out.evaluations == 1 and evaluate.calls == [pytest.approx(0.486)]
+    assert out.weights["count"] == 3  # counters keep the own value
+    assert out.adopted_evaluation == (1.0, 0.2)
+
+
+def test_a_peer_whose_addition_fails_is_excluded_and_the_others_kept():
+    evaluate = Validation()
+    # weight 0.5 each: the whole aggregate 0.5 * (1 + 3) = 2 fails; a alone 0.5 passes; a and b 2.0 fails
+    out = validated_update(OWN, {"a": model(1.0), "b": model(3.0)}, ["a", "b"], 1.0, 0, evaluate, (1.0, 0.2))
+    assert out.weights["w"][0] == pytest.approx(0.5) and out.adopted == ["a"] and list(out.excluded) == ["b"]
+    assert "scored 0 (loss 5) on the own validation set against the own model's 1 (loss 0.2)" in out.excluded["b"]
+    assert evaluate.calls == [2.0, 0.5, 2.0] and out.evaluations == 3  # no renormalised try: min(1, 0.5) is no larger
+
+
+def test_a_benign_minority_gets_its_full_step_back():
+    evaluate = Validation()
+    # three peers, weight 1/3: the whole 1/3 * (0.6 + 0.9 + 9) = 3.5 fails; a (0.2), a + b (0.5) pass, + c fails;
+    # then the kept two with weight 1/2: 0.75, which passes and is adopted
+    peers = {"a": model(0.6), "b": model(0.9), "c": model(9.0)}
+    out = validated_update(OWN, peers, ["a", "b", "c"], 1.0, 0, evaluate, (1.0, 0.2))
+    assert evaluate.calls == pytest.approx([3.5, 0.2, 0.5, 3.5, 0.75])
+    assert out.adopted == ["a", "b"] and list(out.excluded) == ["c"] and out.weights["w"][0] == pytest.approx(0.75)
+
+
+def test_the_loss_bound_excludes_what_accuracy_does_not_see():
+    # accuracy unchanged but loss 5.0 > 1.1 * 0.2 + LOSS_SLACK
+    def evaluate(weights):
+        return 1.0, 5.0
+
+    out = validated_update(OWN, {"a": model(0.5)}, ["a"], 1.0, 0, evaluate, (1.0, 0.2))
+    assert out.adopted == [] and list(out.excluded) == ["a"] and out.weights["w"][0] == 0.0
+    ok = validated_update(OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: (1.0, 1.1 * 0.2 + LOSS_SLACK), (1.0, 0.2))
+    assert ok.adopted == ["a"]  # exactly at the bound passes
+
+
+def test_a_candidate_that_grows_an_entry_is_refused_without_a_forward_pass():
+    evaluate = Validation()
+    own = {"w": np.array([1.0, 0.0])}
+    out = validated_update(own, {"a": {"w": np.array([100.0, 0.0])}}, ["a"], 1.0, 0, evaluate, (1.0, 0.2))
+    # one peer: weight 0.5, candidate 1 + 0.5 * 99 = 50.5, its norm 49.5 x larger than the own
+    assert evaluate.calls == [] and out.evaluations == 0 and out.adopted == []
+    assert "grew an entry's norm by 49.5" in out.excluded["a"]
+    assert norm_growth(own, {"w": np.array([1.05, 0.0])}) == pytest.approx(0.05)
+    assert norm_growth(own, {"w": np.array([0.5, 0.0])}) == 0.0  # shrinking is no growth
+    assert norm_growth({"w": np.array([0.0]), "v": np.array([2.0])}, {"w": np.array([7.0]), "v": np.array([3.0])}) == pytest.approx(0.5)
+
+
+def test_no_single_received_model_is_ever_taken_whole():
+    # one selected peer at the first aggregation: Eq. 18 would adopt it as it is (gamma^0 / 1 = 1)
+    out = validated_update(OWN, {"a": model(0.8)}, ["a"], 1.0, 0, Validation(), (1.0, 0.2))
+    assert out.weights["w"][0] == pytest.approx(0.4)
+    assert peer_weight(1.0, 0, 1, 0.5) == 0.5 and peer_weight(0.5, 2, 8, 0.5) == pytest.approx(0.25 / 8)
+    whole = validated_update(OWN, {"a": model(0.8)}, ["a"], 1.0, 0, Validation(), (1.0, 0.2), Bounds(max_peer_share=1.0))
+    assert whole.weights["w"][0] == pytest.approx(0.8)
+
+
+def test_non_finite_results_are_never_adopted_and_no_selection_keeps_the_own_model():
+    out = validated_update(OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: (float("nan"), 0.1), (1.0, 0.2))
+    assert out.adopted == [] and out.weights["w"][0] == 0.0
+    empty = validated_update(OWN, {}, [], 1.0, 0, Validation(), (0.7, 0.3))
+    assert empty.adopted == [] and empty.evaluations == 0 and empty.adopted_evaluation == (0.7, 0.3)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"delta": 1.5}, "validation_delta must be a number in"), ({"delta": -0.1}, "validation_delta"),
+    ({"max_loss_growth": -1}, "max_loss_growth must be a number >= 0"), ({"max_norm_growth": float("inf")}, "max_norm_growth"),
+    ({"max_peer_share": 0.0}, "max_peer_share must be a number in \\(0, 1\\]"), ({"max_peer_share": True}, "max_peer_share"),
+])
+def test_bad_bounds_are_refused_naming_the_setting(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Bounds(**kwargs)
+
+
+def test_an_order_that_does_not_list_the_selected_peers_once_is_refused():
+    with pytest.raises(ValueError, match="order must list every selected peer once"):
+        validated_update(OWN, {"a": model(0.5)}, ["a", "a"], 1.0, 0, Validation(), (1.0, 0.2))
