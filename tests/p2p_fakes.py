@@ -48,7 +48,8 @@ class FakeRuntime:
         return {"train_loss": loss, "train_samples": self.data.train}
 
     def evaluate(self, split, weights=None):
-        return {"acc": 0.5, "loss": float(np.mean(self.w["w"] ** 2))}
+        w = (self.w if weights is None else weights)["w"]
+        return {"acc": 0.5, "loss": float(np.mean(np.asarray(w, dtype=np.float64) ** 2))}
 
 
 class FakeEngine:

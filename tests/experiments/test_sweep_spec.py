@@ -143,7 +143,7 @@ def test_malfunctions_and_attacks_in_one_sweep_share_the_clean_run():
 
 def test_adaptive_runs_only_where_the_generator_takes_them():
     s = attack_spec(methods=["lightyear", "fedavg", "krum", "fedcap"], attacks="all", attackers=[1, 3], knowledge=["partial", "full"],
-                    set={"attack_margin": 0.05, "attack_tol": 0.1})
+                    set={"attack_margin": 0.05, "attack_tol": 0.1, "attack_max_evaluations": 8})
     adaptive = [r.name for r in s.runs if r.attack == "adaptive"]
     assert adaptive == [
         "lightyear_digits_adaptive1_s0", "lightyear_digits_adaptive1_full_s0", "lightyear_digits_adaptive3_s0", "lightyear_digits_adaptive3_full_s0",
@@ -152,9 +152,10 @@ def test_adaptive_runs_only_where_the_generator_takes_them():
         "fedcap_digits_adaptive1_full_s0", "fedcap_digits_adaptive3_full_s0",
     ]
     assert not [r for r in s.runs if r.method == "fedavg" and r.attack == "adaptive"]
-    # each run gets the adaptive settings its method's attack takes: margin for LIGHTYEAR and FedCAP, tol for Krum
+    # each run gets the adaptive settings its method's attack takes: margin for FedCAP, tol for Krum, the
+    # search's budget for LIGHTYEAR and Krum
     settings = {r.method: {k for k in r.overrides if k.startswith("attack_")} for r in s.runs if r.attack == "adaptive"}
-    assert settings == {"lightyear": {"attack_margin", "attack_tol"}, "krum": {"attack_tol"}, "fedcap": {"attack_margin"}}
+    assert settings == {"lightyear": {"attack_max_evaluations"}, "krum": {"attack_tol", "attack_max_evaluations"}, "fedcap": {"attack_margin"}}
 
 
 @pytest.mark.parametrize("raw, message", [

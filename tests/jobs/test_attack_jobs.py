@@ -80,10 +80,12 @@ def test_no_attackers_is_the_clean_job():
 
 
 def test_adaptive_against_the_methods_it_adapts_to():
-    for method in ("lightyear", "balance"):
-        name, files = generate.build_job(CONFIGS, method, "digits", attack="adaptive", attackers=1, overrides={"attack_margin": 0.05})
+    for method in ("lightyear", "lightyear_paper", "balance"):
+        name, files = generate.build_job(CONFIGS, method, "digits", attack="adaptive", attackers=1, overrides={"attack_max_evaluations": 8})
         assert name == f"{method}_digits_adaptive1"
-        assert files["meta.json"]["lightyear"]["attack_params"] == {"margin": 0.05}
+        assert files["meta.json"]["lightyear"]["attack_params"] == {"max_evaluations": 8}
+    with pytest.raises(generate.SettingError, match="the peer-to-peer adaptive attack takes no attack_margin; it takes attack_max_step"):
+        generate.build_job(CONFIGS, "lightyear", "digits", attack="adaptive", attackers=1, overrides={"attack_margin": 0.05})
     name, files = generate.build_job(CONFIGS, "krum", "digits", attack="adaptive", attackers=1, knowledge="full", overrides={"attack_direction": "sign"})
     assert name == "krum_digits_adaptive1_full"
     assert files["meta.json"]["lightyear"]["attack_params"] == {"direction": "sign"}
@@ -145,10 +147,10 @@ def test_label_flipping_needs_two_classes():
 
 def test_the_command_line_writes_an_attack_job(tmp_path, capsys):
     rc = generate.main(["--configs", CONFIGS, "--out", str(tmp_path), "--method", "balance", "--dataset", "digits",
-                        "--attack", "adaptive", "--attackers", "3", "--set", "attack_direction=sign"])
+                        "--attack", "adaptive", "--attackers", "3", "--set", "attack_max_step=2.5"])
     assert rc == 0
     meta = json.load(open(tmp_path / "balance_digits_adaptive3" / "meta.json"))
-    assert meta["lightyear"]["attack_params"] == {"direction": "sign"}
+    assert meta["lightyear"]["attack_params"] == {"max_step": 2.5}
     faulty = json.load(open(tmp_path / "balance_digits_adaptive3" / "app_faulty" / "config" / "config_fed_client.json"))
     assert faulty["components"][-1]["args"]["kind"] == "adaptive"
 

@@ -61,6 +61,8 @@ CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/
 SERVER = "app/config/config_fed_server.json"
 
 ADAPTIVE_METHODS = ("lightyear", "lightyear_paper", "balance", "krum", "fedcap")
+PEER_ADAPTIVE_PARAMS = ("max_step", "max_evaluations")
+"""The settings of the peer-to-peer adaptive attack (``lightyear.p2p.site.adaptive_attack``)."""
 """The methods with an adaptive attack: LIGHTYEAR's agreement score and BALANCE's distance rule
 (peer-to-peer), Krum (star; multi-Krum when its settings select several) and FedCAP's norm
 detection (star, full knowledge only)."""
@@ -120,6 +122,11 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
     if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
         raise SettingError(f"the adaptive attack adapts to a method's acceptance rule and {method} has none it targets: "
                            f"choose --method {', '.join(ADAPTIVE_METHODS)}, or another --attack")
+    if attack == ADAPTIVE and topology == "p2p":
+        extra = sorted(set(params) - set(PEER_ADAPTIVE_PARAMS))
+        if extra:
+            raise SettingError(f"the peer-to-peer adaptive attack takes no {', '.join(PREFIX + p for p in extra)}; "
+                               f"it takes {', '.join(PREFIX + p for p in PEER_ADAPTIVE_PARAMS)}")
     if spec.knowledge == FULL and attack not in USES_KNOWLEDGE:
         raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
                            f"(full knowledge is for {', '.join(USES_KNOWLEDGE)})")
@@ -215,7 +222,12 @@ def meta_fields(spec: AttackSpec) -> dict:
 def known_params(attack: str, method: str | None = None) -> set[str]:
     """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
     its job takes (the adaptive attack on a star rule takes that rule's)."""
-    params = TARGET_PARAMS[method] if attack == ADAPTIVE and method in TARGET_PARAMS else PARAMS.get(attack, ())
+    if attack == ADAPTIVE and method in TARGET_PARAMS:
+        params = TARGET_PARAMS[method]
+    elif attack == ADAPTIVE and method in ADAPTIVE_METHODS:
+        params = PEER_ADAPTIVE_PARAMS
+    else:
+        params = PARAMS.get(attack, ())
     return {PREFIX + p for p in params}
 
 

@@ -141,7 +141,7 @@ class SimulatedAdversary(FLComponent):
             if vector.size != reference.size:
                 raise ValueError(f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}")
             offsets[site] = vector - reference
-        return FedCapTarget(self.fedcap.t_norm, offsets)
+        return FedCapTarget(self.fedcap.t_norm, offsets, self.fedcap.alpha, self.fedcap.phi)
 
     def rewrite(self, results: dict[str, Shareable], sent: dict[str, dict], reference: dict, round_num: int, max_abs: float | None) -> tuple[dict, dict]:
         """(``results`` with every attacker's replaced by its crafted result, the round's record).

@@ -256,3 +256,70 @@ def test_fedcap_adaptive_refuses(kw, match):
     args = {"known_calibrated_updates": [[3.0, 4.0]], "t_norm": 10.0} | kw
     with pytest.raises(ValueError, match=match):
         A.fedcap_adaptive(**args)
+
+
+# ---------------------------------------------------------------------------- most_harmful
+def test_most_harmful_takes_the_accepted_candidate_of_largest_harm_across_families():
+    # "step": accepted up to 3, harm (s, 0) peaks at the edge; "fixed": one candidate, accepted, harm (1, 9)
+    def predict(candidate):
+        family, s = candidate
+        if family == "fixed":
+            return True, (1.0, 9.0)
+        return s <= 3.0, (s, 0.0)
+
+    families = {"step": (lambda s: ("step", s), 8.0), "fixed": (lambda s: ("fixed", s), None)}
+    candidate, fields = A.most_harmful(families, predict, tol_share=1 / 64, max_evaluations=16)
+    # downward 8 (no), 4 (no), 2 (yes), then bisection of [2, 4] to 1/8: 3 (yes), 3.5 (no), 3.25 (no), 3.125 (no)
+    assert candidate == ("step", 3.0) and fields["attack_family"] == "step" and fields["attack_strength"] == 3.0
+    assert fields["attack_harm"] == 3.0 and fields["attack_evaluations"] == 8
+
+
+def test_most_harmful_compares_harm_lexicographically_and_finds_none_without_harm():
+    families = {"a": (lambda s: "a", None), "b": (lambda s: "b", None)}
+    harms = {"a": (0.0, 5.0), "b": (0.0, 2.0)}  # the same accuracy drop: the larger loss rise wins
+    assert A.most_harmful(families, lambda c: (True, harms[c]))[0] == "a"
+    none, fields = A.most_harmful(families, lambda c: (True, (0.0, -1.0)))  # accepted but harmless
+    assert none is None and fields["attack_family"] == "" and fields["attack_evaluations"] == 2
+    rejected, _ = A.most_harmful(families, lambda c: (False, (9.0, 9.0)))  # harmful but never accepted
+    assert rejected is None
+
+
+# --- fedcap_targeted --------------------------------------------------------------------------
+def predicted_harm(d, benign, attackers, alpha=10.0, phi=0.1):
+    """The harm fedcap_targeted maximises, written out: u = -mean / ||mean||; every benign site's
+    softmax weight on the attackers' copies of d (its pool: the other benign sites and the copies)
+    times d . u, plus the attackers' share of the global mean times d . u."""
+    benign = [np.asarray(b, dtype=float) for b in benign]
+    mean = np.mean(benign, axis=0)
+    u = -mean / np.linalg.norm(mean)
+    along = float(d @ u)
+    harm = attackers / (len(benign) + attackers) * along
+    cos = lambda a, b: float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))  # noqa: E731
+    for k, mine in enumerate(benign):
+        logits = [alpha * cos(mine, o) for j, o in enumerate(benign) if j != k] + [alpha * cos(mine, d)] * attackers
+        soft = np.exp(np.array(logits) - max(logits))
+        harm += (1 - phi) * soft[-attackers:].sum() / soft.sum() * along
+    return harm
+
+
+def test_fedcap_targeted_trades_cosine_for_weight_and_beats_the_far_edge():
+    # two orthogonal benign sites: the far edge r u has cosine -0.71 with both and gets almost no weight;
+    # a direction closer to one of them wins weight in its customised model and still points against the mean
+    benign = {"a": [1.0, 0.0], "b": [0.0, 1.0]}
+    crafted, found = A.fedcap_targeted(benign, attackers=1, t_norm=10.0, alpha=10.0, phi=0.1, margin=0.02)
+    assert np.linalg.norm(crafted) == pytest.approx(9.8)  # inside the norm ball FedCAP keeps
+    far_edge, _ = A.fedcap_adaptive(list(benign.values()), 10.0, 0.02)
+    mine, edge = predicted_harm(crafted, benign.values(), 1), predicted_harm(far_edge, benign.values(), 1)
+    assert found["harm"] == pytest.approx(mine) and mine > 1.3 * edge
+    assert found["target"] == "a" and 0.0 < found["angle"] < math.pi / 2
+    # three sites fanned over 90 degrees: no angle wins enough weight, the far edge is the best candidate
+    fanned = {"a": [1.0, 0.0], "b": [0.7071, 0.7071], "c": [0.0, 1.0]}
+    crafted, found = A.fedcap_targeted(fanned, attackers=2, t_norm=10.0, alpha=10.0, phi=0.1)
+    np.testing.assert_allclose(crafted, A.fedcap_adaptive(list(fanned.values()), 10.0, 0.02)[0], atol=1e-6)
+
+
+def test_fedcap_targeted_refuses_what_it_cannot_use():
+    with pytest.raises(ValueError, match="needs the benign calibrated updates"):
+        A.fedcap_targeted({}, 1, 10.0, 10.0, 0.1)
+    with pytest.raises(ValueError, match="attackers must be an integer >= 1"):
+        A.fedcap_targeted({"a": [1.0, 0.0]}, 0, 10.0, 10.0, 0.1)

@@ -163,7 +163,9 @@ def test_adaptive_on_fedcap_lands_on_the_edge_of_its_norm_ball_by_hand():
     crafted = craft_round(spec("adaptive", "full", ["site-3"]), HONEST_2D, FedCapTarget(10.0, OFFSETS))
     assert crafted.known == ["site-1", "site-2"] and crafted.attackers == ["site-3"]
     np.testing.assert_allclose(crafted.updates["site-3"], [-6.88, -8.84])
-    assert crafted.settings == {"radius": pytest.approx(9.8), "t_norm": 10.0, "margin": 0.02, "direction": "reverse"}
+    # both benign sites point the same way: no angle wins weight without undoing the harm, the far edge wins
+    assert crafted.settings["radius"] == pytest.approx(9.8) and crafted.settings["angle"] == pytest.approx(math.pi)
+    assert {k: crafted.settings[k] for k in ("t_norm", "margin", "direction")} == {"t_norm": 10.0, "margin": 0.02, "direction": "reverse"}
     calibrated = crafted.updates["site-3"] + OFFSETS["site-3"]  # what FedCAP's detection measures
     assert np.linalg.norm(calibrated) == pytest.approx(9.8)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lightyear.algorithms.attacks.peer import adaptive_step, attack_model, participants
+from lightyear.algorithms.attacks.peer import attack_model, participants
 
 MESH4 = {s: [t for t in ("a", "b", "c", "d") if t != s] for s in ("a", "b", "c", "d")}
 START = np.array([1.0, 1.0])
@@ -72,40 +72,3 @@ def test_min_max_records_its_gamma():
     # 0.4 sqrt 2 gives g = 0.2 sqrt 2, and m + g p = u1
     assert fields["attack_gamma"] == pytest.approx(0.2 * np.sqrt(2), abs=1e-4)
     np.testing.assert_allclose(sent, START + np.array([-0.1, 0.1]), atol=1e-4)
-
-
-def test_adaptive_step_goes_as_far_as_the_prediction_accepts():
-    honest = np.array([3.0, 4.0])
-    direction = np.array([1.0, 0.0])
-    calls = []
-
-    def predict(model):  # accepted within distance 1.3 of the honest model; "score" = the distance
-        calls.append(model)
-        distance = float(np.linalg.norm(model - honest))
-        return distance <= 1.3, distance
-
-    sent, fields = adaptive_step(honest, direction, predict, max_step=5.0, tol=0.01, max_evaluations=32)
-    alpha = fields["attack_alpha"]
-    assert 1.3 - 0.01 <= alpha <= 1.3
-    np.testing.assert_allclose(sent, honest + alpha * direction)
-    assert fields["attack_score"] == pytest.approx(alpha) and fields["attack_evaluations"] == len(calls)
-    # 1 honest check + 5, 2.5, 1.25 on the grid + bisection of [1.25, 2.5] down to 0.01 (7 halvings)
-    assert len(calls) == 1 + 3 + 7
-
-
-def test_adaptive_step_with_no_direction_sends_the_honest_model_for_free():
-    sent, fields = adaptive_step(np.array([1.0, 2.0]), np.zeros(2), lambda m: (True, 1.0))
-    np.testing.assert_allclose(sent, [1.0, 2.0])
-    assert fields == {"attack_alpha": 0.0, "attack_score": "", "attack_evaluations": 0}
-
-
-def test_adaptive_model_moves_the_honest_model_against_the_pooled_mean_update():
-    def predict(model):
-        return float(np.linalg.norm(model - HONEST)) <= 0.5, 0.0
-
-    sent, fields = attack_model("adaptive", "partial", START, HONEST, {}, {}, 4, 1, {"max_step": 1.0, "tol": 0.001}, predict)
-    direction = -np.array([-0.1, 0.1]) / np.linalg.norm([-0.1, 0.1])  # reverse of the only known update
-    np.testing.assert_allclose(sent, HONEST + fields["attack_alpha"] * direction)
-    assert 0.499 <= fields["attack_alpha"] <= 0.5
-    with pytest.raises(ValueError, match="predict"):
-        attack_model("adaptive", "partial", START, HONEST, {}, {}, 4, 1, {})

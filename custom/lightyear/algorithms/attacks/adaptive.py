@@ -3,8 +3,10 @@
 An adaptive attacker knows the defence's acceptance rule (or a stand-in it can run: Krum on the
 updates it knows, a norm threshold, an agreement score on its own validation data) and sends
 ``honest + alpha * direction`` with the largest alpha the rule is predicted to accept. This
-module holds the pure parts: the step search (:func:`largest_accepted_step`), the harmful
-direction (:func:`harmful_direction`) and two complete instances: the attack on Krum of Fang,
+module holds the pure parts: the step search (:func:`largest_accepted_step`), the search for the
+most harmful accepted candidate over several families of models (:func:`most_harmful`, the
+peer-to-peer attacks that predict what the receiver adopts), the harmful direction
+(:func:`harmful_direction`) and two complete instances: the attack on Krum of Fang,
 Cao, Jia, Gong, "Local Model Poisoning Attacks to Byzantine-Robust Federated Learning", USENIX
 Security 2020, Sec. 4 (:func:`krum_adaptive`), and the attack on FedCAP's norm detection
 (paper 002, Sec. V-C; :func:`fedcap_adaptive`), where the accepted region is a ball and the
@@ -86,6 +88,54 @@ def largest_accepted_step(accepts: Callable[[float], bool], max_step: float, tol
         else:
             high = mid
     return low
+
+
+Harm = tuple
+"""How much a candidate hurts, compared lexicographically (e.g. (drop of accuracy, rise of loss))."""
+
+
+def most_harmful(families: dict, predict: Callable[[object], tuple[bool, Harm]], tol_share: float = 1.0 / 1024,
+                 max_evaluations: int = 16, expired: Callable[[], bool] | None = None) -> tuple[object | None, dict]:
+    """The most harmful candidate the defence is predicted to accept: (candidate or None, record fields).
+
+    ``families`` maps a name to ``(make, max_strength)``: ``make(s)`` builds the candidate of
+    strength s in (0, max_strength] (a step along a direction, a rescaling factor...). A
+    ``max_strength`` of None is a single candidate, ``make(None)``. ``predict(candidate) ->
+    (accepted, harm)`` runs the defence as the attacker can (for a peer-to-peer receiver: its
+    selection and aggregation on the attacker's data) and measures the harm of what it would adopt.
+
+    Each family is searched with :func:`largest_accepted_step` (downward from max_strength, then
+    bisection, to ``tol_share * max_strength``, at most ``max_evaluations`` predictions); every
+    accepted candidate tested is a contender, not only the largest, since harm need not grow with
+    strength. Once ``expired()`` is True no further prediction is made (the attacker must send in
+    time). Returns the accepted candidate of largest harm (None when no candidate was accepted,
+    or when none did harm: the caller then sends something honest). Fields: ``attack_family``,
+    ``attack_strength``, ``attack_harm`` (its first component), ``attack_evaluations``.
+    """
+    best: tuple | None = None
+    evaluations = 0
+    for name, (make, top) in families.items():
+        def accepts(strength, make=make, name=name) -> bool:
+            nonlocal best, evaluations
+            if expired is not None and expired():
+                return False
+            evaluations += 1
+            candidate = make(strength)
+            accepted, harm = predict(candidate)
+            if accepted and (best is None or harm > best[0]):
+                best = (harm, name, strength, candidate)
+            return bool(accepted)
+
+        if top is None:
+            accepts(None)
+        else:
+            largest_accepted_step(accepts, top, top * tol_share, max_evaluations=max_evaluations, check_honest=False)
+    fields = {"attack_family": "", "attack_strength": "", "attack_harm": 0.0, "attack_evaluations": evaluations}
+    if best is None or not best[0] > tuple(0.0 for _ in best[0]):
+        return None, fields
+    harm, name, strength, candidate = best
+    fields.update({"attack_family": name, "attack_strength": "" if strength is None else float(strength), "attack_harm": float(harm[0])})
+    return candidate, fields
 
 
 def harmful_direction(own_update, known_benign_updates=None, kind: str = REVERSE) -> np.ndarray:
@@ -215,3 +265,64 @@ def _positive(name: str, value) -> float:
     if not _number(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+ANGLES = 64
+"""Angles tried between a target's direction and the harmful direction by :func:`fedcap_targeted`."""
+
+
+def fedcap_targeted(known_calibrated: dict, attackers: int, t_norm: float, alpha: float, phi: float, margin: float = 0.02,
+                    direction: str = REVERSE, angles: int = ANGLES) -> tuple[np.ndarray, dict]:
+    """The attack on FedCAP that trades customisation weight against harm: (crafted calibrated update, settings).
+
+    FedCAP gives site k the customised model w^_k = sum_i p'_ki w~_i (paper 002, Eqs. 3-5), the
+    weights a softmax of alpha * cos(d~_k, d~_i) over the pool. A crafted update r u along the
+    harmful direction u (:func:`fedcap_adaptive`, the far edge of the norm ball) has a low cosine
+    with every benign site and gets almost no weight; one along a benign site's own update gets
+    weight and does no harm. This searches the plane of the two, for every benign target k:
+    d = r (cos a v_k + sin a w_k), v_k = d~_k / ||d~_k||, w_k the unit part of u orthogonal to v_k,
+    r = (1 - margin) T_norm (inside the norm ball FedCAP keeps), a in ``angles`` steps over [0, pi],
+    and keeps the d of largest predicted harm: every benign site's attacker weight (the
+    ``attackers`` copies of d in its pool, with the benign sites' known cosines) times d . u, plus
+    the attackers' share of Eq. 6's global mean times d . u (the shift of the next calibration
+    reference). Angle 0 is the target's own direction, and the angle at which d is r u is in the
+    plane, so the far-edge attack is among the candidates.
+
+    ``known_calibrated``: benign site -> its calibrated update d~ (full knowledge). Settings: the
+    target, angle, radius and predicted harm.
+    """
+    known = {s: check_finite(f"calibrated update of {s}", np.asarray(v)) for s, v in known_calibrated.items()}
+    if not known:
+        raise ValueError("the FedCAP attack needs the benign calibrated updates (full knowledge)")
+    t_norm = check_t_norm(t_norm)
+    if not _number(margin) or not 0.0 <= margin < 1.0:
+        raise ValueError(f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}")
+    if isinstance(attackers, bool) or not isinstance(attackers, (int, np.integer)) or attackers < 1:
+        raise ValueError(f"attackers must be an integer >= 1, got {attackers!r}")
+    sites = sorted(known)
+    matrix = np.stack([known[s] for s in sites])
+    u = harmful_direction(matrix.mean(axis=0), kind=direction)
+    radius = (1.0 - float(margin)) * t_norm
+    if not u.any():
+        return np.zeros(matrix.shape[1]), {"target": "", "angle": 0.0, "radius": 0.0, "harm": 0.0}
+    norms = np.maximum(np.linalg.norm(matrix, axis=1), ZERO_NORM)
+    cosines = (matrix @ matrix.T) / np.outer(norms, norms)
+    share = attackers / (len(sites) + attackers)
+    best = (-np.inf, None, 0.0, None)
+    for t, target in enumerate(sites):
+        v = matrix[t] / norms[t]
+        w = u - (u @ v) * v
+        w = w / np.linalg.norm(w) if np.linalg.norm(w) > ZERO_NORM else w
+        for a in np.linspace(0.0, np.pi, angles):
+            d = radius * (np.cos(a) * v + np.sin(a) * w)
+            along = float(d @ u)
+            to_benign = (matrix @ d) / (norms * radius)  # cos(d~_k, d) for every benign k
+            harm = share * along
+            for k in range(len(sites)):
+                logits = alpha * np.concatenate([np.delete(cosines[k], k), np.full(attackers, to_benign[k])])
+                soft = np.exp(logits - logits.max())
+                harm += (1.0 - phi) * float(soft[len(sites) - 1:].sum() / soft.sum()) * along
+            if harm > best[0]:
+                best = (harm, target, float(a), d)
+    harm, target, angle, crafted = best
+    return crafted, {"target": target, "angle": angle, "radius": radius, "harm": float(harm)}

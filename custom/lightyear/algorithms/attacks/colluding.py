@@ -24,8 +24,9 @@ an :class:`~lightyear.algorithms.attacks.settings.AttackSpec`, what each attacke
     it. Under partial knowledge the attackers' own honest updates stand in for the benign ones
     (Fang et al.'s partial-knowledge attack): the simulated round has 2m updates, so f is capped
     at ``default_f(2m)`` and multi-Krum's m at 2m; it needs m >= 2 (Krum needs 3 updates).
-  - **FedCAP**: :func:`~lightyear.algorithms.attacks.adaptive.fedcap_adaptive`, the point farthest
-    along the harmful direction inside FedCAP's norm ball, from the benign calibrated updates
+  - **FedCAP**: :func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`, the point of
+    FedCAP's norm ball that trades customisation weight with a benign target against the harmful
+    component (the far edge along the harmful direction among its candidates), from the benign calibrated updates
     d~_k = (site's update) + (model it was sent - w^t). It needs full knowledge: the calibration
     reference w^t is Eq. 6's mean over last round's pool, mostly benign models the attackers
     never see under partial knowledge.
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lightyear.algorithms.attacks.adaptive import fedcap_adaptive, krum_adaptive
+from lightyear.algorithms.attacks.adaptive import fedcap_targeted, krum_adaptive
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LF, MR, PARTIAL, SF, crafted_update
 from lightyear.algorithms.star.krum import default_f
@@ -56,11 +57,14 @@ class KrumTarget:
 @dataclass(frozen=True)
 class FedCapTarget:
     """What the adaptive attack on FedCAP knows of the rule in a round: ``t_norm`` (the detection
-    threshold) and ``offsets`` (site -> the model it was sent minus the calibration reference
-    w^t, flat), so that a site's calibrated update is its update plus its offset."""
+    threshold), ``offsets`` (site -> the model it was sent minus the calibration reference w^t,
+    flat), so that a site's calibrated update is its update plus its offset, and the
+    customisation's ``alpha`` and ``phi`` (Eqs. 4-5)."""
 
     t_norm: float
     offsets: Mapping[str, np.ndarray]
+    alpha: float = 10.0
+    phi: float = 0.1
 
 
 KRUM, FEDCAP = "krum", "fedcap"
@@ -164,11 +168,11 @@ def _fedcap_attack(spec: AttackSpec, honest: Mapping[str, np.ndarray], attackers
     missing = [s for s in known + attackers if s not in target.offsets]
     if missing:
         raise ValueError(f"no calibration offset for sites {missing}: FedCapTarget.offsets needs every participant's")
-    calibrated = [np.asarray(honest[s], dtype=np.float64) + target.offsets[s] for s in known]
+    calibrated = {s: np.asarray(honest[s], dtype=np.float64) + target.offsets[s] for s in known}
     margin, direction = spec.param("margin"), spec.param("direction")
-    crafted, radius = fedcap_adaptive(calibrated, target.t_norm, margin, direction)
+    crafted, found = fedcap_targeted(calibrated, len(attackers), target.t_norm, target.alpha, target.phi, margin, direction)
     updates = {a: crafted - target.offsets[a] for a in attackers}
-    settings = {"radius": radius, "t_norm": float(target.t_norm), "margin": margin, "direction": direction}
+    settings = {**found, "t_norm": float(target.t_norm), "margin": margin, "direction": direction}
     return CraftedRound(updates, settings, known, len(honest))
 
 

@@ -4,8 +4,8 @@ In the peer-to-peer topology every site holds its own model, so an attacker meas
 update against its own round-start model ``start``: its honest update is ``own - start``, a
 fellow attacker's honestly trained model ``m`` counts as the update ``m - start``, and so does a
 benign in-neighbour's model under full knowledge. What the attacker sends is ``start + crafted``
-(:func:`crafted_update` for the rules of :mod:`lightyear.algorithms.attacks.updates`; for the
-adaptive attack, :func:`adaptive_step` moves the honest model instead).
+(:func:`crafted_update` for the rules of :mod:`lightyear.algorithms.attacks.updates`; the adaptive
+attack predicts each receiver's round instead, ``lightyear.p2p.site.adaptive_attack``).
 
 How many sites a receiver aggregates over (``n`` of LIE, MR and IPM) and how many of them attack
 (``m``) follow from the graph, receiver by receiver: :func:`participants`.
@@ -13,15 +13,13 @@ How many sites a receiver aggregates over (``n`` of LIE, MR and IPM) and how man
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from lightyear.algorithms.attacks import updates
-from lightyear.algorithms.attacks.adaptive import harmful_direction, largest_accepted_step
-from lightyear.algorithms.attacks.settings import ADAPTIVE_DEFAULTS
 from lightyear.algorithms.attacks.updates import FULL, IPM, KNOWLEDGE, LIE, MINMAX, MINSUM, MR
-from lightyear.algorithms.vectors import ZERO_NORM, as_matrix
+from lightyear.algorithms.vectors import as_matrix
 
 NEEDS_KNOWN = (LIE, MINMAX, MINSUM, IPM, updates.ADAPTIVE)
 """Attacks that use updates other than the attacker's own: the attackers collude for them."""
@@ -43,7 +41,7 @@ def participants(graph: Mapping[str, Sequence[str]], receiver: str, attackers: S
 
 
 def attack_model(kind: str, knowledge: str, start, honest, colluders: Mapping[str, np.ndarray], benign: Mapping[str, np.ndarray],
-                 n: int, m: int, params: dict, predict: Callable[[np.ndarray], tuple[bool, float]] | None = None) -> tuple[np.ndarray, dict]:
+                 n: int, m: int, params: dict) -> tuple[np.ndarray, dict]:
     """(the model an attacker sends, as a vector; record fields), from flat vectors.
 
     ``start``: the attacker's round-start model; ``honest``: its honestly trained model;
@@ -52,26 +50,17 @@ def attack_model(kind: str, knowledge: str, start, honest, colluders: Mapping[st
     empty under partial). Every update is a model minus ``start``: the attacker's own is
     ``honest - start``, and the pooled attackers' updates are it and the colluders'.
 
-    Fixed-rule attacks send ``start + crafted`` (:func:`crafted_update`). The adaptive attack
-    sends ``honest + alpha * direction`` (:func:`adaptive_step`, ``predict`` required), the
-    direction from :func:`~lightyear.algorithms.attacks.adaptive.harmful_direction` over the
-    benign updates when any are known, else over the pooled attackers' updates. Fields add
-    ``attack_known``, the number of updates the attack was computed from.
+    The attacker sends ``start + crafted`` (:func:`crafted_update`). Fields add ``attack_known``,
+    the number of updates the attack was computed from. The adaptive attack is no fixed rule
+    (``lightyear.p2p.site.adaptive_attack``).
     """
     start = np.asarray(start, dtype=np.float64)
     honest = np.asarray(honest, dtype=np.float64)
     own = honest - start
     pooled = [own] + [np.asarray(colluders[p], dtype=np.float64) - start for p in sorted(colluders)]
     known_benign = [np.asarray(benign[p], dtype=np.float64) - start for p in sorted(benign)]
-    if kind == updates.ADAPTIVE:
-        if predict is None:
-            raise ValueError("the adaptive attack needs predict(model) -> (accepted, score), the defence's acceptance rule")
-        chosen = {name: params.get(name, ADAPTIVE_DEFAULTS[name]) for name in ADAPTIVE_DEFAULTS}
-        direction = harmful_direction(own, known_benign or pooled, chosen["direction"])
-        model, fields = adaptive_step(honest, direction, predict, chosen["max_step"], chosen["tol"], chosen["max_evaluations"])
-    else:
-        crafted, fields = crafted_update(kind, knowledge, own, pooled, known_benign, n, m, params)
-        model = start + crafted
+    crafted, fields = crafted_update(kind, knowledge, own, pooled, known_benign, n, m, params)
+    model = start + crafted
     fields["attack_known"] = len(pooled) + len(known_benign)
     return model, fields
 
@@ -107,42 +96,3 @@ def crafted_update(kind: str, knowledge: str, own_update: np.ndarray, pooled: Se
     fields["attack_honest_norm"] = float(np.linalg.norm(own_update))
     fields["attack_norm"] = float(np.linalg.norm(crafted))
     return crafted, fields
-
-
-def adaptive_step(honest: np.ndarray, direction: np.ndarray, predict: Callable[[np.ndarray], tuple[bool, float]],
-                  max_step: float | None = None, tol: float | None = None, max_evaluations: int = 16) -> tuple[np.ndarray, dict]:
-    """(honest + alpha * direction, record fields): the adaptive attack's model.
-
-    ``predict(model) -> (accepted, score)`` is the defence's acceptance rule as the attacker can
-    run it (for LIGHTYEAR: the agreement score against the attacker's own honest model on its own
-    validation set, accepted when >= tau + margin). alpha is the largest step
-    :func:`~lightyear.algorithms.attacks.adaptive.largest_accepted_step` finds accepted, the honest
-    model (alpha = 0) tested first; ``direction`` is a unit vector
-    (:func:`~lightyear.algorithms.attacks.adaptive.harmful_direction`), so alpha is the L2
-    distance from the honest model. Defaults: ``max_step`` = ||honest|| (a step the size of the
-    whole model; 1 for a zero model), ``tol`` = max_step / 1024.
-
-    Fields: ``attack_alpha``, ``attack_score`` (the predicted score of the model sent; "" when
-    none was computed) and ``attack_evaluations`` (calls of ``predict``, each typically a forward
-    pass over the validation set). A zero direction costs nothing and sends the honest model.
-    """
-    honest = np.asarray(honest, dtype=np.float64)
-    direction = np.asarray(direction, dtype=np.float64)
-    fields = {"attack_alpha": 0.0, "attack_score": "", "attack_evaluations": 0}
-    if float(np.linalg.norm(direction)) <= ZERO_NORM:
-        return honest.copy(), fields
-    if max_step is None:
-        norm = float(np.linalg.norm(honest))
-        max_step = norm if norm > ZERO_NORM else 1.0
-    tol = max_step / 1024.0 if tol is None else tol
-    scores: dict[float, float] = {}
-
-    def accepts(alpha: float) -> bool:
-        fields["attack_evaluations"] += 1
-        accepted, scores[alpha] = predict(honest + alpha * direction)
-        return bool(accepted)
-
-    alpha = largest_accepted_step(accepts, max_step, tol, max_evaluations=max_evaluations)
-    fields["attack_alpha"] = alpha
-    fields["attack_score"] = scores.get(alpha, "")
-    return honest + alpha * direction, fields

@@ -131,20 +131,27 @@ def peer_weight(gamma: float, t: int, n_peers: int, max_peer_share: float) -> fl
     return gamma**t * min(1.0 / n_peers, max_peer_share)
 
 
-def weighted_step(own: Weights, peers: Sequence[Weights], weight: float) -> dict[str, np.ndarray]:
-    """theta + weight * sum_j (theta_j - theta) over ``peers``: Eq. 18 with a given per-peer weight.
+class _Steps:
+    """Candidates theta + weight * sum_j (theta_j - theta) (Eq. 18 with a given per-peer weight), built
+    from running sums of differences so that adding a peer to a candidate costs one pass over the
+    parameters. Floating entries are combined in float64 and cast back; integer entries keep the own value."""
 
-    Floating entries are combined in float64 and cast back; integer entries keep the own value."""
-    out = {k: np.array(v, copy=True) for k, v in own.items()}
-    for key, mine in own.items():
-        if not peers or not is_float(mine):
-            continue
-        base = np.asarray(mine, dtype=np.float64)
-        acc = np.zeros(base.shape, dtype=np.float64)
-        for peer in peers:
-            acc += np.asarray(peer[key], dtype=np.float64) - base
-        out[key] = (base + weight * acc).astype(np.asarray(mine).dtype)
-    return out
+    def __init__(self, own: Weights, models: Mapping[str, Weights]):
+        self.own, self.models = own, models
+        self.keys = [k for k, v in own.items() if is_float(v)]
+        self.base = {k: np.asarray(own[k], dtype=np.float64) for k in self.keys}
+
+    def zero(self) -> dict:
+        return {k: np.zeros(v.shape) for k, v in self.base.items()}
+
+    def plus(self, total: dict, peer: str) -> dict:
+        """``total`` + (theta_peer - theta), as a new running sum."""
+        return {k: total[k] + (np.asarray(self.models[peer][k], dtype=np.float64) - self.base[k]) for k in self.keys}
+
+    def model(self, total: dict, weight: float) -> dict[str, np.ndarray]:
+        out = {k: np.array(v, copy=True) for k, v in self.own.items() if k not in self.base}
+        out.update({k: (self.base[k] + weight * total[k]).astype(np.asarray(self.own[k]).dtype) for k in self.keys})
+        return {k: out[k] for k in self.own}
 
 
 @dataclass(frozen=True)
@@ -201,8 +208,10 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
     floor = own_performance - bounds.delta
     ceiling = (1.0 + bounds.max_loss_growth) * own_loss + LOSS_SLACK
 
-    def test(peers: Sequence[str], weight: float) -> tuple[dict, Candidate]:
-        weights = weighted_step(own, [selected[p] for p in peers], weight)
+    steps = _Steps(own, selected)
+
+    def test(peers: Sequence[str], total: dict, weight: float) -> tuple[dict, Candidate]:
+        weights = steps.model(total, weight)
         growth = norm_growth(own, weights)
         if growth > bounds.max_norm_growth:
             candidate = Candidate(tuple(peers), weight, growth)
@@ -214,20 +223,26 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
         return weights, candidate
 
     weight = peer_weight(gamma, int(t), len(selected), bounds.max_peer_share)
-    weights, whole = test(list(order), weight)
+    total = steps.zero()
+    for peer in order:
+        total = steps.plus(total, peer)
+    weights, whole = test(list(order), total, weight)
     if whole.passed:
         return _adopt(result, weights, whole)
     kept: list[str] = []
+    kept_total = steps.zero()
     for peer in order:
-        trial, candidate = test(kept + [peer], weight)
+        trial_total = steps.plus(kept_total, peer)
+        trial, candidate = test(kept + [peer], trial_total, weight)
         if candidate.passed:
             kept.append(peer)
+            kept_total = trial_total
             _adopt(result, trial, candidate)
         else:
             result.excluded[peer] = _reason(candidate, result.own, bounds)
     renormalised = peer_weight(gamma, int(t), len(kept), bounds.max_peer_share) if kept else weight
     if renormalised > weight:
-        trial, candidate = test(kept, renormalised)
+        trial, candidate = test(kept, kept_total, renormalised)
         if candidate.passed:
             _adopt(result, trial, candidate)
     return result

@@ -43,20 +43,20 @@ class BalanceExecutor(P2PExecutor):
             fields[f"{peer}_accepted"] = int(peer in accepted) if peer in distances else ""
         return Aggregation(weights=weights, fields=fields, score_s=time.perf_counter() - start)
 
-    def adaptive_acceptance(self, round_num: int, reference: dict, margin: float):
-        """This site's acceptance rule as an adaptive attacker on it predicts it (``docs/attacks-p2p.md``).
+    def predicted_outcome(self, round_num: int, receiver: dict, others: dict[str, dict], copies: int):
+        """A receiver's round as an adaptive attacker on BALANCE predicts it (``docs/attacks-p2p.md``).
 
-        Returns ``predict(weights) -> (accepted, distance)``: ``||weights - reference||`` against
-        the round's radius gamma * exp(-kappa * t / T) * ||reference|| shrunk by ``margin``
-        (accepted when the distance is at most (1 - margin) times the radius), ``reference`` being
-        the attacker's honest model standing in for the receiver's. No forward pass.
+        ``receiver``: the receiver's model (or the attacker's stand-in); ``others``: the other models
+        it receives; ``copies``: how many attackers send it the crafted model. Returns
+        ``predict(crafted) -> (accepted, adopted)``: whether the crafted model lies within the
+        receiver's radius gamma * exp(-kappa * t / T) * ||receiver||, and the model BALANCE would
+        adopt. No forward pass.
         """
-        keys = float_keys(reference)
-        mine = flatten(reference, keys)
-        radius = balance_threshold(float(np.linalg.norm(mine)), round_num, self.rounds, self.gamma, self.kappa) * (1.0 - margin)
+        names = [f"crafted-{i}" for i in range(max(1, copies))]
 
-        def predict(weights: dict) -> tuple[bool, float]:
-            distance = float(np.linalg.norm(flatten(weights, keys) - mine))
-            return distance <= radius, distance
+        def predict(crafted: dict) -> tuple[bool, dict]:
+            received = {**others, **{n: crafted for n in names}}
+            weights, accepted, _ = balance_update(receiver, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
+            return names[0] in accepted, weights
 
         return predict

@@ -30,6 +30,8 @@ from lightyear.algorithms.p2p.validated_update import (
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 PAPER, VALIDATED = "paper", "validated"
+ATTACKER_COPY = "crafted-"
+"""Names of the crafted copies in a predicted round (no site is named so)."""
 AGGREGATIONS = (VALIDATED, PAPER)
 
 
@@ -123,25 +125,46 @@ class LightyearExecutor(P2PExecutor):
         found = self.runtime.evaluate("val", weights)
         return found["dice" if "dice" in found else "acc"], found["loss"]
 
-    def adaptive_acceptance(self, round_num: int, reference: dict, margin: float):
-        """This site's selection rule as an adaptive attacker on it predicts it (``docs/attacks-p2p.md``).
+    def predicted_outcome(self, round_num: int, receiver: dict, others: dict[str, dict], copies: int):
+        """A receiver's round as an adaptive attacker on this rule predicts it (``docs/attacks-p2p.md``).
 
-        Returns ``predict(weights) -> (accepted, score)``: the agreement score A (Eq. 12) of
-        ``weights`` against ``reference`` (the attacker's honest model) on this site's validation
-        set, accepted when A >= tau + margin and, with a skill floor, the model's skill reaches it
-        (Eq. 17 and :func:`~lightyear.algorithms.p2p.agreement.select_peers`). One forward pass
-        summarises ``reference`` now; every call of ``predict`` costs one more.
+        ``receiver``: the receiver's model (or the attacker's stand-in for it); ``others``: the other
+        models it receives; ``copies``: how many attackers send it the crafted model. Returns
+        ``predict(crafted) -> (accepted, adopted)``: whether the receiver's selection (Eq. 17, with
+        the skill floor) and, with the validated aggregation, its validation keep the crafted model,
+        and the model it would adopt, everything measured on this site's validation set. The
+        receiver is taken to be past its warm-up (it trained on its own data), and a model as
+        skilled here as the receiver's own to pass the skill floor. Scoring
+        ``receiver`` and ``others`` costs one forward pass each, now; every ``predict`` one more, and
+        up to ``|S| + 2`` with the validated aggregation.
         """
-        own = self.runtime.summarize(reference, normalize_entropy=self.normalize_entropy)
+        reference = self.runtime.summarize(receiver, normalize_entropy=self.normalize_entropy)
+        # the receiver is past its warm-up on its own data, and a model as skilled as its own passes the floor there
+        floor = min(self.skill_floor, skill(reference)) if self.skill_floor > 0 else 0.0
 
-        def predict(weights: dict) -> tuple[bool, float]:
-            peer = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
-            score = agreement(own, peer, self.third_term).score
-            skilled = self.skill_floor <= 0 or skill(peer) >= self.skill_floor
-            return bool(math.isfinite(score) and score >= self.tau + margin and skilled), score
+        def chosen(summary) -> tuple[bool, float]:
+            score = agreement(reference, summary, self.third_term).score
+            return bool(math.isfinite(score) and score >= self.tau and (floor <= 0 or skill(summary) >= floor)), score
+
+        scores, kept = {}, {}
+        for peer, weights in others.items():
+            keep, scores[peer] = chosen(self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy))
+            if keep:
+                kept[peer] = weights
+        own = self._validation(receiver) if self.aggregation == VALIDATED else None
+        names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
+
+        def predict(crafted: dict) -> tuple[bool, dict]:
+            keep, score = chosen(self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy))
+            selected = {**kept, **({n: crafted for n in names} if keep else {})}
+            if self.aggregation == PAPER:
+                return keep, decayed_mean_update(receiver, list(selected.values()), self.gamma, t=round_num)
+            ranked = {**scores, **{n: score for n in names}}
+            order = sorted(selected, key=lambda p: (-ranked[p], p))
+            update = validated_update(receiver, selected, order, self.gamma, round_num, self._validation, own, self.bounds)
+            return any(n in update.adopted for n in names), update.weights
 
         return predict
-
 
 def validation_fields(update, neighbours) -> dict:
     """The record fields of a validated aggregation: what was adopted, what was excluded after

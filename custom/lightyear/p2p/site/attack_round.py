@@ -15,9 +15,9 @@ before it sends (see ``docs/attacks-p2p.md``):
    models of its receivers, which it transforms;
 2. with a compute slot held, the model to send is computed from flat vectors
    (:func:`~lightyear.algorithms.attacks.peer.attack_model`), for each distinct (n, m) that the
-   receivers see (:func:`~lightyear.algorithms.attacks.peer.participants`); the adaptive attack asks
-   the site's rule for its acceptance test (``adaptive_acceptance`` of the LIGHTYEAR and BALANCE
-   executors). A reparametrisation (``lightyear.algorithms.attacks.reparametrise``) transforms the
+   receivers see (:func:`~lightyear.algorithms.attacks.peer.participants`); the adaptive attack
+   predicts each receiver's round with the site's rule (``predicted_outcome`` of the LIGHTYEAR and
+   BALANCE executors; :mod:`lightyear.p2p.site.adaptive_attack`). A reparametrisation (``lightyear.algorithms.attacks.reparametrise``) transforms the
    honest model (partial knowledge) or each receiver's own model of the round (full knowledge; the
    honest model for a receiver whose model did not arrive), with a new draw for every receiver
    unless ``attack_per_receiver`` is false.
@@ -41,6 +41,7 @@ from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparamet
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LIE, MR
 from lightyear.algorithms.vectors import flatten, float_keys, unflatten
+from lightyear.p2p.site.adaptive_attack import adaptive_models
 from lightyear.p2p.site.collusion import Collusion
 from lightyear.p2p.site.exchange import PerReceiver
 
@@ -107,6 +108,12 @@ class PeerAttack:
         with inputs.compute():
             if spec.kind in REPARAMETRISATIONS:
                 weights, made = self._reparametrise(inputs, benign)
+            elif spec.kind == ADAPTIVE:
+                if self.groups is None:
+                    self.groups = self._symmetries() if self._symmetries is not None else []
+                until = time.monotonic() + self.wait  # the search ends in time for the receivers' deadline
+                weights, made = adaptive_models(spec, self.site, inputs, colluders, benign, counts, self.groups, self.seed,
+                                                expired=lambda: time.monotonic() > until)
             else:
                 weights, made = self._craft_each(inputs, colluders, benign, counts)
         fields.update(made)
@@ -154,17 +161,10 @@ class PeerAttack:
     def _craft(self, inputs: AttackInputs, colluders: dict, benign: dict, n: int, m: int) -> tuple[dict, dict]:
         spec, honest = self.spec, inputs.honest
         keys = float_keys(honest)
-        predict = None
-        if spec.kind == ADAPTIVE:
-            accepts = inputs.rule.adaptive_acceptance(inputs.round_num, honest, spec.param("margin"))
-
-            def predict(vector):
-                return accepts(unflatten(vector, honest, keys))
-
         vector, fields = attack_model(
             spec.kind, spec.knowledge, flatten(inputs.start, keys), flatten(honest, keys),
             {p: flatten(w, keys) for p, w in colluders.items()}, {p: flatten(w, keys) for p, w in benign.items()},
-            n, m, spec.params, predict,
+            n, m, spec.params,
         )
         return unflatten(vector, honest, keys), fields
 

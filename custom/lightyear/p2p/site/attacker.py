@@ -88,7 +88,7 @@ def attack_problem(attack_id: str, component, rule) -> str | None:
     if not isinstance(component, PeerAttacker):
         found = "no component" if component is None else f"a {type(component).__name__}"
         return f"attack_id {attack_id!r} names {found} in this site's config; it must name a lightyear.p2p.site.attacker.PeerAttacker component"
-    if component.kind == ADAPTIVE and not hasattr(rule, "adaptive_acceptance"):
-        return (f"the adaptive attack predicts the acceptance rule of LIGHTYEAR or BALANCE, and this site runs {type(rule).__name__}; "
+    if component.kind == ADAPTIVE and not hasattr(rule, "predicted_outcome"):
+        return (f"the adaptive attack predicts the round of LIGHTYEAR or BALANCE, and this site runs {type(rule).__name__}; "
                 "choose another attack or one of those methods")
     return None
