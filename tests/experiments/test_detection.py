@@ -360,3 +360,21 @@ def test_a_real_fedcap_run_keeps_the_adaptive_attacker_at_the_edge_of_its_norm_b
     assert state["fedcap"]["norms"]["site-4"] == pytest.approx(0.98 * t_norm, rel=1e-4) and state["fedcap"]["removed"] == {}
     found = run_detection(open_run(str(ws)))
     assert (found.total.tp, found.total.fn) == (0, 2)  # kept both rounds: the attack went undetected
+
+
+def test_fedcap_per_client_counts_judge_each_client_once_at_the_end_of_the_run(tmp_path):
+    """site-4 attacks. r0: keeps all four (site-4 missed); r1: removes site-4 and, wrongly, site-3;
+    r2: site-3 and site-4 stay removed. Pooled over rounds (TP, FP, TN, FN): (0, 0, 3, 1) + (1, 1, 2, 0)
+    + (1, 1, 2, 0) = (2, 2, 7, 1); per client, as FedCAP's Table III: site-4 removed (TP), site-3
+    removed (FP), sites 1 and 2 kept (TN): (1, 1, 2, 0), DAcc 75 %, FPR 33.3 %, FNR 0 %."""
+    run = make_run(tmp_path / "fedcap", "fedcap", ["site-4"], topology="star")
+    write_history(run, [
+        {"round": 0, "kept": SITES4, "excluded": [], "rejected": []},
+        {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3", "site-4"], "rejected": []},
+        {"round": 2, "kept": ["site-1", "site-2"], "excluded": ["site-3", "site-4"], "rejected": []},
+    ])
+    found = run_detection(open_run(str(run)))
+    assert found.total == counts(2, 2, 7, 1)
+    client = found.per_client()
+    assert client == counts(1, 1, 2, 0)
+    assert (client.dacc, client.fpr, client.fnr) == (0.75, pytest.approx(1 / 3), 0.0)

@@ -206,6 +206,13 @@ class Decision:
     round: int
     receiver: str
     counts: DetectionCounts
+    evaluated: frozenset = frozenset()
+    flagged: frozenset = frozenset()
+
+
+PER_CLIENT = ("fedcap",)
+"""Rules whose exclusion is permanent, for which FedCAP's per-client counts are reported too
+(Table III of paper 002: each client judged once, at the end of the run)."""
 
 
 @dataclass
@@ -222,6 +229,13 @@ class RunDetection:
 
     def by_round(self) -> dict[int, DetectionCounts]:
         return {r: pool(d.counts for d in self.decisions if d.round == r) for r in sorted({d.round for d in self.decisions})}
+
+    def per_client(self) -> DetectionCounts:
+        """Each client judged once, by the last round's decision of every receiver: flagged if that
+        round left it out (for FedCAP, removed for good at some point), the way FedCAP's Table III
+        counts; pooled over the receivers."""
+        last = max((d.round for d in self.decisions), default=None)
+        return pool(detection_counts(self.run.faulty_sites, d.evaluated, d.flagged) for d in self.decisions if d.round == last)
 
     def by_receiver(self) -> dict[str, DetectionCounts]:
         receivers = sorted({d.receiver for d in self.decisions}, key=site_key)
@@ -249,7 +263,7 @@ def _decide(run: RunRecords, rule: Rule, where: str, rnd: int, receiver: str, re
         counts = detection_counts(run.faulty_sites, labels.evaluated, labels.flagged)
     except ValueError as exc:
         raise DetectionError(f"{where}, round {rnd}: the {run.method} records are inconsistent ({exc})") from exc
-    return Decision(rnd, receiver, counts)
+    return Decision(rnd, receiver, counts, frozenset(labels.evaluated), frozenset(labels.flagged))
 
 
 def _check_columns(path: str, rows: list[dict], rule: Rule, method: str) -> None:

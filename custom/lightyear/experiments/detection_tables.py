@@ -8,7 +8,9 @@ without detection are named under the table, not given numbers.
 
 **Pooling.** A cell sums the TP/FP/TN/FN of every decision (round x benign receiver, or round
 at the server) of every run (seed) of that method, dataset, threat and scenario, then takes the
-ratios (:func:`~lightyear.algorithms.attacks.detection.pool`). Cells are percentages with one
+ratios (:func:`~lightyear.algorithms.attacks.detection.pool`). For FedCAP a second row,
+``fedcap (per client)``, judges each client once, at the end of the run, as FedCAP's Table III
+does (:meth:`~lightyear.experiments.detection.RunDetection.per_client`). Cells are percentages with one
 decimal, ``-`` where a ratio is undefined (FNR of a clean run: no malicious sender).
 
 :func:`write_detection` is the report's hook: it writes every run's ``detection.csv`` into its
@@ -101,13 +103,20 @@ def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection |
             for i, (_, run, det) in enumerate(members):
                 if det is not None:
                     groups.setdefault((run.method, where[i][1]), []).append(det.total)
+                if det is not None and run.method in detection.PER_CLIENT and det.decisions:
+                    groups.setdefault((per_client_row(run.method), where[i][1]), []).append(det.per_client())
             cells = {key: (pool(counts), len(counts)) for key, counts in groups.items()}
             runs = [run for _, run, _ in members]
-            methods = [m for m in method_order(runs) if any(key[0] == m for key in cells)]
+            methods = [row for m in method_order(runs) for row in (m, per_client_row(m)) if any(key[0] == row for key in cells)]
             silent = [m for m in method_order(runs) if m in detection.NO_DETECTION]
             columns = sorted({where[i] for i in range(len(members))})
             tables.append(DetectionTable(dataset, threat, methods, columns, cells, silent))
     return tables
+
+
+def per_client_row(method: str) -> str:
+    """The row of a rule's per-client counts (each client judged once, at the end of the run)."""
+    return f"{method} (per client)"
 
 
 def fmt(counts: DetectionCounts | None) -> str:

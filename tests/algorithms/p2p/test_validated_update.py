@@ -39,20 +39,21 @@ def test_a_passing_aggregate_is_eq_18_and_costs_one_evaluation():
 
 def test_a_peer_whose_addition_fails_is_excluded_and_the_others_kept():
     evaluate = Validation()
-    # weight 0.5 each: the whole aggregate 0.5 * (1 + 3) = 2 fails; a alone 0.5 passes; a and b 2.0 fails
+    # weight 0.5 each: the whole aggregate 0.5 * (1 + 3) = 2 fails; alone, a gives 0.5 (passes), b 1.5 (accuracy 0);
+    # a is kept (its test alone is its adoption: no second pass), then a and b give 2 again and b is excluded
     out = validated_update(OWN, {"a": model(1.0), "b": model(3.0)}, ["a", "b"], 1.0, 0, evaluate, (1.0, 0.2))
     assert out.weights["w"][0] == pytest.approx(0.5) and out.adopted == ["a"] and list(out.excluded) == ["b"]
     assert "scored 0 (loss 5) on the own validation set against the own model's 1 (loss 0.2)" in out.excluded["b"]
-    assert evaluate.calls == [2.0, 0.5, 2.0] and out.evaluations == 3  # no renormalised try: min(1, 0.5) is no larger
+    assert evaluate.calls == [2.0, 0.5, 1.5, 2.0] and out.evaluations == 4  # no renormalised try: min(1, 0.5) is no larger
 
 
 def test_a_benign_minority_gets_its_full_step_back():
     evaluate = Validation()
-    # three peers, weight 1/3: the whole 1/3 * (0.6 + 0.9 + 9) = 3.5 fails; a (0.2), a + b (0.5) pass, + c fails;
-    # then the kept two with weight 1/2: 0.75, which passes and is adopted
+    # three peers, weight 1/3: the whole 1/3 * (0.6 + 0.9 + 9) = 3.5 fails; alone a (0.2) and b (0.3) pass, c (3)
+    # fails; a and b together (0.5) pass, with c the whole again fails; the kept two with weight 1/2: 0.75, adopted
     peers = {"a": model(0.6), "b": model(0.9), "c": model(9.0)}
     out = validated_update(OWN, peers, ["a", "b", "c"], 1.0, 0, evaluate, (1.0, 0.2))
-    assert evaluate.calls == pytest.approx([3.5, 0.2, 0.5, 3.5, 0.75])
+    assert evaluate.calls == pytest.approx([3.5, 0.2, 0.3, 3.0, 0.5, 3.5, 0.75])
     assert out.adopted == ["a", "b"] and list(out.excluded) == ["c"] and out.weights["w"][0] == pytest.approx(0.75)
 
 
@@ -108,3 +109,24 @@ def test_bad_bounds_are_refused_naming_the_setting(kwargs, match):
 def test_an_order_that_does_not_list_the_selected_peers_once_is_refused():
     with pytest.raises(ValueError, match="order must list every selected peer once"):
         validated_update(OWN, {"a": model(0.5)}, ["a", "a"], 1.0, 0, Validation(), (1.0, 0.2))
+
+
+def test_the_peers_that_help_most_alone_are_added_first():
+    """Two entries, weight 1/3. Accuracy 1 while both entries are <= 0.25; the loss 0.2 - 0.05 w2 falls
+    along the second entry. x = (0.6, 0), y = (0, 0.3), z = (0.3, 0.3). Whole: (0.3, 0.2) fails. Alone:
+    x (0.2, 0) loss 0.2, y (0, 0.1) and z (0.1, 0.1) loss 0.195: all pass, and y, z come before x (in the
+    given order x, y, z they would not). y + z = (0.1, 0.2) passes; adding x gives the whole again and
+    fails. The kept y, z renormalised to 1/2: (0.15, 0.3) fails, so (0.1, 0.2) is adopted."""
+    calls = []
+
+    def evaluate(weights):
+        w1, w2 = (float(v) for v in weights["w"])
+        calls.append((round(w1, 6), round(w2, 6)))
+        return (1.0 if w1 <= 0.25 and w2 <= 0.25 else 0.0), 0.2 - 0.05 * w2
+
+    own = {"w": np.zeros(2)}
+    peers = {"x": {"w": np.array([0.6, 0.0])}, "y": {"w": np.array([0.0, 0.3])}, "z": {"w": np.array([0.3, 0.3])}}
+    out = validated_update(own, peers, ["x", "y", "z"], 1.0, 0, evaluate, (1.0, 0.2))
+    assert out.adopted == ["y", "z"] and list(out.excluded) == ["x"]
+    np.testing.assert_allclose(out.weights["w"], [0.1, 0.2])
+    assert calls == [(0.3, 0.2), (0.2, 0.0), (0.0, 0.1), (0.1, 0.1), (0.1, 0.2), (0.3, 0.2), (0.15, 0.3)]

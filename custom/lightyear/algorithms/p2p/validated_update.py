@@ -22,20 +22,23 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
 When no candidate passes, the site keeps its own model, which meets 1-3 by definition. With all
 peers passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
 
-Procedure, with ``S`` the selected peers (Eq. 17) in the order given:
+Procedure, with ``S`` the selected peers (Eq. 17):
 
 * the Eq. 18 aggregate of ``S`` (weights capped as in 3.) is tested; if it passes it is adopted:
   one extra forward pass over the validation set, the common case;
-* otherwise the peers are added one at a time in the given order, each kept only if the
-  aggregate of those kept so far and it still passes (each peer with the weight it has in the
-  aggregate of ``S``); a peer whose addition fails is excluded after averaging, with the measured
-  reason;
+* otherwise every peer's contribution is tested alone (the own model plus its weighted
+  difference), and the peers are added one at a time, those that passed alone first, by the
+  validation loss their contribution gave, each kept only if the aggregate of those kept so far and
+  it still passes (each peer with the weight it has in the aggregate of ``S``); a peer whose
+  addition fails is excluded after averaging, with the measured reason. A model that adds nothing
+  but harm (a reparametrised copy of the own model) thus comes after the peers that help, instead
+  of using up the bounds before them;
 * if some but not all peers were kept, the Eq. 18 aggregate over the kept peers alone (weights
   ``gamma^t * min(1/|K|, max_peer_share)``) is tried too and adopted if it passes, so that a
   benign minority among attackers still gets its full step.
 
 Cost: one forward pass over the own validation set per round when the aggregate of ``S`` passes,
-at most ``|S| + 2`` when it does not (candidates refused on their norms cost none).
+at most ``2 |S| + 2`` when it does not (candidates refused on their norms cost none).
 
 Not bounded: harm the validation set does not show (a small validation set measures coarsely),
 and what later local training does with an adopted model (it starts from a model that passed).
@@ -191,8 +194,8 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
                      evaluate: Callable[[dict], Evaluation], own_evaluation: Evaluation, bounds: Bounds = Bounds()) -> ValidatedUpdate:
     """The hardened Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
 
-    ``order``: the selected peers in the order they are tried when the whole aggregate fails (every
-    key of ``selected`` exactly once); ``evaluate(weights) -> (performance, loss)`` on the own
+    ``order``: the selected peers (every key of ``selected`` exactly once), in the order that breaks
+    ties between equal validation losses when the whole aggregate fails; ``evaluate(weights) -> (performance, loss)`` on the own
     validation set; ``own_evaluation``: the own model's.
     """
     check_gamma(gamma)
@@ -229,11 +232,16 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
     weights, whole = test(list(order), total, weight)
     if whole.passed:
         return _adopt(result, weights, whole)
+    solo, alone = {}, {}
+    for peer in order:  # each peer's contribution alone, with the weight it has in the whole aggregate
+        alone[peer] = steps.plus(steps.zero(), peer)
+        solo[peer] = test([peer], alone[peer], weight)
+    order = sorted(order, key=lambda p: (not solo[p][1].passed, solo[p][1].loss if solo[p][1].evaluated else math.inf))
     kept: list[str] = []
     kept_total = steps.zero()
     for peer in order:
-        trial_total = steps.plus(kept_total, peer)
-        trial, candidate = test(kept + [peer], trial_total, weight)
+        trial_total = steps.plus(kept_total, peer) if kept else alone[peer]
+        trial, candidate = test(kept + [peer], trial_total, weight) if kept else solo[peer]
         if candidate.passed:
             kept.append(peer)
             kept_total = trial_total
