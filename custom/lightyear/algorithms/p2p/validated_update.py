@@ -135,26 +135,59 @@ def peer_weight(gamma: float, t: int, n_peers: int, max_peer_share: float) -> fl
 
 
 class _Steps:
-    """Candidates theta + weight * sum_j (theta_j - theta) (Eq. 18 with a given per-peer weight), built
-    from running sums of differences so that adding a peer to a candidate costs one pass over the
-    parameters. Floating entries are combined in float64 and cast back; integer entries keep the own value."""
+    """Candidates theta + weight * sum_j (theta_j - theta) (Eq. 18 with a given per-peer weight) on flat
+    vectors of the floating entries, in the own model's float type: each peer's difference is taken
+    once, and a candidate costs one pass over the parameters. Integer entries keep the own value."""
 
     def __init__(self, own: Weights, models: Mapping[str, Weights]):
         self.own, self.models = own, models
         self.keys = [k for k, v in own.items() if is_float(v)]
-        self.base = {k: np.asarray(own[k], dtype=np.float64) for k in self.keys}
+        self.dtype = np.result_type(*[np.asarray(own[k]).dtype for k in self.keys]) if self.keys else np.float64
+        self.base = self.flat(own)
+        sizes = [np.asarray(own[k]).size for k in self.keys]
+        self.starts = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.own_norms = self.norms(self.base)
+        self._diffs: dict[str, np.ndarray] = {}
 
-    def zero(self) -> dict:
-        return {k: np.zeros(v.shape) for k, v in self.base.items()}
+    def flat(self, model: Weights) -> np.ndarray:
+        if not self.keys:
+            return np.zeros(0, dtype=self.dtype)
+        return np.concatenate([np.asarray(model[k], dtype=self.dtype).ravel() for k in self.keys])
 
-    def plus(self, total: dict, peer: str) -> dict:
+    def norms(self, vector: np.ndarray) -> np.ndarray:
+        """The L2 norm of every entry's segment of ``vector``."""
+        if not self.keys:
+            return np.zeros(0)
+        squares = np.square(vector, dtype=np.float64)
+        return np.sqrt(np.add.reduceat(squares, self.starts) * (self.sizes > 0))
+
+    def diff(self, peer: str) -> np.ndarray:
+        if peer not in self._diffs:
+            self._diffs[peer] = self.flat(self.models[peer]) - self.base
+        return self._diffs[peer]
+
+    def zero(self) -> np.ndarray:
+        return np.zeros_like(self.base)
+
+    def plus(self, total: np.ndarray, peer: str) -> np.ndarray:
         """``total`` + (theta_peer - theta), as a new running sum."""
-        return {k: total[k] + (np.asarray(self.models[peer][k], dtype=np.float64) - self.base[k]) for k in self.keys}
+        return total + self.diff(peer)
 
-    def model(self, total: dict, weight: float) -> dict[str, np.ndarray]:
-        out = {k: np.array(v, copy=True) for k, v in self.own.items() if k not in self.base}
-        out.update({k: (self.base[k] + weight * total[k]).astype(np.asarray(self.own[k]).dtype) for k in self.keys})
-        return {k: out[k] for k in self.own}
+    def growth(self, vector: np.ndarray) -> float:
+        """:func:`norm_growth` of the candidate ``vector`` (flat), from the own norms taken once."""
+        mine = self.own_norms > 0.0
+        if not mine.any():
+            return 0.0
+        return max(0.0, float(np.max(self.norms(vector)[mine] / self.own_norms[mine])) - 1.0)
+
+    def model(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        """The candidate as a model: views of ``vector`` in the own entries' shapes and dtypes."""
+        out = {}
+        for key, start, size in zip(self.keys, self.starts, self.sizes):
+            mine = np.asarray(self.own[key])
+            out[key] = vector[start : start + size].reshape(mine.shape).astype(mine.dtype, copy=False)
+        return {k: out[k] if k in out else np.array(v, copy=True) for k, v in self.own.items()}
 
 
 @dataclass(frozen=True)
@@ -213,9 +246,10 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
 
     steps = _Steps(own, selected)
 
-    def test(peers: Sequence[str], total: dict, weight: float) -> tuple[dict, Candidate]:
-        weights = steps.model(total, weight)
-        growth = norm_growth(own, weights)
+    def test(peers: Sequence[str], total: np.ndarray, weight: float) -> tuple[dict, Candidate]:
+        vector = steps.base + weight * total
+        weights = steps.model(vector)
+        growth = steps.growth(vector)
         if growth > bounds.max_norm_growth:
             candidate = Candidate(tuple(peers), weight, growth)
         else:
@@ -228,13 +262,13 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
     weight = peer_weight(gamma, int(t), len(selected), bounds.max_peer_share)
     total = steps.zero()
     for peer in order:
-        total = steps.plus(total, peer)
+        total += steps.diff(peer)
     weights, whole = test(list(order), total, weight)
     if whole.passed:
         return _adopt(result, weights, whole)
     solo, alone = {}, {}
     for peer in order:  # each peer's contribution alone, with the weight it has in the whole aggregate
-        alone[peer] = steps.plus(steps.zero(), peer)
+        alone[peer] = steps.diff(peer)
         solo[peer] = test([peer], alone[peer], weight)
     order = sorted(order, key=lambda p: (not solo[p][1].passed, solo[p][1].loss if solo[p][1].evaluated else math.inf))
     kept: list[str] = []
