@@ -378,3 +378,54 @@ def test_fedcap_per_client_counts_judge_each_client_once_at_the_end_of_the_run(t
     client = found.per_client()
     assert client == counts(1, 1, 2, 0)
     assert (client.dacc, client.fpr, client.fnr) == (0.75, pytest.approx(1 / 3), 0.0)
+
+
+@pytest.mark.simulator
+@pytest.mark.extended
+def test_a_real_lightyear_run_excludes_the_function_preserving_copies_of_each_receivers_own_model(tmp_path):
+    """Peer-to-peer, full knowledge: two attackers send every benign receiver a rescaled and permuted
+    copy of that receiver's own model of the round (per receiver). The run finishes, the attackers'
+    records name the transform, and no benign site ever adopts a crafted copy: the validated
+    aggregation excludes it after averaging when its selection kept it."""
+    from lightyear.jobs import generate
+
+    from repo import ROOT
+
+    sites = ["site-1", "site-2", "site-3", "site-4", "site-5"]
+    settings = {"sites": sites, "rounds": 2, "train_args": {"local_epochs": 1, "batch_size": 64}, "skill_floor": 0.0}
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "lightyear", "digits", attack="rescale_permute", attackers=2,
+                                     knowledge="full", seed=0, overrides=settings)
+    ws, proc = _simulate(tmp_path, name, files, 5)
+    rows = {s: list(csv.DictReader(open(ws / s / "simulate_job" / "rounds.csv"))) for s in sites
+            if (ws / s / "simulate_job" / "rounds.csv").exists()}
+    assert sorted(rows) == sites and all(len(r) == 2 for r in rows.values()), (proc.stdout + proc.stderr)[-3000:]
+    for attacker in ("site-4", "site-5"):
+        assert {r["attack_transform"] for r in rows[attacker]} == {"rescale_permute"} and rows[attacker][0]["attack_knowledge"] == "full"
+    for site in ("site-1", "site-2", "site-3"):
+        for row in rows[site]:
+            adopted = set(filter(None, row["adopted"].split(";")))
+            assert not adopted & {"site-4", "site-5"}, row
+            for attacker in set(filter(None, row["selected"].split(";"))) & {"site-4", "site-5"}:
+                assert row[f"{attacker}_excluded"], row  # selected, then excluded after averaging, with the reason
+    assert detection.main([str(ws)]) == 0
+
+
+@pytest.mark.simulator
+@pytest.mark.extended
+def test_a_real_fedavg_run_under_the_reparametrisation_attack_finishes_and_records_it(tmp_path):
+    """Star, partial knowledge: the server's adversary sends, for one attacker, a rescaled copy of its
+    honest model (the job names the network); the run finishes and adversary.jsonl records the transform."""
+    from lightyear.jobs import generate
+
+    from repo import ROOT
+
+    sites = ["site-1", "site-2", "site-3", "site-4"]
+    settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
+    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "fedavg", "digits", attack="rescale", attackers=1, seed=0,
+                                     overrides=settings)
+    ws, proc = _simulate(tmp_path, name, files, 4)
+    records = ws / "server" / "simulate_job" / "adversary.jsonl"
+    assert records.exists(), (proc.stdout + proc.stderr)[-3000:]
+    crafted = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["round"], r["crafted"], r["settings"]["attack_transform"]) for r in crafted] == [(0, ["site-4"], "rescale"), (1, ["site-4"], "rescale")]
+    assert (ws / "server" / "simulate_job" / "summary.csv").exists()

@@ -9,6 +9,8 @@ from lightyear.models import build_model, model_symmetries
 from lightyear.training.weights import get_weights, set_weights
 
 NETWORKS = [("cnn", 10, 1, 28), ("densenet121", 2, 3, 32), ("efficientnet_b0", 8, 3, 32), ("transunet", 2, 1, 64)]
+# the large networks take seconds each: in the second tier
+TIERED = [pytest.param(*n, id=n[0], marks=() if n[0] == "cnn" else pytest.mark.extended) for n in NETWORKS]
 
 
 def network(name, classes, channels):
@@ -26,7 +28,7 @@ def network(name, classes, channels):
     return net.eval()
 
 
-@pytest.mark.parametrize("name, classes, channels, size", NETWORKS, ids=[n[0] for n in NETWORKS])
+@pytest.mark.parametrize("name, classes, channels, size", TIERED)
 @pytest.mark.parametrize("transform", TRANSFORMS)
 def test_the_transformed_network_computes_the_same_outputs(name, classes, channels, size, transform):
     net = network(name, classes, channels)
@@ -49,6 +51,7 @@ def test_the_transformed_network_computes_the_same_outputs(name, classes, channe
         assert fields["attack_units"] > 0 and changed > 0.1  # the parameters did move
 
 
+@pytest.mark.extended
 def test_only_the_networks_with_homogeneous_activations_admit_rescaling():
     scalable = {name: any(g.scalable for g in model_symmetries(name, get_weights(build_model(name, k, c, seed=0))))
                 for name, k, c, _ in NETWORKS}
