@@ -3,8 +3,8 @@ before anything starts, and SIGTERM stops the simulator and every worker it star
 
 A stand-in for ``nvflare simulator`` behaves by ``$FAKE_MODE``: ``failed`` writes a summary in which
 every site failed, ``finished`` one in which a site finished, ``none`` writes nothing, ``crash``
-exits 1, and ``stuck`` starts a site worker in a session of its own (as FLARE does) and, like FLARE,
-ends only on Ctrl-C, leaving that worker behind.
+exits 1, and ``stuck`` starts a site worker in a session of its own (as FLARE does) and a worker
+that its parent leaves orphaned, and, like FLARE, ends only on Ctrl-C, leaving both behind.
 """
 
 import json
@@ -35,9 +35,12 @@ elif mode == "finished":
 elif mode == "crash":
     sys.exit(1)
 elif mode == "stuck":
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws], start_new_session=True)
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws]
+    worker = subprocess.Popen(sleep, start_new_session=True)
+    orphan = subprocess.run([sys.executable, "-c", f"import subprocess; print(subprocess.Popen({sleep!r}, start_new_session=True, stdout=-3, stderr=-3).pid)"],
+                            capture_output=True, text=True).stdout.strip()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # FLARE's simulator handles Ctrl-C only
-    print("started", flush=True)
+    print("started", worker.pid, orphan, flush=True)
     try:
         time.sleep(600)
     except KeyboardInterrupt:
@@ -105,17 +108,37 @@ def marked(marker):
     return [p.pid for p in psutil.process_iter(["cmdline"]) if any(marker in part for part in p.info["cmdline"] or [])]
 
 
-def test_sigterm_stops_the_simulator_and_the_workers_it_leaves(tmp_path, job):
-    proc = run_simulate(tmp_path, job, "stuck")
+def decoys(workspace):
+    """Processes this user runs beside the command, not started by it: one whose argument holds the
+    workspace as a substring (``<ws>_victim``), one that names the very workspace."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root"]
+    return [subprocess.Popen(sleep + [arg], start_new_session=True) for arg in (workspace + "_victim", workspace)]
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_sigterm_stops_the_simulator_and_the_workers_it_leaves_and_nothing_else(tmp_path, job):
     marker = str(tmp_path / "ws")
+    others = decoys(marker)
+    proc = run_simulate(tmp_path, job, "stuck")
     try:
         assert proc.stdout.readline().endswith("this toolkit's components are allowed in this workspace\n")
-        assert proc.stdout.readline().strip() == "started"
+        started, *workers = proc.stdout.readline().split()
+        assert started == "started" and all(alive(int(w)) for w in workers)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 130
         assert "stopping the simulator (stopped by signal SIGTERM)" in proc.stderr.read()
-        assert [p for p in marked(marker) if p != proc.pid] == []
+        assert [w for w in workers if alive(int(w))] == []
+        assert [d.poll() for d in others] == [None, None]  # another process naming the workspace is not this command's
     finally:
         proc.kill()
-        for pid in marked(marker):
+        for pid in set(marked(marker)) - {d.pid for d in others}:
             os.kill(pid, signal.SIGKILL)
+        for d in others:
+            d.kill()
+            d.wait()

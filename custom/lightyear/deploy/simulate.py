@@ -15,7 +15,9 @@ Two things FLARE's simulator does not do, this command does:
   command says so and exits with status 1;
 - Ctrl-C and SIGTERM stop the simulator and every site worker it started: FLARE ends them on
   Ctrl-C only, so SIGTERM is passed on as Ctrl-C, and whatever is left after a grace period is
-  ended (:mod:`lightyear.flare.process_tree`).
+  ended. "Left" means started by this command, found by kinship (descendants, also those
+  orphaned meanwhile, their sessions), never by a command line that names the workspace:
+  :mod:`lightyear.flare.process_tree`.
 
 Usage::
 
@@ -61,25 +63,32 @@ def simulator_command(argv=None) -> list[str]:
     return command_line
 
 
-def run_to_the_end(cmd: list[str], workspace: str) -> int:
+def run_to_the_end(cmd: list[str]) -> int:
     """Run the simulator; on Ctrl-C or SIGTERM pass Ctrl-C on, then end what is left. Its exit status
     (130 when stopped)."""
+    with process_tree.adopting_orphans():  # a worker whose simulator died stays this command's descendant
+        return _run(cmd)
+
+
+def _run(cmd: list[str]) -> int:
     # Ctrl-C is how FLARE's simulator ends its workers: let it act on it even when this command was
     # started with SIGINT ignored (a background job of a shell)
     proc = subprocess.Popen(cmd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    family = process_tree.Family()
     try:
         with terminate_as_interrupt():
             return proc.wait()
     except KeyboardInterrupt as exc:
         print(f"{PROG}: stopping the simulator ({exc or 'Ctrl-C'})", file=sys.stderr, flush=True)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave workers behind
+        family.members()  # remember every worker while the simulator, their parent, still runs
         if proc.poll() is None and exc.args:  # SIGTERM: FLARE's own way out is Ctrl-C (a terminal's reached it already)
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout=GRACE_S)
             except subprocess.TimeoutExpired:
                 pass
-        survivors = process_tree.stop_tree(marker=workspace)
+        survivors = process_tree.stop_tree(family)
         if survivors:
             print(f"{PROG}: could not stop processes {survivors}: end them by hand", file=sys.stderr)
         return 130
@@ -92,7 +101,7 @@ def main(argv=None) -> int:
     except FlareCommandError as e:
         raise UserError(str(e)) from None
     workspace = cmd[cmd.index("-w") + 1]
-    status = run_to_the_end(cmd, workspace)
+    status = run_to_the_end(cmd)
     if status != 0:
         return status
     failure = run_failure(workspace)
