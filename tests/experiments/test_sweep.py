@@ -3,8 +3,8 @@
 Most tests use a stand-in for ``nvflare simulator`` ($LIGHTYEAR_NVFLARE) that behaves by the
 job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 4 writes a
 summary in which every site dropped, seed 2 hangs with a
-child process (to check that Ctrl-C ends the whole process group), any other seed writes a
-summary after two progress records.
+child process and a site worker in a session of its own, as FLARE starts them (to check that
+Ctrl-C ends both), any other seed writes a summary after two progress records.
 """
 
 import json
@@ -44,7 +44,8 @@ if seed == 4:  # peer-to-peer runs whose sites all dropped still write a summary
     sys.exit(0)
 if seed == 2:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    open(os.path.join(ws, "pids"), "w").write(f"{os.getpid()} {child.pid}")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    open(os.path.join(ws, "pids"), "w").write(f"{os.getpid()} {child.pid} {worker.pid}")
     time.sleep(600)
 for rnd in range(2):
     with open(os.path.join(run, "progress.jsonl"), "a") as f:
@@ -104,7 +105,7 @@ def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fak
 
 
 @pytest.mark.parametrize("inherited", ["default", "ignored"])
-def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake, inherited):
+def test_ctrl_c_stops_the_simulator_and_every_worker_it_started(tmp_path, fake, inherited):
     """Also when the sweep inherits SIGINT ignored, as a background job of a script does."""
     out = tmp_path / "out"
     spec = write_spec(tmp_path, [0, 2])
@@ -115,6 +116,8 @@ def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake, inherited):
     pids_file = out / "runs" / "fedavg_digits_clean_s2" / "ws" / "pids"
     deadline = time.monotonic() + 60
     while not pids_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    while len(pids_file.read_text().split()) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)
     pids = [int(p) for p in pids_file.read_text().split()]
     proc.send_signal(signal.SIGINT)

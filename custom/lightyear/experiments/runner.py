@@ -8,6 +8,7 @@ simulator exits 0 even when a job fails, so the exit code alone says little.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -20,6 +21,7 @@ import time
 from lightyear.cli import UserError
 from lightyear.experiments.sweep_spec import Run
 from lightyear.flare import component_policy
+from lightyear.flare.process_tree import Family
 from lightyear.jobs import generate
 
 RUNS = "runs"
@@ -133,20 +135,27 @@ def start(run: Run, folder: str) -> subprocess.Popen:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=child_env(), start_new_session=True)
 
 
-def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """End the simulator and every process it started (its whole process group): TERM, then KILL."""
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> list[int]:
+    """End the simulator and every process it started: its process group, and the site workers FLARE
+    starts in sessions of their own (:class:`~lightyear.flare.process_tree.Family`). TERM, then KILL;
+    the pids still alive."""
+    family = Family(own_descendants=False)
+    family.add_leader(proc.pid)
+    family.members()  # every worker, remembered while the simulator, their parent, still runs
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
+        for pid in family.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _group_alive(proc):
+        while time.monotonic() < deadline and (_group_alive(proc) or family.alive()):
             time.sleep(0.2)
-        if not _group_alive(proc):
+        if not (_group_alive(proc) or family.alive()):
             break
     if proc.poll() is None:
         proc.wait(timeout=5)
+    return family.alive()
 
 
 def _group_alive(proc: subprocess.Popen) -> bool:

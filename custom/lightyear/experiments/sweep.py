@@ -4,7 +4,7 @@ Each run gets ``DIR/runs/<run>/`` (job, workspace, ``log.txt`` with FLARE's outp
 Runs whose summary exists are skipped, so running the same command again after a crash, a kill
 or Ctrl-C continues where the sweep stopped (failed and interrupted runs are tried again). A
 failed run is recorded with the reason taken from its log and the sweep goes on; Ctrl-C or
-SIGTERM stops the running simulators (their whole process groups) and exits.
+SIGTERM stops the running simulators (their process groups and the site workers they started) and exits.
 
 Usage::
 
