@@ -113,10 +113,21 @@ def read_text(path: str, what: str, fix: str = "") -> str:
     return text
 
 
+def folder_name(path, option: str = "--out") -> str:
+    """``path``, refused with a :class:`UserError` naming ``option`` when it is empty (it would mean
+    the current folder, unasked) or holds a line break or another control character."""
+    if not isinstance(path, str) or not path.strip():
+        raise UserError(f"{option} is empty: give a folder (write '.' for the current folder)")
+    if control_characters(path):
+        raise UserError(f"{option} {path!r:.80} holds a line break or another control character: choose a name without one")
+    return path
+
+
 def output_folder(path: str, option: str = "--out") -> str:
     """Create the folder ``path`` if needed and make sure files can be written in it; its absolute
-    path. A :class:`UserError` naming ``option`` otherwise (a file, a place that cannot be created)."""
-    path = os.path.abspath(path)
+    path. A :class:`UserError` naming ``option`` otherwise (empty, a line break in it, a file, a
+    place that cannot be created)."""
+    path = os.path.abspath(folder_name(path, option))
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"{option} {path} is a file: give a folder (it is created if missing)")
     try:

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from lightyear.cli import command, seconds
+from lightyear.cli import UserError, command, folder_name, seconds
 from lightyear.deploy.collect import collect
 from lightyear.deploy.flare_cli import FINISHED_OK, FlareCli, FlareCommandError, flare_env, nvflare_command
 from lightyear.deploy.job_folder import JobFolder, JobFolderError, read_job, site_sort_key
@@ -65,6 +65,7 @@ def free_ports(n: int) -> list[int]:
 
 def check_out_dir(path: str) -> str:
     """Create ``path`` if needed and make sure files can be written in it."""
+    folder_name(path)
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".lightyear-poc-check-"):
@@ -157,7 +158,7 @@ def run_all(poc: Poc, jobs: list[JobFolder], out: str, args) -> bool:
         log(f"interrupted ({e or 'Ctrl-C'}): stopping the POC")
         ok = False
     except (FlareCommandError, AllowListError, OSError, ValueError) as e:
-        log(str(e))
+        log(f"error: {e}")
         ok = False
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
@@ -191,8 +192,7 @@ def main(argv=None) -> int:
         out = check_out_dir(args.out)
         nvflare_command()
     except (JobFolderError, PermissionError, FlareCommandError) as e:
-        print(f"lightyear-poc: {e}", file=sys.stderr)
-        return 2
+        raise UserError(str(e)) from None
     sites = sorted({s for j in jobs for s in j.sites}, key=site_sort_key)
     root = tempfile.mkdtemp(prefix="lightyear-poc-")
     with adopting_orphans():  # a process orphaned below this one stays within reach of poc.stop()

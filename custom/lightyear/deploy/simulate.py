@@ -32,7 +32,7 @@ import signal
 import subprocess
 import sys
 
-from lightyear.cli import UserError, command, terminate_as_interrupt
+from lightyear.cli import UserError, command, folder_name, terminate_as_interrupt
 from lightyear.deploy.flare_cli import FlareCommandError, nvflare_command
 from lightyear.deploy.job_folder import read_job
 from lightyear.flare import process_tree
@@ -54,6 +54,7 @@ def simulator_command(argv=None) -> list[str]:
     parser.add_argument("job_folder", help="a job folder (jobs/<job> or one written by lightyear-jobs --out)")
     parser.add_argument("-w", "--workspace", required=True, help="the simulator's workspace folder (created if missing)")
     args, rest = parser.parse_known_args(argv)
+    folder_name(args.workspace, "-w")
     read_job(args.job_folder)  # a folder with a readable meta.json that names its sites
     if os.path.exists(args.workspace) and not os.path.isdir(args.workspace):
         raise UserError(f"the workspace {args.workspace} is a file: give a folder (it is created if missing)")

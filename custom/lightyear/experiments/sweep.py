@@ -29,7 +29,7 @@ import sys
 import time
 
 from lightyear import configs as config_folders
-from lightyear.cli import UserError, command, output_folder
+from lightyear.cli import UserError, command, folder_name, output_folder
 from lightyear.experiments import progress, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
 
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.parallel < 1:
         parser().error("--parallel must be at least 1")
-    out = os.path.abspath(args.out)
+    out = os.path.abspath(folder_name(args.out))
     check_out(out)
     configs = config_folders.checked_configs(args.configs)
     path = spec_path(args.spec, configs)

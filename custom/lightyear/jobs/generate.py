@@ -39,7 +39,7 @@ import tempfile
 
 from lightyear import configs as config_folders
 from lightyear.algorithms.malfunctions import KINDS, NONE
-from lightyear.cli import command, output_folder
+from lightyear.cli import command, folder_name, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
 from lightyear.jobs import attacks
@@ -302,6 +302,8 @@ def committed_jobs_folder(out: str | None, what: str) -> str:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.out is not None:
+        folder_name(args.out)
     configs = config_folders.checked_configs(args.configs)
     if args.check:
         out = committed_jobs_folder(args.out, "lightyear-jobs --check")

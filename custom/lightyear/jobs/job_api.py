@@ -56,7 +56,7 @@ warnings.filterwarnings("ignore", message="NVFlare reserves '--export'", categor
 from nvflare.recipe.prod_env import ProdEnv  # noqa: E402
 
 from lightyear import configs as config_folders  # noqa: E402
-from lightyear.cli import UserError, command, one_line, seconds, terminate_as_interrupt  # noqa: E402
+from lightyear.cli import UserError, command, folder_name, one_line, seconds, terminate_as_interrupt  # noqa: E402
 from lightyear.flare import process_tree  # noqa: E402
 from lightyear.flare.placement import gpu_groups, parse_gpu_ids  # noqa: E402
 from lightyear.jobs import attacks  # noqa: E402
@@ -183,6 +183,8 @@ def main(argv=None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     check_export_flags()
+    if args.workspace is not None:
+        folder_name(args.workspace, "--workspace")
     if args.wait is not None and args.env == "sim":
         raise UserError("--wait is for --env poc and prod: a simulator run always runs to the end")
     configs = config_folders.checked_configs(args.configs)
