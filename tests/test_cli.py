@@ -46,7 +46,7 @@ def test_every_console_script_answers_help_and_nonsense_without_a_traceback(name
 
 def test_the_scripts_are_the_ones_pyproject_installs():
     assert {"lightyear-jobs", "lightyear-summary", "lightyear-sweep", "lightyear-report", "lightyear-allow",
-            "lightyear-slurm", "lightyear-poc", "lightyear-simulate"} <= set(scripts())
+            "lightyear-slurm", "lightyear-poc", "lightyear-simulate", "lightyear-detection"} <= set(scripts())
 
 
 def make(exc):

@@ -115,6 +115,18 @@ class RecordsError(UserError):
     """A record file (summary, rounds) that cannot be read: not text, empty, cut or damaged."""
 
 
+def record_file(path: str, what: str = "the file") -> bool:
+    """Whether the record file ``path`` exists; a :class:`RecordsError` when something else is in its
+    place (a folder, a link that leads nowhere or to itself): damage, never taken for "no record"."""
+    if not os.path.lexists(path):
+        return False
+    if not os.path.exists(path):
+        raise RecordsError(f"{what} {path} is a link that leads nowhere (or to itself): the records are damaged; run the job again")
+    if not os.path.isfile(path):
+        raise RecordsError(f"{what} {path} is not a file (a folder?): the records are damaged; run the job again")
+    return True
+
+
 def table_rows(path: str, what: str = "the file", allow_empty: bool = False) -> tuple[list[dict], list[str]]:
     """(well-formed rows, [what is wrong with each other row]) of the CSV file ``path``.
 
