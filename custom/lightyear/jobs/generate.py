@@ -49,6 +49,7 @@ from lightyear.jobs.settings import (
     SettingError,
     build_components,
     check_dict_settings,
+    check_value_range,
     check_override_keys,
     check_site_names,
     check_site_resources,
@@ -135,6 +136,8 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     ``ValueError``) with the message of the check or component that refused it.
     """
     try:
+        for key, value in (overrides or {}).items():
+            check_value_range(key, value)
         params, overrides = attacks.split_params(overrides)
         attacks.check_request(attack, attackers, knowledge, malfunction, faulty, params)
         return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides, (attack, attackers, knowledge, params))
