@@ -247,7 +247,7 @@ def run_failure(workspace: str) -> str | None:
             return str(exc)
         if any(r.get("status", FINISHED) == FINISHED for r in rows):
             return None
-        ended = ", ".join(f"{r.get('site')} {r.get('status') or '?'}" + (f" ({r['reason'][:120]})" if r.get("reason") else "") for r in rows)
+        ended = _endings([(r.get("site"), r.get("status") or "?", r.get("reason")) for r in rows])
         return f"no site finished ({ended or 'no site rows'}; {summary})"
     statuses = {}
     for path in sorted(glob.glob(os.path.join(workspace, "*", "simulate_job", SITE_STATUS_FILE))):
@@ -259,9 +259,25 @@ def run_failure(workspace: str) -> str | None:
             statuses[status.get("site", path)] = status
     if any(s.get("status") == FINISHED for s in statuses.values()):
         return None
-    ended = ", ".join(f"{site} {s.get('status')}" + (f" ({str(s.get('reason'))[:120]})" if s.get("reason") else "") for site, s in statuses.items())
+    ended = _endings([(site, s.get("status"), s.get("reason")) for site, s in statuses.items()])
     log = os.path.join(workspace, "server", "simulate_job", "log.txt")
     return f"no site finished and no summary.csv was written ({ended or 'no site reported'}; see {log})"
+
+
+MAX_REASON = 600
+"""Characters of one reason that are kept; a longer one keeps its start and its end (its cause)."""
+
+
+def _endings(sites: list[tuple]) -> str:
+    """``site-1, site-2 failed (reason), site-3 dropped``: how each site ended, sites that ended alike
+    named together, each reason whole up to :data:`MAX_REASON` characters (then its start and end)."""
+    groups: dict[tuple, list[str]] = {}
+    for site, status, reason in sites:
+        text = " ".join(str(reason or "").split())
+        if len(text) > MAX_REASON:
+            text = text[: MAX_REASON // 2 - 3] + " ... " + text[-(MAX_REASON // 2 - 2):]
+        groups.setdefault((status, text), []).append(str(site))
+    return ", ".join(f"{', '.join(names)} {status}" + (f" ({text})" if text else "") for (status, text), names in groups.items())
 
 
 @command("lightyear-summary")

@@ -89,6 +89,15 @@ def test_site_statuses_decide_when_there_is_no_summary(tmp_path):
     assert run_failure(str(tmp_path)) is None
 
 
+def test_when_every_site_fails_each_reason_keeps_its_cause_and_alike_sites_are_named_together(tmp_path):
+    reason = "RuntimeError: site-x could not load /data/" + "very/" * 40 + "deep/folder: cause: the disk is full"
+    for i in range(1, 9):
+        write_site_status(str(tmp_path / f"site-{i}" / "simulate_job"), f"site-{i}", "failed", reason, 0, "")
+    failure = run_failure(str(tmp_path))
+    assert f"site-1, site-2, site-3, site-4, site-5, site-6, site-7, site-8 failed ({reason})" in failure
+    assert failure.count("cause: the disk is full") == 1
+
+
 def test_a_damaged_meta_json_is_refused_before_the_workspace_is_touched(tmp_path, job, capsys):
     with open(os.path.join(job, "meta.json"), "w") as f:
         f.write('{"name": "x", "deploy_map": ')

@@ -173,11 +173,45 @@ def test_failure_reason_skips_noise_and_falls_back_to_the_last_line(tmp_path):
     assert runner.failure_reason(str(tmp_path), 1) == "exit code 1: last words"
 
 
+def test_slurm_never_replaces_a_spec_or_script_no_sweep_wrote(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = write_spec(tmp_path, [0])
+    for name in ("spec.json", "sweep.sbatch"):
+        (out / name).write_text("mine\n")
+        assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 2
+        err = capsys.readouterr().err
+        assert f"holds {name}, which no sweep wrote" in err and "--force" in err and err.count("\n") == 1
+        assert (out / name).read_text() == "mine\n" and not (out / "sweep.json").exists()
+        (out / name).unlink()
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0  # its own files: replaced
+    (out / "sweep.sbatch").write_text("mine\n")
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--force"]) == 0
+    assert "lightyear.experiments.sweep" in (out / "sweep.sbatch").read_text()
+    own = out / "spec.json"  # a spec read from the sweep folder itself stays as written
+    own.write_text(json.dumps({"datasets": ["digits"], "methods": ["fedavg"], "faulty": [0], "seeds": [0]}))
+    (out / "sweep.json").unlink()
+    assert sweep.main([str(own), "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0
+    assert "name" not in json.loads(own.read_text())
+
+
+def test_a_dry_run_over_a_damaged_summary_lists_the_run_to_do(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, [0])
+    summary = out / "runs" / "fedavg_digits_clean_s0" / "ws" / "server" / "simulate_job" / "summary.csv"
+    summary.parent.mkdir(parents=True)
+    summary.write_bytes(b"site,status\n\xff\x00\n")
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--dry-run"]) == 0
+    assert "todo  fedavg_digits_clean_s0" in capsys.readouterr().out
+
+
 def test_progress_reads_rounds_and_estimates_time_left(tmp_path):
     run = tmp_path / "ws" / "server" / "simulate_job"
     run.mkdir(parents=True)
     (run / "progress.jsonl").write_text('{"round": 0}\n{"round": 2}\n{"round": 1}\n{"rou')
     assert progress.rounds_done(str(tmp_path)) == 3
+    assert progress.rounds_done(str(tmp_path), rounds=2) == 2  # a star run's final evaluation is no round 3/2
     live = [progress.Running("a", 3, 12, 30.0)]
     assert progress.estimate_left([100.0, 60.0], pending=2, running=live, parallel=1) == 2 * 80 + 50
     assert progress.estimate_left([], pending=1, running=live, parallel=1) == 120 + 90

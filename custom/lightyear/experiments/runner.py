@@ -9,7 +9,6 @@ simulator exits 0 even when a job fails, so the exit code alone says little.
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ from lightyear.experiments.sweep_spec import Run
 from lightyear.flare import component_policy
 from lightyear.flare.process_tree import Family
 from lightyear.jobs import generate
+from lightyear.records import table_rows
 
 RUNS = "runs"
 NOISE = ("unknown aux message topic",)  # ERROR lines FLARE prints in healthy runs too
@@ -36,27 +36,35 @@ def summary_path(folder: str) -> str:
     return os.path.join(folder, "ws", "server", "simulate_job", "summary.csv")
 
 
-def unfinished_sites(folder: str) -> list[str] | None:
-    """Sites the summary lists as not finished (dropped, failed); None when there is no summary."""
+def summary_rows(folder: str) -> list[dict] | None:
+    """The site rows of the run's summary; None when there is none or it cannot be read (not text,
+    empty, cut: the run is then not finished, and a sweep runs it again)."""
     path = summary_path(folder)
     if not os.path.isfile(path):
         return None
-    with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get("site") not in ("mean_benign", "std_benign")]
-    return [r["site"] for r in rows if r.get("status", "finished") != "finished"]
+    try:
+        rows, _ = table_rows(path, "the summary")
+    except UserError:
+        return None
+    return [r for r in rows if r.get("site") not in ("mean_benign", "std_benign")]
+
+
+def unfinished_sites(folder: str) -> list[str] | None:
+    """Sites the summary lists as not finished (dropped, failed); None when there is no summary."""
+    rows = summary_rows(folder)
+    return None if rows is None else [r["site"] for r in rows if r.get("status", "finished") != "finished"]
 
 
 def is_finished(folder: str) -> bool:
     """A summary exists and at least one benign site finished (peer-to-peer runs whose sites all
     dropped still write a summary, of ``dropped`` sites only). An attacker (``faulty_sites`` of the
     job's meta.json) is not benign, whatever its summary row says."""
-    path = summary_path(folder)
-    if not os.path.isfile(path):
+    rows = summary_rows(folder)
+    if rows is None:
         return False
     faulty = faulty_sites(folder)
-    with open(path, newline="") as f:
-        return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" and r.get("site") not in faulty
-                   for r in csv.DictReader(f))
+    return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" and r.get("site") not in faulty
+               for r in rows)
 
 
 def faulty_sites(folder: str) -> set[str]:

@@ -34,6 +34,7 @@ from lightyear.experiments import progress, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
 
 SPEC_COPY = "spec.json"
+PLAN = "sweep.json"
 LOCK = ".sweep.lock"
 PROG = "lightyear-sweep"
 
@@ -153,7 +154,7 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
     now = time.monotonic()
-    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n)), r.rounds, now - s) for n, (r, _, s) in running.items()]
+    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n), r.rounds), r.rounds, now - s) for n, (r, _, s) in running.items()]
     eta = progress.estimate_left(tally["walls"], len(pending), live, parallel)
     return progress.SweepState(total, tally["done"], tally["failed"], now - t0, eta, live)
 
@@ -169,6 +170,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time", default="08:00:00", help="with --slurm: each task's time limit (default 08:00:00)")
     p.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
     p.add_argument("--plain", action="store_true", help="plain progress lines even when rich is installed")
+    p.add_argument("--force", action="store_true", help="replace a spec.json, sweep.json or sweep.sbatch in --out that no sweep wrote")
     p.add_argument("--task", type=int, help=argparse.SUPPRESS)  # one run by index: what each SLURM array task does
     return p
 
@@ -188,6 +190,43 @@ def check_out(out: str) -> None:
     """Refuse an ``--out`` that is a file before anything is generated."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise SweepError(f"--out {out} is a file: give the sweep folder (it is created if missing)")
+
+
+def _read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def written_by_sweep(out: str, name: str) -> bool:
+    """Whether ``out/name`` (spec.json, sweep.json, sweep.sbatch) is a file an earlier sweep wrote there."""
+    plan = _read_json(os.path.join(out, PLAN))
+    ours = isinstance(plan, dict) and {"runs", "configs"} <= set(plan)
+    if name in (SPEC_COPY, PLAN):
+        return ours  # written together
+    try:
+        with open(os.path.join(out, name), encoding="utf-8", errors="replace") as f:
+            return "-m lightyear.experiments.sweep " in f.read()
+    except OSError:
+        return False
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_own_files(out: str, names: list[str], force: bool, spec: str) -> None:
+    """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote (nor the spec being read), unless ``force``."""
+    foreign = [n for n in names if os.path.lexists(os.path.join(out, n)) and not written_by_sweep(out, n)
+               and not _same(os.path.join(out, n), spec)]
+    if foreign and not force:
+        raise SweepError(f"--out {out} holds {', '.join(foreign)}, which no sweep wrote: choose another --out, "
+                         "or add --force to replace it")
 
 
 @command(PROG)
@@ -211,15 +250,18 @@ def main(argv=None) -> int:
             print(f"{'done' if run.name in done else 'todo'}  {run.name}")
         print(f"{len(spec.runs)} runs: {len(done)} done, {len(todo)} to run; nothing was written")
         return 0
+    own = [SPEC_COPY, PLAN] if args.task is None else []
+    check_own_files(out, own + ([slurm.SCRIPT] if args.slurm else []), args.force, path)
     script = None
     if args.slurm:  # checked before anything is written
         script = slurm.script_text(spec.name, len(spec.runs), out, configs, max(r.sites for r in spec.runs), args.time, args.gres,
                                    None if args.parallel == 1 else args.parallel)
     output_folder(out)
     if args.task is None:
-        with open(os.path.join(out, SPEC_COPY), "w") as f:
-            json.dump({**raw, "name": spec.name}, f, indent=1)
-        with open(os.path.join(out, "sweep.json"), "w") as f:
+        if not _same(os.path.join(out, SPEC_COPY), path):  # the spec read is that very file: it stays as it is
+            with open(os.path.join(out, SPEC_COPY), "w") as f:
+                json.dump({**raw, "name": spec.name}, f, indent=1)
+        with open(os.path.join(out, PLAN), "w") as f:
             json.dump({**spec.as_dict(), "configs": configs}, f, indent=1)
     if script is not None:
         path = slurm.write_script(script, out)
