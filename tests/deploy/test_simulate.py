@@ -34,6 +34,15 @@ elif mode == "finished":
     open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n")
 elif mode == "crash":
     sys.exit(1)
+elif mode == "race":  # FLARE's start race the first time (a site never started), a finished run the next
+    count = os.path.join(os.path.dirname(ws), "attempts")
+    attempt = int(open(count).read()) + 1 if os.path.exists(count) else 1
+    open(count, "w").write(str(attempt))
+    if attempt == 1 or os.environ.get("FAKE_ALWAYS"):
+        open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,dropped,nan,,the run was stopped\n"
+            "site-2,none,dropped,nan,,did not start within start_timeout=300 s\n")
+    else:
+        open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,finished,0.8,2,\n")
 elif mode == "stuck":
     sleep = [sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws]
     worker = subprocess.Popen(sleep, start_new_session=True)
@@ -61,11 +70,12 @@ def job(tmp_path):
     return make_job(tmp_path / "jobs", "fedavg")
 
 
-def run_simulate(tmp_path, job, mode, **popen):
+def run_simulate(tmp_path, job, mode, env=None, **popen):
     (tmp_path / "fake.py").write_text(FAKE)
     (tmp_path / "wrapper.py").write_text(WRAPPER)
     argv = [sys.executable, str(tmp_path / "wrapper.py"), str(tmp_path / "fake.py"), job, "-w", str(tmp_path / "ws"), "-t", "3"]
-    return subprocess.Popen(argv, env=dict(os.environ, FAKE_MODE=mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    env = dict(os.environ, FAKE_MODE=mode, **(env or {}))
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
 @pytest.mark.parametrize("mode, status, message", [
@@ -79,6 +89,40 @@ def test_the_exit_status_says_whether_any_site_finished(tmp_path, job, mode, sta
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == status, out + err
     assert message in err and "Traceback" not in err
+
+
+def test_a_run_in_which_a_site_never_started_starts_again_once_in_a_fresh_workspace(tmp_path, job):
+    proc = run_simulate(tmp_path, job, "race")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert ("site-2 never started (did not start within start_timeout): FLARE's start race, not the job; the failed attempt "
+            f"is kept in {tmp_path / 'ws.failed-start'}, and the run starts again once in a fresh workspace") in err
+    assert (tmp_path / "attempts").read_text() == "2"
+    assert "did not start" in (tmp_path / "ws.failed-start" / "server" / "simulate_job" / "summary.csv").read_text()
+    assert "finished" in (tmp_path / "ws" / "server" / "simulate_job" / "summary.csv").read_text()
+    assert sorted(os.listdir(tmp_path / "ws")) == ["local", "server"]
+
+
+def test_a_site_that_never_starts_twice_fails_the_run_and_other_failures_are_not_started_again(tmp_path, job):
+    proc = run_simulate(tmp_path, job, "race", env={"FAKE_ALWAYS": "1"})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and (tmp_path / "attempts").read_text() == "2", out + err
+    assert "the run failed: no site finished" in err and not (tmp_path / "ws.failed-start-2").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    proc = run_simulate(other, job, "failed")
+    assert proc.wait(timeout=120) == 1 and "start race" not in proc.stderr.read()
+    assert not (other / "ws.failed-start").exists()
+
+
+def test_a_workspace_that_held_other_files_is_not_made_fresh(tmp_path, job):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("mine")
+    proc = run_simulate(tmp_path, job, "race")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and (tmp_path / "attempts").read_text() == "1", out + err
+    assert "-w held other files before the run, so it is not started again here" in err
+    assert (tmp_path / "ws" / "notes.txt").read_text() == "mine" and not (tmp_path / "ws.failed-start").exists()
 
 
 def test_site_statuses_decide_when_there_is_no_summary(tmp_path):

@@ -2,7 +2,8 @@
 
 Most tests use a stand-in for ``nvflare simulator`` ($LIGHTYEAR_NVFLARE) that behaves by the
 job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 4 writes a
-summary in which every site dropped, seed 2 hangs with a
+summary in which every site dropped, seeds 5 and 6 meet FLARE's start race (a worker dies at
+start) the first time and every time, seed 2 hangs with a
 child process and a site worker in a session of its own, as FLARE starts them (to check that
 Ctrl-C ends both), any other seed writes a summary after two progress records.
 """
@@ -42,6 +43,13 @@ if seed == 4:  # peer-to-peer runs whose sites all dropped still write a summary
     with open(os.path.join(run, "summary.csv"), "w") as f:
         f.write("site,malfunction,status,acc\nsite-1,none,dropped,nan\nmean_benign,n=0,,nan\nstd_benign,n=0,,nan\n")
     sys.exit(0)
+if seed in (5, 6):  # FLARE's start race: a worker died at start (seed 5: the first time only)
+    count = os.path.join(os.path.dirname(ws), "attempts")
+    attempt = int(open(count).read()) + 1 if os.path.exists(count) else 1
+    open(count, "w").write(str(attempt))
+    if attempt == 1 or seed == 6:
+        print("2026-01-01 - SimulatorRunner - ERROR - Subprocess died for client site-2 before send, exit code: 1")
+        sys.exit(0)
 if seed == 2:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
@@ -129,6 +137,21 @@ def test_ctrl_c_stops_the_simulator_and_every_worker_it_started(tmp_path, fake, 
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s2": "interrupted"}
+
+
+def test_a_run_in_which_a_site_never_started_is_started_again_once(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    assert sweep.main([write_spec(tmp_path, [5, 6, 1]), "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
+    assert statuses(out) == {"fedavg_digits_clean_s5": "finished", "fedavg_digits_clean_s6": "failed", "fedavg_digits_clean_s1": "failed"}
+    printed = capsys.readouterr().out
+    restart = ("RESTART  fedavg_digits_clean_s5: site-2 never started (FLARE: 'Subprocess died for client ... before send'): "
+               "FLARE's start race, not the job; starting it again once in a fresh workspace")
+    assert restart in printed and printed.count("RESTART") == 2  # s5 and s6 once each; s1 failed for another reason
+    for run, attempts in (("fedavg_digits_clean_s5", "2"), ("fedavg_digits_clean_s6", "2"), ("fedavg_digits_clean_s1", None)):
+        folder = out / "runs" / run
+        assert ((folder / "attempts").read_text() if attempts else None) == attempts
+        assert (folder / "ws.failed-start").is_dir() == bool(attempts) and (folder / "log.failed-start.txt").exists() == bool(attempts)
+        assert not (folder / "ws.failed-start-2").exists()
 
 
 def test_finished_runs_with_other_settings_are_not_mixed_in(tmp_path, fake, capsys):

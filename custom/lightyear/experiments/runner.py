@@ -21,6 +21,7 @@ from lightyear.cli import UserError
 from lightyear.experiments.sweep_spec import Run
 from lightyear.flare import component_policy
 from lightyear.flare.process_tree import Family
+from lightyear.flare.start_race import never_started
 from lightyear.jobs import generate
 from lightyear.records import table_rows
 
@@ -175,6 +176,30 @@ def _group_alive(proc: subprocess.Popen) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def start_race(folder: str) -> str | None:
+    """Which site of the run never started, when the run failed for that reason only (FLARE's
+    start race: :func:`lightyear.flare.start_race.never_started`); None otherwise."""
+    try:
+        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+            log = f.read()
+    except OSError:
+        log = ""
+    return never_started(os.path.join(folder, "ws"), log)
+
+
+def set_aside(folder: str) -> str:
+    """Keep a failed attempt's workspace and log as ``ws.failed-start[-N]`` and ``log.failed-start[-N].txt``
+    in the run folder (the next attempt starts fresh); the workspace's new path."""
+    n, suffix = 1, ".failed-start"
+    while os.path.lexists(os.path.join(folder, "ws" + suffix)):
+        n += 1
+        suffix = f".failed-start-{n}"
+    os.replace(os.path.join(folder, "ws"), os.path.join(folder, "ws" + suffix))
+    if os.path.exists(os.path.join(folder, "log.txt")):
+        os.replace(os.path.join(folder, "log.txt"), os.path.join(folder, f"log{suffix}.txt"))
+    return os.path.join(folder, "ws" + suffix)
 
 
 def failure_reason(folder: str, returncode: int | None, lines: int = 2) -> str:

@@ -95,6 +95,8 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
     t0 = time.monotonic()
     # counts kept as runs end, so the once-a-second display reads no status files
     tally = {"done": len(names) - len(todo), "failed": 0, "walls": run_status.known_walls(out, names)}
+    retried: set[str] = set()  # runs started again after FLARE's start race (once each)
+    files_of: dict[str, dict] = {}
     # SIGINT too: a sweep started in the background of a script inherits SIGINT ignored, and
     # `kill -INT` must still stop its runs
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -102,6 +104,7 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
         while pending or running:
             while pending and len(running) < parallel:
                 run, files = pending.pop(0)
+                files_of[run.name] = files
                 folder = runner.run_dir(out, run.name)
                 runner.prepare(folder, files, resources)
                 proc = runner.start(run, folder)
@@ -115,6 +118,10 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
                     continue
                 del running[name]
                 wall = time.monotonic() - started
+                if name not in retried and _start_again(out, run, display):
+                    retried.add(name)
+                    pending.insert(0, (run, files_of[name]))
+                    continue
                 if _finish(out, run, proc, wall, display):
                     tally["done"] += 1
                     tally["walls"].append(wall)
@@ -134,6 +141,21 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
             signal.signal(s, handler)
     display.close()
     return run_status.write_sweep_status(out, names)
+
+
+def _start_again(out: str, run, display) -> bool:
+    """Whether the ended run failed only because a site never started (FLARE's start race); then
+    its attempt is kept aside, the sweep says so, and the run is to start again in a fresh workspace."""
+    folder = runner.run_dir(out, run.name)
+    if runner.is_finished(folder):
+        return False
+    why = runner.start_race(folder)
+    if why is None:
+        return False
+    aside = runner.set_aside(folder)
+    display.event(f"RESTART  {run.name}: {why}: FLARE's start race, not the job; starting it again once in a fresh "
+                  f"workspace (the failed attempt: {aside})")
+    return True
 
 
 def _finish(out: str, run, proc, wall: float, display) -> bool:
