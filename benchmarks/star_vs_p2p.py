@@ -69,10 +69,12 @@ def build_jobs(args, configs: str, folder: str) -> dict:
     """{role: (job folder, sites)} of the star and the peer-to-peer job; every setting checked first."""
     both = parse_set(args.set)
     jobs = {}
-    for role, method, extra, topology in (("star", args.star, args.star_set, "star"), ("p2p", args.p2p, args.p2p_set, "p2p")):
-        name, files = generate.build_job(configs, method, args.dataset, seed=args.seed, overrides={**both, **parse_set(extra)})
-        if files["meta.json"]["lightyear"]["topology"] != topology:
-            raise SettingError(f"--{role} {method} is a {files['meta.json']['lightyear']['topology']} method: give a {topology} one")
+    for role, method, extra in (("star", args.star, args.star_set), ("p2p", args.p2p, args.p2p_set)):
+        overrides = {**both, **parse_set(extra)}
+        name, files = generate.build_job(configs, method, args.dataset, seed=args.seed, overrides=overrides)
+        topology = files["meta.json"]["lightyear"]["topology"]
+        if topology != role:
+            raise SettingError(f"--{role} {method} is a {topology} method: give a {role} one")
         jobs[role] = (os.path.join(folder, name), len(files["meta.json"]["deploy_map"]["app"]) - 1, files)
     return jobs
 
@@ -167,7 +169,8 @@ def measure(job: str, topology: str, sites: int, keep: str | None) -> dict:
 
 @command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
     parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")

@@ -120,7 +120,8 @@ def folder_name(path, option: str = "--out") -> str:
     if not isinstance(path, str) or not path.strip():
         raise UserError(f"{option} is empty: give a folder (write '.' for the current folder)")
     if control_characters(path):
-        raise UserError(f"{option} {path!r:.80} holds a line break or another control character: choose a name without one")
+        raise UserError(f"{option} {path!r:.80} holds a line break or another control character: "
+                        "choose a name without one")
     return path
 
 
@@ -163,7 +164,8 @@ def output_file(path, option: str, replaceable: bool = False) -> str:
         if not os.path.isfile(full):
             raise UserError(f"{option} {path} is not a regular file: give another file name")
         if not replaceable:
-            raise UserError(f"{option} {path} exists and this command did not write it: give another name, or add --force to replace it")
+            raise UserError(f"{option} {path} exists and this command did not write it: give another name, "
+                            "or add --force to replace it")
     ancestor = folder
     while not os.path.lexists(ancestor):
         ancestor = os.path.dirname(ancestor)
@@ -171,13 +173,15 @@ def output_file(path, option: str, replaceable: bool = False) -> str:
         raise UserError(f"{option} {path}: {ancestor} is a file, not a folder: give a file in a folder")
     if ancestor != folder:
         raise UserError(f"{option} {path}: the folder {folder} does not exist: create it first, or give another place")
-    if len(name.encode()) > _limit(folder, "PC_NAME_MAX", 255) or len(full.encode()) >= _limit(folder, "PC_PATH_MAX", 4096):
+    too_long = len(name.encode()) > _limit(folder, "PC_NAME_MAX", 255)
+    if too_long or len(full.encode()) >= _limit(folder, "PC_PATH_MAX", 4096):
         raise UserError(f"{option} {path}: the name is too long: give a shorter one")
     try:  # a folder that takes no new file (/proc, a read-only or full file system) says so now
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".lightyear-check-"):
             pass
     except OSError as exc:
-        raise UserError(f"{option} {path}: no file can be written in {folder} ({exc.strerror or exc}): choose another place") from None
+        reason = exc.strerror or exc
+        raise UserError(f"{option} {path}: no file can be written in {folder} ({reason}): choose another place") from None
     return full
 
 

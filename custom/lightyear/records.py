@@ -121,7 +121,8 @@ def record_file(path: str, what: str = "the file") -> bool:
     if not os.path.lexists(path):
         return False
     if not os.path.exists(path):
-        raise RecordsError(f"{what} {path} is a link that leads nowhere (or to itself): the records are damaged; run the job again")
+        raise RecordsError(f"{what} {path} is a link that leads nowhere (or to itself): the records are damaged; "
+                           "run the job again")
     if not os.path.isfile(path):
         raise RecordsError(f"{what} {path} is not a file (a folder?): the records are damaged; run the job again")
     return True
@@ -277,7 +278,8 @@ def _endings(sites: list[tuple]) -> str:
         if len(text) > MAX_REASON:
             text = text[: MAX_REASON // 2 - 3] + " ... " + text[-(MAX_REASON // 2 - 2):]
         groups.setdefault((status, text), []).append(str(site))
-    return ", ".join(f"{', '.join(names)} {status}" + (f" ({text})" if text else "") for (status, text), names in groups.items())
+    return ", ".join(f"{', '.join(names)} {status}" + (f" ({text})" if text else "")
+                     for (status, text), names in groups.items())
 
 
 @command("lightyear-summary")

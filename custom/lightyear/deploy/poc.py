@@ -140,7 +140,8 @@ def run_job(poc: Poc, job: JobFolder, out: str, timeout: float) -> bool:
 
 
 def run_all(poc: Poc, jobs: list[JobFolder], out: str, args) -> bool:
-    """Start the POC, run every job, and stop every process it started whatever happens; True when every job finished."""
+    """Start the POC, run every job, and stop every process it started whatever happens; True when
+    every job finished."""
     ok = False
     try:
         # SIGINT too: started in the background of a script, this process inherits SIGINT

@@ -53,7 +53,8 @@ NO_DETECTION = ("fedavg", "fedprox", "ditto", "p2p_fedavg", "local")
 COLUMNS = ("round", "receiver", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr")
 
 
-__all__ = ["SERVER", "STATE_FILE", "DetectionError", "RunRecords", "open_run", "records_from_meta", "run_detection", "write_csv"]
+__all__ = ["SERVER", "STATE_FILE", "DetectionError", "RunRecords", "open_run", "records_from_meta", "run_detection",
+           "write_csv"]
 
 
 @dataclass(frozen=True)
@@ -295,11 +296,13 @@ def describe(detection: RunDetection) -> str:
 
 @command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description="Detection figures (FedCAP's DAcc, FPR, FNR) of one run from its records.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Detection figures (FedCAP's DAcc, FPR, FNR) of one run "
+                                     "from its records.")
     parser.add_argument("path", help="a sweep run folder (runs/<run>) or a simulator workspace (-w)")
     parser.add_argument("--job", help="the job folder, when the workspace holds no copy of its meta.json")
     parser.add_argument("--csv", help="also write the decisions to this file (a detection.csv)")
-    parser.add_argument("--force", action="store_true", help="let --csv replace a file that is not a detection.csv this command wrote")
+    parser.add_argument("--force", action="store_true",
+                        help="let --csv replace a file that is not a detection.csv this command wrote")
     args = parser.parse_args(argv)
     if args.csv is not None:  # checked before anything is read
         output_file(args.csv, "--csv", replaceable=args.force or is_detection_csv(args.csv))

@@ -199,7 +199,8 @@ def write_detection(runs: list[RunResult], out: str, log=print) -> list[str]:
     written.append(write_long(tables, os.path.join(out, "detection_results.csv")))
     written.append(write_section(tables, left_out, os.path.join(out, SECTION)))
     if left_out:
-        log(f"detection: {len(left_out)} run(s) left out (their records are damaged or lack what the rule reads; see {SECTION})")
+        log(f"detection: {len(left_out)} run(s) left out (their records are damaged or lack what the rule reads; "
+            f"see {SECTION})")
     return written
 
 

@@ -75,7 +75,8 @@ def check_report_folder(out: str, force: bool = False) -> None:
                           "choose another --out, or add --force to replace them")
 
 
-def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print, force: bool = False) -> dict:
+def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print,
+           force: bool = False) -> dict:
     """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths.
     Nothing in ``out`` that this command did not write is replaced unless ``force``."""
     out = os.path.abspath(out or os.path.join(sweep_dir, "report"))
@@ -120,7 +121,8 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
         tau = run.job_setting("tau")
         written["selection"].append(figures.save(selection_plots.selection_heatmap(sel), base + "_selection.png"))
         written["selection"].append(figures.save(selection_plots.score_plot(sel, tau if isinstance(tau, (int, float)) else None), base + "_scores.png"))
-    written["selection"] += selection.write_rows(selection.kind_rows(items, unselected), os.path.join(out, "selection_quality"),
+    kinds = selection.kind_rows(items, unselected)
+    written["selection"] += selection.write_rows(kinds, os.path.join(out, "selection_quality"),
                                                  "How often benign sites selected faulty peers (selections / opportunities)")
     written["selection"] += selection.write_rows(selection.run_rows(items), os.path.join(out, "selection_rounds"),
                                                  "Per run: selections of faulty peers and rounds until every benign site stopped")
@@ -164,7 +166,8 @@ def main(argv=None) -> int:
     parser.add_argument("sweep_dir", help="the folder given to lightyear-sweep --out")
     parser.add_argument("--out", help="where the report goes (default: SWEEP_DIR/report)")
     parser.add_argument("--metrics", default="", help="more metrics to tabulate besides acc/dice, comma-separated: ece, conf, loss")
-    parser.add_argument("--force", action="store_true", help="replace files in --out that lightyear-report did not write")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files in --out that lightyear-report did not write")
     args = parser.parse_args(argv)
     extra = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     unknown = [m for m in extra if m not in tables.LABELS]

@@ -172,7 +172,8 @@ def read_run(folder: str) -> RunResult:
     faulty_sites = list(info["faulty_sites"])
     strangers = [s for s in faulty_sites if s not in sites]
     if strangers:
-        raise ReportError(f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map does not run: regenerate the job")
+        raise ReportError(f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map "
+                          "does not run: regenerate the job")
     result = RunResult(
         name=os.path.basename(os.path.normpath(folder)), folder=folder, method=info["method"], dataset=info["dataset"],
         topology=str(info.get("topology", "?")), malfunction=info["malfunction"] if faulty_sites else NONE,

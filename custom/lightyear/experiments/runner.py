@@ -64,8 +64,8 @@ def is_finished(folder: str) -> bool:
     if rows is None:
         return False
     faulty = faulty_sites(folder)
-    return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" and r.get("site") not in faulty
-               for r in rows)
+    return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished"
+               and r.get("site") not in faulty for r in rows)
 
 
 def faulty_sites(folder: str) -> set[str]:

@@ -168,7 +168,8 @@ def kind_rows(items: list[tuple[RunResult, Selection]], left_out: list[RunResult
         chances = sum(r["opportunities"] for r in rows)
         never = sum(r["rounds_to_exclusion"] == "never" for r in rows)
         row = {"method": method, "dataset": dataset, "malfunction": kind, "runs": len(rows), "selections": taken,
-               "opportunities": chances, "fraction": _ratio(taken, chances), "runs_never_excluding": never, "left_out": ""}
+               "opportunities": chances, "fraction": _ratio(taken, chances), "runs_never_excluding": never,
+               "left_out": ""}
         if key in missing:
             row.update({k: "n/a" for k in ("selections", "opportunities", "fraction", "runs_never_excluding")})
             row["left_out"] = ", ".join(missing[key]) + " (unusable records)"

@@ -176,7 +176,8 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
     now = time.monotonic()
-    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n), r.rounds), r.rounds, now - s) for n, (r, _, s) in running.items()]
+    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n), r.rounds), r.rounds, now - s)
+            for n, (r, _, s) in running.items()]
     eta = progress.estimate_left(tally["walls"], len(pending), live, parallel)
     return progress.SweepState(total, tally["done"], tally["failed"], now - t0, eta, live)
 
@@ -192,7 +193,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time", default="08:00:00", help="with --slurm: each task's time limit (default 08:00:00)")
     p.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
     p.add_argument("--plain", action="store_true", help="plain progress lines even when rich is installed")
-    p.add_argument("--force", action="store_true", help="replace a spec.json, sweep.json or sweep.sbatch in --out that no sweep wrote")
+    p.add_argument("--force", action="store_true",
+                   help="replace a spec.json, sweep.json or sweep.sbatch in --out that no sweep wrote")
     p.add_argument("--task", type=int, help=argparse.SUPPRESS)  # one run by index: what each SLURM array task does
     return p
 
@@ -243,7 +245,8 @@ def _same(a: str, b: str) -> bool:
 
 
 def check_own_files(out: str, names: list[str], force: bool, spec: str) -> None:
-    """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote (nor the spec being read), unless ``force``."""
+    """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote (nor the spec being
+    read), unless ``force``."""
     foreign = [n for n in names if os.path.lexists(os.path.join(out, n)) and not written_by_sweep(out, n)
                and not _same(os.path.join(out, n), spec)]
     if foreign and not force:

@@ -167,7 +167,8 @@ def _choose(raw: dict, key: str, known: list[str], where: str) -> list[str]:
 
 def _ints(raw: dict, key: str, default=None, minimum: int = 0, maximum: int | None = None) -> list[int]:
     items = _as_list(raw, key, default)
-    bad = [f"{i!r:.40}" for i in items if isinstance(i, bool) or not isinstance(i, int) or i < minimum or (maximum is not None and i > maximum)]
+    top = float("inf") if maximum is None else maximum
+    bad = [f"{i!r:.40}" for i in items if isinstance(i, bool) or not isinstance(i, int) or not minimum <= i <= top]
     if bad:
         bound = f"in {minimum}..{maximum}" if maximum is not None else f">= {minimum}"
         raise SpecError(f"'{key}' must be whole numbers {bound}; got {', '.join(bad)}")
@@ -268,6 +269,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     idle = [a for a in attacks if not any(r.attack == a for r in runs)]
     if idle:
         levels = knowledge if idle[0] in USES_KNOWLEDGE else [PARTIAL]
-        why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in attackers if k > 0)
+        counts = [k for k in attackers if k > 0]
+        why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in counts)
         raise SpecError(f"attack {idle[0]} has no run: {'; '.join(w for w in why if w)}")
     return SweepSpec(name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge)

@@ -98,7 +98,8 @@ class Family:
         for proc in psutil.process_iter(["pid", "ppid", "uids", "create_time", "status"]):
             info = proc.info
             uids = info.get("uids")
-            if info["pid"] == self.me or uids is None or uids.real != self.uid or info.get("status") == psutil.STATUS_ZOMBIE:
+            theirs = uids is None or uids.real != self.uid
+            if info["pid"] == self.me or theirs or info.get("status") == psutil.STATUS_ZOMBIE:
                 continue
             table[info["pid"]] = proc
         return table

@@ -75,8 +75,12 @@ def never_started(workspace: str, log: str | None = None) -> str | None:
     died = sorted(set(DIED_AT_START.findall(texts)))
     if died:
         return f"{', '.join(died)} never started (FLARE: 'Subprocess died for client ... before send')"
-    taken = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(workspace, "*", "log.txt"))
-                   if PORT_TAKEN in _text(p) and not os.path.exists(os.path.join(os.path.dirname(p), "simulate_job", "rounds.csv")))
+    taken = []
+    for path in glob.glob(os.path.join(workspace, "*", "log.txt")):
+        site = os.path.dirname(path)
+        if PORT_TAKEN in _text(path) and not os.path.exists(os.path.join(site, "simulate_job", "rounds.csv")):
+            taken.append(os.path.basename(site))
+    taken.sort()
     if taken:
         return f"{', '.join(taken)} never started (its worker's port was taken: '{PORT_TAKEN}')"
     return None

@@ -167,7 +167,8 @@ def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, ov
     for key, value in (overrides or {}).items():
         check_value_range(key, value)
         if key in DICT_SETTINGS and value is None:
-            raise SettingError(f"{key}=null would drop the dataset's {key}: give the keys to change, e.g. --set '{key}={DICT_EXAMPLES[key]}'")
+            raise SettingError(f"{key}=null would drop the dataset's {key}: give the keys to change, "
+                               f"e.g. --set '{key}={DICT_EXAMPLES[key]}'")
     settings = dict(GENERATOR_DEFAULTS)
     settings.update(method_meta.get("defaults", {}))
     settings.update(dataset_settings)

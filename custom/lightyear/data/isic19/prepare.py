@@ -45,7 +45,8 @@ def read_table(path: str, columns: Sequence[str], what: str, obtain: str) -> pd.
     try:
         frame = pd.read_csv(path, sep=None, engine="python")
     except ValueError as exc:  # empty, not text, not a table (pandas' errors are ValueErrors)
-        raise PrepareError(f"{what} {path} is not a readable table ({str(exc).splitlines()[0][:120]}): {obtain}") from None
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise PrepareError(f"{what} {path} is not a readable table ({reason}): {obtain}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise PrepareError(f"{path} lacks columns {missing}; {what} has columns {', '.join(columns)} ({obtain})")
