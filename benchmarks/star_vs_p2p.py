@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import shutil
 import statistics
@@ -47,20 +46,37 @@ sys.path.insert(0, os.path.join(ROOT, "custom"))
 
 from p2p_job_timing import tree_memory  # noqa: E402  (this folder is on sys.path when run as a script)
 
+from lightyear.cli import command, output_folder  # noqa: E402
 from lightyear.jobs import generate  # noqa: E402
+from lightyear.jobs.settings import SettingError, parse_set  # noqa: E402
 
+PROG = "benchmarks/star_vs_p2p.py"
 PHASES = ("train", "slot_wait", "exchange", "score", "aggregate", "eval")
 
 
-def parse_sets(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+def pairs(text: str) -> int:
+    """An argparse ``type`` for ``--repeat``: a whole number of pairs >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give at least 1 pair (a ratio needs a star and a p2p run)")
+    return value
+
+
+def build_jobs(args, configs: str, folder: str) -> dict:
+    """{role: (job folder, sites)} of the star and the peer-to-peer job; every setting checked first."""
+    both = parse_set(args.set)
+    jobs = {}
+    for role, method, extra in (("star", args.star, args.star_set), ("p2p", args.p2p, args.p2p_set)):
+        overrides = {**both, **parse_set(extra)}
+        name, files = generate.build_job(configs, method, args.dataset, seed=args.seed, overrides=overrides)
+        topology = files["meta.json"]["lightyear"]["topology"]
+        if topology != role:
+            raise SettingError(f"--{role} {method} is a {topology} method: give a {role} one")
+        jobs[role] = (os.path.join(folder, name), len(files["meta.json"]["deploy_map"]["app"]) - 1, files)
+    return jobs
 
 
 def run_job(job: str, sites: int, ws: str) -> dict:
@@ -151,28 +167,32 @@ def measure(job: str, topology: str, sites: int, keep: str | None) -> dict:
         shutil.rmtree(ws, ignore_errors=True)
 
 
+@command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
     parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=generate.seed_arg, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="a setting of both jobs")
     parser.add_argument("--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only")
     parser.add_argument("--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only")
-    parser.add_argument("--repeat", type=int, default=1, help="pairs to run, star then p2p each time")
+    parser.add_argument("--repeat", type=pairs, default=1, help="pairs to run, star then p2p each time (at least 1)")
     parser.add_argument("--keep", help="copy each run's workspace here")
     args = parser.parse_args(argv)
-    configs = os.path.join(ROOT, "app_configs")
-    both = parse_sets(args.set)
     folder = tempfile.mkdtemp(prefix="lightyear-bench-jobs-")
-    jobs = {}
-    for role, method, extra in (("star", args.star, args.star_set), ("p2p", args.p2p, args.p2p_set)):
-        name, files = generate.build_job(configs, method, args.dataset, seed=args.seed, overrides={**both, **parse_sets(extra)})
-        path = os.path.join(folder, name)
+    try:  # every setting, and --keep, checked before anything runs
+        jobs = build_jobs(args, os.path.join(ROOT, "app_configs"), folder)
+        if args.keep is not None:
+            args.keep = output_folder(args.keep, "--keep")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    for role, (path, sites, files) in jobs.items():
         generate.write_job(files, path)
-        sites = len(files["meta.json"]["deploy_map"]["app"]) - 1
         jobs[role] = (path, sites)
+    both = parse_set(args.set)
     columns = ["wall_s", "startup_s", *(f"{p}_s" for p in PHASES), "peak_pss_GiB", "acc"]
     print(f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, _ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}")
     print(f"{'run':<22}" + "".join(f"{c:>13}" for c in columns))

@@ -46,7 +46,7 @@ def test_every_console_script_answers_help_and_nonsense_without_a_traceback(name
 
 def test_the_scripts_are_the_ones_pyproject_installs():
     assert {"lightyear-jobs", "lightyear-summary", "lightyear-sweep", "lightyear-report", "lightyear-allow",
-            "lightyear-slurm", "lightyear-poc", "lightyear-simulate"} <= set(scripts())
+            "lightyear-slurm", "lightyear-poc", "lightyear-simulate", "lightyear-detection"} <= set(scripts())
 
 
 def make(exc):
@@ -115,3 +115,23 @@ def test_seconds_takes_finite_values_within_bounds():
     with pytest.raises(argparse.ArgumentTypeError):
         cli.seconds(positive=True)("0")
     assert cli.control_characters("gpu:1\n#SBATCH") and not cli.control_characters("gpu:a100:2")
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("lightyear-jobs", ["--method", "fedavg", "--dataset", "digits", "--out", "{out}"]),
+    ("lightyear-simulate", ["{job}", "-w", "{out}"]),
+    ("lightyear-poc", ["{job}", "--out", "{out}"]),
+    ("lightyear-sweep", ["digits_dynamic", "--out", "{out}", "--dry-run"]),
+    ("python -m lightyear.jobs.job_api", ["--method", "fedavg", "--dataset", "digits", "--workspace", "{out}"]),
+])
+@pytest.mark.parametrize("out", ["with\nbreak", "", "   "])
+def test_a_folder_name_that_is_empty_or_holds_a_line_break_is_refused_before_anything_is_written(command, argv, out, tmp_path,
+                                                                                                 capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job = os.path.join(ROOT, "jobs", "fedavg_digits")
+    argv = [a.format(job=job, out=out) for a in argv]
+    assert exit_status(entry(scripts()[command]), argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{command}: error: ") and err.count("\n") == 1, err
+    assert ("line break" in err) if out.strip() else ("is empty" in err)
+    assert os.listdir(tmp_path) == []

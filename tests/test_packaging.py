@@ -20,7 +20,7 @@ import pytest
 from repo import ROOT
 
 SCRIPTS = ("lightyear-jobs", "lightyear-summary", "lightyear-sweep", "lightyear-report", "lightyear-allow",
-           "lightyear-slurm", "lightyear-poc", "lightyear-simulate")
+           "lightyear-slurm", "lightyear-poc", "lightyear-simulate", "lightyear-detection")
 
 
 def run(argv, **kwargs):

@@ -63,6 +63,9 @@ def test_lightyear_benign_sites_never_select_a_sign_flipping_site(tmp_path):
     # per-round metrics reached TensorBoard through FLARE's analytics streaming
     events = list((ws / "server" / "simulate_job" / "tb_events").rglob("events.out.tfevents.*"))
     assert events and any("site-1" in str(e) for e in events), events
+    # a healthy run logs no ERROR line (a peer's ping before a site registered its handler is none)
+    logs = log + "".join(p.read_text(errors="replace") for p in ws.glob("*/log.txt"))
+    assert [line for line in logs.splitlines() if " - ERROR - " in line] == []
 
 
 def test_fedavg_star_run_writes_summary_and_checkpoint(tmp_path):

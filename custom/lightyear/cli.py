@@ -24,6 +24,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 
 
 class UserError(ValueError):
@@ -113,10 +114,22 @@ def read_text(path: str, what: str, fix: str = "") -> str:
     return text
 
 
+def folder_name(path, option: str = "--out") -> str:
+    """``path``, refused with a :class:`UserError` naming ``option`` when it is empty (it would mean
+    the current folder, unasked) or holds a line break or another control character."""
+    if not isinstance(path, str) or not path.strip():
+        raise UserError(f"{option} is empty: give a folder (write '.' for the current folder)")
+    if control_characters(path):
+        raise UserError(f"{option} {path!r:.80} holds a line break or another control character: "
+                        "choose a name without one")
+    return path
+
+
 def output_folder(path: str, option: str = "--out") -> str:
     """Create the folder ``path`` if needed and make sure files can be written in it; its absolute
-    path. A :class:`UserError` naming ``option`` otherwise (a file, a place that cannot be created)."""
-    path = os.path.abspath(path)
+    path. A :class:`UserError` naming ``option`` otherwise (empty, a line break in it, a file, a
+    place that cannot be created)."""
+    path = os.path.abspath(folder_name(path, option))
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"{option} {path} is a file: give a folder (it is created if missing)")
     try:
@@ -126,6 +139,50 @@ def output_folder(path: str, option: str = "--out") -> str:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UserError(f"{option} {path} is not writable: choose another {option}")
     return path
+
+
+def _limit(folder: str, name: str, fallback: int) -> int:
+    try:
+        return os.pathconf(folder, name)
+    except (OSError, ValueError):
+        return fallback
+
+
+def output_file(path, option: str, replaceable: bool = False) -> str:
+    """Check, before any work, that a file can be written at ``path``; its absolute path. A
+    :class:`UserError` naming ``option`` when the name is empty or holds a line break, is too long,
+    lies under a file or in a folder that does not exist or cannot be written, or when something is
+    already there: a folder, a link that leads nowhere, or a file, unless ``replaceable`` (one this
+    command wrote, or ``--force``)."""
+    full = os.path.abspath(folder_name(path, option))
+    folder, name = os.path.split(full)
+    if os.path.lexists(full):
+        if not os.path.exists(full):
+            raise UserError(f"{option} {path} is a link that leads nowhere (or to itself): give another file name")
+        if os.path.isdir(full):
+            raise UserError(f"{option} {path} is a folder: give a file name")
+        if not os.path.isfile(full):
+            raise UserError(f"{option} {path} is not a regular file: give another file name")
+        if not replaceable:
+            raise UserError(f"{option} {path} exists and this command did not write it: give another name, "
+                            "or add --force to replace it")
+    ancestor = folder
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise UserError(f"{option} {path}: {ancestor} is a file, not a folder: give a file in a folder")
+    if ancestor != folder:
+        raise UserError(f"{option} {path}: the folder {folder} does not exist: create it first, or give another place")
+    too_long = len(name.encode()) > _limit(folder, "PC_NAME_MAX", 255)
+    if too_long or len(full.encode()) >= _limit(folder, "PC_PATH_MAX", 4096):
+        raise UserError(f"{option} {path}: the name is too long: give a shorter one")
+    try:  # a folder that takes no new file (/proc, a read-only or full file system) says so now
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".lightyear-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise UserError(f"{option} {path}: no file can be written in {folder} ({reason}): choose another place") from None
+    return full
 
 
 def seconds(minimum: float = 0.0, positive: bool = False):

@@ -115,6 +115,19 @@ class RecordsError(UserError):
     """A record file (summary, rounds) that cannot be read: not text, empty, cut or damaged."""
 
 
+def record_file(path: str, what: str = "the file") -> bool:
+    """Whether the record file ``path`` exists; a :class:`RecordsError` when something else is in its
+    place (a folder, a link that leads nowhere or to itself): damage, never taken for "no record"."""
+    if not os.path.lexists(path):
+        return False
+    if not os.path.exists(path):
+        raise RecordsError(f"{what} {path} is a link that leads nowhere (or to itself): the records are damaged; "
+                           "run the job again")
+    if not os.path.isfile(path):
+        raise RecordsError(f"{what} {path} is not a file (a folder?): the records are damaged; run the job again")
+    return True
+
+
 def table_rows(path: str, what: str = "the file", allow_empty: bool = False) -> tuple[list[dict], list[str]]:
     """(well-formed rows, [what is wrong with each other row]) of the CSV file ``path``.
 
@@ -235,7 +248,7 @@ def run_failure(workspace: str) -> str | None:
             return str(exc)
         if any(r.get("status", FINISHED) == FINISHED for r in rows):
             return None
-        ended = ", ".join(f"{r.get('site')} {r.get('status') or '?'}" + (f" ({r['reason'][:120]})" if r.get("reason") else "") for r in rows)
+        ended = _endings([(r.get("site"), r.get("status") or "?", r.get("reason")) for r in rows])
         return f"no site finished ({ended or 'no site rows'}; {summary})"
     statuses = {}
     for path in sorted(glob.glob(os.path.join(workspace, "*", "simulate_job", SITE_STATUS_FILE))):
@@ -247,9 +260,26 @@ def run_failure(workspace: str) -> str | None:
             statuses[status.get("site", path)] = status
     if any(s.get("status") == FINISHED for s in statuses.values()):
         return None
-    ended = ", ".join(f"{site} {s.get('status')}" + (f" ({str(s.get('reason'))[:120]})" if s.get("reason") else "") for site, s in statuses.items())
+    ended = _endings([(site, s.get("status"), s.get("reason")) for site, s in statuses.items()])
     log = os.path.join(workspace, "server", "simulate_job", "log.txt")
     return f"no site finished and no summary.csv was written ({ended or 'no site reported'}; see {log})"
+
+
+MAX_REASON = 600
+"""Characters of one reason that are kept; a longer one keeps its start and its end (its cause)."""
+
+
+def _endings(sites: list[tuple]) -> str:
+    """``site-1, site-2 failed (reason), site-3 dropped``: how each site ended, sites that ended alike
+    named together, each reason whole up to :data:`MAX_REASON` characters (then its start and end)."""
+    groups: dict[tuple, list[str]] = {}
+    for site, status, reason in sites:
+        text = " ".join(str(reason or "").split())
+        if len(text) > MAX_REASON:
+            text = text[: MAX_REASON // 2 - 3] + " ... " + text[-(MAX_REASON // 2 - 2):]
+        groups.setdefault((status, text), []).append(str(site))
+    return ", ".join(f"{', '.join(names)} {status}" + (f" ({text})" if text else "")
+                     for (status, text), names in groups.items())
 
 
 @command("lightyear-summary")

@@ -14,13 +14,17 @@ import sys
 
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))  # a checkout without lightyear installed (an installed one comes first)
 
+from lightyear.cli import command
 from lightyear.data.image_folder import split_summary
 from lightyear.data.isic19 import constants, prepare
 from lightyear.data.prepare_cli import add_fractions, add_out_and_seed, resolve_out
 
+PROG = "datasets/isic19/prepare.py"
 
+
+@command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--raw", required=True, help="folder with ISIC_2019_Training_Input/, ISIC_2019_Training_GroundTruth.csv and ISIC_2019_Training_Metadata.csv")
     parser.add_argument("--ham-metadata", default=None, help="the HAM10000 metadata file (FLamby's flamby/datasets/fed_isic2019/HAM10000_metadata); default: HAM10000_metadata[.csv|.tab] in --raw")
     add_out_and_seed(parser, "isic19", seed_of="the splits")

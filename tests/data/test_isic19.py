@@ -111,11 +111,11 @@ def test_prepare_resizes_shorter_side_and_applies_colour_constancy(prepared):
     assert np.abs(pixels - expected).mean() < 2.0  # JPEG round trip
 
 
-def test_shades_of_gray_makes_a_uniform_colour_gray():
+def test_shades_of_gray_makes_a_uniform_colour_gray_truncating_as_flamby():
     pixels = np.empty((4, 5, 3), dtype=np.uint8)
-    pixels[...] = (100, 50, 200)
-    gray = math.sqrt(100**2 + 50**2 + 200**2) / math.sqrt(3)  # 132.29
-    np.testing.assert_array_equal(prepare.shades_of_gray(pixels), np.full((4, 5, 3), round(gray), dtype=np.uint8))
+    pixels[...] = (100, 60, 200)
+    gray = math.sqrt(100**2 + 60**2 + 200**2) / math.sqrt(3)  # 133.67: FLamby's cast to uint8 keeps 133
+    np.testing.assert_array_equal(prepare.shades_of_gray(pixels), np.full((4, 5, 3), math.floor(gray), dtype=np.uint8))
     bright = np.full((2, 2, 3), (250, 10, 10), dtype=np.uint8)
     assert prepare.shades_of_gray(bright).max() <= 255  # clipped, not wrapped
 
@@ -190,9 +190,9 @@ def test_augmentation_steps():
 
 def test_clear_errors(prepared, tmp_path, monkeypatch):
     raw, root, path = prepared
-    with pytest.raises(FileNotFoundError, match="does not exist.*ISIC_2019_Training_Input.zip"):
+    with pytest.raises(prepare.PrepareError, match="does not exist.*ISIC_2019_Training_Input.zip"):
         prepare.prepare_isic19(str(tmp_path / "nowhere"), str(tmp_path / "out"))
-    with pytest.raises(FileNotFoundError, match="HAM10000 metadata not found.*FLamby"):
+    with pytest.raises(prepare.PrepareError, match="HAM10000 metadata not found.*FLamby"):
         prepare.prepare_isic19(raw, str(tmp_path / "out"), ham_metadata=str(tmp_path / "HAM10000_metadata"))
     unk = write_raw(tmp_path / "unk", unk=True)
     with pytest.raises(ValueError, match="1 images .*ISIC_9000002.* labelled UNK"):
@@ -207,7 +207,7 @@ def test_clear_errors(prepared, tmp_path, monkeypatch):
         prepare.prepare_isic19(broken, str(tmp_path / "out"))
     missing = write_raw(tmp_path / "missing")
     os.remove(os.path.join(missing, "ISIC_2019_Training_Input", f"{image_id(3, 2)}.jpg"))
-    with pytest.raises(FileNotFoundError, match=f"1 of 30 images are missing.*{image_id(3, 2)}"):
+    with pytest.raises(prepare.PrepareError, match=f"1 of 30 images are missing.*{image_id(3, 2)}"):
         prepare.prepare_isic19(missing, str(tmp_path / "out"))
     monkeypatch.delenv("LIGHTYEAR_DATA_ROOT", raising=False)
     with pytest.raises(ValueError, match="LIGHTYEAR_DATA_ROOT"):
@@ -216,12 +216,31 @@ def test_clear_errors(prepared, tmp_path, monkeypatch):
         isic19.load_site("site-1", data_root=str(tmp_path / "unprepared"))
 
 
-def test_prepare_script_with_workers(prepared, tmp_path, monkeypatch, capsys):
-    raw, root, path = prepared
-    monkeypatch.setenv("LIGHTYEAR_DATA_ROOT", str(tmp_path / "root"))
+def prepare_script():
     spec = importlib.util.spec_from_file_location("prepare_isic19", os.path.join(REPO, "datasets", "isic19", "prepare.py"))
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_the_prepare_script_names_a_missing_or_other_ham_metadata_in_one_line(prepared, tmp_path, capsys):
+    raw, root, path = prepared
+    common = pd.read_csv(os.path.join(raw, "HAM10000_metadata")).drop(columns=["dataset"])  # the widespread copy
+    common.to_csv(tmp_path / "HAM10000_metadata.csv", index=False)
+    (tmp_path / "binary.csv").write_bytes(b"\x00\xff\xfe")
+    for ham, message in ((tmp_path / "HAM10000_metadata.csv", "lacks columns ['dataset']"),
+                         (tmp_path / "missing.csv", "HAM10000 metadata not found at"),
+                         (tmp_path / "binary.csv", "is not a readable table")):
+        assert prepare_script().main(["--raw", raw, "--ham-metadata", str(ham), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("datasets/isic19/prepare.py: error: ") and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "out").exists()
+
+
+def test_prepare_script_with_workers(prepared, tmp_path, monkeypatch, capsys):
+    raw, root, path = prepared
+    monkeypatch.setenv("LIGHTYEAR_DATA_ROOT", str(tmp_path / "root"))
+    script = prepare_script()
     ham = os.path.join(raw, "HAM10000_metadata")
     assert script.main(["--raw", raw, "--ham-metadata", ham, "--workers", "2", "--seed", "0"]) == 0
     split = tmp_path / "root" / "isic19" / SPLIT_FILE

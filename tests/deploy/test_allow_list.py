@@ -173,8 +173,9 @@ def test_lightyear_simulate_allows_the_workspace_and_passes_every_option_to_flar
 
     job = os.path.join(ROOT, "jobs", "lightyear_digits")
     ws = tmp_path / "new" / "ws"
-    cmd = simulate.simulator_command([job, "-t", "8", "-w", str(ws), "-gpu", "0,1"])
+    cmd, workspace, before = simulate.simulator_command([job, "-t", "8", "-w", str(ws), "-gpu", "0,1"])
     assert cmd[1:] == ["simulator", job, "-w", str(ws), "-t", "8", "-gpu", "0,1"] and cmd[0].endswith("nvflare")
+    assert workspace == str(ws) and before == set()  # a fresh workspace: a run whose site never started may start again
     policy = _read(ws / "local" / "resources.json")["class_allow_list"]
     assert "lightyear." in policy and "nvflare." not in policy
 

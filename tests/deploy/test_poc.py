@@ -91,7 +91,8 @@ def test_sigterm_is_handled_like_ctrl_c():
 
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
     assert poc.main([str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    assert "is not a FLARE job folder: it has no meta.json" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("lightyear-poc: error: ") and "is not a FLARE job folder: it has no meta.json" in err
     job = make_job(tmp_path / "jobs", "lightyear")
     blocker = tmp_path / "file"
     blocker.write_text("")

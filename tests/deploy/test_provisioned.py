@@ -53,7 +53,7 @@ def deployment(tmp_path):
         assert json.load(f)["client"]["connection_security"] == "mtls"
     assert allow_main([kits[p] for p in [SERVER, *SITES]]) == 0
     log_cell_encryption(kits["site-1"])
-    processes = ProcessSet(marker=str(prod))
+    processes = ProcessSet()
     try:
         for name in [SERVER, *SITES]:
             processes.start([os.path.join(kits[name], "startup", "start.sh")], env, str(tmp_path / f"{name}.console"))

@@ -3,8 +3,8 @@ before anything starts, and SIGTERM stops the simulator and every worker it star
 
 A stand-in for ``nvflare simulator`` behaves by ``$FAKE_MODE``: ``failed`` writes a summary in which
 every site failed, ``finished`` one in which a site finished, ``none`` writes nothing, ``crash``
-exits 1, and ``stuck`` starts a site worker in a session of its own (as FLARE does) and, like FLARE,
-ends only on Ctrl-C, leaving that worker behind.
+exits 1, and ``stuck`` starts a site worker in a session of its own (as FLARE does) and a worker
+that its parent leaves orphaned, and, like FLARE, ends only on Ctrl-C, leaving both behind.
 """
 
 import json
@@ -34,10 +34,22 @@ elif mode == "finished":
     open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n")
 elif mode == "crash":
     sys.exit(1)
+elif mode == "race":  # FLARE's start race the first time (a site never started), a finished run the next
+    count = os.path.join(os.path.dirname(ws), "attempts")
+    attempt = int(open(count).read()) + 1 if os.path.exists(count) else 1
+    open(count, "w").write(str(attempt))
+    if attempt == 1 or os.environ.get("FAKE_ALWAYS"):
+        open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,dropped,nan,,the run was stopped\n"
+            "site-2,none,dropped,nan,,did not start within start_timeout=300 s\n")
+    else:
+        open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,finished,0.8,2,\n")
 elif mode == "stuck":
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws], start_new_session=True)
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws]
+    worker = subprocess.Popen(sleep, start_new_session=True)
+    orphan = subprocess.run([sys.executable, "-c", f"import subprocess; print(subprocess.Popen({sleep!r}, start_new_session=True, stdout=-3, stderr=-3).pid)"],
+                            capture_output=True, text=True).stdout.strip()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # FLARE's simulator handles Ctrl-C only
-    print("started", flush=True)
+    print("started", worker.pid, orphan, flush=True)
     try:
         time.sleep(600)
     except KeyboardInterrupt:
@@ -58,11 +70,12 @@ def job(tmp_path):
     return make_job(tmp_path / "jobs", "fedavg")
 
 
-def run_simulate(tmp_path, job, mode, **popen):
+def run_simulate(tmp_path, job, mode, env=None, **popen):
     (tmp_path / "fake.py").write_text(FAKE)
     (tmp_path / "wrapper.py").write_text(WRAPPER)
     argv = [sys.executable, str(tmp_path / "wrapper.py"), str(tmp_path / "fake.py"), job, "-w", str(tmp_path / "ws"), "-t", "3"]
-    return subprocess.Popen(argv, env=dict(os.environ, FAKE_MODE=mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    env = dict(os.environ, FAKE_MODE=mode, **(env or {}))
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
 @pytest.mark.parametrize("mode, status, message", [
@@ -78,12 +91,55 @@ def test_the_exit_status_says_whether_any_site_finished(tmp_path, job, mode, sta
     assert message in err and "Traceback" not in err
 
 
+def test_a_run_in_which_a_site_never_started_starts_again_once_in_a_fresh_workspace(tmp_path, job):
+    proc = run_simulate(tmp_path, job, "race")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert ("site-2 never started (did not start within start_timeout): FLARE's start race, not the job; the failed attempt "
+            f"is kept in {tmp_path / 'ws.failed-start'}, and the run starts again once in a fresh workspace") in err
+    assert (tmp_path / "attempts").read_text() == "2"
+    assert "did not start" in (tmp_path / "ws.failed-start" / "server" / "simulate_job" / "summary.csv").read_text()
+    assert "finished" in (tmp_path / "ws" / "server" / "simulate_job" / "summary.csv").read_text()
+    assert sorted(os.listdir(tmp_path / "ws")) == ["local", "server"]
+
+
+def test_a_site_that_never_starts_twice_fails_the_run_and_other_failures_are_not_started_again(tmp_path, job):
+    proc = run_simulate(tmp_path, job, "race", env={"FAKE_ALWAYS": "1"})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and (tmp_path / "attempts").read_text() == "2", out + err
+    assert "the run failed: no site finished" in err and not (tmp_path / "ws.failed-start-2").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    proc = run_simulate(other, job, "failed")
+    assert proc.wait(timeout=120) == 1 and "start race" not in proc.stderr.read()
+    assert not (other / "ws.failed-start").exists()
+
+
+def test_a_workspace_that_held_other_files_is_not_made_fresh(tmp_path, job):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("mine")
+    proc = run_simulate(tmp_path, job, "race")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and (tmp_path / "attempts").read_text() == "1", out + err
+    assert "-w held other files before the run, so it is not started again here" in err
+    assert (tmp_path / "ws" / "notes.txt").read_text() == "mine" and not (tmp_path / "ws.failed-start").exists()
+
+
 def test_site_statuses_decide_when_there_is_no_summary(tmp_path):
     for site, status in (("site-1", "failed"), ("site-2", "aborted")):
         write_site_status(str(tmp_path / site / "simulate_job"), site, status, "peer gone", 1, "")
     assert "site-1 failed (peer gone), site-2 aborted" in run_failure(str(tmp_path))
     write_site_status(str(tmp_path / "site-3" / "simulate_job"), "site-3", "finished", "", 2, "")
     assert run_failure(str(tmp_path)) is None
+
+
+def test_when_every_site_fails_each_reason_keeps_its_cause_and_alike_sites_are_named_together(tmp_path):
+    reason = "RuntimeError: site-x could not load /data/" + "very/" * 40 + "deep/folder: cause: the disk is full"
+    for i in range(1, 9):
+        write_site_status(str(tmp_path / f"site-{i}" / "simulate_job"), f"site-{i}", "failed", reason, 0, "")
+    failure = run_failure(str(tmp_path))
+    assert f"site-1, site-2, site-3, site-4, site-5, site-6, site-7, site-8 failed ({reason})" in failure
+    assert failure.count("cause: the disk is full") == 1
 
 
 def test_a_damaged_meta_json_is_refused_before_the_workspace_is_touched(tmp_path, job, capsys):
@@ -105,17 +161,37 @@ def marked(marker):
     return [p.pid for p in psutil.process_iter(["cmdline"]) if any(marker in part for part in p.info["cmdline"] or [])]
 
 
-def test_sigterm_stops_the_simulator_and_the_workers_it_leaves(tmp_path, job):
-    proc = run_simulate(tmp_path, job, "stuck")
+def decoys(workspace):
+    """Processes this user runs beside the command, not started by it: one whose argument holds the
+    workspace as a substring (``<ws>_victim``), one that names the very workspace."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root"]
+    return [subprocess.Popen(sleep + [arg], start_new_session=True) for arg in (workspace + "_victim", workspace)]
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_sigterm_stops_the_simulator_and_the_workers_it_leaves_and_nothing_else(tmp_path, job):
     marker = str(tmp_path / "ws")
+    others = decoys(marker)
+    proc = run_simulate(tmp_path, job, "stuck")
     try:
         assert proc.stdout.readline().endswith("this toolkit's components are allowed in this workspace\n")
-        assert proc.stdout.readline().strip() == "started"
+        started, *workers = proc.stdout.readline().split()
+        assert started == "started" and all(alive(int(w)) for w in workers)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 130
         assert "stopping the simulator (stopped by signal SIGTERM)" in proc.stderr.read()
-        assert [p for p in marked(marker) if p != proc.pid] == []
+        assert [w for w in workers if alive(int(w))] == []
+        assert [d.poll() for d in others] == [None, None]  # another process naming the workspace is not this command's
     finally:
         proc.kill()
-        for pid in marked(marker):
+        for pid in set(marked(marker)) - {d.pid for d in others}:
             os.kill(pid, signal.SIGKILL)
+        for d in others:
+            d.kill()
+            d.wait()

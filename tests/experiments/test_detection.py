@@ -11,92 +11,11 @@ import sys
 
 import pytest
 
-from lightyear.algorithms.attacks.detection import DetectionCounts
 from lightyear.experiments import detection, detection_tables, report
 from lightyear.experiments.detection import DetectionError, open_run, run_detection
 from lightyear.experiments.results import load_sweep
 
-SITES4 = ["site-1", "site-2", "site-3", "site-4"]
-
-
-def make_run(folder, method, faulty, topology="p2p", sites=SITES4, dataset="digits", seed=0, malfunction="sfa", summary=True, **info):
-    """A run folder as lightyear-sweep leaves it: job/meta.json and (``summary``) a finished summary.csv."""
-    meta = {"name": os.path.basename(folder), "deploy_map": {"app": ["server"] + [s for s in sites if s not in faulty], "app_faulty": faulty},
-            "lightyear": {"method": method, "dataset": dataset, "topology": topology, "malfunction": malfunction if faulty else "none",
-                          "faulty_sites": faulty, "seed": seed, **info}}
-    (folder / "job").mkdir(parents=True)
-    (folder / "job" / "meta.json").write_text(json.dumps(meta))
-    server = folder / "ws" / "server" / "simulate_job"
-    server.mkdir(parents=True)
-    if summary:
-        lines = ["site,malfunction,status,acc"] + [f"{s},{'sfa' if s in faulty else 'none'},finished,0.5" for s in sites]
-        (server / "summary.csv").write_text("\n".join(lines) + "\n")
-    return folder
-
-
-def write_rounds(run, site, rows, columns):
-    folder = run / "ws" / site / "simulate_job"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "rounds.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def write_history(run, history):
-    (run / "ws" / "server" / "simulate_job" / "aggregator_state.json").write_text(json.dumps({"history": history}))
-
-
-def lightyear_row(rnd, site, selected, scores, rejected="", late="", warming_up=0):
-    senders = ";".join(s for s in SITES4 if s != site)
-    return {"round": rnd, "site": site, "selected": selected, "warming_up": warming_up, **{f"{p}_score": v for p, v in scores.items()},
-            "late": late, "rejected": rejected, "senders": senders}
-
-
-def lightyear_columns(site):
-    return ["round", "site", "selected", "warming_up"] + [f"{p}_score" for p in SITES4 if p != site] + ["late", "rejected", "senders"]
-
-
-def lightyear_run(folder, seed=0):
-    """site-4 is faulty. Hand counts per benign receiver and round (TP, FP, TN, FN):
-    site-1 r0: selects 2, leaves 3 and 4 out              -> (1, 1, 1, 0)
-    site-1 r1: selects 2, 3; 4 rejected by the checks     -> (1, 0, 2, 0)
-    site-2 r0: selects all three                          -> (0, 0, 2, 1)
-    site-2 r1: 4 late (not evaluated); selects 1, not 3   -> (0, 1, 1, 0)
-    site-3 r0: warming up, nothing rejected: no judgement -> (0, 0, 0, 0)
-    site-3 r1: warming up, 4 rejected                     -> (1, 0, 0, 0)
-    site-4 (faulty) selects nobody: never counted."""
-    run = make_run(folder, "lightyear", ["site-4"], seed=seed)
-    rows = {
-        "site-1": [lightyear_row(0, "site-1", "site-2", {"site-2": 0.8, "site-3": 0.6, "site-4": 0.7}),
-                   lightyear_row(1, "site-1", "site-2;site-3", {"site-2": 0.8, "site-3": 0.8}, rejected="site-4")],
-        "site-2": [lightyear_row(0, "site-2", "site-1;site-3;site-4", {"site-1": 0.9, "site-3": 0.9, "site-4": 0.9}),
-                   lightyear_row(1, "site-2", "site-1", {"site-1": 0.9, "site-3": 0.5}, late="site-4")],
-        "site-3": [lightyear_row(0, "site-3", "", {"site-1": 0.9, "site-2": 0.9, "site-4": 0.1}, warming_up=1),
-                   lightyear_row(1, "site-3", "", {"site-1": 0.9, "site-2": 0.9}, rejected="site-4", warming_up=1)],
-        "site-4": [lightyear_row(r, "site-4", "", {"site-1": 0.1, "site-2": 0.1, "site-3": 0.1}) for r in (0, 1)],
-    }
-    for site, site_rows in rows.items():
-        write_rounds(run, site, site_rows, lightyear_columns(site))
-    return run
-
-
-def krum_run(folder, seed=0):
-    """site-4 is faulty. Server per round (TP, FP, TN, FN):
-    r0: keeps 1, leaves 2, 3, 4 out                         -> (1, 2, 1, 0)
-    r1: keeps 1, 2, leaves 3 out; 4's result refused         -> (1, 1, 2, 0)
-    r2: an older record (no 'rejected'): keeps all four      -> (0, 0, 3, 1)"""
-    run = make_run(folder, "krum", ["site-4"], topology="star", seed=seed)
-    write_history(run, [
-        {"round": 0, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": [], "f": 1},
-        {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3"], "rejected": ["site-4"], "f": 0},
-        {"round": 2, "kept": SITES4, "excluded": []},
-    ])
-    return run
-
-
-def counts(*values):
-    return DetectionCounts(*values)
+from detection_runs import SITES4, counts, krum_run, lightyear_run, make_run, write_history, write_rounds
 
 
 def test_lightyear_counts_per_receiver_and_round_and_pooled(tmp_path):
@@ -194,8 +113,11 @@ def test_errors_name_the_file_and_what_it_lacks(tmp_path):
     write_history(star, [{"round": 0, "kept": ["site-1"], "excluded": ["site-9"], "rejected": []}, {"round": 1, "kept": [], "excluded": []}])
     found = run_detection(open_run(str(star)))  # a site outside the run is just another benign sender
     assert found.decisions[0].counts == counts(0, 1, 1, 0)
-    with pytest.raises(DetectionError, match="no job meta.json at"):
+    with pytest.raises(DetectionError, match="no folder at .*nowhere"):
         open_run(str(tmp_path / "nowhere"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DetectionError, match="no job meta.json at"):
+        open_run(str(tmp_path / "empty"))
 
 
 def test_a_simulator_workspace_and_the_console(tmp_path, capsys):
@@ -235,17 +157,20 @@ def sweep(tmp_path):
 
 
 def test_tables_pool_every_decision_over_seeds(sweep):
-    items, left_out = detection_tables.detect_runs([r for r in load_sweep(str(sweep)) if r.finished])
+    items, left_out, damaged = detection_tables.detect_runs([r for r in load_sweep(str(sweep)) if r.finished])
     assert list(left_out) == ["lightyear_digits_sfa2_s0"] and "has no column 'rejected'" in left_out["lightyear_digits_sfa2_s0"]
-    tables = {t.stem: t for t in detection_tables.build_tables(items)}
+    assert [run.name for run, _ in damaged] == ["lightyear_digits_sfa2_s0"]
+    tables = {t.stem: t for t in detection_tables.build_tables(items, damaged)}
     assert set(tables) == {"digits_sfa_detection", "digits_attack_full_detection"}
     sfa = tables["digits_sfa_detection"]
     assert sfa.methods == ["krum", "lightyear"] and sfa.no_detection == ["fedavg"]
-    assert [label for _, label in sfa.columns] == ["0 (clean)", "1"]
+    assert [label for _, label in sfa.columns] == ["0 (clean)", "1", "2"]
     cell, runs = sfa.cells[("krum", "1")]  # two seeds of (2, 3, 6, 1)
     assert runs == 2 and cell == counts(4, 6, 12, 2)
-    # clean krum: (0, 3, 1, 0), no malicious sender so FNR undefined; lightyear has no clean run
-    assert detection_tables.grid(sfa) == [["krum", "25.0 / 75.0 / -", "66.7 / 33.3 / 33.3"], ["lightyear", "-", "75.0 / 25.0 / 25.0"]]
+    # clean krum: (0, 3, 1, 0), no malicious sender so FNR undefined; lightyear has no clean run, and
+    # its run with 2 faulty sites gives no figures: n/a, named beside it
+    assert detection_tables.grid(sfa) == [["krum", "25.0 / 75.0 / -", "66.7 / 33.3 / 33.3", "-"],
+                                          ["lightyear", "-", "75.0 / 25.0 / 25.0", "n/a (unusable records: lightyear_digits_sfa2_s0)"]]
     attack = tables["digits_attack_full_detection"]
     assert [label for _, label in attack.columns] == ["clean", "lie"]
     assert detection_tables.grid(attack) == [["krum", "25.0 / 75.0 / -", "0.0 / 100.0 / 100.0"]]
@@ -261,7 +186,7 @@ def test_report_writes_detection_tables_run_files_and_a_section(sweep, capsys):
         assert (sweep / "runs" / run / "detection.csv").exists(), run
     assert not (sweep / "runs" / "fedavg_digits_sfa1_s0" / "detection.csv").exists()
     text = (out / "report.md").read_text()
-    assert "## Detection" in text and "| krum | 25.0 / 75.0 / - | 66.7 / 33.3 / 33.3 |" in text
+    assert "## Detection" in text and "| krum | 25.0 / 75.0 / - | 66.7 / 33.3 / 33.3 | - |" in text
     assert "No detection (they exclude no sender): fedavg." in text
     assert "- lightyear_digits_sfa2_s0: " in text and "has no column 'rejected'" in text
     long = list(csv.DictReader((out / "detection_results.csv").read_text().splitlines()))

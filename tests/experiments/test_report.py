@@ -183,7 +183,7 @@ def test_selection_quality_counts(sweep):
     assert (dyn["selections"], dyn["opportunities"], dyn["fraction"], dyn["rounds_to_exclusion"]) == (2, 4, 0.5, "never")
     kinds = {row["malfunction"]: row for row in selection.kind_rows(items)}
     assert kinds["sfa"] == {"method": "lightyear", "dataset": "digits", "malfunction": "sfa", "runs": 1, "selections": 2,
-                            "opportunities": 5, "fraction": 0.4, "runs_never_excluding": 0}
+                            "opportunities": 5, "fraction": 0.4, "runs_never_excluding": 0, "left_out": ""}
     assert kinds["dynamic"]["runs_never_excluding"] == 1
 
 

@@ -2,9 +2,10 @@
 
 Most tests use a stand-in for ``nvflare simulator`` ($LIGHTYEAR_NVFLARE) that behaves by the
 job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 4 writes a
-summary in which every site dropped, seed 2 hangs with a
-child process (to check that Ctrl-C ends the whole process group), any other seed writes a
-summary after two progress records.
+summary in which every site dropped, seeds 5 and 6 meet FLARE's start race (a worker dies at
+start) the first time and every time, seed 2 hangs with a
+child process and a site worker in a session of its own, as FLARE starts them (to check that
+Ctrl-C ends both), any other seed writes a summary after two progress records.
 """
 
 import json
@@ -42,9 +43,17 @@ if seed == 4:  # peer-to-peer runs whose sites all dropped still write a summary
     with open(os.path.join(run, "summary.csv"), "w") as f:
         f.write("site,malfunction,status,acc\nsite-1,none,dropped,nan\nmean_benign,n=0,,nan\nstd_benign,n=0,,nan\n")
     sys.exit(0)
+if seed in (5, 6):  # FLARE's start race: a worker died at start (seed 5: the first time only)
+    count = os.path.join(os.path.dirname(ws), "attempts")
+    attempt = int(open(count).read()) + 1 if os.path.exists(count) else 1
+    open(count, "w").write(str(attempt))
+    if attempt == 1 or seed == 6:
+        print("2026-01-01 - SimulatorRunner - ERROR - Subprocess died for client site-2 before send, exit code: 1")
+        sys.exit(0)
 if seed == 2:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    open(os.path.join(ws, "pids"), "w").write(f"{os.getpid()} {child.pid}")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    open(os.path.join(ws, "pids"), "w").write(f"{os.getpid()} {child.pid} {worker.pid}")
     time.sleep(600)
 for rnd in range(2):
     with open(os.path.join(run, "progress.jsonl"), "a") as f:
@@ -104,7 +113,7 @@ def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fak
 
 
 @pytest.mark.parametrize("inherited", ["default", "ignored"])
-def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake, inherited):
+def test_ctrl_c_stops_the_simulator_and_every_worker_it_started(tmp_path, fake, inherited):
     """Also when the sweep inherits SIGINT ignored, as a background job of a script does."""
     out = tmp_path / "out"
     spec = write_spec(tmp_path, [0, 2])
@@ -116,6 +125,8 @@ def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake, inherited):
     deadline = time.monotonic() + 60
     while not pids_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+    while len(pids_file.read_text().split()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
     pids = [int(p) for p in pids_file.read_text().split()]
     proc.send_signal(signal.SIGINT)
     text, _ = proc.communicate(timeout=60)
@@ -126,6 +137,21 @@ def test_ctrl_c_stops_the_simulators_process_group(tmp_path, fake, inherited):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s2": "interrupted"}
+
+
+def test_a_run_in_which_a_site_never_started_is_started_again_once(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    assert sweep.main([write_spec(tmp_path, [5, 6, 1]), "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
+    assert statuses(out) == {"fedavg_digits_clean_s5": "finished", "fedavg_digits_clean_s6": "failed", "fedavg_digits_clean_s1": "failed"}
+    printed = capsys.readouterr().out
+    restart = ("RESTART  fedavg_digits_clean_s5: site-2 never started (FLARE: 'Subprocess died for client ... before send'): "
+               "FLARE's start race, not the job; starting it again once in a fresh workspace")
+    assert restart in printed and printed.count("RESTART") == 2  # s5 and s6 once each; s1 failed for another reason
+    for run, attempts in (("fedavg_digits_clean_s5", "2"), ("fedavg_digits_clean_s6", "2"), ("fedavg_digits_clean_s1", None)):
+        folder = out / "runs" / run
+        assert ((folder / "attempts").read_text() if attempts else None) == attempts
+        assert (folder / "ws.failed-start").is_dir() == bool(attempts) and (folder / "log.failed-start.txt").exists() == bool(attempts)
+        assert not (folder / "ws.failed-start-2").exists()
 
 
 def test_finished_runs_with_other_settings_are_not_mixed_in(tmp_path, fake, capsys):
@@ -170,11 +196,45 @@ def test_failure_reason_skips_noise_and_falls_back_to_the_last_line(tmp_path):
     assert runner.failure_reason(str(tmp_path), 1) == "exit code 1: last words"
 
 
+def test_slurm_never_replaces_a_spec_or_script_no_sweep_wrote(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = write_spec(tmp_path, [0])
+    for name in ("spec.json", "sweep.sbatch"):
+        (out / name).write_text("mine\n")
+        assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 2
+        err = capsys.readouterr().err
+        assert f"holds {name}, which no sweep wrote" in err and "--force" in err and err.count("\n") == 1
+        assert (out / name).read_text() == "mine\n" and not (out / "sweep.json").exists()
+        (out / name).unlink()
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0  # its own files: replaced
+    (out / "sweep.sbatch").write_text("mine\n")
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--force"]) == 0
+    assert "lightyear.experiments.sweep" in (out / "sweep.sbatch").read_text()
+    own = out / "spec.json"  # a spec read from the sweep folder itself stays as written
+    own.write_text(json.dumps({"datasets": ["digits"], "methods": ["fedavg"], "faulty": [0], "seeds": [0]}))
+    (out / "sweep.json").unlink()
+    assert sweep.main([str(own), "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0
+    assert "name" not in json.loads(own.read_text())
+
+
+def test_a_dry_run_over_a_damaged_summary_lists_the_run_to_do(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, [0])
+    summary = out / "runs" / "fedavg_digits_clean_s0" / "ws" / "server" / "simulate_job" / "summary.csv"
+    summary.parent.mkdir(parents=True)
+    summary.write_bytes(b"site,status\n\xff\x00\n")
+    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--dry-run"]) == 0
+    assert "todo  fedavg_digits_clean_s0" in capsys.readouterr().out
+
+
 def test_progress_reads_rounds_and_estimates_time_left(tmp_path):
     run = tmp_path / "ws" / "server" / "simulate_job"
     run.mkdir(parents=True)
     (run / "progress.jsonl").write_text('{"round": 0}\n{"round": 2}\n{"round": 1}\n{"rou')
     assert progress.rounds_done(str(tmp_path)) == 3
+    assert progress.rounds_done(str(tmp_path), rounds=2) == 2  # a star run's final evaluation is no round 3/2
     live = [progress.Running("a", 3, 12, 30.0)]
     assert progress.estimate_left([100.0, 60.0], pending=2, running=live, parallel=1) == 2 * 80 + 50
     assert progress.estimate_left([], pending=1, running=live, parallel=1) == 120 + 90

@@ -76,6 +76,8 @@ def test_repeats_are_dropped():
     ({"faulty": None}, "needs 'faulty'"),
     ({"malfunctions": None}, "needs 'malfunctions'"),
     ({"seeds": ["a"]}, "'seeds' must be whole numbers"),
+    ({"seeds": [4294967296]}, "'seeds' must be whole numbers in 0..4294967295; got 4294967296"),
+    ({"seeds": [10**23]}, "'seeds' must be whole numbers in 0..4294967295"),
     ({"set": {"seed": 3}}, "seeds: [...]"),
     ({"set": [1]}, "'set' must be a mapping"),
     ({"rounds": 2}, "unknown key(s) rounds in the sweep description; allowed:"),
@@ -164,8 +166,12 @@ def test_adaptive_runs_only_where_the_generator_takes_them():
     ({"attackers": [8]}, "attackers count 8 leaves no benign site among the 8 sites of digits: use at most 7"),
     ({"attackers": None}, "'attacks' and 'knowledge' need 'attackers'"),
     ({"attacks": None}, "needs 'attacks'"),
-    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]}, "attack adaptive has no run: adaptive attacks only lightyear, lightyear_paper, balance, krum, fedcap"),
-    ({"methods": ["fedcap"], "attacks": ["adaptive"]}, "(fedcap under knowledge: [full])"),
+    ({"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]},
+     "attack adaptive has no run: the adaptive attack adapts only to lightyear, lightyear_paper, balance, krum, fedcap, not fedavg; "),
+    ({"methods": ["fedcap"], "attacks": ["adaptive"]}, "partial knowledge does not hold; use --knowledge full"),
+    ({"methods": ["krum"], "attacks": ["adaptive"], "attackers": [1]}, "needs at least 2 attackers"),
+    ({"attacks": ["bogus"], "attackers": [0]}, "unknown attacks bogus"),
+    ({"malfunctions": ["bogus"]}, "unknown malfunctions bogus"),
     ({"set": {"attack_scale": 2}}, "'set: attack_scale' is a setting of no attack of the sweep (sf, lie)"),
 ])
 def test_attack_axis_validation_names_the_fix(raw, message):

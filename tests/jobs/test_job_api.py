@@ -221,7 +221,7 @@ class Recipe:
         marker = os.path.join(env.workspace_root, "job")
         sleep = [sys.executable, "-c", "import time; time.sleep(600)", "-o", marker]
         subprocess.Popen(sleep, start_new_session=True)  # a site worker, in a session of its own as FLARE starts them
-        # a worker whose parent is gone: found by the workspace on its command line only
+        # a worker whose parent is gone: still a descendant of this command (it adopts orphans)
         subprocess.run([sys.executable, "-c", f"import subprocess; subprocess.Popen({sleep!r}, start_new_session=True)"])
         print("started", flush=True)
         time.sleep(600)
@@ -236,22 +236,30 @@ def marked(marker):
     return [p.pid for p in psutil.process_iter(["cmdline"]) if any(marker in part for part in p.info["cmdline"] or [])]
 
 
-def test_sigterm_stops_the_simulator_and_every_worker_it_started(tmp_path):
+def test_sigterm_stops_the_simulator_and_every_worker_it_started_and_nothing_else(tmp_path):
     script = tmp_path / "stuck.py"
     script.write_text(STUCK_SIMULATOR)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ws")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     marker = str(tmp_path / "ws" / "job")
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)", "-o"]
+    # this user's processes beside the run, not started by it: one naming <workspace>_victim, one the workspace itself
+    decoys = [subprocess.Popen(sleep + [arg], start_new_session=True) for arg in (marker + "_victim", marker)]
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ws")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "started"
-        assert len(marked(marker)) == 2
+        workers = set(marked(marker)) - {d.pid for d in decoys}
+        assert len(workers) == 2
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
         assert "interrupted (SIGTERM): the simulator and its sites were stopped" in proc.stderr.read()
-        assert marked(marker) == []
+        assert set(marked(marker)) == {d.pid for d in decoys}
+        assert [d.poll() for d in decoys] == [None, None]
     finally:
         proc.kill()
-        for pid in marked(marker):
+        for pid in set(marked(marker)) - {d.pid for d in decoys}:
             os.kill(pid, signal.SIGKILL)
+        for d in decoys:
+            d.kill()
+            d.wait()
 
 
 def test_flares_own_refusals_of_an_environment_argument_are_one_line(capsys, tmp_path):

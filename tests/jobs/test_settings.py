@@ -71,6 +71,20 @@ def test_main_refuses_an_unknown_key_with_exit_status_2(tmp_path, capsys):
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "tau=0.5", "--set", "tau=0.9"], "--set tau is given twice: give each setting once"),
+    (["--set", "train_args=null"], "train_args=null would drop the dataset's train_args"),
+    (["--set", "rounds=" + "9" * 5000], "--set rounds: a number of 5000 characters is out of range"),
+    (["--attack", "mr", "--attackers", "0", "--set", "attack_scale=3"], "--set attack_scale does nothing in a job with --attackers 0"),
+    (["--attack", "mr", "--attackers", "2", "--set", "attack_scale=" + "9" * 30], "attack_scale: the whole number 1e+30 is out of range"),
+])
+def test_a_setting_that_would_be_dropped_or_overflow_is_refused(argv, message, tmp_path, capsys):
+    assert generate.main(["--method", "lightyear", "--dataset", "digits", "--out", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lightyear-jobs: error: ") and message in err and err.count("\n") == 1, err
+    assert not os.listdir(tmp_path)
+
+
 def test_train_args_given_change_only_their_keys():
     _, files = generate.build_job(CONFIGS, "lightyear", "digits", overrides={"train_args": {"lr": 0.001}})
     train = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]["train_args"]

@@ -3,10 +3,10 @@
 Each command is started in a new session, so its process group holds it and everything it starts
 that stays in the group (``startup/sub_start.sh`` and the server or client parent it runs). FLARE
 2.9 starts every job process in a session of its own (``nvflare/utils/process_utils.py``,
-``spawn_process`` with ``setsid``), outside that group; such a process is found by a *marker*, a
-path unique to this deployment (its workspace) that appears on its command line (FLARE passes the
-participant's workspace with ``-m``). :meth:`ProcessSet.stop` ends both: SIGTERM, a grace period,
-then SIGKILL, and returns what is still alive (nothing, unless a process cannot be killed).
+``spawn_process`` with ``setsid``), outside that group, as a child of a process of the group; it is
+found by that kinship (:class:`lightyear.flare.process_tree.Family`), also once its parent is gone,
+and never by what its command line names. :meth:`ProcessSet.stop` ends them all: SIGTERM, a grace
+period, then SIGKILL, and returns what is still alive (nothing, unless a process cannot be killed).
 """
 
 from __future__ import annotations
@@ -18,55 +18,20 @@ import subprocess
 import time
 
 from lightyear.cli import terminate_as_interrupt
+from lightyear.flare.process_tree import Family
 
-__all__ = ["ProcessSet", "pids_with_marker", "terminate_as_interrupt"]
-
-
-def pids_with_marker(marker: str) -> list[int]:
-    """Processes of this user whose command line contains ``marker`` (read from /proc)."""
-    found, me, uid = [], os.getpid(), os.getuid()
-    needle = marker.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if needle in cmdline and not _zombie(int(entry)):
-            found.append(int(entry))
-    return sorted(found)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _all_pids() -> list[int]:
-    return [int(e) for e in os.listdir("/proc") if e.isdigit()]
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
+__all__ = ["ProcessSet", "terminate_as_interrupt"]
 
 
 class ProcessSet:
-    """Commands started in their own process groups, plus the processes carrying ``marker``."""
+    """Commands started in their own process groups, and every process they start (by kinship).
 
-    def __init__(self, marker: str):
-        if not marker or len(marker) < 8:
-            raise ValueError(f"marker {marker!r} is too short to identify this deployment's processes")
-        self.marker = marker
+    With ``own_descendants`` every descendant of this process counts too: for a command whose
+    children are all its own (use it with :func:`lightyear.flare.process_tree.adopting_orphans`,
+    so that orphans stay descendants)."""
+
+    def __init__(self, own_descendants: bool = False):
+        self.family = Family(own_descendants=own_descendants)
         self.groups: list[int] = []
         self.children: list[subprocess.Popen] = []
 
@@ -77,30 +42,24 @@ class ProcessSet:
                 argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.groups.append(proc.pid)  # the session leader's pid is the group id
+        self.family.add_leader(proc.pid)
         self.children.append(proc)
         return proc
 
     def alive(self) -> list[int]:
-        """Pids still running that belong to this set (its groups' members and marked processes)."""
+        """Pids still running that belong to this set (its groups, what they started, and so on)."""
         for child in self.children:
             child.poll()  # reap finished children so that they do not linger as zombies
-        pids = set(pids_with_marker(self.marker))
-        groups = set(self.groups)
-        pids |= {pid for pid in _all_pids() if _pgid(pid) in groups and not _zombie(pid)}
-        pids.discard(os.getpid())
-        return sorted(pids)
+        return self.family.alive()
 
     def _signal(self, sig: int) -> None:
-        for pgid in self.groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, sig)
-        for pid in pids_with_marker(self.marker):
+        for pid in self.alive():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
     def stop(self, grace: float = 10.0) -> list[int]:
         """End every process of this set: SIGTERM, up to ``grace`` s, then SIGKILL; returns survivors."""
-        if not self.alive():
+        if not self.alive():  # also remembers every member while their parents still live
             return []
         self._signal(signal.SIGTERM)
         deadline = time.monotonic() + grace

@@ -26,25 +26,35 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import os
+import io
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from lightyear.algorithms.attacks.detection import DetectionCounts, detection_counts, pool
-from lightyear.experiments.results import ReportError, site_key
-from lightyear.records import format_table, read_csv
+from lightyear.cli import UserError, command, output_file
+from lightyear.experiments.detection_records import (
+    SERVER,
+    STATE_FILE,
+    DetectionError,
+    RunRecords,
+    open_run,
+    record_file,
+    records_from_meta,
+    site_rows,
+    state_history,
+)
+from lightyear.experiments.results import site_key
+from lightyear.records import atomic_write, format_table
 
-SERVER = "server"
+PROG = "lightyear-detection"
 ALL = "all"
-STATE_FILE = "aggregator_state.json"
 NO_DETECTION = ("fedavg", "fedprox", "ditto", "p2p_fedavg", "local")
 COLUMNS = ("round", "receiver", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr")
 
 
-class DetectionError(ReportError):
-    """A run whose records cannot give its detection figures; the message names the file and what it lacks."""
+__all__ = ["SERVER", "STATE_FILE", "DetectionError", "RunRecords", "open_run", "records_from_meta", "run_detection",
+           "write_csv"]
 
 
 @dataclass(frozen=True)
@@ -148,58 +158,6 @@ def rule_for(method: str) -> Rule | None:
     return RULES[method]
 
 
-# ---------------------------------------------------------------------------- a run's records
-@dataclass
-class RunRecords:
-    """Where one run's records are, and its ground truth."""
-
-    name: str
-    method: str
-    faulty_sites: list[str]
-    sites: list[str]
-    workspace: str  # holds server/ and site-K/
-    info: dict  # the meta.json "lightyear" block
-
-    @property
-    def benign(self) -> list[str]:
-        return [s for s in self.sites if s not in self.faulty_sites]
-
-    def rounds_csv(self, site: str) -> str:
-        return os.path.join(self.workspace, site, "simulate_job", "rounds.csv")
-
-    def state_json(self) -> str:
-        return os.path.join(self.workspace, SERVER, "simulate_job", STATE_FILE)
-
-
-def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -> RunRecords:
-    """The records of a run whose job ``meta.json`` is ``meta_path`` and simulator workspace ``workspace``."""
-    with open(meta_path) as f:
-        meta = json.load(f)
-    info = meta.get("lightyear") or {}
-    missing = [k for k in ("method", "faulty_sites") if k not in info]
-    if missing:
-        raise DetectionError(f"{meta_path} lacks {', '.join(missing)} in its 'lightyear' block: regenerate the job with lightyear-jobs")
-    sites = sorted({s for group in meta.get("deploy_map", {}).values() for s in group if s != SERVER}, key=site_key)
-    return RunRecords(name or meta.get("name", os.path.basename(os.path.normpath(workspace))), info["method"],
-                      list(info["faulty_sites"]), sites, workspace, info)
-
-
-def open_run(path: str, job: str | None = None) -> RunRecords:
-    """A sweep run folder (``job/meta.json`` + ``ws/``) or a simulator workspace (its
-    ``server/simulate_job/meta.json``, or ``job``'s meta.json when given)."""
-    swept = os.path.isdir(os.path.join(path, "ws"))
-    workspace = os.path.join(path, "ws") if swept else path
-    if job is not None:
-        meta = os.path.join(job, "meta.json")
-    elif swept:
-        meta = os.path.join(path, "job", "meta.json")
-    else:
-        meta = os.path.join(path, SERVER, "simulate_job", "meta.json")
-    if not os.path.isfile(meta):
-        raise DetectionError(f"no job meta.json at {meta}: pass a sweep run folder, a simulator workspace (-w), or the job folder with --job")
-    return records_from_meta(meta, workspace, os.path.basename(os.path.normpath(path)) if swept else None)
-
-
 # ---------------------------------------------------------------------------- decisions
 @dataclass(frozen=True)
 class Decision:
@@ -279,16 +237,17 @@ def _check_columns(path: str, rows: list[dict], rule: Rule, method: str) -> None
 
 
 def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
-    """One decision per benign receiving site and round, from its ``rounds.csv``."""
+    """One decision per benign receiving site and round, from its ``rounds.csv`` (whole records only:
+    :func:`~lightyear.experiments.detection_records.site_rows`)."""
     decisions, found = [], []
     for site in run.benign:
         path = run.rounds_csv(site)
-        if not os.path.isfile(path):
+        if not record_file(path, f"{site}'s rounds.csv"):
             continue  # a site that wrote no round made no decision
         found.append(site)
-        rows = read_csv(path)
+        rows = site_rows(path, site)
         _check_columns(path, rows, rule, run.method)
-        decisions += [_decide(run, rule, path, int(row["round"]), site, row) for row in rows]
+        decisions += [_decide(run, rule, path, row["round"], site, row) for row in rows]
     if run.benign and not found:
         raise DetectionError(f"no benign site of {run.name} wrote its records (looked for {run.rounds_csv(run.benign[0])}): has the run started?")
     return sorted(decisions, key=lambda d: (d.round, site_key(d.receiver)))
@@ -297,18 +256,9 @@ def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
 def star_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
     """One decision per aggregated round, from the server's ``aggregator_state.json``."""
     path = run.state_json()
-    if not os.path.isfile(path):
+    if not record_file(path, f"the server's {STATE_FILE}"):
         raise DetectionError(f"no {STATE_FILE} at {path}: the server writes it after every aggregated round; did any round aggregate?")
-    with open(path) as f:
-        state = json.load(f)
-    history = state.get("history")
-    if not isinstance(history, list):
-        raise DetectionError(f"{path} has no 'history' (the {run.method} rule's per-round kept/excluded sites): the run was written by an older toolkit; run it again")
-    for i, entry in enumerate(history):
-        lacking = [k for k in rule.needs if k not in entry]
-        if lacking:
-            raise DetectionError(f"{path}: history entry {i} has no '{lacking[0]}', which the {run.method} detection rule reads")
-    return [_decide(run, rule, path, int(e["round"]), SERVER, e) for e in history]
+    return [_decide(run, rule, path, e["round"], SERVER, e) for e in state_history(path, run.method, rule.needs)]
 
 
 def run_detection(run: RunRecords) -> RunDetection | None:
@@ -321,12 +271,24 @@ def run_detection(run: RunRecords) -> RunDetection | None:
 
 
 def write_csv(detection: RunDetection, path: str) -> str:
-    """Write ``detection.csv`` (:meth:`RunDetection.rows`) to ``path``."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(COLUMNS))
-        writer.writeheader()
-        writer.writerows(detection.rows())
-    return path
+    """Write ``detection.csv`` (:meth:`RunDetection.rows`) to ``path`` (atomically: a crash leaves no half file)."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(COLUMNS))
+    writer.writeheader()
+    writer.writerows(detection.rows())
+    try:
+        return atomic_write(path, lambda f: f.write(text.getvalue().encode()))
+    except OSError as exc:  # a place that takes no file (/proc), a full disk
+        raise UserError(f"{path} cannot be written ({exc.strerror or exc})") from None
+
+
+def is_detection_csv(path: str) -> bool:
+    """Whether ``path`` holds a ``detection.csv`` this module wrote (its header), so it may be replaced."""
+    try:
+        with open(path, newline="", errors="replace") as f:
+            return next(csv.reader(f), None) == list(COLUMNS)
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------------------- console
@@ -351,18 +313,20 @@ def describe(detection: RunDetection) -> str:
     return "\n".join(lines)
 
 
+@command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Detection figures (FedCAP's DAcc, FPR, FNR) of one run from its records.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Detection figures (FedCAP's DAcc, FPR, FNR) of one run "
+                                     "from its records.")
     parser.add_argument("path", help="a sweep run folder (runs/<run>) or a simulator workspace (-w)")
     parser.add_argument("--job", help="the job folder, when the workspace holds no copy of its meta.json")
-    parser.add_argument("--csv", help="also write the decisions to this detection.csv")
+    parser.add_argument("--csv", help="also write the decisions to this file (a detection.csv)")
+    parser.add_argument("--force", action="store_true",
+                        help="let --csv replace a file that is not a detection.csv this command wrote")
     args = parser.parse_args(argv)
-    try:
-        run = open_run(args.path, args.job)
-        detection = run_detection(run)
-    except DetectionError as exc:
-        print(f"detection: {exc}", file=sys.stderr)
-        return 2
+    if args.csv is not None:  # checked before anything is read
+        output_file(args.csv, "--csv", replaceable=args.force or is_detection_csv(args.csv))
+    run = open_run(args.path, args.job)
+    detection = run_detection(run)
     if detection is None:
         print(f"{run.name}: {run.method} has no detection (it excludes no sender)")
         return 0

@@ -10,8 +10,11 @@ without detection are named under the table, not given numbers.
 at the server) of every run (seed) of that method, dataset, threat and scenario, then takes the
 ratios (:func:`~lightyear.algorithms.attacks.detection.pool`). For FedCAP a second row,
 ``fedcap (per client)``, judges each client once, at the end of the run, as FedCAP's Table III
-does (:meth:`~lightyear.experiments.detection.RunDetection.per_client`). Cells are percentages with one
-decimal, ``-`` where a ratio is undefined (FNR of a clean run: no malicious sender).
+does (:meth:`~lightyear.experiments.detection.RunDetection.per_client`). Cells are percentages with
+one decimal, ``-`` where a ratio is undefined (FNR of a clean run: no malicious sender). A cell is
+computed from complete records only: when a run of it has records that give no figures (damaged,
+or lacking what the rule reads: :mod:`~lightyear.experiments.detection_records`), the cell reads
+``n/a`` with the run named beside it, and the reason is listed under the tables.
 
 :func:`write_detection` is the report's hook: it writes every run's ``detection.csv`` into its
 run folder, ``detection/<dataset>_<threat>_detection.csv|md``, ``detection_results.csv`` (every
@@ -23,7 +26,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lightyear.algorithms.attacks.detection import DetectionCounts, pool
 from lightyear.algorithms.malfunctions import NONE
@@ -52,6 +55,7 @@ class DetectionTable:
     columns: list[tuple]  # (sort key, label), in order
     cells: dict  # (method, label) -> (DetectionCounts, runs)
     no_detection: list[str]
+    damaged: dict = field(default_factory=dict)  # (method, label) -> [runs with damaged records]: no figure
 
     @property
     def stem(self) -> str:
@@ -64,11 +68,11 @@ class DetectionTable:
                 f"pooled over rounds, benign receivers and seeds, by {by}")
 
 
-def scenario(run: RunResult, info: dict) -> Scenario:
+def scenario(run: RunResult) -> Scenario:
     """The run's threat and column: an attack (``attack`` in meta.json), a malfunction kind, or clean."""
-    attack = info.get("attack")
+    attack = run.attack
     if attack and attack != NONE:
-        knowledge = info.get("knowledge")
+        knowledge = run.knowledge
         return Scenario(run.dataset, f"attack_{knowledge}" if knowledge else "attack", (1, str(attack), run.faulty))
     if run.faulty:
         return Scenario(run.dataset, run.malfunction, (run.faulty, str(run.faulty)))
@@ -90,27 +94,35 @@ def _columns(threat: str, members: list[tuple[Scenario, RunResult]]) -> dict[int
     return out
 
 
-def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection | None]]) -> list[DetectionTable]:
-    """Tables per dataset and threat from each finished run's scenario and detection (None: no detection)."""
+def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection | None]],
+                 damaged: list[tuple[RunResult, Scenario]] = ()) -> list[DetectionTable]:
+    """Tables per dataset and threat from each finished run's scenario and detection (None: no
+    detection); the ``damaged`` runs, whose records give no figures, make their cells ``n/a``."""
     tables = []
-    for dataset in sorted({sc.dataset for _, sc, _ in items}):
-        mine = [(run, sc, det) for run, sc, det in items if sc.dataset == dataset]
-        threats = sorted({sc.threat for _, sc, _ in mine if sc.threat is not None}) or [CLEAN]
+    everything = [(run, sc, det, False) for run, sc, det in items] + [(run, sc, None, True) for run, sc in damaged]
+    for dataset in sorted({sc.dataset for _, sc, _, _ in everything}):
+        mine = [entry for entry in everything if entry[1].dataset == dataset]
+        threats = sorted({sc.threat for _, sc, _, _ in mine if sc.threat is not None}) or [CLEAN]
         for threat in threats:
-            members = [(sc, run, det) for run, sc, det in mine if sc.threat in (threat, None)]
-            where = _columns(threat, [(sc, run) for sc, run, _ in members])
+            members = [(sc, run, det, bad) for run, sc, det, bad in mine if sc.threat in (threat, None)]
+            where = _columns(threat, [(sc, run) for sc, run, _, _ in members])
             groups: dict[tuple[str, str], list[DetectionCounts]] = {}
-            for i, (_, run, det) in enumerate(members):
-                if det is not None:
+            broken: dict[tuple[str, str], list[str]] = {}
+            for i, (_, run, det, bad) in enumerate(members):
+                if bad:
+                    broken.setdefault((run.method, where[i][1]), []).append(run.name)
+                elif det is not None:
                     groups.setdefault((run.method, where[i][1]), []).append(det.total)
-                if det is not None and run.method in detection.PER_CLIENT and det.decisions:
+                if not bad and det is not None and run.method in detection.PER_CLIENT and det.decisions:
                     groups.setdefault((per_client_row(run.method), where[i][1]), []).append(det.per_client())
-            cells = {key: (pool(counts), len(counts)) for key, counts in groups.items()}
-            runs = [run for _, run, _ in members]
-            methods = [row for m in method_order(runs) for row in (m, per_client_row(m)) if any(key[0] == row for key in cells)]
+                if bad and run.method in detection.PER_CLIENT:
+                    broken.setdefault((per_client_row(run.method), where[i][1]), []).append(run.name)
+            cells = {key: (pool(counts), len(counts)) for key, counts in groups.items() if key not in broken}
+            runs = [run for _, run, _, _ in members]
+            methods = [row for m in method_order(runs) for row in (m, per_client_row(m)) if any(key[0] == row for key in [*cells, *broken])]
             silent = [m for m in method_order(runs) if m in detection.NO_DETECTION]
             columns = sorted({where[i] for i in range(len(members))})
-            tables.append(DetectionTable(dataset, threat, methods, columns, cells, silent))
+            tables.append(DetectionTable(dataset, threat, methods, columns, cells, silent, broken))
     return tables
 
 
@@ -129,8 +141,15 @@ def header(table: DetectionTable) -> list[str]:
     return ["method"] + [label for _, label in table.columns]
 
 
+def cell_text(table: DetectionTable, method: str, label: str) -> str:
+    """A cell's figures, or ``n/a`` with the runs whose damaged records leave it without one."""
+    if (method, label) in table.damaged:
+        return f"n/a (unusable records: {', '.join(table.damaged[(method, label)])})"
+    return fmt((table.cells.get((method, label)) or (None,))[0])
+
+
 def grid(table: DetectionTable) -> list[list[str]]:
-    return [[m] + [fmt((table.cells.get((m, label)) or (None,))[0]) for _, label in table.columns] for m in table.methods]
+    return [[m] + [cell_text(table, m, label) for _, label in table.columns] for m in table.methods]
 
 
 def to_markdown(table: DetectionTable) -> str:
@@ -168,29 +187,31 @@ def write_long(tables: list[DetectionTable], path: str) -> str:
     return path
 
 
-def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str]]:
-    """(run, scenario, detection) of every run, and the runs left out with the reason."""
-    items, left_out = [], {}
+def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str], list[tuple]]:
+    """(run, scenario, detection) of every run; the runs left out with the reason; (run, scenario) of those left out."""
+    items, left_out, damaged = [], {}, []
     for run in runs:
         try:
             records = detection.records_from_meta(os.path.join(run.folder, "job", "meta.json"), os.path.join(run.folder, "ws"), run.name)
-            items.append((run, scenario(run, records.info), detection.run_detection(records)))
+            items.append((run, scenario(run), detection.run_detection(records)))
         except detection.DetectionError as exc:
             left_out[run.name] = str(exc)
-    return items, left_out
+            damaged.append((run, scenario(run)))
+    return items, left_out, damaged
 
 
 def write_detection(runs: list[RunResult], out: str, log=print) -> list[str]:
     """The report's detection outputs for the finished ``runs`` (see the module doc); the paths."""
-    items, left_out = detect_runs(runs)
+    items, left_out, damaged = detect_runs(runs)
     written = [detection.write_csv(det, os.path.join(run.folder, "detection.csv")) for run, _, det in items if det is not None]
-    tables = build_tables(items)
+    tables = build_tables(items, damaged)
     for t in tables:
         written += write_table(t, os.path.join(out, "detection"))
     written.append(write_long(tables, os.path.join(out, "detection_results.csv")))
     written.append(write_section(tables, left_out, os.path.join(out, SECTION)))
     if left_out:
-        log(f"detection: {len(left_out)} run(s) left out (their records lack what the rule reads; see {SECTION})")
+        log(f"detection: {len(left_out)} run(s) left out (their records are damaged or lack what the rule reads; "
+            f"see {SECTION})")
     return written
 
 

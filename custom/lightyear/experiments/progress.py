@@ -34,12 +34,18 @@ class SweepState:
     running: list[Running] = field(default_factory=list)
 
 
-def rounds_done(folder: str) -> int:
-    """Rounds a run has finished: from the server's ``progress.jsonl``, else the sites' ``rounds.csv``."""
+def rounds_done(folder: str, rounds: int | None = None) -> int:
+    """Rounds a run has finished: from the server's ``progress.jsonl``, else the sites' ``rounds.csv``;
+    at most ``rounds`` (a star run's final evaluation is recorded as one round more)."""
+    done = _rounds_done(folder)
+    return min(done, rounds) if isinstance(rounds, int) and rounds > 0 else done
+
+
+def _rounds_done(folder: str) -> int:
     path = os.path.join(folder, "ws", "server", "simulate_job", "progress.jsonl")
     best = 0
     if os.path.isfile(path):
-        with open(path) as f:
+        with open(path, errors="replace") as f:
             for line in f:
                 try:
                     best = max(best, int(json.loads(line).get("round", -1)) + 1)
@@ -47,7 +53,7 @@ def rounds_done(folder: str) -> int:
                     continue  # a line being written
         return best
     for rounds_csv in glob.glob(os.path.join(folder, "ws", "site-*", "simulate_job", "rounds.csv")):
-        with open(rounds_csv, newline="") as f:
+        with open(rounds_csv, newline="", errors="replace") as f:
             best = max(best, sum(1 for _ in csv.DictReader(f)))
     return best
 

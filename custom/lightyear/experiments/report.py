@@ -18,6 +18,10 @@ Writes, under ``DIR`` (default ``SWEEP_DIR/report``):
 A run that cannot be read (a damaged ``meta.json`` or summary), a summary row that cannot be used
 and a ``rounds.csv`` that cannot be read are left out, each named with the reason on stderr and in
 ``report.md``; the rest is reported.
+
+``DIR`` may hold an earlier report (the hidden ``.lightyear-report`` file marks a folder this
+command writes, so a report stopped half-way is its own too); a file of the same name that
+someone else made there is never replaced without ``--force``.
 """
 
 from __future__ import annotations
@@ -26,12 +30,17 @@ import argparse
 import os
 import sys
 
-from lightyear.cli import UserError, command, output_folder
+from lightyear.cli import UserError, command, folder_name, output_folder
 from lightyear.experiments import detection_tables, figures, selection, selection_plots, tables
 from lightyear.experiments.results import ReportError, scan_sweep
 
 STATUS_HINT = "sweep_status.json"
 PROG = "lightyear-report"
+MARK = ".lightyear-report"
+WRITES = ("report.md", "results.csv", "tables", "figures", "selection", "selection_quality.csv", "selection_quality.md",
+          "selection_rounds.csv", "selection_rounds.md", "detection", "detection_results.csv", detection_tables.SECTION)
+"""What a report writes in its folder (besides the mark)."""
+TITLE = "# Sweep report ("
 
 
 def warn(message: str) -> None:
@@ -45,8 +54,33 @@ def _group(all_tables: list[tables.Table]) -> dict[tuple[str, str], list[tables.
     return groups
 
 
-def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print) -> dict:
-    """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths."""
+def _written_here(out: str) -> bool:
+    """Whether ``out`` is a report folder this command wrote (its mark, or a report.md of its own)."""
+    if os.path.isfile(os.path.join(out, MARK)):
+        return True
+    try:
+        with open(os.path.join(out, "report.md"), errors="replace") as f:
+            return f.readline().startswith(TITLE)
+    except OSError:
+        return False
+
+
+def check_report_folder(out: str, force: bool = False) -> None:
+    """Refuse a report folder holding files of the report's names that this command did not write."""
+    if force or not os.path.isdir(out) or _written_here(out):
+        return
+    present = [name for name in WRITES if os.path.lexists(os.path.join(out, name))]
+    if present:
+        raise ReportError(f"--out {out} holds {', '.join(present[:4])} that lightyear-report did not write: "
+                          "choose another --out, or add --force to replace them")
+
+
+def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print,
+           force: bool = False) -> dict:
+    """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths.
+    Nothing in ``out`` that this command did not write is replaced unless ``force``."""
+    out = os.path.abspath(out or os.path.join(sweep_dir, "report"))
+    check_report_folder(out, force)
     runs, skipped = scan_sweep(sweep_dir)
     left_out = [f"run {name} left out: {why}" for name, why in skipped]
     left_out += [f"run {r.name}: {p}" for r in runs for p in r.problems]
@@ -56,7 +90,9 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
     if not finished:
         raise ReportError(f"none of the {len(runs) + len(skipped)} runs in {sweep_dir} has finished (no summary.csv with a usable row of a "
                           f"finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
-    out = output_folder(out or os.path.join(sweep_dir, "report"))
+    out = output_folder(out)
+    with open(os.path.join(out, MARK), "w") as f:
+        f.write("lightyear-report writes this folder: running it again replaces what it wrote\n")
     written: dict[str, list[str]] = {"tables": [], "figures": [], "selection": []}
     all_tables = tables.build_tables(runs, extra_metrics)
     for t in all_tables:
@@ -69,25 +105,24 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
         if len(figures.topology_means(group[0], topology)) > 1:
             path = os.path.join(out, "figures", f"{dataset}_{metric}_topology.png")
             written["figures"].append(figures.save(figures.topology_figure(group, topology), path))
-    items = []
+    items, unselected = [], []
     for run in finished:
         try:
             sel = selection.run_selection(run)
         except UserError as exc:
             left_out.append(f"run {run.name}: peer selection left out: {exc}")
             warn(left_out[-1])
+            unselected.append(run)
             continue
         if sel is None:
             continue
-        for problem in sel.problems:
-            left_out.append(f"run {run.name}: {problem}")
-            warn(left_out[-1])
         items.append((run, sel))
         base = os.path.join(out, "selection", run.name)
         tau = run.job_setting("tau")
         written["selection"].append(figures.save(selection_plots.selection_heatmap(sel), base + "_selection.png"))
         written["selection"].append(figures.save(selection_plots.score_plot(sel, tau if isinstance(tau, (int, float)) else None), base + "_scores.png"))
-    written["selection"] += selection.write_rows(selection.kind_rows(items), os.path.join(out, "selection_quality"),
+    kinds = selection.kind_rows(items, unselected)
+    written["selection"] += selection.write_rows(kinds, os.path.join(out, "selection_quality"),
                                                  "How often benign sites selected faulty peers (selections / opportunities)")
     written["selection"] += selection.write_rows(selection.run_rows(items), os.path.join(out, "selection_rounds"),
                                                  "Per run: selections of faulty peers and rounds until every benign site stopped")
@@ -131,14 +166,18 @@ def main(argv=None) -> int:
     parser.add_argument("sweep_dir", help="the folder given to lightyear-sweep --out")
     parser.add_argument("--out", help="where the report goes (default: SWEEP_DIR/report)")
     parser.add_argument("--metrics", default="", help="more metrics to tabulate besides acc/dice, comma-separated: ece, conf, loss")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files in --out that lightyear-report did not write")
     args = parser.parse_args(argv)
     extra = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     unknown = [m for m in extra if m not in tables.LABELS]
     if unknown:
         parser.error(f"unknown metrics {', '.join(unknown)}; choose from {', '.join(tables.LABELS)}")
+    if args.out is not None:
+        folder_name(args.out)
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ReportError(f"--out {args.out} is a file: give a folder for the report (it is created if missing)")
-    report(args.sweep_dir, args.out, extra)
+    report(args.sweep_dir, args.out, extra, force=args.force)
     return 0
 
 

@@ -170,6 +170,10 @@ def read_run(folder: str) -> RunResult:
         raise ReportError(f"{meta_path} has no deploy_map of app -> [participants]: regenerate the job")
     sites = sorted({s for names in deploy_map.values() for s in names if s != "server"}, key=site_key)
     faulty_sites = list(info["faulty_sites"])
+    strangers = [s for s in faulty_sites if s not in sites]
+    if strangers:
+        raise ReportError(f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map "
+                          "does not run: regenerate the job")
     result = RunResult(
         name=os.path.basename(os.path.normpath(folder)), folder=folder, method=info["method"], dataset=info["dataset"],
         topology=str(info.get("topology", "?")), malfunction=info["malfunction"] if faulty_sites else NONE,

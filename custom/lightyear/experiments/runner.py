@@ -8,7 +8,7 @@ simulator exits 0 even when a job fails, so the exit code alone says little.
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import json
 import os
 import shutil
@@ -20,7 +20,10 @@ import time
 from lightyear.cli import UserError
 from lightyear.experiments.sweep_spec import Run
 from lightyear.flare import component_policy
+from lightyear.flare.process_tree import Family
+from lightyear.flare.start_race import never_started
 from lightyear.jobs import generate
+from lightyear.records import table_rows
 
 RUNS = "runs"
 NOISE = ("unknown aux message topic",)  # ERROR lines FLARE prints in healthy runs too
@@ -34,27 +37,35 @@ def summary_path(folder: str) -> str:
     return os.path.join(folder, "ws", "server", "simulate_job", "summary.csv")
 
 
-def unfinished_sites(folder: str) -> list[str] | None:
-    """Sites the summary lists as not finished (dropped, failed); None when there is no summary."""
+def summary_rows(folder: str) -> list[dict] | None:
+    """The site rows of the run's summary; None when there is none or it cannot be read (not text,
+    empty, cut: the run is then not finished, and a sweep runs it again)."""
     path = summary_path(folder)
     if not os.path.isfile(path):
         return None
-    with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get("site") not in ("mean_benign", "std_benign")]
-    return [r["site"] for r in rows if r.get("status", "finished") != "finished"]
+    try:
+        rows, _ = table_rows(path, "the summary")
+    except UserError:
+        return None
+    return [r for r in rows if r.get("site") not in ("mean_benign", "std_benign")]
+
+
+def unfinished_sites(folder: str) -> list[str] | None:
+    """Sites the summary lists as not finished (dropped, failed); None when there is no summary."""
+    rows = summary_rows(folder)
+    return None if rows is None else [r["site"] for r in rows if r.get("status", "finished") != "finished"]
 
 
 def is_finished(folder: str) -> bool:
     """A summary exists and at least one benign site finished (peer-to-peer runs whose sites all
     dropped still write a summary, of ``dropped`` sites only). An attacker (``faulty_sites`` of the
     job's meta.json) is not benign, whatever its summary row says."""
-    path = summary_path(folder)
-    if not os.path.isfile(path):
+    rows = summary_rows(folder)
+    if rows is None:
         return False
     faulty = faulty_sites(folder)
-    with open(path, newline="") as f:
-        return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished" and r.get("site") not in faulty
-                   for r in csv.DictReader(f))
+    return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished"
+               and r.get("site") not in faulty for r in rows)
 
 
 def faulty_sites(folder: str) -> set[str]:
@@ -133,20 +144,27 @@ def start(run: Run, folder: str) -> subprocess.Popen:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=child_env(), start_new_session=True)
 
 
-def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """End the simulator and every process it started (its whole process group): TERM, then KILL."""
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> list[int]:
+    """End the simulator and every process it started: its process group, and the site workers FLARE
+    starts in sessions of their own (:class:`~lightyear.flare.process_tree.Family`). TERM, then KILL;
+    the pids still alive."""
+    family = Family(own_descendants=False)
+    family.add_leader(proc.pid)
+    family.members()  # every worker, remembered while the simulator, their parent, still runs
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
+        for pid in family.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _group_alive(proc):
+        while time.monotonic() < deadline and (_group_alive(proc) or family.alive()):
             time.sleep(0.2)
-        if not _group_alive(proc):
+        if not (_group_alive(proc) or family.alive()):
             break
     if proc.poll() is None:
         proc.wait(timeout=5)
+    return family.alive()
 
 
 def _group_alive(proc: subprocess.Popen) -> bool:
@@ -158,6 +176,30 @@ def _group_alive(proc: subprocess.Popen) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def start_race(folder: str) -> str | None:
+    """Which site of the run never started, when the run failed for that reason only (FLARE's
+    start race: :func:`lightyear.flare.start_race.never_started`); None otherwise."""
+    try:
+        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+            log = f.read()
+    except OSError:
+        log = ""
+    return never_started(os.path.join(folder, "ws"), log)
+
+
+def set_aside(folder: str) -> str:
+    """Keep a failed attempt's workspace and log as ``ws.failed-start[-N]`` and ``log.failed-start[-N].txt``
+    in the run folder (the next attempt starts fresh); the workspace's new path."""
+    n, suffix = 1, ".failed-start"
+    while os.path.lexists(os.path.join(folder, "ws" + suffix)):
+        n += 1
+        suffix = f".failed-start-{n}"
+    os.replace(os.path.join(folder, "ws"), os.path.join(folder, "ws" + suffix))
+    if os.path.exists(os.path.join(folder, "log.txt")):
+        os.replace(os.path.join(folder, "log.txt"), os.path.join(folder, f"log{suffix}.txt"))
+    return os.path.join(folder, "ws" + suffix)
 
 
 def failure_reason(folder: str, returncode: int | None, lines: int = 2) -> str:

@@ -10,6 +10,10 @@ rounds of the runs of a malfunction kind (or attack: the ``malfunction`` column 
 the opportunities and how many of them were taken (``fraction = selections / opportunities``). **Rounds to exclusion** of a run is the number of
 rounds before every benign site stopped selecting faulty peers for good: 0 if none ever did, and
 empty (never) when one still did in the last round.
+
+Figures come from whole records only: a ``rounds.csv`` with a row cut short or without a round
+number gives its run no selection figures (a :class:`~lightyear.records.RecordsError` naming the
+row), and a per-kind row that would pool such a run reads ``n/a`` with the run named.
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ from __future__ import annotations
 import csv
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lightyear.experiments.results import RunResult, site_key
-from lightyear.records import table_rows
+from lightyear.records import RecordsError, record_file, table_rows
 
 NAN = float("nan")
 
@@ -34,7 +38,6 @@ class Selection:
     rounds: list[int]
     selected: dict  # site -> peer -> [1.0 selected | 0.0 candidate, not selected | nan no candidate] per round
     scores: dict  # site -> peer -> [agreement score | nan] per round
-    problems: list[str] = field(default_factory=list)  # rounds.csv rows left out, and why
 
     @property
     def benign(self) -> list[str]:
@@ -52,23 +55,26 @@ def _float(text) -> float:
 def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], faulty: list[str]) -> Selection | None:
     """Selection and scores from each site's ``rounds.csv`` (``{site: path}``); None if none logged a selection.
 
-    A ``rounds.csv`` that is not text is a :class:`~lightyear.records.RecordsError`; a row cut short
-    or without a round number is left out and listed in ``problems``.
+    A ``rounds.csv`` that is not text, or has a row cut short or without a round number, is a
+    :class:`~lightyear.records.RecordsError` naming it: no figure is computed from part of a run.
     """
     tables, problems = {}, []
     for site, path in rounds_csv.items():
-        if not os.path.isfile(path):
+        if not record_file(path, f"{site}'s rounds.csv"):
             continue
         rows, bad = table_rows(path, f"{site}'s rounds.csv", allow_empty=True)
-        problems += [f"{site}'s rounds.csv {p}; left out" for p in bad]
+        problems += [f"{site}'s rounds.csv {path}: {p}" for p in bad]
         good = []
         for row in rows:
             if _round(row.get("round")) is None:
-                problems.append(f"{site}'s rounds.csv: round {row.get('round')!r} is not a round number; left out")
+                problems.append(f"{site}'s rounds.csv {path}: round {row.get('round')!r:.40} is not a round number")
             else:
                 good.append(row)
         if good and "selected" in good[0]:
             tables[site] = good
+    if problems:
+        raise RecordsError(f"{problems[0]}: the selection figures need every round's whole record; "
+                           "run the job again")
     if not tables:
         return None
     rounds = sorted({_round(r["round"]) for rows in tables.values() for r in rows})
@@ -88,7 +94,7 @@ def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], fault
                 sc.append(score if peer != site else NAN)
             selected[site][peer], scores[site][peer] = sel, sc
     sites = sorted(tables, key=site_key)
-    return Selection(run, sites, sorted(peers, key=site_key), sorted(faulty, key=site_key), rounds, selected, scores, problems)
+    return Selection(run, sites, sorted(peers, key=site_key), sorted(faulty, key=site_key), rounds, selected, scores)
 
 
 def _round(text) -> int | None:
@@ -144,18 +150,30 @@ def run_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
     return rows
 
 
-def kind_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
-    """Per method, dataset and malfunction kind or attack (pooled over faulty counts and seeds)."""
+def kind_rows(items: list[tuple[RunResult, Selection]], left_out: list[RunResult] = ()) -> list[dict]:
+    """Per method, dataset and malfunction kind or attack (pooled over faulty counts and seeds). A
+    row that would pool a run of ``left_out`` (its records gave no selection figures) reads ``n/a``
+    and names it under ``left_out``."""
     groups: dict[tuple, list[dict]] = {}
     for row in run_rows(items):
         groups.setdefault((row["method"], row["dataset"], row["malfunction"]), []).append(row)
+    missing: dict[tuple, list[str]] = {}
+    for run in left_out:
+        if run.faulty_sites:
+            missing.setdefault((run.method, run.dataset, run.threat), []).append(run.name)
     out = []
-    for (method, dataset, kind), rows in sorted(groups.items()):
+    for key, rows in sorted(groups.items()):
+        method, dataset, kind = key
         taken = sum(r["selections"] for r in rows)
         chances = sum(r["opportunities"] for r in rows)
         never = sum(r["rounds_to_exclusion"] == "never" for r in rows)
-        out.append({"method": method, "dataset": dataset, "malfunction": kind, "runs": len(rows), "selections": taken,
-                    "opportunities": chances, "fraction": _ratio(taken, chances), "runs_never_excluding": never})
+        row = {"method": method, "dataset": dataset, "malfunction": kind, "runs": len(rows), "selections": taken,
+               "opportunities": chances, "fraction": _ratio(taken, chances), "runs_never_excluding": never,
+               "left_out": ""}
+        if key in missing:
+            row.update({k: "n/a" for k in ("selections", "opportunities", "fraction", "runs_never_excluding")})
+            row["left_out"] = ", ".join(missing[key]) + " (unusable records)"
+        out.append(row)
     return out
 
 

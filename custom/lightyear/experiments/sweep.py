@@ -4,7 +4,7 @@ Each run gets ``DIR/runs/<run>/`` (job, workspace, ``log.txt`` with FLARE's outp
 Runs whose summary exists are skipped, so running the same command again after a crash, a kill
 or Ctrl-C continues where the sweep stopped (failed and interrupted runs are tried again). A
 failed run is recorded with the reason taken from its log and the sweep goes on; Ctrl-C or
-SIGTERM stops the running simulators (their whole process groups) and exits.
+SIGTERM stops the running simulators (their process groups and the site workers they started) and exits.
 
 Usage::
 
@@ -29,11 +29,12 @@ import sys
 import time
 
 from lightyear import configs as config_folders
-from lightyear.cli import UserError, command, output_folder
+from lightyear.cli import UserError, command, folder_name, output_folder
 from lightyear.experiments import progress, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
 
 SPEC_COPY = "spec.json"
+PLAN = "sweep.json"
 LOCK = ".sweep.lock"
 PROG = "lightyear-sweep"
 
@@ -94,6 +95,8 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
     t0 = time.monotonic()
     # counts kept as runs end, so the once-a-second display reads no status files
     tally = {"done": len(names) - len(todo), "failed": 0, "walls": run_status.known_walls(out, names)}
+    retried: set[str] = set()  # runs started again after FLARE's start race (once each)
+    files_of: dict[str, dict] = {}
     # SIGINT too: a sweep started in the background of a script inherits SIGINT ignored, and
     # `kill -INT` must still stop its runs
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -101,6 +104,7 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
         while pending or running:
             while pending and len(running) < parallel:
                 run, files = pending.pop(0)
+                files_of[run.name] = files
                 folder = runner.run_dir(out, run.name)
                 runner.prepare(folder, files, resources)
                 proc = runner.start(run, folder)
@@ -114,6 +118,10 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
                     continue
                 del running[name]
                 wall = time.monotonic() - started
+                if name not in retried and _start_again(out, run, display):
+                    retried.add(name)
+                    pending.insert(0, (run, files_of[name]))
+                    continue
                 if _finish(out, run, proc, wall, display):
                     tally["done"] += 1
                     tally["walls"].append(wall)
@@ -135,6 +143,21 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
     return run_status.write_sweep_status(out, names)
 
 
+def _start_again(out: str, run, display) -> bool:
+    """Whether the ended run failed only because a site never started (FLARE's start race); then
+    its attempt is kept aside, the sweep says so, and the run is to start again in a fresh workspace."""
+    folder = runner.run_dir(out, run.name)
+    if runner.is_finished(folder):
+        return False
+    why = runner.start_race(folder)
+    if why is None:
+        return False
+    aside = runner.set_aside(folder)
+    display.event(f"RESTART  {run.name}: {why}: FLARE's start race, not the job; starting it again once in a fresh "
+                  f"workspace (the failed attempt: {aside})")
+    return True
+
+
 def _finish(out: str, run, proc, wall: float, display) -> bool:
     folder = runner.run_dir(out, run.name)
     fields = {"wall_s": round(wall, 1), "ended": run_status.now()}
@@ -153,7 +176,8 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
     now = time.monotonic()
-    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n)), r.rounds, now - s) for n, (r, _, s) in running.items()]
+    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n), r.rounds), r.rounds, now - s)
+            for n, (r, _, s) in running.items()]
     eta = progress.estimate_left(tally["walls"], len(pending), live, parallel)
     return progress.SweepState(total, tally["done"], tally["failed"], now - t0, eta, live)
 
@@ -169,6 +193,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time", default="08:00:00", help="with --slurm: each task's time limit (default 08:00:00)")
     p.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
     p.add_argument("--plain", action="store_true", help="plain progress lines even when rich is installed")
+    p.add_argument("--force", action="store_true",
+                   help="replace a spec.json, sweep.json or sweep.sbatch in --out that no sweep wrote")
     p.add_argument("--task", type=int, help=argparse.SUPPRESS)  # one run by index: what each SLURM array task does
     return p
 
@@ -190,12 +216,50 @@ def check_out(out: str) -> None:
         raise SweepError(f"--out {out} is a file: give the sweep folder (it is created if missing)")
 
 
+def _read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def written_by_sweep(out: str, name: str) -> bool:
+    """Whether ``out/name`` (spec.json, sweep.json, sweep.sbatch) is a file an earlier sweep wrote there."""
+    plan = _read_json(os.path.join(out, PLAN))
+    ours = isinstance(plan, dict) and {"runs", "configs"} <= set(plan)
+    if name in (SPEC_COPY, PLAN):
+        return ours  # written together
+    try:
+        with open(os.path.join(out, name), encoding="utf-8", errors="replace") as f:
+            return "-m lightyear.experiments.sweep " in f.read()
+    except OSError:
+        return False
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_own_files(out: str, names: list[str], force: bool, spec: str) -> None:
+    """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote (nor the spec being
+    read), unless ``force``."""
+    foreign = [n for n in names if os.path.lexists(os.path.join(out, n)) and not written_by_sweep(out, n)
+               and not _same(os.path.join(out, n), spec)]
+    if foreign and not force:
+        raise SweepError(f"--out {out} holds {', '.join(foreign)}, which no sweep wrote: choose another --out, "
+                         "or add --force to replace it")
+
+
 @command(PROG)
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.parallel < 1:
         parser().error("--parallel must be at least 1")
-    out = os.path.abspath(args.out)
+    out = os.path.abspath(folder_name(args.out))
     check_out(out)
     configs = config_folders.checked_configs(args.configs)
     path = spec_path(args.spec, configs)
@@ -211,15 +275,18 @@ def main(argv=None) -> int:
             print(f"{'done' if run.name in done else 'todo'}  {run.name}")
         print(f"{len(spec.runs)} runs: {len(done)} done, {len(todo)} to run; nothing was written")
         return 0
+    own = [SPEC_COPY, PLAN] if args.task is None else []
+    check_own_files(out, own + ([slurm.SCRIPT] if args.slurm else []), args.force, path)
     script = None
     if args.slurm:  # checked before anything is written
         script = slurm.script_text(spec.name, len(spec.runs), out, configs, max(r.sites for r in spec.runs), args.time, args.gres,
                                    None if args.parallel == 1 else args.parallel)
     output_folder(out)
     if args.task is None:
-        with open(os.path.join(out, SPEC_COPY), "w") as f:
-            json.dump({**raw, "name": spec.name}, f, indent=1)
-        with open(os.path.join(out, "sweep.json"), "w") as f:
+        if not _same(os.path.join(out, SPEC_COPY), path):  # the spec read is that very file: it stays as it is
+            with open(os.path.join(out, SPEC_COPY), "w") as f:
+                json.dump({**raw, "name": spec.name}, f, indent=1)
+        with open(os.path.join(out, PLAN), "w") as f:
             json.dump({**spec.as_dict(), "configs": configs}, f, indent=1)
     if script is not None:
         path = slurm.write_script(script, out)

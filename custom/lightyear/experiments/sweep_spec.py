@@ -41,7 +41,7 @@ from lightyear.algorithms.attacks.updates import ATTACKS, FULL, KNOWLEDGE, PARTI
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError, read_text, yaml_problem
 from lightyear.jobs import generate
-from lightyear.jobs.attacks import ADAPTIVE_METHODS, PREFIX, USES_KNOWLEDGE, takes_attack
+from lightyear.jobs.attacks import PREFIX, USES_KNOWLEDGE, takes_attack, why_not
 from lightyear.jobs.attacks import known_params as attack_settings
 
 ALL = "all"
@@ -165,11 +165,13 @@ def _choose(raw: dict, key: str, known: list[str], where: str) -> list[str]:
     return items
 
 
-def _ints(raw: dict, key: str, default=None, minimum: int = 0) -> list[int]:
+def _ints(raw: dict, key: str, default=None, minimum: int = 0, maximum: int | None = None) -> list[int]:
     items = _as_list(raw, key, default)
-    bad = [repr(i) for i in items if isinstance(i, bool) or not isinstance(i, int) or i < minimum]
+    top = float("inf") if maximum is None else maximum
+    bad = [f"{i!r:.40}" for i in items if isinstance(i, bool) or not isinstance(i, int) or not minimum <= i <= top]
     if bad:
-        raise SpecError(f"'{key}' must be whole numbers >= {minimum}; got {', '.join(bad)}")
+        bound = f"in {minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise SpecError(f"'{key}' must be whole numbers {bound}; got {', '.join(bad)}")
     return items
 
 
@@ -193,14 +195,12 @@ def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
     bad = [str(k) for k in knowledge if k not in KNOWLEDGE]
     if bad:
         raise SpecError(f"unknown knowledge {', '.join(bad)}; choose from {', '.join(KNOWLEDGE)}")
-    if not any(attackers):
-        return [], attackers, knowledge
-    attacks = _as_list(raw, "attacks")
-    attacks = list(ATTACKS) if attacks == [ALL] else attacks
-    bad = [str(a) for a in attacks if a not in ATTACKS]
+    named = _as_list(raw, "attacks") if "attacks" in raw or any(attackers) else []
+    named = list(ATTACKS) if named == [ALL] else named
+    bad = [str(a) for a in named if a not in ATTACKS]
     if bad:
         raise SpecError(f"unknown attacks {', '.join(bad)}; choose from {', '.join(ATTACKS)} (or write 'attacks: all')")
-    return attacks, attackers, knowledge
+    return (named if any(attackers) else []), attackers, knowledge
 
 
 def _attack_overrides(overrides: dict, attack: str, method: str) -> dict:
@@ -231,7 +231,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     methods = _choose(raw, "methods", generate.methods(configs), "app_configs")
     attacks, attackers, knowledge = _attack_axis(raw)
     faulty = sorted(_ints(raw, "faulty")) if raw.get("faulty") is not None or not attackers else []
-    seeds = _ints(raw, "seeds", default=[generate.DEFAULT_SEED])
+    seeds = _ints(raw, "seeds", default=[generate.DEFAULT_SEED], maximum=generate.SEED_MAX)
     overrides = raw.get("set") or {}
     if not isinstance(overrides, dict):
         raise SpecError("'set' must be a mapping of dataset settings, e.g. set: {rounds: 3}")
@@ -243,13 +243,14 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
                         "leave it out, or list an attack that takes it")
     kinds = [k for k in KINDS if k != NONE]
     malfunctions: list[str] = []
-    if any(faulty):
+    if any(faulty) or "malfunctions" in raw:  # checked even where no count uses them: a typo is a typo
         malfunctions = _as_list(raw, "malfunctions")
         if NONE in malfunctions:
             raise SpecError("'none' is not a malfunction: put 0 in 'faulty' for clean runs")
         bad = [str(m) for m in malfunctions if m not in kinds]
         if bad:
             raise SpecError(f"unknown malfunctions {', '.join(bad)}; choose from {', '.join(kinds)}")
+        malfunctions = malfunctions if any(faulty) else []
     runs = []
     for dataset in datasets:
         n_sites, rounds = _site_count(configs, dataset, overrides)
@@ -267,6 +268,8 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
                                     rounds, _attack_overrides(overrides, attack, method), attack, m, level))
     idle = [a for a in attacks if not any(r.attack == a for r in runs)]
     if idle:
-        raise SpecError(f"attack {idle[0]} has no run: adaptive attacks only {', '.join(ADAPTIVE_METHODS)} "
-                        "(fedcap under knowledge: [full]); list one of them in 'methods'")
+        levels = knowledge if idle[0] in USES_KNOWLEDGE else [PARTIAL]
+        counts = [k for k in attackers if k > 0]
+        why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in counts)
+        raise SpecError(f"attack {idle[0]} has no run: {'; '.join(w for w in why if w)}")
     return SweepSpec(name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge)

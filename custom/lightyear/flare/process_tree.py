@@ -1,38 +1,136 @@
-"""End a FLARE simulator run whole: the processes this command started, and those FLARE started
-out of its reach.
+"""The processes one command started, and those they started: found by kinship only, and stopped.
 
-FLARE 2.9's simulator runs its server in a child process and every site in a worker it starts
-in a session of its own (``preexec_fn=os.setsid``, ``nvflare/private/fed/app/simulator/
-simulator_runner.py``); it ends them only on Ctrl-C (KeyboardInterrupt in its main process).
-A SIGTERM, or a worker orphaned by a crash, leaves them running. :func:`stop_tree` ends every
-descendant of this process and every process whose command line holds a *marker*, the run's
-absolute workspace (each worker is given it with ``-o`` and ``--simulator_root``): SIGTERM, a
-grace period, then SIGKILL.
+A command may stop only what is its own. A process is a member of a command's :class:`Family` when
+it belongs to this user and
+
+- descends from the command's process (with ``own_descendants``), or
+- is in the process group or session of a process the command started in a session of its own
+  (:meth:`Family.add_leader`), or descends from one, or
+- sits in a session or group that a member leads (FLARE 2.9 starts every simulator worker and
+  every job process in a session of its own: ``preexec_fn=os.setsid``); not the command's own
+  group, which a shell may share with the other commands of a pipeline, or
+- was a member when the family was last looked at and is the same process still (same pid and
+  start time): a process whose parent died meanwhile.
+
+Nothing is matched by its command line: another user's, or another command's, process that merely
+names the same folder is never touched.
+
+While :func:`adopting_orphans` is in effect (Linux), a process orphaned below this one is handed
+to this process instead of to init, so that ancestry still finds it after its parent is gone (a
+simulator that died and left its workers). :func:`stop_tree` ends a family: SIGTERM, a grace
+period, then SIGKILL.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import time
+from collections import defaultdict
 
 import psutil
 
-
-def _marked(marker: str) -> list[psutil.Process]:
-    found, me = [], os.getpid()
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if proc.info["pid"] != me and any(marker in part for part in cmdline):
-            found.append(proc)
-    return found
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 
-def members(marker: str | None = None) -> list[psutil.Process]:
-    """This process's descendants and (with ``marker``) the processes whose command line holds it."""
-    procs = {p.pid: p for p in psutil.Process().children(recursive=True)}
-    if marker:
-        procs.update({p.pid: p for p in _marked(marker)})
-    return [p for p in procs.values() if _running(p)]
+def _prctl(option: int, arg) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, arg, 0, 0, 0)
+
+
+def is_subreaper() -> bool | None:
+    """Whether orphans below this process come to it (None where the system cannot say: not Linux)."""
+    flag = ctypes.c_int(0)
+    try:
+        if _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return bool(flag.value)
+
+
+def set_subreaper(on: bool) -> bool:
+    """Make this process receive (or stop receiving) the orphans below it; whether that worked."""
+    try:
+        return _prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1 if on else 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def adopting_orphans():
+    """Within this block, processes orphaned below this one are re-parented to it, not to init
+    (Linux's child subreaper; elsewhere nothing changes). Yields whether that is in effect."""
+    before = is_subreaper()
+    changed = before is False and set_subreaper(True)
+    try:
+        yield bool(before) or changed
+    finally:
+        if changed:
+            set_subreaper(False)
+
+
+def _ids(pid: int) -> tuple[int | None, int | None]:
+    try:
+        return os.getpgid(pid), os.getsid(pid)
+    except OSError:
+        return None, None
+
+
+class Family:
+    """The processes of one command (see the module docstring); :meth:`members` finds them now."""
+
+    def __init__(self, own_descendants: bool = True):
+        self.me = os.getpid()
+        self.uid = os.getuid()
+        self.own_descendants = own_descendants
+        self.leaders: set[int] = set()  # processes started in a session of their own: their group and session ids
+        self.seen: dict[int, float] = {}  # pid -> start time of every member found so far
+
+    def add_leader(self, pid: int) -> None:
+        """A process this command started in a new session: its group and session are the family's."""
+        self.leaders.add(pid)
+
+    def _table(self) -> dict[int, psutil.Process]:
+        table = {}
+        for proc in psutil.process_iter(["pid", "ppid", "uids", "create_time", "status"]):
+            info = proc.info
+            uids = info.get("uids")
+            theirs = uids is None or uids.real != self.uid
+            if info["pid"] == self.me or theirs or info.get("status") == psutil.STATUS_ZOMBIE:
+                continue
+            table[info["pid"]] = proc
+        return table
+
+    def members(self) -> list[psutil.Process]:
+        """Every live member of this family now (remembered for the next look)."""
+        table = self._table()
+        children: dict[int, list[int]] = defaultdict(list)
+        for pid, proc in table.items():
+            children[proc.info["ppid"]].append(pid)
+        led: dict[int, list[int]] = defaultdict(list)  # group or session id -> its processes
+        for pid in table:
+            for head in set(_ids(pid)) - {None}:
+                led[head].append(pid)
+        found = {pid for pid, proc in table.items() if self.seen.get(pid) == proc.info["create_time"]}
+        found |= {pid for head in self.leaders for pid in led.get(head, ())}
+        frontier = [*found, *self.leaders] + ([self.me] if self.own_descendants else [])
+        while frontier:
+            pid = frontier.pop()
+            kin = children.get(pid, ()) if pid == self.me else (*children.get(pid, ()), *led.get(pid, ()))
+            for other in kin:  # not this process's own group: a shell's pipeline may share it
+                if other not in found:
+                    found.add(other)
+                    frontier.append(other)
+        found.discard(self.me)
+        self.seen.update({pid: table[pid].info["create_time"] for pid in found})
+        return [table[pid] for pid in sorted(found)]
+
+    def alive(self) -> list[int]:
+        """The pids of :meth:`members`."""
+        return [p.pid for p in self.members()]
 
 
 def _running(proc: psutil.Process) -> bool:
@@ -42,20 +140,19 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
-def stop_tree(marker: str | None = None, grace: float = 10.0) -> list[int]:
-    """End :func:`members`: SIGTERM, up to ``grace`` seconds, then SIGKILL. Returns the pids still alive."""
-    procs = members(marker)
+def stop_tree(family: Family | None = None, grace: float = 10.0) -> list[int]:
+    """End every member of ``family`` (default: this process's descendants): SIGTERM, up to
+    ``grace`` seconds, then SIGKILL. Returns the pids still alive (none, unless one cannot be killed)."""
+    family = family or Family()
+    procs = family.members()
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             proc.terminate()
-        except psutil.Error:
-            pass
     _, alive = psutil.wait_procs(procs, timeout=grace)
+    alive += [p for p in family.members() if p.pid not in {a.pid for a in alive}]  # started meanwhile, or orphaned
     for proc in alive:
-        try:
+        with contextlib.suppress(psutil.Error):
             proc.kill()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(alive, timeout=5)
+    psutil.wait_procs(alive, timeout=5)
     time.sleep(0.1)
-    return sorted(p.pid for p in members(marker))
+    return sorted(p.pid for p in family.members() if _running(p))

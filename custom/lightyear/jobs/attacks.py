@@ -115,6 +115,9 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         raise SettingError(f"--attackers must be between 0 and {len(sites) - 1} (the {len(sites)} sites of {settings['dataset']} "
                            f"less one benign site), got {attackers}")
     names = sites[len(sites) - attackers:] if attackers else []
+    if not names and params:
+        raise SettingError(f"--set {PREFIX}{sorted(params)[0]} does nothing in a job with --attackers 0 (a clean job): "
+                           "leave it out, or give --attackers K >= 1")
     try:
         spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
     except ValueError as exc:
@@ -234,16 +237,22 @@ def known_params(attack: str, method: str | None = None) -> set[str]:
 def takes_attack(method: str, attack: str, knowledge: str, attackers: int) -> bool:
     """Whether a job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1)
     sites is made: the checks of :func:`attack_spec` that do not depend on the dataset."""
+    return not why_not(method, attack, knowledge, attackers)
+
+
+def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
+    """Why no job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1) sites is
+    made, in the words of the check that refuses it; "" when one is made."""
     if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
-        return False
+        return f"the adaptive attack adapts only to {', '.join(ADAPTIVE_METHODS)}, not {method}"
     if knowledge == FULL and attack not in USES_KNOWLEDGE:
-        return False
+        return f"full knowledge changes nothing for {attack}"
     if attack == ADAPTIVE and method in TARGET_PARAMS:
         try:
             check_target(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
-        except ValueError:
-            return False
-    return True
+        except ValueError as exc:
+            return str(exc)
+    return ""
 
 
 def add_arguments(parser) -> None:

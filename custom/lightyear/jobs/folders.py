@@ -27,6 +27,8 @@ def load_json(path: str, what: str = "the file"):
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:  # a number Python will not convert (an integer of thousands of digits)
+        raise UserError(f"{what} {path} is not usable JSON: {exc}") from None
 
 
 def foreign_files(folder: str) -> list[str]:

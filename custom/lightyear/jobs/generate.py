@@ -39,7 +39,7 @@ import tempfile
 
 from lightyear import configs as config_folders
 from lightyear.algorithms.malfunctions import KINDS, NONE
-from lightyear.cli import command, output_folder
+from lightyear.cli import command, folder_name, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
 from lightyear.jobs import attacks
@@ -49,6 +49,7 @@ from lightyear.jobs.settings import (
     SettingError,
     build_components,
     check_dict_settings,
+    check_value_range,
     check_override_keys,
     check_site_names,
     check_site_resources,
@@ -135,6 +136,8 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
     ``ValueError``) with the message of the check or component that refused it.
     """
     try:
+        for key, value in (overrides or {}).items():
+            check_value_range(key, value)
         params, overrides = attacks.split_params(overrides)
         attacks.check_request(attack, attackers, knowledge, malfunction, faulty, params)
         return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides, (attack, attackers, knowledge, params))
@@ -302,6 +305,8 @@ def committed_jobs_folder(out: str | None, what: str) -> str:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.out is not None:
+        folder_name(args.out)
     configs = config_folders.checked_configs(args.configs)
     if args.check:
         out = committed_jobs_folder(args.out, "lightyear-jobs --check")

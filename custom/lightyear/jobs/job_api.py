@@ -23,8 +23,9 @@ generator's, file for file. ``--export-dir`` without ``--export`` is refused (FL
 and run the job).
 
 Every argument is checked before anything starts. SIGTERM stops a simulator run as Ctrl-C does,
-and its server and site workers with it (:mod:`lightyear.flare.process_tree`); a simulator run in
-which no site finished exits with status 1.
+and its server and site workers with it: the processes this command started and those they
+started, never another process that merely names the workspace (:mod:`lightyear.flare.process_tree`);
+a simulator run in which no site finished exits with status 1.
 
 Usage::
 
@@ -55,7 +56,7 @@ warnings.filterwarnings("ignore", message="NVFlare reserves '--export'", categor
 from nvflare.recipe.prod_env import ProdEnv  # noqa: E402
 
 from lightyear import configs as config_folders  # noqa: E402
-from lightyear.cli import UserError, command, one_line, seconds, terminate_as_interrupt  # noqa: E402
+from lightyear.cli import UserError, command, folder_name, one_line, seconds, terminate_as_interrupt  # noqa: E402
 from lightyear.flare import process_tree  # noqa: E402
 from lightyear.flare.placement import gpu_groups, parse_gpu_ids  # noqa: E402
 from lightyear.jobs import attacks  # noqa: E402
@@ -146,8 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
 def run_simulator(recipe: GeneratedRecipe, env) -> int:
     """Run the job in FLARE's simulator; SIGTERM ends it and every process it started, like Ctrl-C.
     Exit status 1 when no site finished (FLARE's simulator reports success either way)."""
+    with process_tree.adopting_orphans():  # a worker whose parent died stays this process's descendant
+        return _run_simulator(recipe, env)
+
+
+def _run_simulator(recipe: GeneratedRecipe, env) -> int:
     workspace = os.path.join(env.workspace_root, recipe.name)
     received: list[str] = []
+    family = process_tree.Family()
     try:
         with terminate_as_interrupt((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received:
             run = recipe.execute(env)
@@ -158,7 +165,7 @@ def run_simulator(recipe: GeneratedRecipe, env) -> int:
                 return 1
             raise
         # FLARE's simulator ends its workers on KeyboardInterrupt (and then reports a failed run); end what is left
-        survivors = process_tree.stop_tree(marker=workspace)
+        survivors = process_tree.stop_tree(family)
         print(f"{PROG}: interrupted ({', '.join(received) or 'Ctrl-C'}): the simulator and its sites were stopped"
               + (f"; still running: {survivors}" if survivors else ""), file=sys.stderr)
         return 130
@@ -176,6 +183,8 @@ def main(argv=None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     check_export_flags()
+    if args.workspace is not None:
+        folder_name(args.workspace, "--workspace")
     if args.wait is not None and args.env == "sim":
         raise UserError("--wait is for --env poc and prod: a simulator run always runs to the end")
     configs = config_folders.checked_configs(args.configs)

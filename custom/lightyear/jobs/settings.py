@@ -84,6 +84,9 @@ def parse_set(items: list[str]) -> dict:
         if not sep or not key.strip():
             raise SettingError(f"--set takes KEY=VALUE (a JSON value), got {item!r}: e.g. --set rounds=3")
         key = key.strip()
+        if key in overrides:
+            raise SettingError(f"--set {key} is given twice: give each setting once (for {', '.join(DICT_SETTINGS)} "
+                               "put every key in one JSON object)")
         try:
             overrides[key] = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -94,6 +97,8 @@ def parse_set(items: list[str]) -> dict:
                     f"quote the whole argument for the shell, e.g. --set '{key}={example}'"
                 ) from None
             overrides[key] = text
+        except ValueError:  # an integer of thousands of digits
+            raise SettingError(f"--set {key}: a number of {len(text.strip())} characters is out of range") from None
     return overrides
 
 
@@ -161,6 +166,9 @@ def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, ov
     """The job's settings from the five layers (module docstring); dict settings merged key by key."""
     for key, value in (overrides or {}).items():
         check_value_range(key, value)
+        if key in DICT_SETTINGS and value is None:
+            raise SettingError(f"{key}=null would drop the dataset's {key}: give the keys to change, "
+                               f"e.g. --set '{key}={DICT_EXAMPLES[key]}'")
     settings = dict(GENERATOR_DEFAULTS)
     settings.update(method_meta.get("defaults", {}))
     settings.update(dataset_settings)

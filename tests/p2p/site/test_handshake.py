@@ -2,6 +2,7 @@
 starting, or that never answered; the simulator advice only where it can be the cause."""
 
 import json
+import logging
 import time
 
 import pytest
@@ -10,7 +11,15 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.handshake import MAX_REASON, BackgroundHandshake, NeighboursGone, handshake, ping_answer, read_answer
+from lightyear.p2p.site.handshake import (
+    MAX_REASON,
+    BackgroundHandshake,
+    NeighboursGone,
+    handshake,
+    ping_answer,
+    quiet_early_pings,
+    read_answer,
+)
 
 from flare_fakes import SiteEngine, context
 
@@ -23,9 +32,11 @@ class Peers:
     def __init__(self, **answers):
         self.answers = {k.replace("_", "-"): v for k, v in answers.items()}
         self.pings = 0
+        self.options = []
 
     def send_aux_request(self, targets, topic, request, timeout, fl_ctx, **kwargs):
         self.pings += 1
+        self.options.append(kwargs)
         return {t: self.answers[t]() for t in targets if self.answers.get(t) is not None}
 
 
@@ -150,3 +161,24 @@ def test_the_background_handshake_hands_its_error_to_join():
     greeting = BackgroundHandshake(peers, None, PEERS, 30, abort=lambda: False, log=lambda *a: None)
     with pytest.raises(NeighboursGone, match="every neighbour's run ended"):
         greeting.join()
+
+
+def test_a_ping_is_an_optional_message_so_a_peer_without_its_handler_logs_no_stream_error():
+    peers = Peers(site_2=ready, site_3=ready, site_4=ready)
+    assert run(peers) == []
+    assert peers.options and all(o.get("optional") is True for o in peers.options)
+
+
+def test_a_ping_before_the_handler_is_registered_is_no_error_line_and_other_unknown_topics_still_are(caplog):
+    from nvflare.apis.fl_context import FLContext
+    from nvflare.private.aux_runner import AuxRunner
+
+    quiet_early_pings()
+    quiet_early_pings()  # once per process, however many sites it runs
+    runner = AuxRunner(None)
+    with caplog.at_level(logging.INFO):
+        assert runner._process_request(C.TOPIC_PING, Shareable(), FLContext()).get_return_code() == ReturnCode.TOPIC_UNKNOWN
+        runner._process_request("someone.else", Shareable(), FLContext())
+    unknown = [r for r in caplog.records if "unknown aux message topic" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().split(": ", 1)[-1]) for r in unknown] == [("ERROR", "received unknown aux message topic someone.else")]
+    assert len(logging.getLogger("nvflare.private.aux_runner.AuxRunner").filters) == 1

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from lightyear.cli import UserError
 from lightyear.data.image_folder import DEFAULT_FRACTIONS, site_names, write_classification_split
 from lightyear.data.isic19.constants import (
     CENTRE_IDS,
@@ -32,14 +33,23 @@ from lightyear.data.isic19.constants import (
 # ---------------------------------------------------------------- raw files and centres
 
 
+class PrepareError(UserError):
+    """Raw ISIC 2019 or HAM10000 files that cannot be prepared (missing, damaged, of another
+    layout); the message names the file and where the right one comes from."""
+
+
 def read_table(path: str, columns: Sequence[str], what: str, obtain: str) -> pd.DataFrame:
     """A CSV (or tab-separated) table, checked to exist and to have ``columns``."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{what} not found at {path}: {obtain}")
-    frame = pd.read_csv(path, sep=None, engine="python")
+        raise PrepareError(f"{what} not found at {path}: {obtain}")
+    try:
+        frame = pd.read_csv(path, sep=None, engine="python")
+    except ValueError as exc:  # empty, not text, not a table (pandas' errors are ValueErrors)
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise PrepareError(f"{what} {path} is not a readable table ({reason}): {obtain}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path} lacks columns {missing}; {what} has columns {', '.join(columns)} ({obtain})")
+        raise PrepareError(f"{path} lacks columns {missing}; {what} has columns {', '.join(columns)} ({obtain})")
     return frame
 
 
@@ -50,7 +60,7 @@ def find_ham_metadata(raw: str, ham_metadata: str | None) -> str:
     for name in HAM_METADATA_NAMES:
         if os.path.isfile(os.path.join(raw, name)):
             return os.path.join(raw, name)
-    raise FileNotFoundError(
+    raise PrepareError(
         f"no HAM10000 metadata given and none of {', '.join(HAM_METADATA_NAMES)} in {raw}: "
         f"pass its path ({OBTAIN_HAM})"
     )
@@ -65,7 +75,7 @@ def flamby_centres(metadata: pd.DataFrame, ham: pd.DataFrame) -> pd.DataFrame:
     """
     duplicated = ham["image_id"][ham["image_id"].duplicated()]
     if not duplicated.empty:
-        raise ValueError(f"the HAM10000 metadata lists image {duplicated.iloc[0]} more than once")
+        raise PrepareError(f"the HAM10000 metadata lists image {duplicated.iloc[0]} more than once")
     kept = metadata.loc[metadata["lesion_id"].notna(), ["image", "lesion_id"]]
     kept = kept.assign(prefix=kept["lesion_id"].astype(str).str[:4])
     merged = kept.merge(
@@ -77,7 +87,7 @@ def flamby_centres(metadata: pd.DataFrame, ham: pd.DataFrame) -> pd.DataFrame:
     merged["dataset"] = merged["prefix"] + merged["ham_dataset"].astype(object).where(merged["ham_dataset"].notna(), "nan").astype(str)
     unknown = merged.loc[~merged["dataset"].isin(list(CENTRE_IDS)), "dataset"].value_counts()
     if not unknown.empty:
-        raise ValueError(
+        raise PrepareError(
             f"images of unknown origin {dict(unknown)}; FLamby's centres are {', '.join(CENTRE_IDS)} "
             f"(use the ISIC 2019 training metadata and the HAM10000 metadata: {OBTAIN_HAM})"
         )
@@ -92,16 +102,16 @@ def ground_truth_labels(ground_truth: pd.DataFrame) -> pd.Series:
     """
     repeated = ground_truth["image"][ground_truth["image"].duplicated()]
     if not repeated.empty:
-        raise ValueError(f"the ground truth lists image {repeated.iloc[0]} more than once")
+        raise PrepareError(f"the ground truth lists image {repeated.iloc[0]} more than once")
     onehot = ground_truth.loc[:, list(GROUND_TRUTH_COLUMNS)].to_numpy(dtype=np.float64)
     valid = np.isclose(onehot.sum(axis=1), 1.0) & np.isclose(onehot.max(axis=1), 1.0)
     if not valid.all():
         bad = ground_truth["image"].iloc[int(np.flatnonzero(~valid)[0])]
-        raise ValueError(f"ground truth of {bad} is not one-hot over {', '.join(GROUND_TRUTH_COLUMNS)}")
+        raise PrepareError(f"ground truth of {bad} is not one-hot over {', '.join(GROUND_TRUTH_COLUMNS)}")
     labels = onehot.argmax(axis=1)
     unk = labels == GROUND_TRUTH_COLUMNS.index("UNK")
     if unk.any():
-        raise ValueError(
+        raise PrepareError(
             f"{int(unk.sum())} images (e.g. {ground_truth['image'].iloc[int(np.flatnonzero(unk)[0])]}) are labelled UNK; "
             "Fed-ISIC2019 has the 8 classes " + ", ".join(CLASSES)
         )
@@ -121,17 +131,19 @@ def shades_of_gray(pixels: np.ndarray, power: int = 6) -> np.ndarray:
     """Shades-of-Gray colour constancy of an RGB uint8 image, as FLamby's ``color_constancy``.
 
     Each channel is divided by its power-``power`` mean, scaled so a gray world stays gray.
-    The result is clipped to 0..255 (FLamby's cast to uint8 would wrap around instead).
+    FLamby's arithmetic (float32, ``flamby/datasets/fed_isic2019/dataset_creation_scripts/
+    color_constancy.py``) and its cast to uint8, which truncates toward zero; only a value above
+    255 differs: it is clipped to 255, where FLamby's cast would wrap around.
     """
-    image = pixels.astype(np.float64)
-    illuminant = np.power(np.mean(np.power(image, power), axis=(0, 1)), 1.0 / power)
-    norm = np.sqrt(np.sum(illuminant**2))
+    image = pixels.astype(np.float32)
+    illuminant = np.power(np.mean(np.power(image, power), axis=(0, 1)), np.float32(1.0 / power))
+    norm = np.sqrt(np.sum(np.power(illuminant, np.float32(2.0))))
     if norm == 0:
         return pixels.copy()
     illuminant = illuminant / norm
     with np.errstate(divide="ignore"):
-        gain = np.where(illuminant > 0, 1.0 / (illuminant * math.sqrt(3.0)), 0.0)
-    return np.clip(np.round(image * gain), 0, 255).astype(np.uint8)
+        gain = np.where(illuminant > 0, np.float32(1.0) / (illuminant * np.float32(math.sqrt(3.0))), np.float32(0.0))
+    return np.clip(image * gain.astype(np.float32), 0, 255).astype(np.uint8)
 
 
 def preprocess_image(source: str, target: str, size: int = PREPROCESSED_SIZE, color_constancy: bool = True) -> None:
@@ -164,12 +176,12 @@ def prepare_isic19(
     side after resizing; ``workers`` processes resize in parallel. Returns the split file path.
     """
     if not os.path.isdir(raw):
-        raise FileNotFoundError(f"ISIC 2019 raw folder {raw} does not exist: {OBTAIN}")
+        raise PrepareError(f"ISIC 2019 raw folder {raw} does not exist: {OBTAIN}")
     input_folder = os.path.join(raw, INPUT_FOLDER)
     if not os.path.isdir(input_folder):
-        raise FileNotFoundError(f"no image folder {input_folder}: {OBTAIN}")
+        raise PrepareError(f"no image folder {input_folder}: {OBTAIN}")
     if image_size < CROP_SIZE:
-        raise ValueError(f"image_size {image_size} is smaller than the {CROP_SIZE}x{CROP_SIZE} crop of the loader")
+        raise PrepareError(f"image_size {image_size} is smaller than the {CROP_SIZE}x{CROP_SIZE} crop of the loader")
     ground_truth = read_table(
         os.path.join(raw, GROUND_TRUTH), ("image",) + GROUND_TRUTH_COLUMNS, "the ISIC 2019 ground truth", OBTAIN
     )
@@ -181,12 +193,12 @@ def prepare_isic19(
     centres = flamby_centres(metadata, ham)
     unlabelled = centres.loc[~centres["image"].isin(ground_truth["image"]), "image"]
     if not unlabelled.empty:
-        raise ValueError(f"{len(unlabelled)} images (e.g. {unlabelled.iloc[0]}) are in {METADATA} but not in {GROUND_TRUTH}")
+        raise PrepareError(f"{len(unlabelled)} images (e.g. {unlabelled.iloc[0]}) are in {METADATA} but not in {GROUND_TRUTH}")
     labels = ground_truth_labels(ground_truth[ground_truth["image"].isin(centres["image"])])
     centres = centres.assign(label=labels.loc[centres["image"]].to_numpy()).sort_values("image", kind="stable")
     missing = [name for name in centres["image"] if not os.path.isfile(os.path.join(input_folder, f"{name}.jpg"))]
     if missing:
-        raise FileNotFoundError(
+        raise PrepareError(
             f"{len(missing)} of {len(centres)} images are missing from {input_folder}, e.g. {missing[0]}.jpg: {OBTAIN}"
         )
 
@@ -212,5 +224,5 @@ def prepare_isic19(
     }
     empty = [site for site, items in per_site.items() if not items]
     if empty:
-        raise ValueError(f"no images of {', '.join(empty)}; FLamby's ISIC 2019 has images of all six centres")
+        raise PrepareError(f"no images of {', '.join(empty)}; FLamby's ISIC 2019 has images of all six centres")
     return write_classification_split(per_site, out, fractions, seed)

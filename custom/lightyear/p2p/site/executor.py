@@ -61,7 +61,7 @@ from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, CheckpointError, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
-from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, BackgroundHandshake, NeighboursGone, ping_answer
+from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, BackgroundHandshake, NeighboursGone, ping_answer, quiet_early_pings
 from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
@@ -144,6 +144,7 @@ class P2PExecutor(Executor):
             start from round 0 (see :mod:`lightyear.p2p.site.resume`).
         """
         super().__init__()
+        quiet_early_pings()  # built before the job cell takes messages: a peer's early ping is no ERROR
         # bad settings stop the job before it starts
         self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
         self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
