@@ -221,9 +221,9 @@ def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"),
     [
         (None, FedAvgAggregator(), "names no component, not a SimulatedAdversary"),
         (FedAvgAggregator(), FedAvgAggregator(), "names a FedAvgAggregator, not a SimulatedAdversary"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at Krum or FedCAP, but the job's rule is FedAvgAggregator"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at a rule that declares one, and this job's rule FedAvgAggregator declares none"),
         (SimulatedAdversary("adaptive", "partial", ["site-4"]), KrumAggregator(), "on Krum under partial knowledge .* needs at least 2 attackers"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}), KrumAggregator(), "the adaptive attack on krum takes no attack_margin"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}), KrumAggregator(), "the adaptive attack on KrumAggregator takes no attack_margin"),
         (SimulatedAdversary("adaptive", "partial", ["site-4"]), FedCapAggregator(), "on FedCAP needs its calibration reference .* use --knowledge full"),
         (SimulatedAdversary("sf", "partial", ["site-9"]), FedAvgAggregator(), "attackers \\['site-9'\\] are not sites of this job"),
     ],
@@ -240,7 +240,7 @@ def test_a_missing_or_wrong_adversary_stops_the_run_before_training(tmp_path, ad
 def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_benign_mean(tmp_path):
     """4 sites, site-4 sign-flips under Krum; every round is recorded in adversary.jsonl and in the
     rule's history, and site-4's summary row names the attack; the detection metrics read the run."""
-    from lightyear.experiments.detection import RULES, RunRecords, star_decisions
+    from lightyear.experiments.detection import RunRecords, rule_for, star_decisions
 
     run_dir = tmp_path / "server" / "simulate_job"  # the simulator workspace's layout
     run_dir.mkdir(parents=True)
@@ -264,7 +264,7 @@ def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_b
     assert rows["mean_benign"]["malfunction"] == "n=3"
     sites = ["site-1", "site-2", "site-3", "site-4"]
     run = RunRecords("sf1", "krum", ["site-4"], sites, str(tmp_path), {"attack": "sf"})
-    counts = [d.counts for d in star_decisions(run, RULES["krum"])]
+    counts = [d.counts for d in star_decisions(run, rule_for("krum"))]
     assert [(c.tp, c.fn) for c in counts] == [(1, 0), (1, 0)]  # Krum (m = 1) left site-4 out both rounds
 
 

@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 
 from lightyear.experiments.tables import LABELS, PERCENT, Table  # noqa: E402
+from lightyear.jobs import registry
 
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -35,15 +36,19 @@ KIND_TITLES = {"ana": "ANA (additive noise)", "ana_relative": "ANA (relative noi
                "minmax": "Min-Max", "minsum": "Min-Sum", "ipm": "IPM (inner product manipulation)", "adaptive": "adaptive attack"}
 
 
+FEATURED = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
+"""The look of the toolkit's own method (``Method.featured``): black, a star, thicker."""
+
+
 def method_styles(methods: list[str]) -> dict[str, dict]:
-    """A fixed colour, marker and line style per method (LIGHTYEAR black and thicker)."""
+    """A fixed colour, marker and line style per method (the featured one, LIGHTYEAR, black and thicker)."""
     styles = {}
-    others = [m for m in methods if m != "lightyear"]
+    featured = set(registry.featured())
+    others = [m for m in methods if m not in featured]
     for i, method in enumerate(others):
         styles[method] = {"color": OKABE_ITO[i % 7], "marker": MARKERS[i % len(MARKERS)],
                           "linestyle": LINESTYLES[(i // 7) % len(LINESTYLES)], "linewidth": 1.5}
-    if "lightyear" in methods:
-        styles["lightyear"] = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
+    styles.update({m: dict(FEATURED) for m in methods if m in featured})
     return styles
 
 
@@ -117,11 +122,12 @@ def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
 
 
 def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tuple[int, float]]]:
-    """Per count, the mean over star methods, over peer-to-peer baselines, and LIGHTYEAR's mean."""
+    """Per count, the mean over star methods, over peer-to-peer baselines, and each featured method's mean."""
+    featured = registry.featured()
     groups = {
         "star methods (mean)": [m for m in table.methods if topology.get(m) == "star"],
-        "peer-to-peer baselines (mean)": [m for m in table.methods if topology.get(m) == "p2p" and m != "lightyear"],
-        "lightyear": [m for m in table.methods if m == "lightyear"],
+        "peer-to-peer baselines (mean)": [m for m in table.methods if topology.get(m) == "p2p" and m not in featured],
+        **{m: [m] for m in featured if m in table.methods},
     }
     out = {}
     for label, members in groups.items():
@@ -143,7 +149,7 @@ def topology_figure(tables: list[Table], topology: dict[str, str]) -> Figure:
     fig, axes = _panels(len(tables), f"{first.dataset}: topology comparison, {axis_label(first.metric)} of benign sites")
     look = {"star methods (mean)": dict(color=OKABE_ITO[0], marker="o", linestyle="--"),
             "peer-to-peer baselines (mean)": dict(color=OKABE_ITO[1], marker="s", linestyle=":"),
-            "lightyear": dict(color="#000000", marker="*", linestyle="-", linewidth=2.5, markersize=9)}
+            **{m: dict(FEATURED) for m in registry.featured()}}
     scale = _scale(first.metric)
     for ax, table in zip(axes, tables):
         for label, points in topology_means(table, topology).items():

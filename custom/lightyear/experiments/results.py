@@ -27,6 +27,7 @@ from lightyear.algorithms.attacks.updates import ATTACKS, FULL, KNOWLEDGE
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError
 from lightyear.experiments.runner import RUNS, summary_path
+from lightyear.jobs import registry
 from lightyear.jobs.generate import load_json
 from lightyear.records import table_rows
 
@@ -243,10 +244,12 @@ def load_sweep(sweep_dir: str) -> list[RunResult]:
 
 
 def method_order(runs: list[RunResult]) -> list[str]:
-    """Star methods, then peer-to-peer ones, then LIGHTYEAR (as in the paper's tables); by name within."""
+    """Star methods, then peer-to-peer ones, then the featured method, LIGHTYEAR (as in the paper's
+    tables); by name within."""
     topology = {r.method: r.topology for r in runs}
+    featured = set(registry.featured())
 
     def key(method: str):
-        return (method == "lightyear", topology[method] != "star", method)
+        return (method in featured, topology[method] != "star", method)
 
     return sorted(topology, key=key)

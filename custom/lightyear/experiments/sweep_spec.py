@@ -4,7 +4,7 @@ Example (``app_configs/sweeps/digits_dynamic.yaml``)::
 
     name: digits_dynamic
     datasets: [digits]
-    methods: all               # every folder of app_configs/ holding a method.json, or a list
+    methods: all               # every method the registry knows (the toolkit's and plugins'), or a list
     malfunctions: [dynamic]    # any of ana, ana_relative, sfa, random, dynamic
     faulty: [0, 1, 3, 5, 7]    # numbers of malfunctioning sites (the last K sites); 0 = clean
     seeds: [0]

@@ -25,7 +25,8 @@ the components themselves are not built here), and what only a job knows:
 * ``--attack`` with ``--malfunction``/``--faulty`` (a site is either faulty or attacking);
   ``--attackers``, ``--knowledge`` or ``attack_<param>`` without ``--attack``; K outside
   [0, sites - 1] (at least one benign site).
-* ``adaptive`` only against the rules it adapts to (:data:`ADAPTIVE_METHODS`).
+* ``adaptive`` only against the methods that declare one (``Method.adaptive``, :func:`adaptive_methods`),
+  with the settings and knowledge that declaration takes.
 * ``--knowledge full`` only for the kinds that use what the attackers know
   (:data:`USES_KNOWLEDGE`): lf, sf and mr use the attacker's own update, so a full-knowledge job
   would repeat the partial one under another name.
@@ -44,10 +45,11 @@ import copy
 
 from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
 from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, REPARAMETRISATIONS, AttackSpec
-from lightyear.algorithms.attacks.colluding import TARGET_PARAMS, check_target
+from lightyear.algorithms.attacks.colluding import check_spec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.flare.component_policy import with_refusal_fix
+from lightyear.jobs import registry
 from lightyear.jobs.settings import SettingError
 from lightyear.p2p.topology import in_neighbours
 
@@ -60,12 +62,22 @@ ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
 CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"
 SERVER = "app/config/config_fed_server.json"
 
-ADAPTIVE_METHODS = ("lightyear", "lightyear_paper", "balance", "krum", "fedcap")
-PEER_ADAPTIVE_PARAMS = ("max_step", "max_evaluations")
-"""The settings of the peer-to-peer adaptive attack (``lightyear.p2p.site.adaptive_attack``)."""
-"""The methods with an adaptive attack: LIGHTYEAR's agreement score and BALANCE's distance rule
-(peer-to-peer), Krum (star; multi-Krum when its settings select several) and FedCAP's norm
-detection (star, full knowledge only)."""
+def adaptive_methods() -> list[str]:
+    """The methods an adaptive attack targets: those that declare one (``Method.adaptive``)."""
+    return registry.with_adaptive_attack()
+
+
+def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
+    """Refuse what the adaptive attack declared by ``method`` cannot run (its settings, knowledge
+    and attacker count), in the declaration's words; other attacks pass."""
+    if spec.kind != ADAPTIVE:
+        return spec
+    declared = registry.method(method).adaptive
+    if declared is None:
+        raise ValueError(f"the adaptive attack adapts to a method's acceptance rule and {method} declares none it targets: "
+                         f"choose --method {', '.join(adaptive_methods())}, or another --attack")
+    return declared.check(spec, method)
+
 
 USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE, *REPARAMETRISATIONS)
 """The kinds whose update depends on what the attackers know (the others use their own update);
@@ -122,14 +134,6 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
     except ValueError as exc:
         raise SettingError(str(exc)) from None
-    if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
-        raise SettingError(f"the adaptive attack adapts to a method's acceptance rule and {method} has none it targets: "
-                           f"choose --method {', '.join(ADAPTIVE_METHODS)}, or another --attack")
-    if attack == ADAPTIVE and topology == "p2p":
-        extra = sorted(set(params) - set(PEER_ADAPTIVE_PARAMS))
-        if extra:
-            raise SettingError(f"the peer-to-peer adaptive attack takes no {', '.join(PREFIX + p for p in extra)}; "
-                               f"it takes {', '.join(PREFIX + p for p in PEER_ADAPTIVE_PARAMS)}")
     if spec.knowledge == FULL and attack not in USES_KNOWLEDGE:
         raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
                            f"(full knowledge is for {', '.join(USES_KNOWLEDGE)})")
@@ -139,9 +143,11 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
             raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
     if attack in REPARAMETRISATIONS:
         check_reparametrisation(spec, topology, settings)
-    if topology == "star" and attack != LF and names:
-        try:  # what the server-side simulation cannot run, in the words the adversary would use
-            check_target(spec, method)
+    if names:
+        try:  # what the attack cannot run against this method, in the words the components would use
+            check_adaptive(spec, method)
+            if topology == "star" and attack != LF:
+                check_spec(spec)
         except ValueError as exc:
             raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
@@ -224,13 +230,9 @@ def meta_fields(spec: AttackSpec) -> dict:
 
 def known_params(attack: str, method: str | None = None) -> set[str]:
     """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
-    its job takes (the adaptive attack on a star rule takes that rule's)."""
-    if attack == ADAPTIVE and method in TARGET_PARAMS:
-        params = TARGET_PARAMS[method]
-    elif attack == ADAPTIVE and method in ADAPTIVE_METHODS:
-        params = PEER_ADAPTIVE_PARAMS
-    else:
-        params = PARAMS.get(attack, ())
+    its job takes (the adaptive attack takes what the method's declaration of it says)."""
+    declared = registry.method(method).adaptive if method in registry.methods() else None
+    params = declared.params if attack == ADAPTIVE and declared is not None else PARAMS.get(attack, ())
     return {PREFIX + p for p in params}
 
 
@@ -243,15 +245,14 @@ def takes_attack(method: str, attack: str, knowledge: str, attackers: int) -> bo
 def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
     """Why no job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1) sites is
     made, in the words of the check that refuses it; "" when one is made."""
-    if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
-        return f"the adaptive attack adapts only to {', '.join(ADAPTIVE_METHODS)}, not {method}"
+    if attack == ADAPTIVE and method not in adaptive_methods():
+        return f"the adaptive attack adapts only to {', '.join(adaptive_methods())}, not {method}"
     if knowledge == FULL and attack not in USES_KNOWLEDGE:
         return f"full knowledge changes nothing for {attack}"
-    if attack == ADAPTIVE and method in TARGET_PARAMS:
-        try:
-            check_target(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
-        except ValueError as exc:
-            return str(exc)
+    try:
+        check_adaptive(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
+    except ValueError as exc:
+        return str(exc)
     return ""
 
 

@@ -3,9 +3,9 @@
 A job's settings are layered, later layers winning:
 
 1. the generator's own (:data:`GENERATOR_DEFAULTS`: TensorBoard streaming on);
-2. the method's ``defaults`` (``app_configs/<method>/method.json``);
+2. the method's ``defaults`` (its declaration, :class:`~lightyear.flare.declarations.Method`);
 3. the dataset's (``app_configs/datasets/<dataset>.json``: sites, model, training, rounds...);
-4. the method's values for the dataset's task (``tasks.<task>`` of ``method.json``, e.g. LIGHTYEAR's
+4. the method's values for the dataset's task (``tasks[<task>]`` of its declaration, e.g. LIGHTYEAR's
    tau of 0.6 on segmentation), then for that dataset alone (``datasets.<dataset>``);
 5. the user's ``--set KEY=VALUE``: a dict-valued setting (``train_args``...) keeps the keys not given.
 

@@ -115,3 +115,30 @@ def check_params(kind: str, params: dict) -> None:
 def _number(name: str, value, ok, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
         raise ValueError(f"attack_{name} must be {what}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class AdaptiveTarget:
+    """The adaptive attack on one method, as the method declares it (``Method.adaptive``): the
+    ``attack_<param>`` settings it takes and what it needs of the attackers. ``full_knowledge_only``
+    and ``partial_needs`` (the least attackers under partial knowledge) come with the reason, in
+    words, that :meth:`check` gives when a job asks for less."""
+
+    params: tuple[str, ...]
+    full_knowledge_only: str = ""
+    partial_needs: int = 1
+    partial_reason: str = ""
+
+    def check(self, spec: AttackSpec, method: str) -> AttackSpec:
+        """Refuse an adaptive ``spec`` this attack on ``method`` cannot run; other attacks pass."""
+        if spec.kind != ADAPTIVE:
+            return spec
+        extra = sorted(set(spec.params) - set(self.params))
+        if extra:
+            takes = ", ".join(f"attack_{p}" for p in self.params)
+            raise ValueError(f"the adaptive attack on {method} takes no {', '.join('attack_' + p for p in extra)}; it takes {takes}")
+        if spec.knowledge == PARTIAL and self.full_knowledge_only:
+            raise ValueError(self.full_knowledge_only)
+        if spec.knowledge == PARTIAL and len(spec.attackers) < self.partial_needs:
+            raise ValueError(self.partial_reason)
+        return spec

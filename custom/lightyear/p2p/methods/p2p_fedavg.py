@@ -9,6 +9,7 @@ exchange's format checks is averaged in.
 from __future__ import annotations
 
 from lightyear.algorithms.p2p.p2p_average import p2p_average
+from lightyear.flare.declarations import P2P, Method
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
@@ -21,3 +22,10 @@ class P2PFedAvgExecutor(P2PExecutor):
         peers = sorted(received)
         weights = p2p_average(own, [received[p] for p in peers])
         return Aggregation(weights=weights, fields={"selected": peers, "n_selected": len(peers)})
+
+
+METHOD = Method(
+    "p2p_fedavg", P2P, "decentralised FedAvg: equal-weight mean of the own model and every received one, no defence",
+    site="lightyear.p2p.methods.p2p_fedavg.P2PFedAvgExecutor",
+)
+"""P2P FedAvg as the toolkit knows it: it excludes no sender, so it has no detection figures."""

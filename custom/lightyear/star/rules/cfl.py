@@ -10,7 +10,9 @@ The rule has no hyperparameter; it leaves a minority out in every round, attacke
 
 from __future__ import annotations
 
+from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.cfl import cfl
+from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
@@ -20,3 +22,8 @@ class CflAggregator(StarAggregator):
         self.record(round_num, majority, minority)
         self.log_info(fl_ctx, f"round {round_num}: CFL kept the cluster {majority}, left out {minority}")
         return mean
+
+
+METHOD = Method("cfl", STAR, "bipartition of the updates by cosine similarity; the larger cluster averaged",
+                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.cfl.CflAggregator",
+                detection=Detection(excluded_labels, STAR_RECORD, "", "in the smaller cluster, or rejected by the server"))
