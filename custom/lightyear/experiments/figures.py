@@ -23,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.experiments.tables import LABELS, PERCENT, Table  # noqa: E402
 from lightyear.jobs import registry
 
@@ -31,9 +32,8 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", ":", "-."]
 FAULTY_COLOUR = "#D55E00"  # vermillion: marks faulty sites in every figure
 KIND_TITLES = {"ana": "ANA (additive noise)", "ana_relative": "ANA (relative noise)", "sfa": "SFA (sign flipping)",
-               "random": "random model", "dynamic": "dynamic (kind drawn each round)",
-               "lf": "LF (label flipping)", "sf": "SF (sign flipping)", "mr": "MR (model replacement)", "lie": "LIE (a little is enough)",
-               "minmax": "Min-Max", "minsum": "Min-Sum", "ipm": "IPM (inner product manipulation)", "adaptive": "adaptive attack"}
+               "random": "random model", "dynamic": "dynamic (kind drawn each round)"}
+"""The malfunctions' titles; an attack's comes from its declaration (``Attack.text``)."""
 
 
 FEATURED = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
@@ -77,7 +77,8 @@ def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
 def kind_title(kind: str) -> str:
     """A panel's title: the malfunction or attack in words (``<attack>_full``: with full knowledge)."""
     base = kind.removesuffix("_full")
-    return KIND_TITLES.get(base, base) + (", full knowledge" if kind.endswith("_full") and base in KIND_TITLES else "")
+    titles = {**KIND_TITLES, **{name: a.text for name, a in catalogue.attacks().items()}}
+    return titles.get(base, base) + (", full knowledge" if kind.endswith("_full") and base in titles else "")
 
 
 def _finish_axes(ax, table: Table, title: str) -> None:

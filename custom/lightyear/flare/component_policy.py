@@ -69,8 +69,9 @@ def _covered(entry: str, allow_list: list[str]) -> bool:
     return any(_matches(entry, item) for item in allow_list)
 
 
-def with_package(resources: dict) -> tuple[dict, list[str]]:
-    """(a copy of ``resources`` whose allow list also admits this toolkit, [entries added]).
+def with_package(resources: dict, plugins: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
+    """(a copy of ``resources`` whose allow list also admits this toolkit and the ``plugins``'
+    packages (prefixes such as ``"my_package."``), [entries added]).
 
     A missing ``class_allow_list`` stands for FLARE's default list, which is written out so the
     result keeps the participant's policy; every other key is kept as it is.
@@ -82,7 +83,7 @@ def with_package(resources: dict) -> tuple[dict, list[str]]:
     if not isinstance(allow_list, list) or not all(isinstance(x, str) for x in allow_list):
         raise AllowListError(f"{ALLOW_LIST_KEY} must be a list of strings, got {allow_list!r:.80}")
     allow_list = list(allow_list)
-    added = [e for e in (PACKAGE_PREFIX, *FLARE_CLASSES_USED) if not _covered(e, allow_list)]
+    added = [e for e in (PACKAGE_PREFIX, *FLARE_CLASSES_USED, *plugins) if not _covered(e, allow_list)]
     out[ALLOW_LIST_KEY] = allow_list + added
     out.setdefault("format_version", 2)
     return out, added
@@ -154,8 +155,9 @@ def _umask() -> int:
     return mask
 
 
-def allow_package(local_dir: str) -> tuple[str, list[str]]:
-    """Let the participant whose ``local/`` folder is ``local_dir`` build this toolkit's components.
+def allow_package(local_dir: str, plugins: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """Let the participant whose ``local/`` folder is ``local_dir`` build this toolkit's components
+    (and those of the installed plugins' packages ``plugins``, prefixes such as ``"my_package."``).
 
     Edits ``resources.json`` in place when it exists; otherwise starts from ``resources.json.default``
     (or, with neither, from FLARE's default policy) and writes ``resources.json``, which FLARE reads
@@ -172,7 +174,7 @@ def allow_package(local_dir: str) -> tuple[str, list[str]]:
         raise AllowListError(f"{target} is a folder, not a file: remove it (FLARE reads its policy from a resources.json file)")
     source = target if os.path.isfile(target) else default if os.path.isfile(default) else None
     resources = _read(source) if source else {}
-    updated, added = with_package(resources)
+    updated, added = with_package(resources, tuple(plugins))
     if source == target and not added:
         return target, []
     _write_in_place(os.path.realpath(target), updated)

@@ -28,7 +28,7 @@ the components themselves are not built here), and what only a job knows:
 * ``adaptive`` only against the methods that declare one (``Method.adaptive``, :func:`adaptive_methods`),
   with the settings and knowledge that declaration takes.
 * ``--knowledge full`` only for the kinds that use what the attackers know
-  (:data:`USES_KNOWLEDGE`): lf, sf and mr use the attacker's own update, so a full-knowledge job
+  (:func:`uses_knowledge`): lf, sf and mr use the attacker's own update, so a full-knowledge job
   would repeat the partial one under another name.
 * ``--knowledge full`` in a peer-to-peer job: a site knows the benign updates it receives, so every
   attacker needs a benign in-neighbour in the job's topology (``topology: none`` sends nothing and
@@ -44,9 +44,10 @@ from __future__ import annotations
 import copy
 
 from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
-from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, REPARAMETRISATIONS, AttackSpec
+from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec, params_of
 from lightyear.algorithms.attacks.colluding import check_spec
-from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.flare.component_policy import with_refusal_fix
 from lightyear.jobs import registry
@@ -79,9 +80,10 @@ def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
     return declared.check(spec, method)
 
 
-USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE, *REPARAMETRISATIONS)
-"""The kinds whose update depends on what the attackers know (the others use their own update);
-the reparametrisations transform the receiver's own model under full knowledge."""
+def uses_knowledge() -> tuple[str, ...]:
+    """The attacks whose update depends on what the attackers know (the others use their own update;
+    the reparametrisations transform the receiver's own model under full knowledge)."""
+    return tuple(name for name, a in catalogue.attacks().items() if a.uses_knowledge)
 
 
 def split_params(overrides: dict | None) -> tuple[dict, dict]:
@@ -97,12 +99,12 @@ def split_params(overrides: dict | None) -> tuple[dict, dict]:
 
 def check_request(attack: str, attackers, knowledge: str | None, malfunction: str, faulty: int, params: dict) -> None:
     """Refuse attack flags that do not go together (before any file is read)."""
-    if attack != NONE and attack not in ATTACKS:
-        raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(ATTACKS)}")
+    if attack != NONE and attack not in catalogue.names():
+        raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(catalogue.names())}")
     if attack == NONE:
         given = ["--attackers"] * bool(attackers) + ["--knowledge"] * (knowledge is not None) + [f"--set {PREFIX}{p}" for p in params]
         if given:
-            raise SettingError(f"{given[0]} needs --attack ({', '.join(ATTACKS)})")
+            raise SettingError(f"{given[0]} needs --attack ({', '.join(catalogue.names())})")
         return
     if malfunction != NONE or faulty:
         raise SettingError("--attack cannot go with --malfunction or --faulty: a site is either faulty or attacking; "
@@ -134,9 +136,9 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
     except ValueError as exc:
         raise SettingError(str(exc)) from None
-    if spec.knowledge == FULL and attack not in USES_KNOWLEDGE:
+    if spec.knowledge == FULL and attack not in uses_knowledge():
         raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
-                           f"(full knowledge is for {', '.join(USES_KNOWLEDGE)})")
+                           f"(full knowledge is for {', '.join(uses_knowledge())})")
     if attack == LF:
         classes = settings.get("num_classes")
         if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
@@ -232,7 +234,8 @@ def known_params(attack: str, method: str | None = None) -> set[str]:
     """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
     its job takes (the adaptive attack takes what the method's declaration of it says)."""
     declared = registry.method(method).adaptive if method in registry.methods() else None
-    params = declared.params if attack == ADAPTIVE and declared is not None else PARAMS.get(attack, ())
+    known = attack in catalogue.names()
+    params = declared.params if attack == ADAPTIVE and declared is not None else params_of(attack) if known else ()
     return {PREFIX + p for p in params}
 
 
@@ -247,7 +250,7 @@ def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
     made, in the words of the check that refuses it; "" when one is made."""
     if attack == ADAPTIVE and method not in adaptive_methods():
         return f"the adaptive attack adapts only to {', '.join(adaptive_methods())}, not {method}"
-    if knowledge == FULL and attack not in USES_KNOWLEDGE:
+    if knowledge == FULL and attack not in uses_knowledge():
         return f"full knowledge changes nothing for {attack}"
     try:
         check_adaptive(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
@@ -258,7 +261,7 @@ def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
 
 def add_arguments(parser) -> None:
     """``--attack``, ``--attackers``, ``--knowledge`` (shared by lightyear-jobs and the Job API)."""
-    parser.add_argument("--attack", help=f"attack of the last K sites: {', '.join(ATTACKS)}; its settings: --set attack_<param>=VALUE")
+    parser.add_argument("--attack", help=f"attack of the last K sites: {', '.join(catalogue.names())}; its settings: --set attack_<param>=VALUE")
     parser.add_argument("--attackers", type=int, help="number of attacking sites (the last K sites), 0 to sites - 1; needs --attack")
     parser.add_argument("--knowledge", help="what the attackers know: partial (their own honest updates; default) or full (also the benign ones)")
 
@@ -268,7 +271,7 @@ def job_arguments(args) -> dict:
     if args.attack is not None and args.attackers is None:
         raise SettingError(f"--attack {args.attack} needs --attackers K: how many of the last sites attack")
     if args.attack is None and args.attackers is not None:
-        raise SettingError(f"--attackers needs --attack ({', '.join(ATTACKS)})")
+        raise SettingError(f"--attackers needs --attack ({', '.join(catalogue.names())})")
     return {"attack": args.attack or NONE, "attackers": args.attackers or 0, "knowledge": args.knowledge}
 
 

@@ -102,3 +102,15 @@ def _declaration_order() -> list[Method]:
     known = methods()
     builtin = [_load(t, "the toolkit").name for t in BUILTIN]
     return [known[n] for n in builtin] + [m for n, m in known.items() if n not in builtin]
+
+
+def plugin_packages() -> tuple[str, ...]:
+    """The packages of the installed plugins' classes, as allow-list prefixes (``"my_package."``):
+    what a participant's component policy must admit for their jobs to run
+    (:func:`lightyear.flare.component_policy.allow_package`)."""
+    builtin = {_load(t, "the toolkit").name for t in BUILTIN}
+    packages = set()
+    for name, declared in methods().items():
+        if name not in builtin:
+            packages.update(path.split(".")[0] + "." for path in (declared.site, declared.rule) if path)
+    return tuple(sorted(packages - {"lightyear."}))

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.adaptive import fedcap_targeted, krum_adaptive
 from lightyear.algorithms.attacks.settings import AdaptiveTarget, AttackSpec
-from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LF, MR, PARTIAL, SF, crafted_update
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, LF, PARTIAL
 from lightyear.algorithms.star.krum import default_f
 
 
@@ -106,11 +107,13 @@ def check_spec(spec: AttackSpec) -> AttackSpec:
 
 
 def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
-    """The sites whose honest updates the crafting of ``kind`` uses (module docstring)."""
+    """The sites whose honest updates the crafting of ``kind`` uses (module docstring; the attack's
+    declaration says whether it needs known updates and whether it takes the benign ones alone)."""
     attackers, benign = sorted(attackers), sorted(benign)
-    if kind in (SF, MR) or knowledge == PARTIAL:
+    declared = catalogue.attack(kind)
+    if not declared.needs_known or knowledge == PARTIAL:
         return attackers
-    if kind in (IPM, ADAPTIVE):
+    if declared.benign_only or kind == ADAPTIVE:
         return benign or attackers
     return attackers + benign
 
@@ -138,12 +141,15 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
     if spec.kind == ADAPTIVE:
         update, settings = _krum_attack(spec, [honest[s] for s in known], m, target)
         return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
-    if spec.kind in (SF, MR):
-        crafted = {a: crafted_update(spec.kind, honest[a], None, n, m, **spec.params) for a in attackers}
+    declared = catalogue.attack(spec.kind)
+    if declared.craft is None:
+        raise ValueError(f"attack {spec.kind!r} crafts no update on the server (it acts on the training data or a whole model)")
+    if not declared.needs_known:  # each attacker transforms its own update
+        crafted = {a: declared.craft(np.asarray(honest[a], dtype=np.float64), None, n, m, **spec.params) for a in attackers}
         settings = crafted[attackers[0]][1]
         return CraftedRound({a: c[0] for a, c in crafted.items()}, settings, known, n)
     matrix = np.stack([np.asarray(honest[s], dtype=np.float64) for s in known])
-    update, settings = crafted_update(spec.kind, honest[attackers[0]], matrix, n, m, **spec.params)
+    update, settings = declared.craft(np.asarray(honest[attackers[0]], dtype=np.float64), matrix, n, m, **spec.params)
     return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
 
 

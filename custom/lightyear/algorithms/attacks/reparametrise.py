@@ -27,6 +27,8 @@ from numbers import Real
 
 import numpy as np
 
+from lightyear.algorithms.attacks.declaration import Attack
+
 RESCALE, PERMUTE, RESCALE_PERMUTE = "rescale", "permute", "rescale_permute"
 TRANSFORMS = (RESCALE, PERMUTE, RESCALE_PERMUTE)
 """rescale: every scalable unit by ``factor`` or 1/``factor`` (a fair coin each); permute: a random
@@ -167,3 +169,12 @@ def _sub(array: np.ndarray, slot: Slot) -> np.ndarray:
     except ValueError:
         raise ValueError(f"entry {slot.key} of shape {array.shape} cannot be viewed as {slot.view}") from None
     return view[slot.part] if slot.part is not None else view
+
+
+DECLARED = (
+    Attack(RESCALE, "rescaled copy", ("factor", "per_receiver"), uses_knowledge=True),
+    Attack(PERMUTE, "permuted copy", ("per_receiver",), uses_knowledge=True),
+    Attack(RESCALE_PERMUTE, "rescaled and permuted copy", ("factor", "per_receiver"), uses_knowledge=True),
+)
+"""The reparametrisations as the catalogue lists them: whole models, transformed by the components
+(of the attacker's own model, or under full knowledge of the receiver's)."""
