@@ -149,9 +149,8 @@ def test_adaptive_krum_gets_a_crafted_copy_selected():
     ctrl = with_adversary("adaptive", "full", ("site-4", "site-5"), aggregator=KrumAggregator(f=1))
     kept = ctrl._collect(train_task_with({s: result_data(w, 10, 0) for s, w in sites.items()}), G, 0, FLContext())
     assert ctrl._attack["settings"]["lambda"] > 0 and ctrl._attack["settings"]["f"] == 1
-    ctrl.aggregator.attack = ctrl._attack
-    ctrl.aggregator.aggregate(G, kept, 0, FLContext())
-    entry = ctrl.aggregator.history[-1]
+    ctrl._keep_decision(0, ctrl.aggregator.aggregate(G, kept, 0, FLContext()))
+    entry = ctrl.history[-1]  # the controller keeps the rule's decision with what was crafted
     assert entry["kept"][0] in ("site-4", "site-5") and entry["attack"]["kind"] == "adaptive"
     np.testing.assert_array_equal(kept["site-4"]["weights"]["w"], kept["site-5"]["weights"]["w"])
 
@@ -176,8 +175,9 @@ def test_adaptive_fedcap_sends_a_model_on_the_edge_of_the_ball_fedcap_keeps_in_e
         calibrated = kept["site-4"]["weights"]["w"].astype(np.float64) - reference
         assert np.linalg.norm(calibrated) == pytest.approx(1.96, rel=1e-5) and calibrated @ benign_mean < 0  # against the benign mean
         assert ctrl._attack["settings"]["radius"] == pytest.approx(1.96) and ctrl._attack["known"] == ["site-1", "site-2", "site-3"]
-        global_weights = rule.aggregate(global_weights, kept, round_num, FLContext())
-        assert rule.fedcap.norms["site-4"] == pytest.approx(1.96, rel=1e-6) and "site-4" in rule.history[-1]["kept"]
+        decision = rule.aggregate(global_weights, kept, round_num, FLContext())
+        global_weights = decision.weights
+        assert rule.fedcap.norms["site-4"] == pytest.approx(1.96, rel=1e-6) and "site-4" in decision.kept
     assert rule.removed_sites() == []
 
 

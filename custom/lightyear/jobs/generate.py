@@ -40,6 +40,7 @@ import tempfile
 
 from lightyear import configs as config_folders
 from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear import data as data_registry
 from lightyear.cli import command, folder_name, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
@@ -95,8 +96,19 @@ def method_templates(method: Method) -> tuple[dict, dict]:
 
 
 def datasets(configs: str) -> list[str]:
+    """The datasets a job can use: those with a settings file in ``configs/datasets/`` and the
+    installed plugins' (whose settings are in their module, :func:`lightyear.data.plugin_settings`)."""
     folder = os.path.join(configs, "datasets")
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
+    files = {f[:-5] for f in os.listdir(folder) if f.endswith(".json")}
+    return sorted(files | {name for name in data_registry.datasets() if data_registry.plugin_settings(name) is not None})
+
+
+def dataset_settings_of(configs: str, dataset: str):
+    """The dataset's job settings: its settings file, or a plugin's ``SETTINGS``."""
+    path = os.path.join(configs, "datasets", f"{dataset}.json")
+    if not os.path.isfile(path) and data_registry.plugin_settings(dataset) is not None:
+        return data_registry.plugin_settings(dataset)
+    return load_json(path, "the dataset file")
 
 
 def malfunction_component(settings: dict, kind: str, seed: int) -> dict:
@@ -184,7 +196,7 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
     known = known_settings([server_template, client_template], malfunction != NONE) | attacks.known_params(attack[0])
     check_override_keys(overrides or {}, known, method, dataset)
     server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
-    dataset_settings = load_json(os.path.join(configs, "datasets", f"{dataset}.json"), "the dataset file")
+    dataset_settings = dataset_settings_of(configs, dataset)
     if not isinstance(dataset_settings, dict):
         raise SettingError(f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings")
     settings = layered_settings(declared.layers, dataset, dataset_settings, overrides)
@@ -239,8 +251,10 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
 
 
 def committed_jobs(configs: str) -> list[tuple[str, str]]:
-    """Every (method, dataset) pair: the job folders kept under ``jobs/``."""
-    return [(m, d) for m in methods(configs) for d in datasets(configs)]
+    """Every (method, dataset) pair of the toolkit's own: the job folders kept under ``jobs/``
+    (installed plugins' methods and datasets have none there)."""
+    files = sorted(f[:-5] for f in os.listdir(os.path.join(configs, "datasets")) if f.endswith(".json"))
+    return [(m, d) for m in registry.builtin_names() for d in files]
 
 
 def write_committed(configs: str, out: str) -> list[str]:

@@ -71,6 +71,11 @@ def methods() -> dict[str, Method]:
     return dict(sorted(found.items()))
 
 
+def builtin_names() -> list[str]:
+    """The toolkit's own methods, sorted."""
+    return sorted(_load(t, "the toolkit").name for t in BUILTIN)
+
+
 def method(name: str) -> Method:
     """The declaration of method ``name``; an unknown name is refused with the known ones."""
     known = methods()

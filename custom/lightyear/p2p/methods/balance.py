@@ -35,7 +35,7 @@ class BalanceExecutor(P2PExecutor):
         self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         weights, accepted, distances = balance_update(own, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
         own_norm = float(np.linalg.norm(flatten(own, float_keys(own))))

@@ -92,8 +92,8 @@ class DeftaExecutor(P2PExecutor):
             raise ValueError(f"max_size_ratio must be a number >= 1 or null (no cap), got {max_size_ratio!r}")
         self.sample_size, self.positive_slope, self.damage_ratio = sample_size, float(positive_slope), damage_ratio
         self.max_size_ratio = None if max_size_ratio is None else float(max_size_ratio)
-        super().__init__(**kwargs)
         self.asynchronous, self.async_wait = asynchronous, wait
+        super().__init__(**kwargs)
         self.trust: DeftaTrust | None = None
         self.backup: dict | None = None
         self.last_used: dict[str, float] = {}  # p_ij of the peers in the last aggregation, judged next round
@@ -143,9 +143,13 @@ class DeftaExecutor(P2PExecutor):
         sends = self.sampling.out_degree(site, round_num) if self.sampling is not None else 1
         return max(sends, 1) + 1
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def exchange_mode(self) -> tuple[bool, float]:
+        """AsyncDeFTA's exchange (``asynchronous``) keeps the newest model of each sender."""
+        return self.asynchronous, self.async_wait
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation:
         start = time.perf_counter()
-        inbox = self.inbox or Inbox()
+        inbox = inbox or Inbox()
         if self.asynchronous:
             held = {p: (inbox.sent_round.get(p, round_num), m) for p, m in received.items()}
             models, staleness = async_inputs(self.sampled, held, round_num)

@@ -85,7 +85,7 @@ class LightyearExecutor(P2PExecutor):
         self.bounds = Bounds(validation_delta, max_loss_growth, max_norm_growth, max_peer_share)
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         own_summary = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
         scores, skills, rejected = {}, {}, {}

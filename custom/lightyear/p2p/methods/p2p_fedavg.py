@@ -18,7 +18,7 @@ class P2PFedAvgExecutor(P2PExecutor):
         """Args: see :class:`~lightyear.p2p.site.executor.P2PExecutor` (this rule has no settings of its own)."""
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         peers = sorted(received)
         weights = p2p_average(own, [received[p] for p in peers])
         return Aggregation(weights=weights, fields={"selected": peers, "n_selected": len(peers)})

@@ -38,7 +38,7 @@ class ScclipExecutor(P2PExecutor):
         self.remove = remove
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         result = scclip_update(own, received, radius=self.radius, remove=self.remove)
         kept = [p for p, r in result.records.items() if not r.removed]

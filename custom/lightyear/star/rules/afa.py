@@ -49,8 +49,8 @@ class AfaAggregator(StarAggregator):
         counts = {s: r["num_samples"] for s, r in results.items()}
         ignored = sorted(s for s in results if s in self.reputation.blocked)
         outcome = afa_round(updates, counts, self.reputation, self.xi0, self.delta_xi, self.block_threshold)
-        self.record(
-            round_num,
+        decision = self.decide(
+            unflatten(reference + outcome.aggregate, global_weights),
             outcome.good,
             outcome.bad + ignored,
             removed=outcome.bad,
@@ -62,10 +62,10 @@ class AfaAggregator(StarAggregator):
         self.log_info(fl_ctx, f"round {round_num}: AFA kept {outcome.good}, removed {outcome.bad}, ignored blocked {ignored}")
         for site in outcome.newly_blocked:
             self.log_warning(fl_ctx, f"round {round_num}: AFA blocked {site} for good (P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})")
-        return unflatten(reference + outcome.aggregate, global_weights)
+        return decision
 
     def state(self) -> dict:
-        return {"reputation": self.reputation.to_dict(), **super().state()}
+        return {"reputation": self.reputation.to_dict()}
 
     def removed_sites(self) -> list[str]:
         return sorted(self.reputation.blocked)

@@ -27,9 +27,8 @@ class AsmrAggregator(StarAggregator):
 
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         mean, outcome = asmr({s: r["weights"] for s, r in results.items()}, self.min_gap)
-        self.record(round_num, outcome.benign, outcome.flagged, outlier_factor=outcome.outlier_factor)
         self.log_info(fl_ctx, f"round {round_num}: ASMR flagged {outcome.flagged}, averaged {outcome.benign}")
-        return mean
+        return self.decide(mean, outcome.benign, outcome.flagged, outlier_factor=outcome.outlier_factor)
 
 
 METHOD = Method("asmr", STAR, "angular outlier factors split at the largest gap; the rest averaged",

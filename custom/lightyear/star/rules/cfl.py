@@ -19,9 +19,8 @@ from lightyear.star.aggregator import StarAggregator
 class CflAggregator(StarAggregator):
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         mean, majority, minority = cfl({s: r["weights"] for s, r in results.items()}, global_weights)
-        self.record(round_num, majority, minority)
         self.log_info(fl_ctx, f"round {round_num}: CFL kept the cluster {majority}, left out {minority}")
-        return mean
+        return self.decide(mean, majority, minority)
 
 
 METHOD = Method("cfl", STAR, "bipartition of the updates by cosine similarity; the larger cluster averaged",

@@ -108,15 +108,15 @@ class FedCapAggregator(StarAggregator):
         vectors = {s: flatten(r["weights"]) for s, r in results.items()}
         counts = {s: r["num_samples"] for s, r in results.items()}
         found = fedcap_calibrate_and_detect(self.fedcap, vectors, counts, self.t_norm)
-        self.record(round_num, found.kept, found.removed_now + found.ignored, removed_now=found.removed_now, norms=found.norms)
+        decision = self.decide(unflatten(self.fedcap.global_vector, global_weights), found.kept, found.removed_now + found.ignored,
+                               removed_now=found.removed_now, norms=found.norms)
         self.log_info(fl_ctx, f"round {round_num}: FedCAP kept {found.kept}; calibrated update norms {found.norms}")
         for site in found.removed_now:
             self.log_warning(fl_ctx, f"round {round_num}: FedCAP removed {site} for good (||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})")
-        return unflatten(self.fedcap.global_vector, global_weights)
+        return decision
 
     def state(self) -> dict:
-        extra = {"fedcap": self.fedcap.to_dict()} if self.fedcap is not None else {}
-        return {**extra, **super().state()}
+        return {"fedcap": self.fedcap.to_dict()} if self.fedcap is not None else {}
 
     def removed_sites(self) -> list[str]:
         return sorted(self.fedcap.removed) if self.fedcap is not None else []

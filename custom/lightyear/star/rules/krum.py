@@ -63,9 +63,9 @@ class KrumAggregator(StarAggregator):
         f = default_f(n) if self.f is None else self.f
         mean, selected = krum([results[s]["weights"] for s in sites], f, min(self.m, n))
         kept = [sites[i] for i in selected]
-        entry = self.record(round_num, kept, [s for s in sites if s not in kept], f=f)
-        self.log_info(fl_ctx, f"round {round_num}: Krum (f={f}) kept {entry['kept']}, left out {entry['excluded']}")
-        return mean
+        decision = self.decide(mean, kept, [s for s in sites if s not in kept], f=f)
+        self.log_info(fl_ctx, f"round {round_num}: Krum (f={f}) kept {decision.kept}, left out {decision.excluded}")
+        return decision
 
 
 METHOD = Method("krum", STAR, "the model nearest its n - f - 2 closest others (multi-Krum: the mean of the m best)",
