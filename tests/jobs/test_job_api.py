@@ -160,7 +160,7 @@ def test_plain_simulator_in_a_fresh_workspace_names_the_fix_and_lightyear_simula
     assert refused.returncode != 0
     assert "not in allow_list" in out and "Component 'lightyear." in out  # one of the toolkit's components is refused
     # FLARE's refusal quotes the component's configuration, which names the fix
-    assert REFUSAL_FIX in out and "lightyear-allow WS/local" in out
+    assert REFUSAL_FIX.format(package="lightyear") in out and "lightyear-allow WS/local" in out
     ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lightyear-simulate"), str(job), "-w", str(ws), "-t", "3"],
                          capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
     assert ran.returncode == 0 and (ws / "server" / "simulate_job" / "summary.json").exists(), (ran.stdout + ran.stderr)[-3000:]

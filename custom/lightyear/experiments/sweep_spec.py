@@ -177,7 +177,7 @@ def _ints(raw: dict, key: str, default=None, minimum: int = 0, maximum: int | No
 
 
 def _site_count(configs: str, dataset: str, overrides: dict) -> tuple[int, int]:
-    settings = generate.load_json(os.path.join(configs, "datasets", f"{dataset}.json"))
+    settings = dict(generate.dataset_settings_of(configs, dataset))
     settings.update(overrides)
     sites = settings.get("sites")
     if not isinstance(sites, list) or not sites:

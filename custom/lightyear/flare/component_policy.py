@@ -38,13 +38,14 @@ FLARE_CLASSES_USED = (
 
 REFUSAL_FIX_KEY = "if_not_in_allow_list"
 REFUSAL_FIX = (
-    "add lightyear. to class_allow_list in local/resources.json of every participant, keeping the rest: "
-    "lightyear-allow <participant>/local; for nvflare simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local "
-    "(or run lightyear-simulate JOB -w WS)"
+    "add {package}. to class_allow_list in local/resources.json of every participant, keeping the rest: "
+    "lightyear-allow <participant>/local (it adds lightyear. and every installed plugin's package); for nvflare "
+    "simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local (or run lightyear-simulate JOB -w WS)"
 )
-"""Written beside the class path of every component FLARE's default policy lacks (see
-:func:`with_refusal_fix`): FLARE ignores keys it does not know in a component's configuration
-and prints the whole configuration when it refuses the class, so its refusal names the fix."""
+"""Written, with the class's top-level package, beside the class path of every component FLARE's
+default policy lacks (see :func:`with_refusal_fix`): FLARE ignores keys it does not know in a
+component's configuration and prints the whole configuration when it refuses the class, so its
+refusal names the fix."""
 
 
 class AllowListError(UserError):
@@ -112,7 +113,7 @@ def with_refusal_fix(config):
                 continue
             out[key] = mark(value)
             if key == "path" and isinstance(value, str) and not _covered(value, default):
-                out[REFUSAL_FIX_KEY] = REFUSAL_FIX
+                out[REFUSAL_FIX_KEY] = REFUSAL_FIX.format(package=value.split(".")[0])
         return out
 
     return mark(config)

@@ -159,19 +159,25 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
 
 def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> None:
     """Refuse a reparametrisation the job cannot run: per-receiver crafting in the star topology
-    (its one receiver is the server), and rescaling a network none of whose units admits it."""
+    (its one receiver is the server), a network that declares no exact symmetry, and rescaling a network
+    none of whose units admits it."""
     if topology == "star" and spec.params.get("per_receiver"):
         raise SettingError(f"--set {PREFIX}per_receiver=true: the star topology has one receiver, the server, so every attacker "
                            "sends one model; leave the setting out (it is for peer-to-peer jobs)")
-    if spec.kind in (RESCALE, RESCALE_PERMUTE):
-        from lightyear.models import build_model, model_symmetries  # torch: only for a rescaling job
+    if spec.kind not in REPARAMETRISATIONS:
+        return
+    from lightyear.models import build_model, model_symmetries  # torch: only for a reparametrisation job
 
-        args = settings.get("model_args") or {}
-        network = build_model(settings["model"], settings["num_classes"], settings.get("in_channels", 1), **args)
-        weights = {key: value.detach().numpy() for key, value in network.state_dict().items()}
-        if not any(group.scalable for group in model_symmetries(settings["model"], weights, args)):
-            raise SettingError(f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
-                               "positively homogeneous); use --attack permute")
+    args = settings.get("model_args") or {}
+    network = build_model(settings["model"], settings["num_classes"], settings.get("in_channels", 1), **args)
+    weights = {key: value.detach().numpy() for key, value in network.state_dict().items()}
+    groups = model_symmetries(settings["model"], weights, args)
+    if not groups:
+        raise SettingError(f"--attack {spec.kind}: {settings['model']} declares no hidden unit with an exact symmetry (its module's "
+                           "symmetries() returns none), so the attack would send the honest model; choose another attack")
+    if spec.kind in (RESCALE, RESCALE_PERMUTE) and not any(group.scalable for group in groups):
+        raise SettingError(f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
+                           "positively homogeneous); use --attack permute")
 
 
 def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> None:

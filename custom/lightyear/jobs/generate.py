@@ -321,8 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lightyear-jobs", description="Generate FLARE job folders from the method and dataset configurations.")
     add_job_arguments(parser)
     parser.add_argument("--out", help="where job folders go (default: jobs/ of the repository checkout, else ./jobs)")
-    parser.add_argument("--method", help="one method (a folder of app_configs); default: every committed job")
-    parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json)")
+    parser.add_argument("--method", help="one method (the toolkit's or an installed plugin's: docs/extending.md); default: every committed job")
+    parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json, or an installed plugin's)")
     parser.add_argument("--force", action="store_true", help="replace an existing folder even if lightyear-jobs did not write it")
     parser.add_argument("--check", action="store_true", help="only compare the committed jobs with the generator's output")
     return parser

@@ -31,6 +31,7 @@ import json
 import re
 
 from lightyear.cli import UserError
+from lightyear.jobs import registry
 
 
 class SettingError(UserError):
@@ -264,17 +265,19 @@ def constructor_default(path: str, argument: str):
     return inspect.signature(component_class(path).__init__).parameters[argument].default
 
 
-def toolkit_components(config) -> list[dict]:
-    """Every ``{"path": "lightyear....", "args": {...}}`` entry of a job configuration, at any depth."""
+def toolkit_components(config, packages: tuple[str, ...] | None = None) -> list[dict]:
+    """Every ``{"path": ..., "args": {...}}`` entry of a job configuration, at any depth, whose class is
+    in one of ``packages`` (default: this toolkit's and the installed plugins' packages)."""
+    packages = packages or ("lightyear.", *registry.plugin_packages())
     found = []
     if isinstance(config, dict):
-        if isinstance(config.get("path"), str) and config["path"].startswith("lightyear."):
+        if isinstance(config.get("path"), str) and config["path"].startswith(packages):
             found.append(config)
         for value in config.values():
-            found.extend(toolkit_components(value))
+            found.extend(toolkit_components(value, packages))
     elif isinstance(config, list):
         for value in config:
-            found.extend(toolkit_components(value))
+            found.extend(toolkit_components(value, packages))
     return found
 
 

@@ -65,5 +65,5 @@ def model_symmetries(name: str, weights: Mapping[str, np.ndarray], model_args: d
     shapes = {key: tuple(np.shape(value)) for key, value in weights.items()}
     groups = module.symmetries(shapes, **(model_args or {}))
     if not all(isinstance(g, UnitGroup) for g in groups):
-        raise TypeError(f"{MODELS[name]}.symmetries must return UnitGroup objects")
+        raise TypeError(f"{models()[name]}.symmetries must return a list of UnitGroup objects")
     return groups
