@@ -11,7 +11,7 @@ from nvflare.recipe.sim_env import SimEnv
 
 from lightyear.flare.component_policy import REFUSAL_FIX
 from lightyear.jobs import folders, generate, job_api
-from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc, prepare_simulator_workspace, simulator_fix
+from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc, prepare_simulator_workspace
 from lightyear.jobs.flare_job import GeneratedRecipe
 
 from repo import ROOT
@@ -102,7 +102,6 @@ def test_a_simulator_workspace_is_prepared_from_nothing_and_flare_keeps_it(tmp_p
     assert path == str(ws / "local" / "resources.json") and allows_package(path)
     SimEnv._ensure_default_component_policy(str(ws))  # what SimEnv.deploy does next
     assert allows_package(path)
-    assert simulator_fix("/x/ws") == "mkdir -p /x/ws/local && lightyear-allow /x/ws/local"
 
 
 def test_the_poc_env_allows_the_package_in_server_and_sites_before_starting(tmp_path, monkeypatch):

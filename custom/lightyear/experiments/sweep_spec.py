@@ -137,12 +137,6 @@ def read_spec(path: str) -> dict:
     return raw
 
 
-def load_spec(path: str, configs: str) -> SweepSpec:
-    """Read, validate and expand the description in ``path`` against ``configs`` (app_configs/)."""
-    default_name = os.path.splitext(os.path.basename(path))[0]
-    return expand(read_spec(path), configs, default_name)
-
-
 def _as_list(raw: dict, key: str, default=None) -> list:
     value = raw.get(key, default)
     if value is None:

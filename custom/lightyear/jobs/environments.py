@@ -41,12 +41,6 @@ def prepare_simulator_workspace(workspace: str) -> str:
     return path
 
 
-def simulator_fix(workspace: str) -> str:
-    """The commands that let a plain ``nvflare simulator -w WORKSPACE`` run this toolkit's jobs."""
-    local = os.path.join(workspace, LOCAL)
-    return f"mkdir -p {local} && lightyear-allow {local}"
-
-
 class LightyearSimEnv(SimEnv):
     """FLARE's ``SimEnv`` whose workspace allows this toolkit's components (any ``workspace_root``)."""
 

@@ -3,8 +3,7 @@
 A star aggregator gets every result of a round at once (robust rules such as Krum need them
 all) and returns the new global model. The rules themselves are plain functions in
 :mod:`lightyear.algorithms`; each rule's component is in its own module
-(``krum_aggregator``, ``afa_aggregator``, ``asmr_aggregator``, ``cfl_aggregator``,
-``fedcap_aggregator``). FedProx and Ditto aggregate with :class:`FedAvgAggregator`: their
+(``lightyear.star.rules``: ``krum``, ``afa``, ``asmr``, ``cfl``, ``fedcap``). FedProx and Ditto aggregate with :class:`FedAvgAggregator`: their
 difference is on the sites.
 """
 

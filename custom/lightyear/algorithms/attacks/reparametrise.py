@@ -11,7 +11,7 @@ worse model. These transforms are the attack family ``rescale``, ``permute`` and
 (``docs/attacks.md``).
 
 Which units admit which symmetry is a property of the network; each network declares its groups
-(:class:`UnitGroup`, built by ``lightyear.models.symmetries``). A group is a set of ``units`` hidden
+(:class:`UnitGroup`, built by each network module's ``symmetries``, :func:`lightyear.models.model_symmetries`). A group is a set of ``units`` hidden
 units and the entries (:class:`Slot`) that carry them: producers (``power`` +1, multiplied by c),
 readers (``power`` -1, divided by c) and entries that only move with the unit (``power`` 0, e.g. a
 BatchNorm's running statistics). Units of a group may only be permuted within contiguous blocks of
@@ -47,10 +47,7 @@ class Slot:
     ``axis``: the axis of the (sub-)array that indexes the units, which occupy ``offset`` to
     ``offset + units`` along it (a convolution reading a concatenation); ``power``: the unit's
     factor c enters as c ** power (+1 producer, -1 reader, 0 moves with the unit only; in a group
-    that admits no rescaling the sign still says which side the entry is on); ``match``: whether
-    the entry describes its units once the groups declared before are aligned
-    (``lightyear.algorithms.p2p.unit_alignment``; False for an entry that also reads units of a
-    group declared later).
+    that admits no rescaling the sign still says which side the entry is on).
     """
 
     key: str
@@ -59,7 +56,6 @@ class Slot:
     view: tuple | None = None
     part: int | None = None
     offset: int = 0
-    match: bool = True
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
   its personal model v_k on F_k(v) + lambda/2 ||v - w^t||^2.
 * FedCAP (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via Customized
   Aggregation and Personalization", Sec. V-B, Eq. 7): the site receives its customised model w^_k^t, trains it
-  on its loss alone and sends it back (the server is ``fedcap_aggregator``), and trains v_k on
+  on its loss alone and sends it back (the server is :mod:`lightyear.star.rules.fedcap`), and trains v_k on
   L_k(v) + lambda/2 ||v - w^_k^t||^2.
 
 Both are this executor: the received model, frozen when training starts, is the proximal
