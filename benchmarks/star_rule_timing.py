@@ -3,7 +3,7 @@
     python benchmarks/star_rule_timing.py                # 8 sites, 5 timed rounds
     python benchmarks/star_rule_timing.py --sites 5 --rounds 3
 
-Each rule is the FLARE component a job uses (``lightyear.flare.*_aggregator``), called as the star
+Each rule is the FLARE component a job uses (``lightyear.star.rules.*``), called as the star
 controller calls it, on random models shaped like the digits CNN (1.66 M float32 parameters):
 site k sends the round's global model plus small Gaussian noise (sd 0.002, an update norm of about 2.6,
 below FedCAP's T_norm), and the last site a sign-flipped

@@ -79,7 +79,7 @@ def wire(ex, graph, site="site-1", rounds=10, deadline=0.3, runtime=None, seed=0
     ex.runtime = runtime or FakeRuntime()
     ex.exchange = PeerExchange(
         graph[site], ex.in_neighbours, rounds, deadline, 5.0, ex.max_missed_rounds, ex.max_abs_weight,
-        lambda level, msg: None, start_round=start, asynchronous=ex.asynchronous, async_wait=ex.async_wait,
+        lambda level, msg: None, start_round=start, asynchronous=ex.exchange_mode()[0], async_wait=ex.exchange_mode()[1],
     )
     ex.exchange.reference = ex.runtime.get_weights()
     if ex.shares_dataset_size:

@@ -1,6 +1,5 @@
 """Where the repository is, for tests in any folder of ``tests/``."""
 
-import json
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -9,6 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def start_timeouts(method: str) -> dict:
     """Generous start timeouts for a peer-to-peer job (a loaded 2-core machine can take over a
     minute to start its sites); a star job has no such settings."""
-    with open(os.path.join(ROOT, "app_configs", method, "method.json")) as f:
-        p2p = json.load(f)["topology"] == "p2p"
+    from lightyear.jobs import registry
+
+    p2p = registry.method(method).topology == "p2p"
     return {"start_timeout": 240.0, "ready_timeout": 240.0} if p2p else {}

@@ -1,7 +1,8 @@
 """Where the toolkit's configurations live, and where a checkout of the repository is.
 
-The methods' FLARE configurations, the datasets' settings, the sweeps, the SLURM templates and
-the provisioning example are package data: ``lightyear/app_configs/`` ships inside the package
+The topologies' FLARE configuration templates, the datasets' settings, the sweeps, the SLURM
+templates and the provisioning example are package data (the methods declare themselves in code,
+:mod:`lightyear.jobs.registry`): ``lightyear/app_configs/`` ships inside the package
 (``[tool.setuptools.package-data]`` in ``pyproject.toml``), so an installed package generates
 jobs anywhere. It is the one copy: a checkout's ``app_configs`` is a link to
 ``custom/lightyear/app_configs``, so its documented paths (``app_configs/sweeps/...``) and an
@@ -52,16 +53,16 @@ def require_checkout(what: str, fix: str) -> str:
 
 def checked_configs(path: str | None, option: str = "--configs") -> str:
     """``path`` (default: the package's configurations), refused unless it is a configurations
-    folder: a ``datasets/`` folder and at least one method folder with ``method.json``."""
+    folder: one with a ``datasets/`` folder of dataset settings (the templates always come from the
+    package)."""
     if path is None:
         return bundled()
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise UserError(f"{option} {path} is not a folder: give an app_configs folder, or leave {option} out to use the package's")
-    has_method = any(os.path.isfile(os.path.join(path, d, "method.json")) for d in os.listdir(path))
-    if not os.path.isdir(os.path.join(path, "datasets")) or not has_method:
+    if not os.path.isdir(os.path.join(path, "datasets")):
         raise UserError(
-            f"{option} {path} is not an app_configs folder (it needs datasets/ and <method>/method.json): "
+            f"{option} {path} is not an app_configs folder (it needs datasets/ with a <dataset>.json per dataset): "
             f"give one, or leave {option} out to use the package's"
         )
     return path

@@ -7,7 +7,6 @@ from lightyear.algorithms.vectors import (
     cosine_similarity,
     cosine_similarity_matrix,
     flatten,
-    mean_vector,
     squared_distance_matrix,
     stack,
     unflatten,
@@ -86,13 +85,6 @@ def test_squared_distances_by_hand():
     # |[0,0]-[3,4]|^2 = 25, |[0,0]-[1,0]|^2 = 1, |[3,4]-[1,0]|^2 = 4+16 = 20
     d = squared_distance_matrix([np.array([0.0, 0.0]), np.array([3.0, 4.0]), np.array([1.0, 0.0])])
     np.testing.assert_array_equal(d, [[0.0, 25.0, 1.0], [25.0, 0.0, 20.0], [1.0, 20.0, 0.0]])
-
-
-def test_mean_vector_weighted_by_hand():
-    # (3*[0,4] + 1*[4,0]) / 4 = [1, 3]
-    np.testing.assert_allclose(mean_vector([np.array([0.0, 4.0]), np.array([4.0, 0.0])], [3, 1]), [1.0, 3.0])
-    with pytest.raises(ValueError, match="non-negative"):
-        mean_vector([np.array([1.0])], [0.0])
 
 
 def test_stack_refuses_mixed_lengths_and_empty():

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from lightyear.algorithms.attacks.detection import Labelling
 from lightyear.experiments import detection, detection_tables, report
 from lightyear.experiments.detection import DetectionError, open_run, run_detection
 from lightyear.experiments.results import load_sweep
@@ -52,37 +53,41 @@ def test_detection_csv_has_decisions_then_pools(tmp_path):
     assert [(r["round"], r["receiver"]) for r in star.rows()][-1] == ("all", "server")  # one receiver: no 'all' rows
 
 
+def label(method, row, peers=()):
+    """The labelling ``method`` declares, applied to one record."""
+    return detection.rule_for(method).label(row, peers)
+
+
 def test_the_other_rules_on_single_rows():
     peers = ["site-2", "site-3", "site-4"]
     balance = {"selected": "site-2", "rejected": "site-3", "site-2_distance": 1.0, "site-3_distance": "", "site-4_distance": 9.0}
-    assert detection.balance_labels(balance, peers) == detection.Labelling(frozenset({"site-2", "site-3", "site-4"}), frozenset({"site-3", "site-4"}))
+    assert label("balance", balance, peers) == Labelling(frozenset({"site-2", "site-3", "site-4"}), frozenset({"site-3", "site-4"}))
     scclip = {"selected": "site-2;site-3;site-4", "clipped": "site-4", "removed": "", "rejected": "",
               "site-2_distance": 1.0, "site-3_distance": 2.0, "site-4_distance": 9.0}
-    assert detection.scclip_labels(scclip, peers).flagged == {"site-4"}
-    assert detection.scclip_labels(dict(scclip, clipped="", removed="site-4", selected="site-2;site-3"), peers).flagged == {"site-4"}
+    assert label("scclip", scclip, peers).flagged == {"site-4"}
+    assert label("scclip", dict(scclip, clipped="", removed="site-4", selected="site-2;site-3"), peers).flagged == {"site-4"}
     defta = {"received": ["site-2", "site-3"], "selected": ["site-2"], "rejected": ["site-4"]}  # a live row: lists
-    assert detection.defta_labels(defta, peers) == detection.Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
+    assert label("defta", defta, peers) == Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
     afa = {"round": 3, "kept": ["site-1"], "excluded": ["site-2", "site-3"], "rejected": []}  # site-3 blocked, ignored
-    assert detection.excluded_labels(afa).flagged == {"site-2", "site-3"}
-    assert set(detection.RULES) | set(detection.NO_DETECTION) == {
-        "lightyear", "lightyear_paper", "balance", "scclip", "defta", "krum", "afa", "asmr", "cfl", "fedcap", "fedavg", "fedprox",
-        "ditto", "p2p_fedavg", "local"}
+    assert label("afa", afa).flagged == {"site-2", "site-3"}
+    assert set(detection.no_detection()) == {"fedavg", "fedprox", "ditto", "p2p_fedavg", "local"}
+    assert [m for m in ("fedcap", "krum", "lightyear") if detection.per_client(m)] == ["fedcap"]
 
 
 def test_a_selected_peer_excluded_after_averaging_counts_as_flagged():
     peers = ["site-2", "site-3", "site-4"]
     row = {"selected": "site-2;site-3", "adopted": "site-2", "excluded": "site-3", "rejected": "",
            "site-2_score": 0.9, "site-3_score": 1.0, "site-4_score": 0.1}
-    assert detection.lightyear_labels(row, peers) == detection.Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
+    assert label("lightyear", row, peers) == Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
     paper = {k: v for k, v in row.items() if k not in ("adopted", "excluded")}  # the paper's rule adopts what it selects
-    assert detection.lightyear_labels(paper, peers).flagged == {"site-4"}
+    assert label("lightyear_paper", paper, peers).flagged == {"site-4"}
 
 
 def test_methods_without_detection_get_none_and_unknown_ones_an_error(tmp_path):
     run = make_run(tmp_path / "fedavg", "fedavg", ["site-4"], topology="star")
     assert run_detection(open_run(str(run))) is None
     odd = make_run(tmp_path / "odd", "median", ["site-4"], topology="star")
-    with pytest.raises(DetectionError, match="no detection labelling rule for method 'median'.*RULES"):
+    with pytest.raises(DetectionError, match="no method 'median' is known .* install the plugin that declares it"):
         run_detection(open_run(str(odd)))
 
 

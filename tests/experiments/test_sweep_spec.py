@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from lightyear.experiments.sweep_spec import SpecError, expand, load_spec, run_name
+from lightyear.experiments.sweep_spec import SpecError, expand, read_spec, run_name
 from lightyear.jobs import generate
 
 from repo import ROOT
@@ -92,25 +92,25 @@ def test_validation_names_the_fix(raw, message):
 
 def test_load_yaml_and_json(tmp_path):
     (tmp_path / "s.yaml").write_text("datasets: [digits]\nmethods: [lightyear]\nmalfunctions: [ana]\nfaulty: [2]\nseeds: [4]\nset: {rounds: 3}\n")
-    s = load_spec(str(tmp_path / "s.yaml"), CONFIGS)
+    s = expand(read_spec(str(tmp_path / "s.yaml")), CONFIGS, "s")
     assert s.name == "s" and [r.name for r in s.runs] == ["lightyear_digits_ana2_s4"] and s.runs[0].rounds == 3
     (tmp_path / "t.json").write_text(json.dumps({"name": "mine", "datasets": "digits", "methods": "fedavg", "faulty": 0}))
-    s = load_spec(str(tmp_path / "t.json"), CONFIGS)
+    s = expand(read_spec(str(tmp_path / "t.json")), CONFIGS, "t")
     assert s.name == "mine" and [r.name for r in s.runs] == ["fedavg_digits_clean_s0"]
     (tmp_path / "bad.yaml").write_text("datasets: [digits\n")
     with pytest.raises(SpecError, match="not valid YAML"):
-        load_spec(str(tmp_path / "bad.yaml"), CONFIGS)
+        expand(read_spec(str(tmp_path / "bad.yaml")), CONFIGS, "bad")
     with pytest.raises(SpecError, match="no sweep description"):
-        load_spec(str(tmp_path / "missing.yaml"), CONFIGS)
+        read_spec(str(tmp_path / "missing.yaml"))
 
 
 def test_shipped_sweeps_expand_and_do_not_confuse_the_generator():
     folder = os.path.join(CONFIGS, "sweeps")
     for name in os.listdir(folder):
-        s = load_spec(os.path.join(folder, name), CONFIGS)
+        s = expand(read_spec(os.path.join(folder, name)), CONFIGS, name)
         assert s.runs
     assert "sweeps" not in generate.methods(CONFIGS) and "sweeps" not in generate.datasets(CONFIGS)
-    s = load_spec(os.path.join(folder, "digits_dynamic.yaml"), CONFIGS)
+    s = expand(read_spec(os.path.join(folder, "digits_dynamic.yaml")), CONFIGS, "digits_dynamic")
     assert s.methods == generate.methods(CONFIGS) and s.faulty == [0, 1, 3, 5, 7]
     assert len(s.runs) == len(s.methods) * 5
 
@@ -182,10 +182,10 @@ def test_attack_axis_validation_names_the_fix(raw, message):
 
 def test_the_shipped_attack_sweeps():
     folder = os.path.join(CONFIGS, "sweeps")
-    s = load_spec(os.path.join(folder, "digits_attacks.yaml"), CONFIGS)
+    s = expand(read_spec(os.path.join(folder, "digits_attacks.yaml")), CONFIGS, "digits_attacks")
     assert len(s.methods) == 13 and s.attacks == ["lf", "sf", "mr", "lie", "minmax", "minsum", "ipm"]
     assert len(s.runs) == 13 * 8 and {r.attackers for r in s.runs} == {0, 3} and {r.knowledge for r in s.runs} == {None, "partial"}
-    s = load_spec(os.path.join(folder, "digits_adaptive.yaml"), CONFIGS)
+    s = expand(read_spec(os.path.join(folder, "digits_adaptive.yaml")), CONFIGS, "digits_adaptive")
     assert [r.name for r in s.runs if r.method == "krum"] == [
         "krum_digits_clean_s0", "krum_digits_adaptive1_full_s0", "krum_digits_adaptive3_full_s0", "krum_digits_adaptive5_full_s0"]
     assert [r.name for r in s.runs if r.method == "fedcap"] == [

@@ -84,7 +84,7 @@ def test_adaptive_against_the_methods_it_adapts_to():
         name, files = generate.build_job(CONFIGS, method, "digits", attack="adaptive", attackers=1, overrides={"attack_max_evaluations": 8})
         assert name == f"{method}_digits_adaptive1"
         assert files["meta.json"]["lightyear"]["attack_params"] == {"max_evaluations": 8}
-    with pytest.raises(generate.SettingError, match="the peer-to-peer adaptive attack takes no attack_margin; it takes attack_max_step"):
+    with pytest.raises(generate.SettingError, match="the adaptive attack on lightyear takes no attack_margin; it takes attack_max_step"):
         generate.build_job(CONFIGS, "lightyear", "digits", attack="adaptive", attackers=1, overrides={"attack_margin": 0.05})
     name, files = generate.build_job(CONFIGS, "krum", "digits", attack="adaptive", attackers=1, knowledge="full", overrides={"attack_direction": "sign"})
     assert name == "krum_digits_adaptive1_full"

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from lightyear.jobs import registry
 from lightyear.jobs import generate
 
 from repo import ROOT
@@ -187,7 +188,7 @@ def test_method_defaults_reach_the_executor(method):
     _, files = generate.build_job(CONFIGS, method, "digits")
     from lightyear.jobs.settings import placeholders
 
-    template = json.load(open(os.path.join(CONFIGS, method, "config_fed_client.json")))
+    _, template = generate.method_templates(registry.method(method))
     assert {p for p in placeholders(template) if p.startswith(method + "_")}  # every method here has settings of its own
     args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
     site = build_component(files["app/config/config_fed_client.json"]["executors"][0]["executor"])
@@ -384,7 +385,7 @@ SETTING_VALUES = ([1], "x", {"a": 1}, None, True, -1, 1e308, float("nan"), 2**70
 def test_a_setting_of_any_json_type_is_taken_or_refused_never_a_crash(method):
     from lightyear.jobs.settings import known_settings
 
-    templates = [json.load(open(os.path.join(CONFIGS, method, f"config_fed_{part}.json"))) for part in ("server", "client")]
+    templates = list(generate.method_templates(registry.method(method)))
     nested = [{"train_args": {"lr": v}} for v in SETTING_VALUES] + [{"topology_args": {"degree": v}, "topology": "random"} for v in SETTING_VALUES]
     cases = [{key: value} for key in sorted(known_settings(templates, True)) for value in SETTING_VALUES] + nested
     for overrides in cases:

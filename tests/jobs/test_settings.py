@@ -116,8 +116,10 @@ def test_a_star_job_may_have_one_site():
     assert files["meta.json"]["min_clients"] == 1
 
 
-def test_method_values_for_a_task_and_a_dataset_come_from_the_method_folder():
-    lightyear = json.load(open(os.path.join(CONFIGS, "lightyear", "method.json")))
+def test_method_values_for_a_task_and_a_dataset_come_from_the_methods_declaration():
+    from lightyear.jobs import registry
+
+    lightyear = registry.method("lightyear").layers
     shapes = json.load(open(os.path.join(CONFIGS, "datasets", "shapes.json")))
     settings = layered_settings(lightyear, "shapes", shapes, {})
     assert (settings["tau"], settings["skill_floor"]) == (0.6, 0.0)  # segmentation, the paper's tau

@@ -7,7 +7,6 @@ from lightyear.p2p.topology import (
     check_graph,
     in_neighbours,
     is_strongly_connected,
-    neighbours_of,
     sample_neighbours,
 )
 
@@ -24,15 +23,6 @@ def test_full_ring_none_by_hand():
     assert build_graph(sites, "ring") == {"a": ["b", "d"], "b": ["a", "c"], "c": ["b", "d"], "d": ["a", "c"]}
     assert build_graph(sites, "none") == {"a": [], "b": [], "c": [], "d": []}
     assert build_graph(["a", "b"], "ring") == {"a": ["b"], "b": ["a"]}
-
-
-def test_neighbours_of_returns_out_neighbours():
-    assert neighbours_of("a", ["a", "b", "c", "d"], "ring") == ["b", "d"]
-    assert neighbours_of("c", ["a", "b", "c"], "full") == ["a", "b"]
-    g = build_graph(SITES, "random", seed=3, degree=2)
-    assert all(neighbours_of(s, SITES, "random", seed=3, degree=2) == g[s] for s in SITES)
-    with pytest.raises(ValueError, match="not among the sites"):
-        neighbours_of("x", ["a", "b"])
 
 
 @pytest.mark.parametrize("n, k", [(8, 2), (8, 3), (7, 4), (8, 7), (2, 1)])

@@ -149,9 +149,8 @@ def test_adaptive_krum_gets_a_crafted_copy_selected():
     ctrl = with_adversary("adaptive", "full", ("site-4", "site-5"), aggregator=KrumAggregator(f=1))
     kept = ctrl._collect(train_task_with({s: result_data(w, 10, 0) for s, w in sites.items()}), G, 0, FLContext())
     assert ctrl._attack["settings"]["lambda"] > 0 and ctrl._attack["settings"]["f"] == 1
-    ctrl.aggregator.attack = ctrl._attack
-    ctrl.aggregator.aggregate(G, kept, 0, FLContext())
-    entry = ctrl.aggregator.history[-1]
+    ctrl._keep_decision(0, ctrl.aggregator.aggregate(G, kept, 0, FLContext()))
+    entry = ctrl.history[-1]  # the controller keeps the rule's decision with what was crafted
     assert entry["kept"][0] in ("site-4", "site-5") and entry["attack"]["kind"] == "adaptive"
     np.testing.assert_array_equal(kept["site-4"]["weights"]["w"], kept["site-5"]["weights"]["w"])
 
@@ -176,8 +175,9 @@ def test_adaptive_fedcap_sends_a_model_on_the_edge_of_the_ball_fedcap_keeps_in_e
         calibrated = kept["site-4"]["weights"]["w"].astype(np.float64) - reference
         assert np.linalg.norm(calibrated) == pytest.approx(1.96, rel=1e-5) and calibrated @ benign_mean < 0  # against the benign mean
         assert ctrl._attack["settings"]["radius"] == pytest.approx(1.96) and ctrl._attack["known"] == ["site-1", "site-2", "site-3"]
-        global_weights = rule.aggregate(global_weights, kept, round_num, FLContext())
-        assert rule.fedcap.norms["site-4"] == pytest.approx(1.96, rel=1e-6) and "site-4" in rule.history[-1]["kept"]
+        decision = rule.aggregate(global_weights, kept, round_num, FLContext())
+        global_weights = decision.weights
+        assert rule.fedcap.norms["site-4"] == pytest.approx(1.96, rel=1e-6) and "site-4" in decision.kept
     assert rule.removed_sites() == []
 
 
@@ -221,9 +221,9 @@ def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"),
     [
         (None, FedAvgAggregator(), "names no component, not a SimulatedAdversary"),
         (FedAvgAggregator(), FedAvgAggregator(), "names a FedAvgAggregator, not a SimulatedAdversary"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at Krum or FedCAP, but the job's rule is FedAvgAggregator"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at a rule that declares one, and this job's rule FedAvgAggregator declares none"),
         (SimulatedAdversary("adaptive", "partial", ["site-4"]), KrumAggregator(), "on Krum under partial knowledge .* needs at least 2 attackers"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}), KrumAggregator(), "the adaptive attack on krum takes no attack_margin"),
+        (SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}), KrumAggregator(), "the adaptive attack on KrumAggregator takes no attack_margin"),
         (SimulatedAdversary("adaptive", "partial", ["site-4"]), FedCapAggregator(), "on FedCAP needs its calibration reference .* use --knowledge full"),
         (SimulatedAdversary("sf", "partial", ["site-9"]), FedAvgAggregator(), "attackers \\['site-9'\\] are not sites of this job"),
     ],
@@ -240,7 +240,7 @@ def test_a_missing_or_wrong_adversary_stops_the_run_before_training(tmp_path, ad
 def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_benign_mean(tmp_path):
     """4 sites, site-4 sign-flips under Krum; every round is recorded in adversary.jsonl and in the
     rule's history, and site-4's summary row names the attack; the detection metrics read the run."""
-    from lightyear.experiments.detection import RULES, RunRecords, star_decisions
+    from lightyear.experiments.detection import RunRecords, rule_for, star_decisions
 
     run_dir = tmp_path / "server" / "simulate_job"  # the simulator workspace's layout
     run_dir.mkdir(parents=True)
@@ -264,7 +264,7 @@ def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_b
     assert rows["mean_benign"]["malfunction"] == "n=3"
     sites = ["site-1", "site-2", "site-3", "site-4"]
     run = RunRecords("sf1", "krum", ["site-4"], sites, str(tmp_path), {"attack": "sf"})
-    counts = [d.counts for d in star_decisions(run, RULES["krum"])]
+    counts = [d.counts for d in star_decisions(run, rule_for("krum"))]
     assert [(c.tp, c.fn) for c in counts] == [(1, 0), (1, 0)]  # Krum (m = 1) left site-4 out both rounds
 
 

@@ -222,13 +222,15 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     class ShutsOutSite3(FedAvgAggregator):
         """FedAvg that leaves site-3 out for good from round 0 on (as AFA blocks, FedCAP removes)."""
 
+        decided = False
+
         def aggregate(self, global_weights, results, round_num, fl_ctx):
             kept = {s: r for s, r in results.items() if s != "site-3"}
-            self.record(round_num, kept, sorted(set(results) - set(kept)))
-            return super().aggregate(global_weights, kept, round_num, fl_ctx)
+            self.decided = True
+            return self.decide(super().aggregate(global_weights, kept, round_num, fl_ctx).weights, kept, sorted(set(results) - set(kept)))
 
         def removed_sites(self):
-            return ["site-3"] if self.history else []
+            return ["site-3"] if self.decided else []
 
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)

@@ -157,16 +157,3 @@ def squared_distance_matrix(vectors) -> np.ndarray:
             diff = x[i] - x[j]
             out[i, j] = out[j, i] = float(np.dot(diff, diff))
     return out
-
-
-def mean_vector(vectors, weights: Sequence[float] | None = None) -> np.ndarray:
-    """sum_k w_k x_k / sum_k w_k (uniform if ``weights`` is None); weights must be >= 0 with a positive sum."""
-    x = as_matrix(vectors)
-    if weights is None:
-        return x.mean(axis=0)
-    w = check_finite("weights", weights).ravel()
-    if w.size != x.shape[0]:
-        raise ValueError(f"{x.shape[0]} vectors but {w.size} weights")
-    if np.any(w < 0) or w.sum() <= 0:
-        raise ValueError(f"weights must be non-negative with a positive sum, got {w.tolist()}")
-    return (w / w.sum()) @ x

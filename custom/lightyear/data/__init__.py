@@ -1,13 +1,18 @@
 """Per-site datasets, loaded by name from a job's configuration (see :func:`load_site_data`).
 
 Each dataset is a module with a ``load_site(site, seed, data_root, **options) -> SiteData``
-function, imported only when that dataset is used.
+function, imported only when that dataset is used: the toolkit's (:data:`DATASETS`, whose job
+settings are ``app_configs/datasets/<name>.json``) and installed plugins', announced under the
+entry point group ``lightyear.datasets`` (each entry names its module, which also holds
+``SETTINGS``, the job settings a settings file would hold; ``docs/extending.md``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+from importlib.metadata import entry_points
 
 from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION, SiteData
 
@@ -22,6 +27,28 @@ DATASETS: dict[str, str] = {
 }
 
 DATA_ROOT_ENV = "LIGHTYEAR_DATA_ROOT"
+GROUP = "lightyear.datasets"
+
+
+@functools.cache
+def datasets() -> dict[str, str]:
+    """name -> module of every known dataset: the toolkit's, then installed plugins'."""
+    found = dict(DATASETS)
+    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        if entry.name in found:
+            raise ValueError(f"the entry point {entry.name} of group {GROUP} names a dataset that exists already; rename it")
+        found[entry.name] = entry.value
+    return found
+
+
+def plugin_settings(name: str) -> dict | None:
+    """A plugin dataset's job settings (its module's ``SETTINGS``); None for the toolkit's own."""
+    if name in DATASETS or name not in datasets():
+        return None
+    settings = getattr(importlib.import_module(datasets()[name]), "SETTINGS", None)
+    if not isinstance(settings, dict):
+        raise ValueError(f"dataset {name!r} ({datasets()[name]}) has no SETTINGS dict of job settings: add one (docs/extending.md)")
+    return dict(settings)
 
 
 def resolve_data_root(data_root: str | None, dataset: str) -> str:
@@ -41,10 +68,12 @@ def resolve_data_root(data_root: str | None, dataset: str) -> str:
 
 def load_site_data(name: str, site: str, seed: int = 0, data_root: str | None = None, **options) -> SiteData:
     """Load site ``site``'s train/val/test sets of dataset ``name``."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(sorted(DATASETS))}")
-    module = importlib.import_module(DATASETS[name])
+    known = datasets()
+    if name not in known:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(sorted(known))}")
+    module = importlib.import_module(known[name])
     return module.load_site(site, seed=seed, data_root=data_root, **options)
 
 
-__all__ = ["CLASSIFICATION", "SEGMENTATION", "SiteData", "load_site_data", "resolve_data_root", "DATASETS", "DATA_ROOT_ENV"]
+__all__ = ["CLASSIFICATION", "SEGMENTATION", "SiteData", "load_site_data", "resolve_data_root", "DATASETS", "DATA_ROOT_ENV",
+           "datasets", "plugin_settings"]

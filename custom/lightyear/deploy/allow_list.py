@@ -9,6 +9,7 @@ import sys
 
 from lightyear.cli import command
 from lightyear.flare.component_policy import allow_package, local_folder
+from lightyear.jobs import registry
 
 
 @command("lightyear-allow")
@@ -21,7 +22,7 @@ def main(argv=None) -> int:
     ap.add_argument("folders", nargs="+", help="participant folders (startup kits) or their local/ folders")
     args = ap.parse_args(argv)
     for folder in args.folders:
-        path, added = allow_package(local_folder(folder))
+        path, added = allow_package(local_folder(folder), registry.plugin_packages())
         shown = f"{path} (a link to {os.path.realpath(path)})" if os.path.islink(path) else path
         print(f"{shown}: " + (f"added {', '.join(added)}" if added else "already allows this toolkit"))
     return 0

@@ -40,6 +40,7 @@ from lightyear.deploy.processes import ProcessSet, terminate_as_interrupt
 from lightyear.deploy.project import write_project
 from lightyear.flare.component_policy import AllowListError, allow_package, local_folder
 from lightyear.flare.process_tree import adopting_orphans
+from lightyear.jobs import registry
 
 PROJECT = "lightyear"
 SERVER = "localhost"
@@ -95,7 +96,7 @@ class Poc:
         write_project(project, self.sites, server=SERVER, name=PROJECT, fed_learn_port=fed_port, admin_port=admin_port)
         self.cli.run(["poc", "prepare", "-i", project, "--force"], timeout=180)
         for participant in [SERVER, *self.sites]:
-            allow_package(local_folder(os.path.join(self.prod, participant)))
+            allow_package(local_folder(os.path.join(self.prod, participant)), registry.plugin_packages())
         log(f"POC for {', '.join(self.sites)} in {self.workspace}; server on 127.0.0.1:{fed_port} (admin {admin_port})")
 
     def start(self, timeout: float) -> None:

@@ -9,14 +9,15 @@ receiving site of a peer-to-peer run (a faulty site's choices are not scored).
 * **Malicious** = listed in ``faulty_sites`` of the job's ``meta.json`` (malfunctioning or attacking).
 * **Evaluated** = the senders whose models the deciding party received that round, valid or
   refused by the model checks (``rejected``); a sender that never arrived is not evaluated.
-* **Labelled malicious** = the method excluded it that round, by the rule of :data:`RULES`
-  (one function per rule below; documented in ``docs/methods.md``, "Detection metrics").
+* **Labelled malicious** = the method excluded it that round, by the labelling its declaration
+  gives (``Method.detection``, in the method's own module; documented in ``docs/methods.md``,
+  "Detection metrics").
 
 Records read: star runs ``<ws>/server/simulate_job/aggregator_state.json`` (``history``: per
 aggregated round ``kept``, ``excluded`` and ``rejected``); peer-to-peer runs each benign site's
 ``<ws>/<site>/simulate_job/rounds.csv``. A run is a sweep run folder (``job/meta.json`` and
 ``ws/``) or a simulator workspace (``server/simulate_job/meta.json``, or ``--job JOB``).
-Methods that exclude no sender (:data:`NO_DETECTION`) have no detection figures.
+Methods that exclude no sender (:func:`no_detection`) have no detection figures.
 
 ``python -m lightyear.experiments.detection RUN_DIR_OR_WORKSPACE`` prints a run's figures per
 receiver, per round and pooled over the run (:func:`~lightyear.algorithms.attacks.detection.pool`).
@@ -28,10 +29,9 @@ import argparse
 import csv
 import io
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from lightyear.algorithms.attacks.detection import DetectionCounts, detection_counts, pool
+from lightyear.algorithms.attacks.detection import DetectionCounts, detection_counts, names, pool
 from lightyear.cli import UserError, command, output_file
 from lightyear.experiments.detection_records import (
     SERVER,
@@ -45,11 +45,12 @@ from lightyear.experiments.detection_records import (
     state_history,
 )
 from lightyear.experiments.results import site_key
+from lightyear.flare.declarations import Detection
+from lightyear.jobs import registry
 from lightyear.records import atomic_write, format_table
 
 PROG = "lightyear-detection"
 ALL = "all"
-NO_DETECTION = ("fedavg", "fedprox", "ditto", "p2p_fedavg", "local")
 COLUMNS = ("round", "receiver", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr")
 
 
@@ -58,104 +59,50 @@ __all__ = ["SERVER", "STATE_FILE", "DetectionError", "RunRecords", "open_run", "
 
 
 @dataclass(frozen=True)
-class Labelling:
-    """One decision: the senders evaluated and those of them labelled malicious."""
-
-    evaluated: frozenset
-    flagged: frozenset
-
-
-def names(value) -> frozenset:
-    """Site names of a record cell: a ``;``-separated string (CSV) or a list (JSON, a live row)."""
-    if value is None:
-        return frozenset()
-    if isinstance(value, str):
-        return frozenset(n for n in value.split(";") if n)
-    return frozenset(str(n) for n in value)
-
-
-def _filled(row: dict, peers, suffix: str) -> frozenset:
-    """The peers whose ``<peer><suffix>`` cell is not empty (the rule computed something for them)."""
-    return frozenset(p for p in peers if str(row.get(f"{p}{suffix}", "")) != "")
-
-
-# ---------------------------------------------------------------------------- labelling rules
-def lightyear_labels(row: dict, peers) -> Labelling:
-    """LIGHTYEAR: a scored peer not selected (A_ij < tau, or below the skill floor), a selected peer
-    excluded after averaging (the validated aggregation: not in ``adopted``), or a rejected one.
-    In a warm-up round (own model below the skill floor) no peer is judged: only rejections count."""
-    rejected = names(row.get("rejected"))
-    if str(row.get("warming_up", "0")) in ("1", "True"):
-        return Labelling(rejected, rejected)
-    evaluated = _filled(row, peers, "_score") | rejected
-    kept = names(row["adopted"]) if "adopted" in row else names(row["selected"])
-    return Labelling(evaluated, evaluated - kept)
-
-
-def balance_labels(row: dict, peers) -> Labelling:
-    """BALANCE: a peer not accepted (distance above the radius), or a rejected one."""
-    evaluated = _filled(row, peers, "_distance") | names(row.get("rejected"))
-    return Labelling(evaluated, evaluated - names(row["selected"]))
-
-
-def scclip_labels(row: dict, peers) -> Labelling:
-    """SCCLIP: a peer clipped (scale < 1) or removed, or a rejected one."""
-    rejected = names(row.get("rejected"))
-    evaluated = _filled(row, peers, "_distance") | rejected
-    return Labelling(evaluated, names(row["clipped"]) | names(row["removed"]) | rejected)
-
-
-def defta_labels(row: dict, peers) -> Labelling:
-    """DeFTA: a received peer not aggregated (left out of the trust-weighted sample; a blocked
-    peer, with zero trust weight, is never sampled), or a rejected one."""
-    evaluated = names(row["received"]) | names(row.get("rejected"))
-    return Labelling(evaluated, evaluated - names(row["selected"]))
-
-
-def excluded_labels(entry: dict, peers=()) -> Labelling:
-    """Star rules: a site the rule left out of the round (``excluded``: not among Krum's m, AFA's
-    removed or blocked, ASMR's flagged, CFL's minority, FedCAP's removed), or whose result the
-    server's model checks refused (``rejected``; absent in records written before it was kept)."""
-    rejected = names(entry.get("rejected"))
-    return Labelling(names(entry["kept"]) | names(entry["excluded"]) | rejected, names(entry["excluded"]) | rejected)
-
-
-@dataclass(frozen=True)
 class Rule:
-    """How a method's decisions are read: its topology, labelling function, the record columns
-    (P2P) or history keys (star) it needs, the per-sender column suffix it reads, and its text."""
+    """How a method's decisions are read: its topology and its declaration's :class:`Detection`
+    (labelling function, the record columns or history keys it needs, the per-sender column suffix
+    it reads, its text, and whether its exclusion is permanent)."""
 
     topology: str
-    label: Callable[..., Labelling]
-    needs: tuple[str, ...]
-    peer_suffix: str
-    text: str
+    detection: Detection
+
+    @property
+    def label(self):
+        return self.detection.label
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return self.detection.needs
+
+    @property
+    def peer_suffix(self) -> str:
+        return self.detection.peer_suffix
+
+    @property
+    def text(self) -> str:
+        return self.detection.text
 
 
-_STAR = ("round", "kept", "excluded")
-RULES = {
-    "lightyear": Rule("p2p", lightyear_labels, ("round", "selected", "rejected"), "_score",
-                      "not selected (agreement score < tau or below the skill floor), excluded after averaging, or rejected"),
-    "lightyear_paper": Rule("p2p", lightyear_labels, ("round", "selected", "rejected"), "_score",
-                            "not selected (agreement score < tau or below the skill floor) or rejected"),
-    "balance": Rule("p2p", balance_labels, ("round", "selected", "rejected"), "_distance", "not accepted (distance above the acceptance radius) or rejected"),
-    "scclip": Rule("p2p", scclip_labels, ("round", "clipped", "removed", "rejected"), "_distance", "clipped (scale < 1) or removed, or rejected"),
-    "defta": Rule("p2p", defta_labels, ("round", "received", "selected", "rejected"), "", "received but not aggregated (outside the trust-weighted sample, blocked peers included) or rejected"),
-    "krum": Rule("star", excluded_labels, _STAR, "", "not among the m models with the lowest Krum scores, or rejected by the server"),
-    "afa": Rule("star", excluded_labels, _STAR, "", "removed by the similarity test or blocked, or rejected by the server"),
-    "asmr": Rule("star", excluded_labels, _STAR, "", "flagged (below the largest gap of the outlier factors), or rejected by the server"),
-    "cfl": Rule("star", excluded_labels, _STAR, "", "in the smaller cluster, or rejected by the server"),
-    "fedcap": Rule("star", excluded_labels, _STAR, "", "removed (||d~|| > T_norm, for good) or excluded, or rejected by the server"),
-}
+def no_detection() -> list[str]:
+    """The methods that exclude no sender (their declarations have no detection)."""
+    return [name for name, method in registry.methods().items() if method.detection is None]
 
 
 def rule_for(method: str) -> Rule | None:
-    """The method's labelling rule; None for a method without detection; an error for an unknown one."""
-    if method in NO_DETECTION:
-        return None
-    if method not in RULES:
-        raise DetectionError(f"no detection labelling rule for method {method!r}: add one to RULES in {__name__}, or to NO_DETECTION if it excludes no sender")
-    return RULES[method]
+    """The method's labelling rule (its declaration's); None for a method without detection; an error for an unknown one."""
+    known = registry.methods()
+    if method not in known:
+        raise DetectionError(f"no method {method!r} is known (the toolkit's and installed plugins': {', '.join(known)}); "
+                             "install the plugin that declares it")
+    declared = known[method]
+    return None if declared.detection is None else Rule(declared.topology, declared.detection)
+
+
+def per_client(method: str) -> bool:
+    """Whether ``method``'s exclusion is permanent, so its per-client counts are reported too."""
+    rule = rule_for(method)
+    return rule is not None and rule.detection.per_client
 
 
 # ---------------------------------------------------------------------------- decisions
@@ -166,11 +113,6 @@ class Decision:
     counts: DetectionCounts
     evaluated: frozenset = frozenset()
     flagged: frozenset = frozenset()
-
-
-PER_CLIENT = ("fedcap",)
-"""Rules whose exclusion is permanent, for which FedCAP's per-client counts are reported too
-(Table III of paper 002: each client judged once, at the end of the run)."""
 
 
 @dataclass

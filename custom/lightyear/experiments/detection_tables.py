@@ -113,14 +113,14 @@ def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection |
                     broken.setdefault((run.method, where[i][1]), []).append(run.name)
                 elif det is not None:
                     groups.setdefault((run.method, where[i][1]), []).append(det.total)
-                if not bad and det is not None and run.method in detection.PER_CLIENT and det.decisions:
+                if not bad and det is not None and detection.per_client(run.method) and det.decisions:
                     groups.setdefault((per_client_row(run.method), where[i][1]), []).append(det.per_client())
-                if bad and run.method in detection.PER_CLIENT:
+                if bad and detection.per_client(run.method):
                     broken.setdefault((per_client_row(run.method), where[i][1]), []).append(run.name)
             cells = {key: (pool(counts), len(counts)) for key, counts in groups.items() if key not in broken}
             runs = [run for _, run, _, _ in members]
             methods = [row for m in method_order(runs) for row in (m, per_client_row(m)) if any(key[0] == row for key in [*cells, *broken])]
-            silent = [m for m in method_order(runs) if m in detection.NO_DETECTION]
+            silent = [m for m in method_order(runs) if m in detection.no_detection()]
             columns = sorted({where[i] for i in range(len(members))})
             tables.append(DetectionTable(dataset, threat, methods, columns, cells, silent, broken))
     return tables

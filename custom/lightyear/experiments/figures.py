@@ -23,27 +23,32 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.experiments.tables import LABELS, PERCENT, Table  # noqa: E402
+from lightyear.jobs import registry
 
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", ":", "-."]
 FAULTY_COLOUR = "#D55E00"  # vermillion: marks faulty sites in every figure
 KIND_TITLES = {"ana": "ANA (additive noise)", "ana_relative": "ANA (relative noise)", "sfa": "SFA (sign flipping)",
-               "random": "random model", "dynamic": "dynamic (kind drawn each round)",
-               "lf": "LF (label flipping)", "sf": "SF (sign flipping)", "mr": "MR (model replacement)", "lie": "LIE (a little is enough)",
-               "minmax": "Min-Max", "minsum": "Min-Sum", "ipm": "IPM (inner product manipulation)", "adaptive": "adaptive attack"}
+               "random": "random model", "dynamic": "dynamic (kind drawn each round)"}
+"""The malfunctions' titles; an attack's comes from its declaration (``Attack.text``)."""
+
+
+FEATURED = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
+"""The look of the toolkit's own method (``Method.featured``): black, a star, thicker."""
 
 
 def method_styles(methods: list[str]) -> dict[str, dict]:
-    """A fixed colour, marker and line style per method (LIGHTYEAR black and thicker)."""
+    """A fixed colour, marker and line style per method (the featured one, LIGHTYEAR, black and thicker)."""
     styles = {}
-    others = [m for m in methods if m != "lightyear"]
+    featured = set(registry.featured())
+    others = [m for m in methods if m not in featured]
     for i, method in enumerate(others):
         styles[method] = {"color": OKABE_ITO[i % 7], "marker": MARKERS[i % len(MARKERS)],
                           "linestyle": LINESTYLES[(i // 7) % len(LINESTYLES)], "linewidth": 1.5}
-    if "lightyear" in methods:
-        styles["lightyear"] = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
+    styles.update({m: dict(FEATURED) for m in methods if m in featured})
     return styles
 
 
@@ -72,7 +77,8 @@ def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
 def kind_title(kind: str) -> str:
     """A panel's title: the malfunction or attack in words (``<attack>_full``: with full knowledge)."""
     base = kind.removesuffix("_full")
-    return KIND_TITLES.get(base, base) + (", full knowledge" if kind.endswith("_full") and base in KIND_TITLES else "")
+    titles = {**KIND_TITLES, **{name: a.text for name, a in catalogue.attacks().items()}}
+    return titles.get(base, base) + (", full knowledge" if kind.endswith("_full") and base in titles else "")
 
 
 def _finish_axes(ax, table: Table, title: str) -> None:
@@ -117,11 +123,12 @@ def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
 
 
 def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tuple[int, float]]]:
-    """Per count, the mean over star methods, over peer-to-peer baselines, and LIGHTYEAR's mean."""
+    """Per count, the mean over star methods, over peer-to-peer baselines, and each featured method's mean."""
+    featured = registry.featured()
     groups = {
         "star methods (mean)": [m for m in table.methods if topology.get(m) == "star"],
-        "peer-to-peer baselines (mean)": [m for m in table.methods if topology.get(m) == "p2p" and m != "lightyear"],
-        "lightyear": [m for m in table.methods if m == "lightyear"],
+        "peer-to-peer baselines (mean)": [m for m in table.methods if topology.get(m) == "p2p" and m not in featured],
+        **{m: [m] for m in featured if m in table.methods},
     }
     out = {}
     for label, members in groups.items():
@@ -143,7 +150,7 @@ def topology_figure(tables: list[Table], topology: dict[str, str]) -> Figure:
     fig, axes = _panels(len(tables), f"{first.dataset}: topology comparison, {axis_label(first.metric)} of benign sites")
     look = {"star methods (mean)": dict(color=OKABE_ITO[0], marker="o", linestyle="--"),
             "peer-to-peer baselines (mean)": dict(color=OKABE_ITO[1], marker="s", linestyle=":"),
-            "lightyear": dict(color="#000000", marker="*", linestyle="-", linewidth=2.5, markersize=9)}
+            **{m: dict(FEATURED) for m in registry.featured()}}
     scale = _scale(first.metric)
     for ax, table in zip(axes, tables):
         for label, points in topology_means(table, topology).items():

@@ -23,10 +23,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from lightyear.algorithms.attacks.updates import ATTACKS, FULL, KNOWLEDGE
+from lightyear.algorithms.attacks.catalogue import names as attack_names
+from lightyear.algorithms.attacks.updates import FULL, KNOWLEDGE
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError
 from lightyear.experiments.runner import RUNS, summary_path
+from lightyear.jobs import registry
 from lightyear.jobs.generate import load_json
 from lightyear.records import table_rows
 
@@ -124,8 +126,8 @@ def row_problem(row: dict, main_metric: str, faulty_sites=()) -> str | None:
     status = row.get("status", "finished")
     if status not in STATUSES:
         return f"status {status!r} is none of {', '.join(STATUSES)}"
-    if row.get("malfunction") not in KINDS + ATTACKS:
-        return f"malfunction {row.get('malfunction')!r} is none of {', '.join(KINDS + ATTACKS)}"
+    if row.get("malfunction") not in KINDS + attack_names():
+        return f"malfunction {row.get('malfunction')!r} is none of {', '.join(KINDS + attack_names())}"
     for metric in METRICS:
         if metric not in row:
             continue
@@ -207,8 +209,8 @@ def _scenario_problem(info: dict) -> str | None:
     if isinstance(seed, bool) or not isinstance(seed, int):
         return f"seed {seed!r:.40} is not a whole number"
     attack = info.get("attack") or NONE
-    if attack != NONE and attack not in ATTACKS:
-        return f"attack {attack!r} is none of {', '.join(ATTACKS)}"
+    if attack != NONE and attack not in attack_names():
+        return f"attack {attack!r} is none of {', '.join(attack_names())}"
     if attack != NONE and info.get("knowledge") not in KNOWLEDGE:
         return f"knowledge {info.get('knowledge')!r} is none of {', '.join(KNOWLEDGE)}"
     if attack != NONE and info["malfunction"] != NONE:
@@ -243,10 +245,12 @@ def load_sweep(sweep_dir: str) -> list[RunResult]:
 
 
 def method_order(runs: list[RunResult]) -> list[str]:
-    """Star methods, then peer-to-peer ones, then LIGHTYEAR (as in the paper's tables); by name within."""
+    """Star methods, then peer-to-peer ones, then the featured method, LIGHTYEAR (as in the paper's
+    tables); by name within."""
     topology = {r.method: r.topology for r in runs}
+    featured = set(registry.featured())
 
     def key(method: str):
-        return (method == "lightyear", topology[method] != "star", method)
+        return (method in featured, topology[method] != "star", method)
 
     return sorted(topology, key=key)

@@ -4,7 +4,7 @@ Example (``app_configs/sweeps/digits_dynamic.yaml``)::
 
     name: digits_dynamic
     datasets: [digits]
-    methods: all               # every folder of app_configs/ holding a method.json, or a list
+    methods: all               # every method the registry knows (the toolkit's and plugins'), or a list
     malfunctions: [dynamic]    # any of ana, ana_relative, sfa, random, dynamic
     faulty: [0, 1, 3, 5, 7]    # numbers of malfunctioning sites (the last K sites); 0 = clean
     seeds: [0]
@@ -37,11 +37,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from lightyear.algorithms.attacks.updates import ATTACKS, FULL, KNOWLEDGE, PARTIAL
+from lightyear.algorithms.attacks.catalogue import names as attack_names
+from lightyear.algorithms.attacks.updates import FULL, KNOWLEDGE, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError, read_text, yaml_problem
 from lightyear.jobs import generate
-from lightyear.jobs.attacks import PREFIX, USES_KNOWLEDGE, takes_attack, why_not
+from lightyear.jobs.attacks import PREFIX, takes_attack, uses_knowledge, why_not
 from lightyear.jobs.attacks import known_params as attack_settings
 
 ALL = "all"
@@ -136,12 +137,6 @@ def read_spec(path: str) -> dict:
     return raw
 
 
-def load_spec(path: str, configs: str) -> SweepSpec:
-    """Read, validate and expand the description in ``path`` against ``configs`` (app_configs/)."""
-    default_name = os.path.splitext(os.path.basename(path))[0]
-    return expand(read_spec(path), configs, default_name)
-
-
 def _as_list(raw: dict, key: str, default=None) -> list:
     value = raw.get(key, default)
     if value is None:
@@ -176,7 +171,7 @@ def _ints(raw: dict, key: str, default=None, minimum: int = 0, maximum: int | No
 
 
 def _site_count(configs: str, dataset: str, overrides: dict) -> tuple[int, int]:
-    settings = generate.load_json(os.path.join(configs, "datasets", f"{dataset}.json"))
+    settings = dict(generate.dataset_settings_of(configs, dataset))
     settings.update(overrides)
     sites = settings.get("sites")
     if not isinstance(sites, list) or not sites:
@@ -196,10 +191,10 @@ def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
     if bad:
         raise SpecError(f"unknown knowledge {', '.join(bad)}; choose from {', '.join(KNOWLEDGE)}")
     named = _as_list(raw, "attacks") if "attacks" in raw or any(attackers) else []
-    named = list(ATTACKS) if named == [ALL] else named
-    bad = [str(a) for a in named if a not in ATTACKS]
+    named = list(attack_names()) if named == [ALL] else named
+    bad = [str(a) for a in named if a not in attack_names()]
     if bad:
-        raise SpecError(f"unknown attacks {', '.join(bad)}; choose from {', '.join(ATTACKS)} (or write 'attacks: all')")
+        raise SpecError(f"unknown attacks {', '.join(bad)}; choose from {', '.join(attack_names())} (or write 'attacks: all')")
     return (named if any(attackers) else []), attackers, knowledge
 
 
@@ -214,7 +209,7 @@ def _scenarios(method: str, malfunctions, faulty, attacks, attackers, knowledge)
     out = [(NONE, 0, NONE, 0, None)] if 0 in faulty or 0 in attackers else []
     out += [(kind, k, NONE, 0, None) for kind in malfunctions for k in faulty if k > 0]
     for attack in attacks:
-        levels = knowledge if attack in USES_KNOWLEDGE else [PARTIAL]
+        levels = knowledge if attack in uses_knowledge() else [PARTIAL]
         out += [(NONE, 0, attack, k, level) for k in attackers if k > 0 for level in levels if takes_attack(method, attack, level, k)]
     return out
 
@@ -268,7 +263,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
                                     rounds, _attack_overrides(overrides, attack, method), attack, m, level))
     idle = [a for a in attacks if not any(r.attack == a for r in runs)]
     if idle:
-        levels = knowledge if idle[0] in USES_KNOWLEDGE else [PARTIAL]
+        levels = knowledge if idle[0] in uses_knowledge() else [PARTIAL]
         counts = [k for k in attackers if k > 0]
         why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in counts)
         raise SpecError(f"attack {idle[0]} has no run: {'; '.join(w for w in why if w)}")

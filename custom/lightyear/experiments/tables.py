@@ -22,7 +22,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from lightyear.algorithms.attacks.updates import ATTACKS, FULL, PARTIAL
+from lightyear.algorithms.attacks.catalogue import names as attack_names
+from lightyear.algorithms.attacks.updates import FULL, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.experiments.results import RunResult, method_order
 from lightyear.records import mean_std
@@ -32,7 +33,9 @@ HIGHER_BETTER, LOWER_BETTER = {"acc", "dice"}, {"ece", "loss"}
 LABELS = {"acc": "accuracy", "dice": "Dice", "ece": "ECE", "conf": "confidence", "loss": "loss"}
 MISSING = "-"
 CLEAN_ONLY = "clean"
-THREATS = [k for k in KINDS if k != NONE] + [a + suffix for a in ATTACKS for suffix in ("", "_full")]
+def threats() -> list[str]:
+    """Every threat a table can be about: the malfunction kinds, then each attack with either knowledge."""
+    return [k for k in KINDS if k != NONE] + [a + suffix for a in attack_names() for suffix in ("", "_full")]
 """Every table kind in table order: the malfunctions, then the attacks (partial knowledge, then full)."""
 
 
@@ -87,10 +90,10 @@ def build_tables(runs: list[RunResult], extra_metrics: tuple[str, ...] = ()) -> 
         mine = [r for r in finished if r.dataset == dataset]
         main = mine[0].metric
         metrics = [main] + [m for m in extra_metrics if m != main and m in mine[0].rows[0]]
-        kinds = [k for k in THREATS if any(r.threat == k for r in mine)] or [CLEAN_ONLY]
+        kinds = [k for k in threats() if any(r.threat == k for r in mine)] or [CLEAN_ONLY]
         for kind in kinds:
             members = [r for r in mine if r.threat in (kind, NONE)]
-            attack = kind.removesuffix("_full") if kind.removesuffix("_full") in ATTACKS else NONE
+            attack = kind.removesuffix("_full") if kind.removesuffix("_full") in attack_names() else NONE
             knowledge = (FULL if kind.endswith("_full") else PARTIAL) if attack != NONE else ""
             groups: dict[tuple[str, int], list[RunResult]] = {}
             for r in members:

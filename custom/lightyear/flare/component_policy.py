@@ -38,13 +38,14 @@ FLARE_CLASSES_USED = (
 
 REFUSAL_FIX_KEY = "if_not_in_allow_list"
 REFUSAL_FIX = (
-    "add lightyear. to class_allow_list in local/resources.json of every participant, keeping the rest: "
-    "lightyear-allow <participant>/local; for nvflare simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local "
-    "(or run lightyear-simulate JOB -w WS)"
+    "add {package}. to class_allow_list in local/resources.json of every participant, keeping the rest: "
+    "lightyear-allow <participant>/local (it adds lightyear. and every installed plugin's package); for nvflare "
+    "simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local (or run lightyear-simulate JOB -w WS)"
 )
-"""Written beside the class path of every component FLARE's default policy lacks (see
-:func:`with_refusal_fix`): FLARE ignores keys it does not know in a component's configuration
-and prints the whole configuration when it refuses the class, so its refusal names the fix."""
+"""Written, with the class's top-level package, beside the class path of every component FLARE's
+default policy lacks (see :func:`with_refusal_fix`): FLARE ignores keys it does not know in a
+component's configuration and prints the whole configuration when it refuses the class, so its
+refusal names the fix."""
 
 
 class AllowListError(UserError):
@@ -69,8 +70,9 @@ def _covered(entry: str, allow_list: list[str]) -> bool:
     return any(_matches(entry, item) for item in allow_list)
 
 
-def with_package(resources: dict) -> tuple[dict, list[str]]:
-    """(a copy of ``resources`` whose allow list also admits this toolkit, [entries added]).
+def with_package(resources: dict, plugins: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
+    """(a copy of ``resources`` whose allow list also admits this toolkit and the ``plugins``'
+    packages (prefixes such as ``"my_package."``), [entries added]).
 
     A missing ``class_allow_list`` stands for FLARE's default list, which is written out so the
     result keeps the participant's policy; every other key is kept as it is.
@@ -82,7 +84,7 @@ def with_package(resources: dict) -> tuple[dict, list[str]]:
     if not isinstance(allow_list, list) or not all(isinstance(x, str) for x in allow_list):
         raise AllowListError(f"{ALLOW_LIST_KEY} must be a list of strings, got {allow_list!r:.80}")
     allow_list = list(allow_list)
-    added = [e for e in (PACKAGE_PREFIX, *FLARE_CLASSES_USED) if not _covered(e, allow_list)]
+    added = [e for e in (PACKAGE_PREFIX, *FLARE_CLASSES_USED, *plugins) if not _covered(e, allow_list)]
     out[ALLOW_LIST_KEY] = allow_list + added
     out.setdefault("format_version", 2)
     return out, added
@@ -111,7 +113,7 @@ def with_refusal_fix(config):
                 continue
             out[key] = mark(value)
             if key == "path" and isinstance(value, str) and not _covered(value, default):
-                out[REFUSAL_FIX_KEY] = REFUSAL_FIX
+                out[REFUSAL_FIX_KEY] = REFUSAL_FIX.format(package=value.split(".")[0])
         return out
 
     return mark(config)
@@ -154,8 +156,9 @@ def _umask() -> int:
     return mask
 
 
-def allow_package(local_dir: str) -> tuple[str, list[str]]:
-    """Let the participant whose ``local/`` folder is ``local_dir`` build this toolkit's components.
+def allow_package(local_dir: str, plugins: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """Let the participant whose ``local/`` folder is ``local_dir`` build this toolkit's components
+    (and those of the installed plugins' packages ``plugins``, prefixes such as ``"my_package."``).
 
     Edits ``resources.json`` in place when it exists; otherwise starts from ``resources.json.default``
     (or, with neither, from FLARE's default policy) and writes ``resources.json``, which FLARE reads
@@ -172,7 +175,7 @@ def allow_package(local_dir: str) -> tuple[str, list[str]]:
         raise AllowListError(f"{target} is a folder, not a file: remove it (FLARE reads its policy from a resources.json file)")
     source = target if os.path.isfile(target) else default if os.path.isfile(default) else None
     resources = _read(source) if source else {}
-    updated, added = with_package(resources)
+    updated, added = with_package(resources, tuple(plugins))
     if source == target and not added:
         return target, []
     _write_in_place(os.path.realpath(target), updated)

@@ -25,9 +25,10 @@ the components themselves are not built here), and what only a job knows:
 * ``--attack`` with ``--malfunction``/``--faulty`` (a site is either faulty or attacking);
   ``--attackers``, ``--knowledge`` or ``attack_<param>`` without ``--attack``; K outside
   [0, sites - 1] (at least one benign site).
-* ``adaptive`` only against the rules it adapts to (:data:`ADAPTIVE_METHODS`).
+* ``adaptive`` only against the methods that declare one (``Method.adaptive``, :func:`adaptive_methods`),
+  with the settings and knowledge that declaration takes.
 * ``--knowledge full`` only for the kinds that use what the attackers know
-  (:data:`USES_KNOWLEDGE`): lf, sf and mr use the attacker's own update, so a full-knowledge job
+  (:func:`uses_knowledge`): lf, sf and mr use the attacker's own update, so a full-knowledge job
   would repeat the partial one under another name.
 * ``--knowledge full`` in a peer-to-peer job: a site knows the benign updates it receives, so every
   attacker needs a benign in-neighbour in the job's topology (``topology: none`` sends nothing and
@@ -43,11 +44,13 @@ from __future__ import annotations
 import copy
 
 from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
-from lightyear.algorithms.attacks.settings import NEEDS_KNOWN_UPDATES, PARAMS, REPARAMETRISATIONS, AttackSpec
-from lightyear.algorithms.attacks.colluding import TARGET_PARAMS, check_target
-from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, FULL, KNOWLEDGE, LF, PARTIAL
+from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec, params_of
+from lightyear.algorithms.attacks.colluding import check_spec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.flare.component_policy import with_refusal_fix
+from lightyear.jobs import registry
 from lightyear.jobs.settings import SettingError
 from lightyear.p2p.topology import in_neighbours
 
@@ -60,16 +63,27 @@ ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
 CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"
 SERVER = "app/config/config_fed_server.json"
 
-ADAPTIVE_METHODS = ("lightyear", "lightyear_paper", "balance", "krum", "fedcap")
-PEER_ADAPTIVE_PARAMS = ("max_step", "max_evaluations")
-"""The settings of the peer-to-peer adaptive attack (``lightyear.p2p.site.adaptive_attack``)."""
-"""The methods with an adaptive attack: LIGHTYEAR's agreement score and BALANCE's distance rule
-(peer-to-peer), Krum (star; multi-Krum when its settings select several) and FedCAP's norm
-detection (star, full knowledge only)."""
+def adaptive_methods() -> list[str]:
+    """The methods an adaptive attack targets: those that declare one (``Method.adaptive``)."""
+    return registry.with_adaptive_attack()
 
-USES_KNOWLEDGE = (*NEEDS_KNOWN_UPDATES, ADAPTIVE, *REPARAMETRISATIONS)
-"""The kinds whose update depends on what the attackers know (the others use their own update);
-the reparametrisations transform the receiver's own model under full knowledge."""
+
+def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
+    """Refuse what the adaptive attack declared by ``method`` cannot run (its settings, knowledge
+    and attacker count), in the declaration's words; other attacks pass."""
+    if spec.kind != ADAPTIVE:
+        return spec
+    declared = registry.method(method).adaptive
+    if declared is None:
+        raise ValueError(f"the adaptive attack adapts to a method's acceptance rule and {method} declares none it targets: "
+                         f"choose --method {', '.join(adaptive_methods())}, or another --attack")
+    return declared.check(spec, method)
+
+
+def uses_knowledge() -> tuple[str, ...]:
+    """The attacks whose update depends on what the attackers know (the others use their own update;
+    the reparametrisations transform the receiver's own model under full knowledge)."""
+    return tuple(name for name, a in catalogue.attacks().items() if a.uses_knowledge)
 
 
 def split_params(overrides: dict | None) -> tuple[dict, dict]:
@@ -85,12 +99,12 @@ def split_params(overrides: dict | None) -> tuple[dict, dict]:
 
 def check_request(attack: str, attackers, knowledge: str | None, malfunction: str, faulty: int, params: dict) -> None:
     """Refuse attack flags that do not go together (before any file is read)."""
-    if attack != NONE and attack not in ATTACKS:
-        raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(ATTACKS)}")
+    if attack != NONE and attack not in catalogue.names():
+        raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(catalogue.names())}")
     if attack == NONE:
         given = ["--attackers"] * bool(attackers) + ["--knowledge"] * (knowledge is not None) + [f"--set {PREFIX}{p}" for p in params]
         if given:
-            raise SettingError(f"{given[0]} needs --attack ({', '.join(ATTACKS)})")
+            raise SettingError(f"{given[0]} needs --attack ({', '.join(catalogue.names())})")
         return
     if malfunction != NONE or faulty:
         raise SettingError("--attack cannot go with --malfunction or --faulty: a site is either faulty or attacking; "
@@ -122,26 +136,20 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
     except ValueError as exc:
         raise SettingError(str(exc)) from None
-    if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
-        raise SettingError(f"the adaptive attack adapts to a method's acceptance rule and {method} has none it targets: "
-                           f"choose --method {', '.join(ADAPTIVE_METHODS)}, or another --attack")
-    if attack == ADAPTIVE and topology == "p2p":
-        extra = sorted(set(params) - set(PEER_ADAPTIVE_PARAMS))
-        if extra:
-            raise SettingError(f"the peer-to-peer adaptive attack takes no {', '.join(PREFIX + p for p in extra)}; "
-                               f"it takes {', '.join(PREFIX + p for p in PEER_ADAPTIVE_PARAMS)}")
-    if spec.knowledge == FULL and attack not in USES_KNOWLEDGE:
+    if spec.knowledge == FULL and attack not in uses_knowledge():
         raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
-                           f"(full knowledge is for {', '.join(USES_KNOWLEDGE)})")
+                           f"(full knowledge is for {', '.join(uses_knowledge())})")
     if attack == LF:
         classes = settings.get("num_classes")
         if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
             raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
     if attack in REPARAMETRISATIONS:
         check_reparametrisation(spec, topology, settings)
-    if topology == "star" and attack != LF and names:
-        try:  # what the server-side simulation cannot run, in the words the adversary would use
-            check_target(spec, method)
+    if names:
+        try:  # what the attack cannot run against this method, in the words the components would use
+            check_adaptive(spec, method)
+            if topology == "star" and attack != LF:
+                check_spec(spec)
         except ValueError as exc:
             raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
@@ -151,19 +159,25 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
 
 def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> None:
     """Refuse a reparametrisation the job cannot run: per-receiver crafting in the star topology
-    (its one receiver is the server), and rescaling a network none of whose units admits it."""
+    (its one receiver is the server), a network that declares no exact symmetry, and rescaling a network
+    none of whose units admits it."""
     if topology == "star" and spec.params.get("per_receiver"):
         raise SettingError(f"--set {PREFIX}per_receiver=true: the star topology has one receiver, the server, so every attacker "
                            "sends one model; leave the setting out (it is for peer-to-peer jobs)")
-    if spec.kind in (RESCALE, RESCALE_PERMUTE):
-        from lightyear.models import build_model, model_symmetries  # torch: only for a rescaling job
+    if spec.kind not in REPARAMETRISATIONS:
+        return
+    from lightyear.models import build_model, model_symmetries  # torch: only for a reparametrisation job
 
-        args = settings.get("model_args") or {}
-        network = build_model(settings["model"], settings["num_classes"], settings.get("in_channels", 1), **args)
-        weights = {key: value.detach().numpy() for key, value in network.state_dict().items()}
-        if not any(group.scalable for group in model_symmetries(settings["model"], weights, args)):
-            raise SettingError(f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
-                               "positively homogeneous); use --attack permute")
+    args = settings.get("model_args") or {}
+    network = build_model(settings["model"], settings["num_classes"], settings.get("in_channels", 1), **args)
+    weights = {key: value.detach().numpy() for key, value in network.state_dict().items()}
+    groups = model_symmetries(settings["model"], weights, args)
+    if not groups:
+        raise SettingError(f"--attack {spec.kind}: {settings['model']} declares no hidden unit with an exact symmetry (its module's "
+                           "symmetries() returns none), so the attack would send the honest model; choose another attack")
+    if spec.kind in (RESCALE, RESCALE_PERMUTE) and not any(group.scalable for group in groups):
+        raise SettingError(f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
+                           "positively homogeneous); use --attack permute")
 
 
 def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> None:
@@ -224,13 +238,10 @@ def meta_fields(spec: AttackSpec) -> dict:
 
 def known_params(attack: str, method: str | None = None) -> set[str]:
     """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
-    its job takes (the adaptive attack on a star rule takes that rule's)."""
-    if attack == ADAPTIVE and method in TARGET_PARAMS:
-        params = TARGET_PARAMS[method]
-    elif attack == ADAPTIVE and method in ADAPTIVE_METHODS:
-        params = PEER_ADAPTIVE_PARAMS
-    else:
-        params = PARAMS.get(attack, ())
+    its job takes (the adaptive attack takes what the method's declaration of it says)."""
+    declared = registry.method(method).adaptive if method in registry.methods() else None
+    known = attack in catalogue.names()
+    params = declared.params if attack == ADAPTIVE and declared is not None else params_of(attack) if known else ()
     return {PREFIX + p for p in params}
 
 
@@ -243,21 +254,20 @@ def takes_attack(method: str, attack: str, knowledge: str, attackers: int) -> bo
 def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
     """Why no job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1) sites is
     made, in the words of the check that refuses it; "" when one is made."""
-    if attack == ADAPTIVE and method not in ADAPTIVE_METHODS:
-        return f"the adaptive attack adapts only to {', '.join(ADAPTIVE_METHODS)}, not {method}"
-    if knowledge == FULL and attack not in USES_KNOWLEDGE:
+    if attack == ADAPTIVE and method not in adaptive_methods():
+        return f"the adaptive attack adapts only to {', '.join(adaptive_methods())}, not {method}"
+    if knowledge == FULL and attack not in uses_knowledge():
         return f"full knowledge changes nothing for {attack}"
-    if attack == ADAPTIVE and method in TARGET_PARAMS:
-        try:
-            check_target(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
-        except ValueError as exc:
-            return str(exc)
+    try:
+        check_adaptive(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
+    except ValueError as exc:
+        return str(exc)
     return ""
 
 
 def add_arguments(parser) -> None:
     """``--attack``, ``--attackers``, ``--knowledge`` (shared by lightyear-jobs and the Job API)."""
-    parser.add_argument("--attack", help=f"attack of the last K sites: {', '.join(ATTACKS)}; its settings: --set attack_<param>=VALUE")
+    parser.add_argument("--attack", help=f"attack of the last K sites: {', '.join(catalogue.names())}; its settings: --set attack_<param>=VALUE")
     parser.add_argument("--attackers", type=int, help="number of attacking sites (the last K sites), 0 to sites - 1; needs --attack")
     parser.add_argument("--knowledge", help="what the attackers know: partial (their own honest updates; default) or full (also the benign ones)")
 
@@ -267,7 +277,7 @@ def job_arguments(args) -> dict:
     if args.attack is not None and args.attackers is None:
         raise SettingError(f"--attack {args.attack} needs --attackers K: how many of the last sites attack")
     if args.attack is None and args.attackers is not None:
-        raise SettingError(f"--attackers needs --attack ({', '.join(ATTACKS)})")
+        raise SettingError(f"--attackers needs --attack ({', '.join(catalogue.names())})")
     return {"attack": args.attack or NONE, "attackers": args.attackers or 0, "knowledge": args.knowledge}
 
 

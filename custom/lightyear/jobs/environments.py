@@ -27,6 +27,7 @@ from nvflare.recipe.poc_env import PocEnv
 from nvflare.recipe.sim_env import SimEnv
 
 from lightyear.flare.component_policy import allow_package
+from lightyear.jobs import registry
 
 LOCAL = "local"
 
@@ -36,14 +37,8 @@ def prepare_simulator_workspace(workspace: str) -> str:
     toolkit's components (``resources.json`` there, FLARE's other settings kept). Returns the file."""
     local = os.path.join(workspace, LOCAL)
     os.makedirs(local, exist_ok=True)
-    path, _ = allow_package(local)
+    path, _ = allow_package(local, registry.plugin_packages())
     return path
-
-
-def simulator_fix(workspace: str) -> str:
-    """The commands that let a plain ``nvflare simulator -w WORKSPACE`` run this toolkit's jobs."""
-    local = os.path.join(workspace, LOCAL)
-    return f"mkdir -p {local} && lightyear-allow {local}"
 
 
 class LightyearSimEnv(SimEnv):
@@ -67,7 +62,7 @@ def poc_participant_dirs(poc_workspace: str) -> list[str]:
 
 def allow_in_poc(poc_workspace: str) -> list[str]:
     """Allow the package in every participant of the prepared POC; returns the files written."""
-    return [allow_package(os.path.join(d, LOCAL))[0] for d in poc_participant_dirs(poc_workspace)]
+    return [allow_package(os.path.join(d, LOCAL), registry.plugin_packages())[0] for d in poc_participant_dirs(poc_workspace)]
 
 
 class LightyearPocEnv(PocEnv):

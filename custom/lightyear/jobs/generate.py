@@ -1,13 +1,14 @@
-"""Write FLARE job folders from ``app_configs/``: one method's app configuration combined with
-one dataset's settings (``app_configs/datasets/<dataset>.json``).
+"""Write FLARE job folders: one method's declaration combined with one dataset's settings
+(``app_configs/datasets/<dataset>.json``).
 
-``app_configs/<method>/config_fed_server.json`` and ``config_fed_client.json`` are templates:
-a string value ``"${name}"`` is replaced by the job's setting ``name`` with its JSON type, and an
-argument whose setting no layer gives is left out (the constructor's default applies).
-``method.json`` says whether the method is peer-to-peer (``p2p``) or ``star`` and may give the
-method's settings (``"defaults"``, and ``"datasets"`` for one dataset's values). Where each
-setting comes from, and how a job is checked by building every component of it as FLARE will:
-:mod:`lightyear.jobs.settings`.
+A method declares itself (:class:`~lightyear.flare.declarations.Method`, found through
+:mod:`lightyear.jobs.registry`): its topology, its classes, the job settings its constructors take
+and its own settings. Its job's configurations are its topology's shared templates
+(``app_configs/templates/<topology>/config_fed_server.json`` and ``config_fed_client.json``) with
+the method's classes and arguments put in (:func:`method_templates`): a string value ``"${name}"``
+is replaced by the job's setting ``name`` with its JSON type, and an argument whose setting no layer
+gives is left out (the constructor's default applies). Where each setting comes from, and how a job
+is checked by building every component of it as FLARE will: :mod:`lightyear.jobs.settings`.
 
 With ``--malfunction KIND --faulty K`` the last K sites get a second app, ``app_faulty``, whose
 client configuration adds a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`:
@@ -39,13 +40,16 @@ import tempfile
 
 from lightyear import configs as config_folders
 from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear import data as data_registry
 from lightyear.cli import command, folder_name, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
-from lightyear.jobs import attacks
+from lightyear.flare.declarations import Method
+from lightyear.jobs import attacks, registry
 from lightyear.jobs.folders import check_replaceable, load_json, write_job
 from lightyear.jobs.settings import (
     MALFUNCTION_KEYS,
+    PLACEHOLDER_PREFIX,
     SettingError,
     build_components,
     check_dict_settings,
@@ -66,13 +70,45 @@ from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 DEFAULT_SEED = 0
 
 
-def methods(configs: str) -> list[str]:
-    return sorted(d for d in os.listdir(configs) if os.path.isfile(os.path.join(configs, d, "method.json")))
+def methods(configs: str | None = None) -> list[str]:
+    """The known methods (the registry: the toolkit's and installed plugins'; ``configs`` holds no method)."""
+    return registry.names()
+
+
+def method_templates(method: Method) -> tuple[dict, dict]:
+    """(server, client) configuration templates of ``method``: its topology's shared templates
+    (``app_configs/templates/<topology>/``, the package's) with the method's classes and arguments."""
+    folder = os.path.join(config_folders.bundled(), "templates", method.topology)
+    server = load_json(os.path.join(folder, "config_fed_server.json"), "the server template")
+    client = load_json(os.path.join(folder, "config_fed_client.json"), "the client template")
+    executor = client["executors"][0]["executor"]
+    executor["path"] = method.site
+    args = {k: v for k, v in executor["args"].items() if k not in method.omit}
+    args.update({arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.site_args.items()})
+    executor["args"] = {**args, **method.fixed}
+    workflow = server["workflows"][0]
+    workflow["args"] = {**{k: v for k, v in workflow["args"].items() if k not in method.omit}, **method.controller_fixed}
+    if method.rule is not None:
+        rule = server["components"][0]
+        rule["path"] = method.rule
+        rule["args"] = {arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.rule_args.items()}
+    return server, client
 
 
 def datasets(configs: str) -> list[str]:
+    """The datasets a job can use: those with a settings file in ``configs/datasets/`` and the
+    installed plugins' (whose settings are in their module, :func:`lightyear.data.plugin_settings`)."""
     folder = os.path.join(configs, "datasets")
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
+    files = {f[:-5] for f in os.listdir(folder) if f.endswith(".json")}
+    return sorted(files | {name for name in data_registry.datasets() if data_registry.plugin_settings(name) is not None})
+
+
+def dataset_settings_of(configs: str, dataset: str):
+    """The dataset's job settings: its settings file, or a plugin's ``SETTINGS``."""
+    path = os.path.join(configs, "datasets", f"{dataset}.json")
+    if not os.path.isfile(path) and data_registry.plugin_settings(dataset) is not None:
+        return data_registry.plugin_settings(dataset)
+    return load_json(path, "the dataset file")
 
 
 def malfunction_component(settings: dict, kind: str, seed: int) -> dict:
@@ -148,25 +184,22 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
 
 
 def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict, attack: tuple) -> tuple[str, dict]:
-    if method not in methods(configs):
-        raise SettingError(f"unknown method {method!r}; app_configs has {', '.join(methods(configs))}")
+    if method not in methods():
+        raise SettingError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     if dataset not in datasets(configs):
         raise SettingError(f"unknown dataset {dataset!r}; app_configs/datasets has {', '.join(datasets(configs))}")
     if malfunction not in KINDS:
         raise SettingError(f"unknown malfunction {malfunction!r}; choose one of {', '.join(KINDS)}")
-    meta_method = load_json(os.path.join(configs, method, "method.json"), "the method file")
-    topology = meta_method.get("topology") if isinstance(meta_method, dict) else None
-    if topology not in ("p2p", "star"):
-        raise SettingError(f"{os.path.join(configs, method, 'method.json')} must give \"topology\": \"p2p\" or \"star\", got {topology!r}")
-    server_template = load_json(os.path.join(configs, method, "config_fed_server.json"), "the server template")
-    client_template = load_json(os.path.join(configs, method, "config_fed_client.json"), "the client template")
+    declared = registry.method(method)
+    topology = declared.topology
+    server_template, client_template = method_templates(declared)
     known = known_settings([server_template, client_template], malfunction != NONE) | attacks.known_params(attack[0])
     check_override_keys(overrides or {}, known, method, dataset)
     server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
-    dataset_settings = load_json(os.path.join(configs, "datasets", f"{dataset}.json"), "the dataset file")
+    dataset_settings = dataset_settings_of(configs, dataset)
     if not isinstance(dataset_settings, dict):
         raise SettingError(f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings")
-    settings = layered_settings(meta_method, dataset, dataset_settings, overrides)
+    settings = layered_settings(declared.layers, dataset, dataset_settings, overrides)
     settings["seed"] = seed
     graph = check_settings(settings, topology) or (None, None)
     spec = attacks.attack_spec(method, topology, settings, *attack, graph=graph[1], graph_topology=graph[0])
@@ -179,7 +212,7 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
         server = fill(server_template, settings)
         client = fill(client_template, settings)
     except KeyError as exc:
-        raise SettingError(f"{exc.args[0]}: give it in app_configs/datasets/{dataset}.json, the method's method.json or with --set") from None
+        raise SettingError(f"{exc.args[0]}: give it in app_configs/datasets/{dataset}.json, the method's declaration or with --set") from None
     if settings.get("tensorboard"):
         client.setdefault("components", []).extend(analytics.client_components())
         server.setdefault("components", []).extend(analytics.server_components())
@@ -218,8 +251,10 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
 
 
 def committed_jobs(configs: str) -> list[tuple[str, str]]:
-    """Every (method, dataset) pair: the job folders kept under ``jobs/``."""
-    return [(m, d) for m in methods(configs) for d in datasets(configs)]
+    """Every (method, dataset) pair of the toolkit's own: the job folders kept under ``jobs/``
+    (installed plugins' methods and datasets have none there)."""
+    files = sorted(f[:-5] for f in os.listdir(os.path.join(configs, "datasets")) if f.endswith(".json"))
+    return [(m, d) for m in registry.builtin_names() for d in files]
 
 
 def write_committed(configs: str, out: str) -> list[str]:
@@ -286,8 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lightyear-jobs", description="Generate FLARE job folders from the method and dataset configurations.")
     add_job_arguments(parser)
     parser.add_argument("--out", help="where job folders go (default: jobs/ of the repository checkout, else ./jobs)")
-    parser.add_argument("--method", help="one method (a folder of app_configs); default: every committed job")
-    parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json)")
+    parser.add_argument("--method", help="one method (the toolkit's or an installed plugin's: docs/extending.md); default: every committed job")
+    parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json, or an installed plugin's)")
     parser.add_argument("--force", action="store_true", help="replace an existing folder even if lightyear-jobs did not write it")
     parser.add_argument("--check", action="store_true", help="only compare the committed jobs with the generator's output")
     return parser

@@ -3,9 +3,9 @@
 A job's settings are layered, later layers winning:
 
 1. the generator's own (:data:`GENERATOR_DEFAULTS`: TensorBoard streaming on);
-2. the method's ``defaults`` (``app_configs/<method>/method.json``);
+2. the method's ``defaults`` (its declaration, :class:`~lightyear.flare.declarations.Method`);
 3. the dataset's (``app_configs/datasets/<dataset>.json``: sites, model, training, rounds...);
-4. the method's values for the dataset's task (``tasks.<task>`` of ``method.json``, e.g. LIGHTYEAR's
+4. the method's values for the dataset's task (``tasks[<task>]`` of its declaration, e.g. LIGHTYEAR's
    tau of 0.6 on segmentation), then for that dataset alone (``datasets.<dataset>``);
 5. the user's ``--set KEY=VALUE``: a dict-valued setting (``train_args``...) keeps the keys not given.
 
@@ -31,6 +31,7 @@ import json
 import re
 
 from lightyear.cli import UserError
+from lightyear.jobs import registry
 
 
 class SettingError(UserError):
@@ -264,17 +265,19 @@ def constructor_default(path: str, argument: str):
     return inspect.signature(component_class(path).__init__).parameters[argument].default
 
 
-def toolkit_components(config) -> list[dict]:
-    """Every ``{"path": "lightyear....", "args": {...}}`` entry of a job configuration, at any depth."""
+def toolkit_components(config, packages: tuple[str, ...] | None = None) -> list[dict]:
+    """Every ``{"path": ..., "args": {...}}`` entry of a job configuration, at any depth, whose class is
+    in one of ``packages`` (default: this toolkit's and the installed plugins' packages)."""
+    packages = packages or ("lightyear.", *registry.plugin_packages())
     found = []
     if isinstance(config, dict):
-        if isinstance(config.get("path"), str) and config["path"].startswith("lightyear."):
+        if isinstance(config.get("path"), str) and config["path"].startswith(packages):
             found.append(config)
         for value in config.values():
-            found.extend(toolkit_components(value))
+            found.extend(toolkit_components(value, packages))
     elif isinstance(config, list):
         for value in config:
-            found.extend(toolkit_components(value))
+            found.extend(toolkit_components(value, packages))
     return found
 
 

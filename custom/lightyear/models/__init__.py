@@ -8,8 +8,10 @@ that declares which of its hidden units admit an exact rescaling or permutation 
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 
 import numpy as np
 import torch
@@ -25,11 +27,27 @@ MODELS: dict[str, str] = {
 }
 
 
+GROUP = "lightyear.models"
+"""The entry point group a plugin announces its networks under (each entry names a module with
+``build`` and ``symmetries``)."""
+
+
+@functools.cache
+def models() -> dict[str, str]:
+    """name -> module of every known network: the toolkit's, then installed plugins'."""
+    found = dict(MODELS)
+    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        if entry.name in found:
+            raise ValueError(f"the entry point {entry.name} of group {GROUP} names a network that exists already; rename it")
+        found[entry.name] = entry.value
+    return found
+
+
 def build_model(name: str, num_classes: int, in_channels: int = 1, seed: int | None = None, **kwargs) -> nn.Module:
     """Build network ``name``; with ``seed`` its initial weights are a pure function of the seed."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}")
-    module = importlib.import_module(MODELS[name])
+    if name not in models():
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(models()))}")
+    module = importlib.import_module(models()[name])
     if seed is None:
         return module.build(num_classes=num_classes, in_channels=in_channels, **kwargs)
     with torch.random.fork_rng(devices=[]):
@@ -41,11 +59,11 @@ def model_symmetries(name: str, weights: Mapping[str, np.ndarray], model_args: d
     """The exact parameter symmetries of network ``name`` with these ``weights``
     (:class:`~lightyear.algorithms.attacks.reparametrise.UnitGroup` list): each network's module
     declares them from the entries' shapes and the network's settings ``model_args``."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}")
-    module = importlib.import_module(MODELS[name])
+    if name not in models():
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(models()))}")
+    module = importlib.import_module(models()[name])
     shapes = {key: tuple(np.shape(value)) for key, value in weights.items()}
     groups = module.symmetries(shapes, **(model_args or {}))
     if not all(isinstance(g, UnitGroup) for g in groups):
-        raise TypeError(f"{MODELS[name]}.symmetries must return UnitGroup objects")
+        raise TypeError(f"{models()[name]}.symmetries must return a list of UnitGroup objects")
     return groups

@@ -120,7 +120,7 @@ def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
         block, se = found.group(1), int(found.group(2))
         squeeze = f"{block}.{se}"
         units = shapes[f"{squeeze}.fc1.weight"][1]
-        gates = (Slot(f"{squeeze}.fc1.weight", 1, -1), Slot(f"{squeeze}.fc2.weight", 0, 1, match=False), Slot(f"{squeeze}.fc2.bias", 0, 1))
+        gates = (Slot(f"{squeeze}.fc1.weight", 1, -1), Slot(f"{squeeze}.fc2.weight", 0, 1), Slot(f"{squeeze}.fc2.bias", 0, 1))
         project = Slot(f"{block}.{se + 1}.0.weight", 1, -1)
         if se == 2:  # expansion, depthwise, squeeze-and-excitation, projection
             producers = _conv_bn(f"{block}.0") + _conv_bn(f"{block}.1")

@@ -240,7 +240,7 @@ def _attention_symmetries(shapes: Mapping[str, tuple], layer: str, num_heads: in
     hidden = shapes[f"{layer}.linear1.weight"][0]
     return [
         UnitGroup(f"{attn} heads", num_heads, (  # a head's rows are reordered by the groups below: no matching on them
-            Slot(packed, 1, 1, view=(3, num_heads, head, width), match=False), Slot(bias, 1, 1, view=(3, num_heads, head), match=False),
+            Slot(packed, 1, 1, view=(3, num_heads, head, width)), Slot(bias, 1, 1, view=(3, num_heads, head)),
             Slot(out, 1, -1, view=(width, num_heads, head))), scalable=False),
         UnitGroup(f"{attn} query-key", width, qkv(0, 1) + qkv(1, -1), block=head),
         UnitGroup(f"{attn} value", width, qkv(2, 1) + (Slot(out, 1, -1),), block=head),

@@ -61,14 +61,6 @@ def build_graph(sites: Sequence[str], topology: str = "full", seed: int = 0, **a
     return {s: sorted(v) for s, v in graph.items()}
 
 
-def neighbours_of(site: str, sites: list[str], topology: str = "full", seed: int = 0, **kwargs) -> list[str]:
-    """The sites ``site`` sends its model to: ``build_graph(sites, topology, seed, **kwargs)[site]``."""
-    graph = build_graph(sites, topology, seed, **kwargs)
-    if site not in graph:
-        raise ValueError(f"{site!r} is not among the sites {sorted(graph)}")
-    return graph[site]
-
-
 def in_neighbours(graph: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     """For each site, the sorted list of sites that send to it (the reversed graph)."""
     out = {s: [] for s in graph}

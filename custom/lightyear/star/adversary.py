@@ -17,10 +17,10 @@ an error, or a result the checks will refuse is not crafted for (its result goes
 and is refused as any other).
 
 Label flipping (``lf``) is no server matter: the attackers' executors train on flipped labels
-(``flip_labels``). The adaptive attack aims at the job's rule, which must be Krum
-(:class:`~lightyear.star.rules.krum.KrumAggregator`, whose f and m it uses) or FedCAP
-(:class:`~lightyear.star.rules.fedcap.FedCapAggregator`, whose T_norm and calibration reference
-w^t of the round it reads: the omniscient adversary's knowledge of the defence).
+(``flip_labels``). The adaptive attack aims at the job's rule, which must declare one: a class
+attribute ``ADAPTIVE`` (the attack's settings and needs) and ``adaptive_target(sent, keys)``, what
+the attack knows of it in a round (Krum's f and m; FedCAP's T_norm and calibration reference w^t,
+the omniscient adversary's knowledge of the defence).
 """
 
 from __future__ import annotations
@@ -31,16 +31,14 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 
-from lightyear.algorithms.attacks.colluding import FEDCAP, KRUM, CraftedRound, FedCapTarget, KrumTarget, check_spec, check_target, craft_round
+from lightyear.algorithms.attacks.colluding import CraftedRound, check_spec, craft_round
 from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparametrised
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
-from lightyear.algorithms.vectors import flatten, float_keys
+from lightyear.algorithms.vectors import float_keys
 from lightyear.checks import integer
 from lightyear.star.messages import read_result, result_data
 from lightyear.star.results import result_model, valid_num_samples
-from lightyear.star.rules.fedcap import FedCapAggregator
-from lightyear.star.rules.krum import KrumAggregator
 
 ADVERSARY_FILE = "adversary.jsonl"
 """One line per round in the server's run folder: what the adversary crafted (or why not)."""
@@ -107,41 +105,27 @@ class SimulatedAdversary(FLComponent):
             raise ValueError(f"model_args must be a JSON object of the network's settings, got {model_args!r}")
         self.model, self.model_args = model, dict(model_args or {})
         self.symmetries: list | None = None  # the network's, found at the first reparametrisation
-        self.krum: KrumTarget | None = None
-        self.fedcap: FedCapAggregator | None = None
+        self.rule = None  # the job's aggregator, when the attack aims at it
 
     @property
     def attackers(self) -> tuple:
         return self.spec.attackers
 
     def bind(self, aggregator) -> None:
-        """Take the settings of the job's rule that the attack aims at; raises ValueError if the
-        attack cannot aim at it (the adaptive attack needs Krum or FedCAP)."""
+        """Take the job's rule; raises ValueError if the attack cannot aim at it: the adaptive
+        attack needs a rule that declares one (``ADAPTIVE``, with ``adaptive_target``)."""
         if self.spec.kind != ADAPTIVE:
             return
-        rule = KRUM if isinstance(aggregator, KrumAggregator) else FEDCAP if isinstance(aggregator, FedCapAggregator) else type(aggregator).__name__
-        check_target(self.spec, rule)
-        if rule == KRUM:
-            self.krum = KrumTarget(aggregator.f, aggregator.m)
-        else:
-            self.fedcap = aggregator
+        declared = getattr(aggregator, "ADAPTIVE", None)
+        if declared is None or not hasattr(aggregator, "adaptive_target"):
+            raise ValueError(f"the adaptive attack in the star topology aims at a rule that declares one, and this job's rule "
+                             f"{type(aggregator).__name__} declares none; use another attack or a rule with an adaptive attack")
+        declared.check(self.spec, type(aggregator).__name__)
+        self.rule = aggregator
 
-    def target(self, sent: dict[str, dict], keys: list[str]) -> KrumTarget | FedCapTarget | None:
-        """What the adaptive attack knows of its rule this round: Krum's settings, or FedCAP's
-        T_norm and each site's offset (model sent - w^t) over the floating entries ``keys``."""
-        if self.fedcap is None:
-            return self.krum
-        state = self.fedcap.fedcap
-        if state is None:
-            raise ValueError("FedCAP has not customised this round's models yet; the adversary runs after site_models")
-        reference = np.asarray(state.global_vector, dtype=np.float64)
-        offsets = {}
-        for site, model in sent.items():
-            vector = flatten(model, keys)
-            if vector.size != reference.size:
-                raise ValueError(f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}")
-            offsets[site] = vector - reference
-        return FedCapTarget(self.fedcap.t_norm, offsets, self.fedcap.alpha, self.fedcap.phi)
+    def target(self, sent: dict[str, dict], keys: list[str]):
+        """What the adaptive attack knows of its rule this round (the rule's ``adaptive_target``)."""
+        return None if self.rule is None else self.rule.adaptive_target(sent, keys)
 
     def rewrite(self, results: dict[str, Shareable], sent: dict[str, dict], reference: dict, round_num: int, max_abs: float | None) -> tuple[dict, dict]:
         """(``results`` with every attacker's replaced by its crafted result, the round's record).

@@ -3,45 +3,46 @@
 A star aggregator gets every result of a round at once (robust rules such as Krum need them
 all) and returns the new global model. The rules themselves are plain functions in
 :mod:`lightyear.algorithms`; each rule's component is in its own module
-(``krum_aggregator``, ``afa_aggregator``, ``asmr_aggregator``, ``cfl_aggregator``,
-``fedcap_aggregator``). FedProx and Ditto aggregate with :class:`FedAvgAggregator`: their
+(``lightyear.star.rules``: ``krum``, ``afa``, ``asmr``, ``cfl``, ``fedcap``). FedProx and Ditto aggregate with :class:`FedAvgAggregator`: their
 difference is on the sites.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext
 
 from lightyear.algorithms.aggregation import weighted_average
+from lightyear.flare.declarations import STAR, Method
+
+
+@dataclass
+class RuleDecision:
+    """What a rule decided in a round: the new global weights and, for a rule that chooses, the
+    sites it kept and left out (sorted) with the details of why (None for a rule that keeps every
+    result, such as FedAvg). The controller keeps every decision in its history."""
+
+    weights: dict
+    kept: list | None = None
+    excluded: list | None = None
+    details: dict = field(default_factory=dict)
 
 
 class StarAggregator(FLComponent):
-    """Base of the server-side rules: ``aggregate(global, results, round) -> new global``.
+    """Base of the server-side rules: ``aggregate(global, results, round) -> RuleDecision``.
 
-    Its ``history`` lists, per aggregated round, which sites the rule kept and which it left out
-    (and why), and is part of :meth:`state`, so ``aggregator_state.json`` shows every decision.
-    Each entry also lists under ``rejected`` the sites whose results the controller's model
-    checks refused that round (set in :attr:`rejected` before :meth:`aggregate`): the rule never
-    saw them, but they arrived, so the detection metrics count them as evaluated and left out
-    (:mod:`lightyear.experiments.detection`). In an attack job each entry also holds under
-    ``attack`` what the simulated adversary crafted that round (set in :attr:`attack`; see
-    :mod:`lightyear.star.adversary`).
+    The controller (:class:`~lightyear.star.controller.StarController`) keeps each round's decision
+    in its ``history`` (``aggregator_state.json``) with the results its checks refused and, in an
+    attack job, what the simulated adversary crafted; a rule keeps only what it needs itself
+    (reputations, pools) in :meth:`state`.
     """
 
-    def __init__(self):
-        super().__init__()
-        self.history: list[dict] = []
-        self.rejected: list[str] = []
-        self.attack: dict | None = None
-
-    def record(self, round_num: int, kept, excluded, **details) -> dict:
-        """Append one round's decision (and the round's :attr:`rejected` results) to ``history`` and return it."""
-        entry = {"round": int(round_num), "kept": sorted(kept), "excluded": sorted(excluded), "rejected": sorted(self.rejected), **details}
-        if self.attack is not None:
-            entry["attack"] = self.attack
-        self.history.append(entry)
-        return entry
+    @staticmethod
+    def decide(new_global: dict, kept, excluded, **details) -> RuleDecision:
+        """The decision of a rule that chose: ``new_global`` from ``kept``, ``excluded`` left out."""
+        return RuleDecision(new_global, sorted(kept), sorted(excluded), details)
 
     def check_sites(self, num_sites: int) -> str:
         """A message naming the problem if the rule cannot run with ``num_sites`` sites, else ""."""
@@ -53,15 +54,15 @@ class StarAggregator(FLComponent):
         gets no training task (and the global model for the final evaluation)."""
         return None
 
-    def aggregate(self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> dict:
+    def aggregate(self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> RuleDecision:
         """``results`` maps site -> {"weights": dict, "num_samples": float}, every result checked
         (keys, shapes, finite values) and cast to the global model's dtypes."""
         raise NotImplementedError
 
     def state(self) -> dict:
-        """JSON-serialisable state kept across rounds (reputations, blocked sites...) and the
-        decisions so far, saved by the controller after every aggregated round."""
-        return {"history": self.history} if self.history else {}
+        """JSON-serialisable state kept across rounds (reputations, blocked sites...), saved by the
+        controller beside its history after every aggregated round."""
+        return {}
 
     def state_arrays(self) -> dict:
         """Array state kept across rounds (e.g. model pools), saved as ``aggregator_state.npz``; {} if none."""
@@ -89,4 +90,9 @@ class FedAvgAggregator(StarAggregator):
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         sites = sorted(results)
         weights = [float(results[s]["num_samples"]) if self.weigh_by_samples else 1.0 for s in sites]
-        return weighted_average([results[s]["weights"] for s in sites], weights)
+        return RuleDecision(weighted_average([results[s]["weights"] for s in sites], weights))
+
+
+METHOD = Method("fedavg", STAR, "sample-weighted mean on the server", site="lightyear.star.executor.StarExecutor",
+                rule="lightyear.star.aggregator.FedAvgAggregator")
+"""Star FedAvg (McMahan et al. 2017): it excludes no sender, so it has no detection figures."""

@@ -24,7 +24,7 @@ written, also when the run stops early.
 
 An attack job names a :class:`~lightyear.star.adversary.SimulatedAdversary` (``adversary_id``)
 that replaces the attackers' results with crafted ones before any check; each round's crafting is
-logged, appended to ``adversary.jsonl`` and kept in the rule's ``history`` (``attack``), and the
+logged, appended to ``adversary.jsonl`` and kept in the controller's ``history`` (``attack``), and the
 attackers' summary rows name the attack in ``malfunction`` (out of the benign mean). If crafting
 fails, the round's attacker results are dropped, not sent honest: an honest result would turn the
 attackers benign with nothing in the figures to show it, whereas a missing result is a case every
@@ -123,6 +123,8 @@ class StarController(Controller):
         self.adversary: SimulatedAdversary | None = None
         self._refused = ""  # why the run cannot start (set at START_RUN)
         self._attack: dict | None = None  # the adversary's record of the current round
+        self._rejected: list[str] = []  # the results the checks refused this round
+        self.history: list[dict] = []  # every round's decision of the rule (aggregator_state.json)
         from lightyear.training.settings import model_options
 
         allowed = model_options(model)
@@ -231,8 +233,6 @@ class StarController(Controller):
             if abort_signal.triggered:
                 return run_stats.ABORTED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
-            self.aggregator.rejected = self._rejected  # recorded with the rule's decision (detection metrics)
-            self.aggregator.attack = self._attack
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
             if len(results) < round_need:
@@ -240,12 +240,13 @@ class StarController(Controller):
                 self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
             try:
-                global_weights = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
+                decision = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
             except ValueError as exc:
                 self.log_error(fl_ctx, f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept")
                 self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
-            self._note_aggregated(round_num)
+            global_weights = decision.weights
+            self._keep_decision(round_num, decision)
             self._save_round(global_weights)
             self.log_info(fl_ctx, f"round {round_num}: aggregated {sorted(results)}")
 
@@ -269,15 +270,21 @@ class StarController(Controller):
             row["malfunction"] = self.adversary.spec.kind
         return row
 
-    def _note_aggregated(self, round_num: int) -> None:
-        history = self.aggregator.history
-        excluded = history[-1]["excluded"] if history and history[-1]["round"] == round_num else []
+    def _keep_decision(self, round_num: int, decision) -> None:
+        """The rule's decision into the history (with the results the checks refused, which the
+        detection metrics count as evaluated and left out, and what the adversary crafted), and
+        the progress the server reports."""
+        if decision.kept is not None:
+            entry = {"round": int(round_num), "kept": decision.kept, "excluded": decision.excluded, "rejected": sorted(self._rejected),
+                     **decision.details}
+            self.history.append({**entry, "attack": self._attack} if self._attack is not None else entry)
         removed = self.aggregator.removed_sites()
-        self._note(rounds_aggregated=self._progress["rounds_aggregated"] + 1, excluded=list(excluded), removed=removed, sites_removed=len(removed))
+        self._note(rounds_aggregated=self._progress["rounds_aggregated"] + 1, excluded=list(decision.excluded or []), removed=removed,
+                   sites_removed=len(removed))
 
     def _save_round(self, global_weights: dict) -> None:
         save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
-        state = self.aggregator.state()
+        state = {**({"history": self.history} if self.history else {}), **self.aggregator.state()}
         if state:
             blob = json.dumps(state, default=float).encode()
             atomic_write(os.path.join(self._run_dir, "aggregator_state.json"), lambda f: f.write(blob))
@@ -376,7 +383,7 @@ class StarController(Controller):
     def _craft(self, raw: dict, sent: dict, reference: dict, round_num: int, fl_ctx: FLContext) -> dict:
         """The round's OK results with the attackers' replaced by the adversary's crafted ones; if
         crafting fails, without the attackers' results (module docstring). The round's record is
-        logged, appended to ``adversary.jsonl`` and kept for the rule's history."""
+        logged, appended to ``adversary.jsonl`` and kept for the history."""
         try:
             raw, record = self.adversary.rewrite(raw, sent, reference, round_num, self.max_abs_weight)
         except Exception as exc:  # noqa: BLE001 - a failed simulation must not stop the run
@@ -391,7 +398,7 @@ class StarController(Controller):
             with open(os.path.join(self._run_dir, ADVERSARY_FILE), "a") as f:
                 f.write(json.dumps(record, default=float) + "\n")
         except OSError as exc:
-            self.log_error(fl_ctx, f"round {round_num}: could not append to {ADVERSARY_FILE} ({exc}); the rule's history keeps the record")
+            self.log_error(fl_ctx, f"round {round_num}: could not append to {ADVERSARY_FILE} ({exc}); the history keeps the record")
         return raw
 
     def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):

@@ -10,7 +10,7 @@ convention for aggregation weights, and the round. Because both directions are p
 FLARE's standard task data and result filters apply unchanged.
 
 Unpacking never trusts the content: :func:`read_result` returns the problems it found instead of
-raising, and the controller checks every value it keeps (see ``star_controller``).
+raising, and the controller checks every value it keeps (see :mod:`lightyear.star.controller`).
 """
 
 from __future__ import annotations

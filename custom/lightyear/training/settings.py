@@ -11,8 +11,8 @@ import importlib
 import inspect
 import typing
 
-from lightyear.data import DATASETS
-from lightyear.models import MODELS
+from lightyear.data import datasets
+from lightyear.models import models
 from lightyear.training import losses
 from lightyear.training.trainer import TrainConfig
 
@@ -28,9 +28,9 @@ def _keyword_names(func) -> tuple[set[str], bool]:
 
 def dataset_options(dataset: str) -> set[str] | None:
     """The ``dataset_args`` keys dataset ``dataset`` takes (None: it does not say)."""
-    if not isinstance(dataset, str) or dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(sorted(DATASETS))}")
-    module = importlib.import_module(DATASETS[dataset])
+    if not isinstance(dataset, str) or dataset not in datasets():
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(sorted(datasets()))}")
+    module = importlib.import_module(datasets()[dataset])
     names, open_ended = _keyword_names(module.load_site)
     if open_ended:
         inner = getattr(module, f"load_{dataset}_site", None)
@@ -43,9 +43,9 @@ def dataset_options(dataset: str) -> set[str] | None:
 
 def model_options(model: str) -> set[str] | None:
     """The ``model_args`` keys network ``model`` takes (None: it does not say)."""
-    if not isinstance(model, str) or model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
-    build = importlib.import_module(MODELS[model]).build
+    if not isinstance(model, str) or model not in models():
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(sorted(models()))}")
+    build = importlib.import_module(models()[model]).build
     names, open_ended = _keyword_names(build)
     if open_ended:
         network = typing.get_type_hints(build).get("return")

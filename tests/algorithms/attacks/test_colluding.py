@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from lightyear.algorithms.attacks.adaptive import krum_adaptive
-from lightyear.algorithms.attacks.colluding import FedCapTarget, KrumTarget, check_target, craft_round, known_sites
+from lightyear.algorithms.attacks.colluding import FedCapTarget, KrumTarget, craft_round, known_sites
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import crafted_update, lie_z_max
 from lightyear.algorithms.star.krum import krum_select
@@ -144,7 +144,7 @@ def test_adaptive_under_partial_knowledge_simulates_krum_on_the_attackers_own_up
 
 def test_adaptive_needs_krum_settings_and_enough_updates():
     honest = {"site-1": np.array([1.0]), "site-2": np.array([2.0])}
-    with pytest.raises(ValueError, match="aims at Krum or FedCAP"):
+    with pytest.raises(ValueError, match="needs what the job.s rule declares of itself"):
         craft_round(spec("adaptive", "full", ["site-2"]), honest)
     with pytest.raises(ValueError, match="Krum cannot be simulated on 2 updates"):
         craft_round(spec("adaptive", "full", ["site-2"]), honest, KrumTarget())
@@ -178,19 +178,20 @@ def test_adaptive_on_fedcap_needs_full_knowledge_and_every_offset():
 
 
 @pytest.mark.parametrize(
-    ("rule", "args", "message"),
+    ("target", "args", "message"),
     [
-        ("fedcap", ("adaptive", "full", ["site-3"], {"max_step": 2.0}), "the adaptive attack on fedcap takes no attack_max_step; it takes attack_margin, attack_direction"),
-        ("krum", ("adaptive", "full", ["site-3"], {"margin": 0.1}), "the adaptive attack on krum takes no attack_margin"),
-        ("krum", ("adaptive", "partial", ["site-3"]), "needs at least 2 attackers"),
-        ("afa", ("adaptive", "full", ["site-3"]), "aims at Krum or FedCAP, but the job's rule is afa"),
-        ("afa", ("lf", "partial", ["site-3"]), "label flipping"),
+        (FedCapTarget, ("adaptive", "full", ["site-3"], {"max_step": 2.0}), "the adaptive attack on X takes no attack_max_step; it takes attack_margin, attack_direction"),
+        (FedCapTarget, ("adaptive", "partial", ["site-3"]), "needs its calibration reference w\\^t"),
+        (KrumTarget, ("adaptive", "full", ["site-3"], {"margin": 0.1}), "the adaptive attack on X takes no attack_margin"),
+        (KrumTarget, ("adaptive", "partial", ["site-3"]), "needs at least 2 attackers"),
     ],
 )
-def test_check_target_refuses_what_the_rule_cannot_face(rule, args, message):
+def test_the_declared_attack_refuses_what_it_cannot_run(target, args, message):
+    """What Krum and FedCAP declare of the adaptive attack on them (``ATTACK``, read through their
+    aggregators' ``ADAPTIVE`` and the methods' declarations)."""
     with pytest.raises(ValueError, match=message):
-        check_target(AttackSpec(*args), rule)
+        target.ATTACK.check(AttackSpec(*args), "X")
 
 
-def test_check_target_passes_the_other_attacks_whatever_the_rule():
-    assert check_target(AttackSpec("minmax", "full", ("site-3",)), "afa").kind == "minmax"
+def test_the_declared_attack_passes_the_other_attacks():
+    assert KrumTarget.ATTACK.check(AttackSpec("minmax", "partial", ("site-3",)), "krum").kind == "minmax"

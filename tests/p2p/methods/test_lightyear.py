@@ -105,9 +105,9 @@ def test_empty_selection_keeps_the_own_model(tmp_path, peers):
 
     original = ex.aggregate
 
-    def spy(round_num, own, received):
+    def spy(round_num, own, received, inbox=None):
         own_before.update(own)
-        return original(round_num, own, received)
+        return original(round_num, own, received, inbox=inbox)
 
     ex.aggregate = spy
     row = ex._round(0, ctx, Signal())

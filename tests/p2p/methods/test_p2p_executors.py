@@ -225,7 +225,7 @@ def test_async_defta_takes_the_newest_model_it_holds_from_each_peer():
 def test_defta_records_the_models_it_received_so_its_exclusions_can_be_scored():
     """``received`` (with ``rejected``) is what the detection metrics count as evaluated; a received
     peer left out of the trust-weighted sample is labelled malicious (lightyear.experiments.detection)."""
-    from lightyear.experiments.detection import defta_labels
+    from lightyear.p2p.methods.defta import defta_labels
 
     ex = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3)
     rows = run_defta_rounds(ex, 6)

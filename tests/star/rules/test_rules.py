@@ -30,15 +30,14 @@ GLOBAL = model(0.0, 0.0, 0.0)
 def test_krum_keeps_the_model_nearest_the_others_and_multi_krum_averages_m():
     models = {"a": model(1, 0, 0), "b": model(1.1, 0, 0), "c": model(0.9, 0.1, 0), "d": model(-5, 5, 5), "e": model(1, 0.05, 0)}
     agg = KrumAggregator()  # default_f(5) = 1
-    out = agg.aggregate(GLOBAL, results(models), 0, CTX)
-    kept = agg.state()["history"][0]["kept"]
+    decision = agg.aggregate(GLOBAL, results(models), 0, CTX)
+    kept = decision.kept
     assert len(kept) == 1 and kept[0] != "d"
-    np.testing.assert_array_equal(out["w"], models[kept[0]]["w"])
+    np.testing.assert_array_equal(decision.weights["w"], models[kept[0]]["w"])
     multi = KrumAggregator(f=1, m=3)
-    out = multi.aggregate(GLOBAL, results(models), 1, CTX)
-    entry = multi.state()["history"][0]
-    assert "d" in entry["excluded"] and len(entry["kept"]) == 3 and entry["f"] == 1
-    np.testing.assert_allclose(out["w"], np.mean([models[s]["w"] for s in entry["kept"]], axis=0), rtol=1e-6)
+    decision = multi.aggregate(GLOBAL, results(models), 1, CTX)
+    assert "d" in decision.excluded and len(decision.kept) == 3 and decision.details["f"] == 1
+    np.testing.assert_allclose(decision.weights["w"], np.mean([models[s]["w"] for s in decision.kept], axis=0), rtol=1e-6)
 
 
 def test_krum_settings_are_checked_at_build_and_against_the_sites():
@@ -54,9 +53,9 @@ def test_afa_block_outlives_the_round_and_is_in_the_state():
     agg = AfaAggregator()
     rounds_to_block = None
     for r in range(10):
-        out = agg.aggregate(GLOBAL, results({**good, "e": model(-3, -3, -3)}), r, CTX)
-        assert "e" not in agg.history[-1]["kept"]
-        if agg.history[-1]["newly_blocked"]:
+        decision = agg.aggregate(GLOBAL, results({**good, "e": model(-3, -3, -3)}), r, CTX)
+        assert "e" not in decision.kept
+        if decision.details["newly_blocked"]:
             rounds_to_block = r + 1
             break
     # Beta(3, 3 + k) puts P(p < 0.5) above 0.95 after k = 6 bad rounds
@@ -65,8 +64,9 @@ def test_afa_block_outlives_the_round_and_is_in_the_state():
     assert state["reputation"]["blocked"] == ["e"] and state["reputation"]["beta"]["e"] == 9.0
     assert agg.removed_sites() == ["e"]  # shown as `removed` in show_stats
     # the next round e sends a perfectly good model: it is still ignored
-    out = agg.aggregate(GLOBAL, results({**good, "e": model(1.0, 1.0, 1.0)}), 6, CTX)
-    assert agg.history[-1]["ignored_blocked"] == ["e"] and "e" not in agg.history[-1]["weights"]
+    decision = agg.aggregate(GLOBAL, results({**good, "e": model(1.0, 1.0, 1.0)}), 6, CTX)
+    assert decision.details["ignored_blocked"] == ["e"] and "e" not in decision.details["weights"]
+    out = decision.weights
     np.testing.assert_allclose(out["w"], np.mean([m["w"] for m in good.values()], axis=0), rtol=1e-6)
     assert out["count"] == GLOBAL["count"]
 
@@ -80,12 +80,11 @@ def test_afa_settings_are_checked_at_build():
 def test_asmr_flags_the_outlier_and_min_gap_can_keep_everyone():
     models = {"a": model(1, 0, 0), "b": model(1, 0.1, 0), "c": model(1, 0, 0.1), "d": model(0, 1, 0)}
     agg = AsmrAggregator()
-    out = agg.aggregate(GLOBAL, results(models), 0, CTX)
-    assert agg.history[0]["excluded"] == ["d"]
-    np.testing.assert_allclose(out["w"], np.mean([models[s]["w"] for s in "abc"], axis=0), rtol=1e-6)
+    decision = agg.aggregate(GLOBAL, results(models), 0, CTX)
+    assert decision.excluded == ["d"]
+    np.testing.assert_allclose(decision.weights["w"], np.mean([models[s]["w"] for s in "abc"], axis=0), rtol=1e-6)
     lenient = AsmrAggregator(min_gap=100.0)
-    lenient.aggregate(GLOBAL, results(models), 0, CTX)
-    assert lenient.history[0]["excluded"] == []
+    assert lenient.aggregate(GLOBAL, results(models), 0, CTX).excluded == []
     with pytest.raises(ValueError, match="min_gap"):
         AsmrAggregator(min_gap=-0.1)
 
@@ -93,9 +92,9 @@ def test_asmr_flags_the_outlier_and_min_gap_can_keep_everyone():
 def test_cfl_leaves_the_minority_cluster_out():
     models = {"a": model(1, 1, 0), "b": model(1, 0.9, 0), "c": model(0.9, 1, 0.1), "d": model(-1, -1, 0), "e": model(-1, -0.9, 0)}
     agg = CflAggregator()
-    out = agg.aggregate(GLOBAL, results(models), 0, CTX)
-    assert agg.history[0]["kept"] == ["a", "b", "c"] and agg.history[0]["excluded"] == ["d", "e"]
-    np.testing.assert_allclose(out["w"], np.mean([models[s]["w"] for s in "abc"], axis=0), rtol=1e-6)
+    decision = agg.aggregate(GLOBAL, results(models), 0, CTX)
+    assert decision.kept == ["a", "b", "c"] and decision.excluded == ["d", "e"]
+    np.testing.assert_allclose(decision.weights["w"], np.mean([models[s]["w"] for s in "abc"], axis=0), rtol=1e-6)
 
 
 def test_fedcap_customises_per_site_removes_for_good_and_saves_its_state():
@@ -104,8 +103,8 @@ def test_fedcap_customises_per_site_removes_for_good_and_saves_its_state():
     first = agg.site_models(sites, GLOBAL, 0, CTX)
     assert sorted(first) == sites and all(np.array_equal(m["w"], GLOBAL["w"]) for m in first.values())
     trained = {"a": model(1, 0, 0), "b": model(0, 1, 0), "c": model(20, 20, 20)}  # ||c - w^0|| = 34.6 > 10
-    agg.aggregate(GLOBAL, results(trained), 0, CTX)
-    assert agg.history[0]["removed_now"] == ["c"] and agg.history[0]["kept"] == ["a", "b"]
+    decision = agg.aggregate(GLOBAL, results(trained), 0, CTX)
+    assert decision.details["removed_now"] == ["c"] and decision.kept == ["a", "b"]
 
     second = agg.site_models(sites, GLOBAL, 1, CTX)
     assert sorted(second) == ["a", "b"]  # c is sent nothing more
@@ -114,9 +113,9 @@ def test_fedcap_customises_per_site_removes_for_good_and_saves_its_state():
     np.testing.assert_allclose(second["b"]["w"], [0.9, 0.1, 0], rtol=1e-6)
     assert second["a"]["count"] == GLOBAL["count"]
     # a removed site's result is ignored whatever it sends
-    out = agg.aggregate(GLOBAL, results({"a": model(0.2, 0.9, 0), "b": model(0.9, 0.2, 0), "c": model(0.5, 0.5, 0)}), 1, CTX)
-    assert agg.history[1]["excluded"] == ["c"] and agg.history[1]["kept"] == ["a", "b"]
-    np.testing.assert_allclose(out["w"], [0.5, 0.5, 0], rtol=1e-6)  # Eq. 6 over the round-0 pool, equal counts
+    decision = agg.aggregate(GLOBAL, results({"a": model(0.2, 0.9, 0), "b": model(0.9, 0.2, 0), "c": model(0.5, 0.5, 0)}), 1, CTX)
+    assert decision.excluded == ["c"] and decision.kept == ["a", "b"]
+    np.testing.assert_allclose(decision.weights["w"], [0.5, 0.5, 0], rtol=1e-6)  # Eq. 6 over the round-0 pool, equal counts
 
     state = json.loads(json.dumps(agg.state()))
     assert state["fedcap"]["removed"] == {"c": 0}
@@ -139,10 +138,11 @@ def test_the_controller_saves_the_rule_state_with_the_run(tmp_path):
 
     agg = FedCapAggregator()
     agg.site_models(["a", "b"], GLOBAL, 0, CTX)
-    new_global = agg.aggregate(GLOBAL, results({"a": model(1, 0, 0), "b": model(0, 1, 0)}), 0, CTX)
+    decision = agg.aggregate(GLOBAL, results({"a": model(1, 0, 0), "b": model(0, 1, 0)}), 0, CTX)
     ctrl = StarController(rounds=1)
     ctrl.aggregator, ctrl._run_dir = agg, str(tmp_path)
-    ctrl._save_round(new_global)
+    ctrl._keep_decision(0, decision)  # the controller keeps the rule's decisions
+    ctrl._save_round(decision.weights)
     saved = json.loads((tmp_path / "aggregator_state.json").read_text())
     with np.load(tmp_path / "aggregator_state.npz") as arrays:
         restored = load_state(saved["fedcap"], dict(arrays))

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.adaptive import fedcap_targeted, krum_adaptive
-from lightyear.algorithms.attacks.settings import AttackSpec
-from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LF, MR, PARTIAL, SF, crafted_update
+from lightyear.algorithms.attacks.settings import AdaptiveTarget, AttackSpec
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, LF, PARTIAL
 from lightyear.algorithms.star.krum import default_f
 
 
@@ -52,6 +53,12 @@ class KrumTarget:
 
     f: int | None = None
     m: int = 1
+
+    ATTACK = AdaptiveTarget(
+        params=("direction", "max_step", "tol", "max_evaluations"), partial_needs=2,
+        partial_reason="the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' own updates and "
+                       "their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers")
+    """Fang et al.'s attack on Krum (:func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`)."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +73,11 @@ class FedCapTarget:
     alpha: float = 10.0
     phi: float = 0.1
 
-
-KRUM, FEDCAP = "krum", "fedcap"
-TARGET_PARAMS = {KRUM: ("direction", "max_step", "tol", "max_evaluations"), FEDCAP: ("margin", "direction")}
-"""The star rules the adaptive attack aims at, and the ``attack_<param>`` settings each attack takes."""
+    ATTACK = AdaptiveTarget(
+        params=("margin", "direction"),
+        full_knowledge_only="the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last round's mostly "
+                            "benign models, which partial knowledge does not hold; use --knowledge full")
+    """The attack on FedCAP's norm detection and customisation (:func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`)."""
 
 
 @dataclass
@@ -98,33 +106,14 @@ def check_spec(spec: AttackSpec) -> AttackSpec:
     return spec
 
 
-def check_target(spec: AttackSpec, rule: str) -> AttackSpec:
-    """Refuse an adaptive attack the job's ``rule`` (:data:`TARGET_PARAMS`) cannot face: another
-    rule, a parameter the rule's attack does not take, Krum under partial knowledge with one
-    attacker (Krum cannot be simulated on 2 updates), FedCAP under partial knowledge (the
-    attackers cannot know w^t). Other attacks pass whatever the rule."""
-    check_spec(spec)
-    if spec.kind != ADAPTIVE:
-        return spec
-    if rule not in TARGET_PARAMS:
-        raise ValueError(f"the adaptive attack in the star topology aims at Krum or FedCAP, but the job's rule is {rule}; use --method krum or fedcap, or another attack")
-    extra = sorted(set(spec.params) - set(TARGET_PARAMS[rule]))
-    if extra:
-        takes = ", ".join(f"attack_{p}" for p in TARGET_PARAMS[rule])
-        raise ValueError(f"the adaptive attack on {rule} takes no {', '.join('attack_' + p for p in extra)}; it takes {takes}")
-    if rule == KRUM and spec.knowledge == PARTIAL and len(spec.attackers) < 2:
-        raise ValueError("the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' own updates and their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers")
-    if rule == FEDCAP and spec.knowledge == PARTIAL:
-        raise ValueError("the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last round's mostly benign models, which partial knowledge does not hold; use --knowledge full")
-    return spec
-
-
 def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
-    """The sites whose honest updates the crafting of ``kind`` uses (module docstring)."""
+    """The sites whose honest updates the crafting of ``kind`` uses (module docstring; the attack's
+    declaration says whether it needs known updates and whether it takes the benign ones alone)."""
     attackers, benign = sorted(attackers), sorted(benign)
-    if kind in (SF, MR) or knowledge == PARTIAL:
+    declared = catalogue.attack(kind)
+    if not declared.needs_known or knowledge == PARTIAL:
         return attackers
-    if kind in (IPM, ADAPTIVE):
+    if declared.benign_only or kind == ADAPTIVE:
         return benign or attackers
     return attackers + benign
 
@@ -134,13 +123,11 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
     the round, one 1-D vector per site with a usable result). ``target``: what the adaptive
     attack knows of the rule it aims at (required for it). Raises ValueError when the round
     cannot be crafted (e.g. one participant only: the attacks need n >= 2)."""
+    check_spec(spec)
     if spec.kind == ADAPTIVE:
-        rules = {KrumTarget: KRUM, FedCapTarget: FEDCAP}
-        if type(target) not in rules:
-            raise ValueError("the adaptive attack in the star topology aims at Krum or FedCAP: pass the job's rule settings (KrumTarget or FedCapTarget)")
-        check_target(spec, rules[type(target)])
-    else:
-        check_spec(spec)
+        if not isinstance(target, (KrumTarget, FedCapTarget)):
+            raise ValueError("the adaptive attack in the star topology needs what the job's rule declares of itself: a KrumTarget or FedCapTarget")
+        target.ATTACK.check(spec, type(target).__name__.removesuffix("Target"))
     if spec.knowledge not in (PARTIAL, FULL):
         raise ValueError(f"unknown knowledge {spec.knowledge!r}")
     attackers = sorted(s for s in honest if spec.is_attacker(s))
@@ -154,12 +141,15 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
     if spec.kind == ADAPTIVE:
         update, settings = _krum_attack(spec, [honest[s] for s in known], m, target)
         return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
-    if spec.kind in (SF, MR):
-        crafted = {a: crafted_update(spec.kind, honest[a], None, n, m, **spec.params) for a in attackers}
+    declared = catalogue.attack(spec.kind)
+    if declared.craft is None:
+        raise ValueError(f"attack {spec.kind!r} crafts no update on the server (it acts on the training data or a whole model)")
+    if not declared.needs_known:  # each attacker transforms its own update
+        crafted = {a: declared.craft(np.asarray(honest[a], dtype=np.float64), None, n, m, **spec.params) for a in attackers}
         settings = crafted[attackers[0]][1]
         return CraftedRound({a: c[0] for a, c in crafted.items()}, settings, known, n)
     matrix = np.stack([np.asarray(honest[s], dtype=np.float64) for s in known])
-    update, settings = crafted_update(spec.kind, honest[attackers[0]], matrix, n, m, **spec.params)
+    update, settings = declared.craft(np.asarray(honest[attackers[0]], dtype=np.float64), matrix, n, m, **spec.params)
     return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
 
 

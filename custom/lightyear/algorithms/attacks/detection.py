@@ -106,3 +106,37 @@ def _names(name: str, values) -> set:
 
 def _ratio(num: int, den: int) -> float:
     return num / den if den else float("nan")
+
+
+@dataclass(frozen=True)
+class Labelling:
+    """One decision: the senders evaluated and those of them labelled malicious."""
+
+    evaluated: frozenset
+    flagged: frozenset
+
+
+def names(value) -> frozenset:
+    """Site names of a record cell: a ``;``-separated string (CSV) or a list (JSON, a live row)."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset(n for n in value.split(";") if n)
+    return frozenset(str(n) for n in value)
+
+
+def filled(row: dict, peers, suffix: str) -> frozenset:
+    """The peers whose ``<peer><suffix>`` cell is not empty (the rule computed something for them)."""
+    return frozenset(p for p in peers if str(row.get(f"{p}{suffix}", "")) != "")
+
+
+def excluded_labels(entry: dict, peers=()) -> Labelling:
+    """Star rules: a site the rule left out of the round (``excluded``: not among Krum's m, AFA's
+    removed or blocked, ASMR's flagged, CFL's minority, FedCAP's removed), or whose result the
+    server's model checks refused (``rejected``; absent in records written before it was kept)."""
+    rejected = names(entry.get("rejected"))
+    return Labelling(names(entry["kept"]) | names(entry["excluded"]) | rejected, names(entry["excluded"]) | rejected)
+
+
+STAR_RECORD = ("round", "kept", "excluded")
+"""The history keys every star rule's detection reads (:func:`excluded_labels`)."""

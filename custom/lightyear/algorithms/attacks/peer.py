@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from lightyear.algorithms.attacks import updates
-from lightyear.algorithms.attacks.updates import FULL, IPM, KNOWLEDGE, LIE, MINMAX, MINSUM, MR
+from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.updates import FULL, KNOWLEDGE
 from lightyear.algorithms.vectors import as_matrix
 
-NEEDS_KNOWN = (LIE, MINMAX, MINSUM, IPM, updates.ADAPTIVE)
-"""Attacks that use updates other than the attacker's own: the attackers collude for them."""
+RECORDED = {"gamma": "attack_gamma", "z": "attack_z", "scale": "attack_scale", "epsilon": "attack_epsilon"}
+"""The settings in force a crafted update's record names, and its columns."""
 
 
 def participants(graph: Mapping[str, Sequence[str]], receiver: str, attackers: Sequence[str]) -> tuple[int, int]:
@@ -67,32 +67,27 @@ def attack_model(kind: str, knowledge: str, start, honest, colluders: Mapping[st
 
 def crafted_update(kind: str, knowledge: str, own_update: np.ndarray, pooled: Sequence[np.ndarray], benign: Sequence[np.ndarray],
                    n: int, m: int, params: dict) -> tuple[np.ndarray, dict]:
-    """(the update an attacker sends, the record fields of how it was made) for the fixed-rule attacks.
+    """(the update an attacker sends, the record fields of how it was made) for an attack on updates
+    (its declaration's ``craft``, :mod:`~lightyear.algorithms.attacks.catalogue`).
 
     ``pooled``: the attackers' honest updates (the own one included); ``benign``: the benign
-    updates known under full knowledge. The rules see ``pooled + benign`` (FedCAP's knowledge
-    levels, :mod:`lightyear.algorithms.attacks.updates`), except IPM under full knowledge, which
-    negates the mean of ``benign`` alone (Xie et al.'s benign mean) when any benign update is
-    known. Fields: ``attack_gamma`` (Min-Max / Min-Sum), ``attack_z`` (LIE), ``attack_scale``
-    (MR), ``attack_epsilon`` (IPM), and the norms of the honest and crafted updates.
+    updates known under full knowledge. An attack that ``needs_known`` sees ``pooled + benign``
+    (FedCAP's knowledge levels, :mod:`lightyear.algorithms.attacks.updates`), or ``benign`` alone
+    when it is ``benign_only`` under full knowledge and any benign update is known (IPM: Xie et
+    al.'s benign mean). Fields: ``attack_gamma`` (Min-Max / Min-Sum), ``attack_z`` (LIE),
+    ``attack_scale`` (MR), ``attack_epsilon`` (IPM), a plugin's settings as ``attack_<name>``, and
+    the norms of the honest and crafted updates.
     """
     if knowledge not in KNOWLEDGE:
         raise ValueError(f"unknown knowledge {knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
-    known = list(pooled) + list(benign)
-    fields: dict = {}
-    if kind == IPM and knowledge == FULL and len(benign):
-        known = list(benign)
-    if kind in (MINMAX, MINSUM):
-        search = updates.min_max if kind == MINMAX else updates.min_sum
-        crafted, fields["attack_gamma"] = search(as_matrix(known), **params)
-    else:
-        crafted = updates.craft_update(kind, own_update, known, n, m, **params)
-        if kind == LIE:
-            fields["attack_z"] = params["z"] if "z" in params else updates.lie_z_max(n, m)
-        elif kind == MR:
-            fields["attack_scale"] = params.get("scale", n)
-        elif kind == IPM:
-            fields["attack_epsilon"] = params.get("epsilon", n)
+    declared = catalogue.attack(kind)
+    if declared.craft is None:
+        raise ValueError(f"attack {kind!r} crafts no update: it acts on the training data, on a whole model, or by searching the defence")
+    known = None
+    if declared.needs_known:
+        known = as_matrix(list(benign) if declared.benign_only and knowledge == FULL and len(benign) else list(pooled) + list(benign))
+    crafted, settings = declared.craft(np.asarray(own_update, dtype=np.float64), known, n, m, **params)
+    fields = {RECORDED.get(k, f"attack_{k}"): v for k, v in settings.items() if k != "ddof"}
     fields["attack_honest_norm"] = float(np.linalg.norm(own_update))
     fields["attack_norm"] = float(np.linalg.norm(crafted))
     return crafted, fields

@@ -11,7 +11,7 @@ worse model. These transforms are the attack family ``rescale``, ``permute`` and
 (``docs/attacks.md``).
 
 Which units admit which symmetry is a property of the network; each network declares its groups
-(:class:`UnitGroup`, built by ``lightyear.models.symmetries``). A group is a set of ``units`` hidden
+(:class:`UnitGroup`, built by each network module's ``symmetries``, :func:`lightyear.models.model_symmetries`). A group is a set of ``units`` hidden
 units and the entries (:class:`Slot`) that carry them: producers (``power`` +1, multiplied by c),
 readers (``power`` -1, divided by c) and entries that only move with the unit (``power`` 0, e.g. a
 BatchNorm's running statistics). Units of a group may only be permuted within contiguous blocks of
@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
+
+from lightyear.algorithms.attacks.declaration import Attack
 
 RESCALE, PERMUTE, RESCALE_PERMUTE = "rescale", "permute", "rescale_permute"
 TRANSFORMS = (RESCALE, PERMUTE, RESCALE_PERMUTE)
@@ -45,10 +47,7 @@ class Slot:
     ``axis``: the axis of the (sub-)array that indexes the units, which occupy ``offset`` to
     ``offset + units`` along it (a convolution reading a concatenation); ``power``: the unit's
     factor c enters as c ** power (+1 producer, -1 reader, 0 moves with the unit only; in a group
-    that admits no rescaling the sign still says which side the entry is on); ``match``: whether
-    the entry describes its units once the groups declared before are aligned
-    (``lightyear.algorithms.p2p.unit_alignment``; False for an entry that also reads units of a
-    group declared later).
+    that admits no rescaling the sign still says which side the entry is on).
     """
 
     key: str
@@ -57,7 +56,6 @@ class Slot:
     view: tuple | None = None
     part: int | None = None
     offset: int = 0
-    match: bool = True
 
 
 @dataclass(frozen=True)
@@ -167,3 +165,12 @@ def _sub(array: np.ndarray, slot: Slot) -> np.ndarray:
     except ValueError:
         raise ValueError(f"entry {slot.key} of shape {array.shape} cannot be viewed as {slot.view}") from None
     return view[slot.part] if slot.part is not None else view
+
+
+DECLARED = (
+    Attack(RESCALE, "rescaled copy", ("factor", "per_receiver"), uses_knowledge=True),
+    Attack(PERMUTE, "permuted copy", ("per_receiver",), uses_knowledge=True),
+    Attack(RESCALE_PERMUTE, "rescaled and permuted copy", ("factor", "per_receiver"), uses_knowledge=True),
+)
+"""The reparametrisations as the catalogue lists them: whole models, transformed by the components
+(of the attacker's own model, or under full knowledge of the receiver's)."""

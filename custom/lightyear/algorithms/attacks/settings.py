@@ -13,22 +13,29 @@ import math
 from dataclasses import dataclass, field
 from numbers import Real
 
+from lightyear.algorithms.attacks import catalogue, reparametrise, updates
 from lightyear.algorithms.attacks.adaptive import DIRECTIONS, REVERSE
-from lightyear.algorithms.attacks.reparametrise import PERMUTE, RESCALE, RESCALE_PERMUTE, TRANSFORMS, check_factor
-from lightyear.algorithms.attacks.updates import ADAPTIVE, ATTACKS, CRAFT_PARAMS, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
+from lightyear.algorithms.attacks.reparametrise import TRANSFORMS, check_factor
+from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
 
 ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
-REPARAMETRISATION_PARAMS = {RESCALE: ("factor", "per_receiver"), PERMUTE: ("per_receiver",), RESCALE_PERMUTE: ("factor", "per_receiver")}
-PARAMS = {**CRAFT_PARAMS, ADAPTIVE: ADAPTIVE_PARAMS, **REPARAMETRISATION_PARAMS}
-"""The parameters each attack takes (the job setting ``attack_<name>`` sets ``<name>``)."""
+"""Every setting of the adaptive attack; the attack on each method takes those its declaration
+names (``Method.adaptive``)."""
+
+
+BUILTIN = tuple(a.name for a in (*updates.DECLARED, *reparametrise.DECLARED))
+"""The toolkit's own attacks, whose settings this module checks by name."""
+
+
+def params_of(kind: str) -> tuple[str, ...]:
+    """The parameters attack ``kind`` takes (the job setting ``attack_<name>`` sets ``<name>``)."""
+    return ADAPTIVE_PARAMS if kind == ADAPTIVE else catalogue.attack(kind).params
 
 ADAPTIVE_DEFAULTS = {"margin": 0.02, "direction": REVERSE, "max_step": None, "tol": None, "max_evaluations": 16}
 """The adaptive attack's defaults: it aims at a score ``tau + margin`` (peer-to-peer) or at a
 calibrated norm ``(1 - margin) T_norm`` (FedCAP), along ``direction``; a ``max_step`` / ``tol``
 of None are derived from the update's size by the component using them."""
 
-NEEDS_KNOWN_UPDATES = ("lie", "minmax", "minsum", "ipm")
-"""Attacks whose update is computed from the updates the attackers know (the others use their own)."""
 
 REPARAMETRISATIONS = TRANSFORMS
 """Attacks that send a function-preserving reparametrisation of a model: of the attacker's own
@@ -42,8 +49,8 @@ class AttackSpec:
     """What the attackers of a run do, and know.
 
     Args:
-        kind: one of :data:`ATTACKS` (lf, sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute,
-            rescale_permute).
+        kind: a known attack (:mod:`~lightyear.algorithms.attacks.catalogue`: lf, sf, mr, lie, minmax,
+            minsum, ipm, adaptive, rescale, permute, rescale_permute, and installed plugins').
         knowledge: ``partial`` (the attackers' own honest updates, pooled among them; FedCAP's
             default) or ``full`` (also the benign updates of the round).
         attackers: the attacking sites' names.
@@ -56,8 +63,8 @@ class AttackSpec:
     params: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not isinstance(self.kind, str) or self.kind not in ATTACKS:
-            raise ValueError(f"unknown attack {self.kind!r}; choose one of {', '.join(ATTACKS)}")
+        if not isinstance(self.kind, str) or self.kind not in catalogue.names():
+            raise ValueError(f"unknown attack {self.kind!r}; choose one of {', '.join(catalogue.names())}")
         if not isinstance(self.knowledge, str) or self.knowledge not in KNOWLEDGE:
             raise ValueError(f"unknown knowledge {self.knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
         names = list(self.attackers) if isinstance(self.attackers, (list, tuple)) else None
@@ -84,11 +91,17 @@ class AttackSpec:
 
 def check_params(kind: str, params: dict) -> None:
     """Refuse a parameter ``kind`` does not take, or a value of the wrong type or range."""
-    allowed = PARAMS[kind]
+    allowed = params_of(kind)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         takes = ", ".join(f"attack_{p}" for p in allowed) or "none"
         raise ValueError(f"attack {kind!r} takes no setting {', '.join('attack_' + str(u) for u in unknown)}; it takes {takes}")
+    if kind not in BUILTIN:  # a plugin's attack checks its own settings, crafting once from a small update
+        try:
+            catalogue.check_craft_params(kind, params)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"attack {kind!r} refuses its settings {params}: {exc}") from None
+        return
     for name, value in params.items():
         if name in ("max_step", "tol") and value is None and kind == ADAPTIVE:
             continue
@@ -115,3 +128,30 @@ def check_params(kind: str, params: dict) -> None:
 def _number(name: str, value, ok, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
         raise ValueError(f"attack_{name} must be {what}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class AdaptiveTarget:
+    """The adaptive attack on one method, as the method declares it (``Method.adaptive``): the
+    ``attack_<param>`` settings it takes and what it needs of the attackers. ``full_knowledge_only``
+    and ``partial_needs`` (the least attackers under partial knowledge) come with the reason, in
+    words, that :meth:`check` gives when a job asks for less."""
+
+    params: tuple[str, ...]
+    full_knowledge_only: str = ""
+    partial_needs: int = 1
+    partial_reason: str = ""
+
+    def check(self, spec: AttackSpec, method: str) -> AttackSpec:
+        """Refuse an adaptive ``spec`` this attack on ``method`` cannot run; other attacks pass."""
+        if spec.kind != ADAPTIVE:
+            return spec
+        extra = sorted(set(spec.params) - set(self.params))
+        if extra:
+            takes = ", ".join(f"attack_{p}" for p in self.params)
+            raise ValueError(f"the adaptive attack on {method} takes no {', '.join('attack_' + p for p in extra)}; it takes {takes}")
+        if spec.knowledge == PARTIAL and self.full_knowledge_only:
+            raise ValueError(self.full_knowledge_only)
+        if spec.knowledge == PARTIAL and len(spec.attackers) < self.partial_needs:
+            raise ValueError(self.partial_reason)
+        return spec

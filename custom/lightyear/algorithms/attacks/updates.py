@@ -36,6 +36,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from lightyear.algorithms.attacks.declaration import Attack
 from lightyear.algorithms.attacks.reparametrise import TRANSFORMS
 from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
 
@@ -206,24 +207,65 @@ def crafted_update(kind: str, own_update, known_updates, n_participants: int, n_
         raise ValueError(f"attack {kind!r} takes no parameter {', '.join(unknown)}; it takes {', '.join(CRAFT_PARAMS[kind]) or 'none'}")
     _check_counts(n_participants, n_attackers, allow_all=True)
     own = _update("own_update", own_update)
-    if kind == LF:
-        return own.copy(), {}
-    if kind == SF:
-        return sign_flip(own), {}
-    if kind == MR:
-        scale = params.get("scale", n_participants)
-        return model_replacement(own, scale), {"scale": float(scale)}
-    known = _known(known_updates, own.size)
-    if kind == LIE:
-        z = params["z"] if "z" in params else lie_z_max(n_participants, n_attackers)
-        ddof = params.get("ddof", 1)
-        return lie(known, z, ddof), {"z": float(z), "ddof": ddof}
-    if kind == IPM:
-        epsilon = params.get("epsilon", n_participants)
-        return ipm(known.mean(axis=0), epsilon), {"epsilon": float(epsilon)}
-    search = min_max if kind == MINMAX else min_sum
-    update, gamma = search(known, **params)
-    return update, {"gamma": float(gamma)}
+    known = None if kind in (LF, SF, MR) else _known(known_updates, own.size)
+    return _CRAFT[kind](own, known, n_participants, n_attackers, **params)
+
+
+def _lf(own, known, n, m):
+    return own.copy(), {}
+
+
+def _sf(own, known, n, m):
+    return sign_flip(own), {}
+
+
+def _mr(own, known, n, m, scale=None):
+    scale = n if scale is None else scale
+    return model_replacement(own, scale), {"scale": float(scale)}
+
+
+def _lie(own, known, n, m, z=None, ddof=1):
+    z = lie_z_max(n, m) if z is None else z
+    return lie(known, z, ddof), {"z": float(z), "ddof": ddof}
+
+
+def _ipm(own, known, n, m, epsilon=None):
+    epsilon = n if epsilon is None else epsilon
+    return ipm(known.mean(axis=0), epsilon), {"epsilon": float(epsilon)}
+
+
+def _searched(search):
+    def craft(own, known, n, m, **params):
+        update, gamma = search(known, **params)
+        return update, {"gamma": float(gamma)}
+
+    return craft
+
+
+_CRAFT = {LF: _lf, SF: _sf, MR: _mr, LIE: _lie, IPM: _ipm, MINMAX: _searched(min_max), MINSUM: _searched(min_sum)}
+
+
+def _checked(kind: str):
+    """The declared ``craft`` of ``kind``: :func:`crafted_update`, with its checks."""
+    def craft(own_update, known, n, m, **params):
+        return crafted_update(kind, own_update, known, n, m, **params)
+
+    return craft
+
+
+DECLARED = (
+    Attack(LF, "LF (label flipping)"),
+    Attack(SF, "SF (sign flipping)", craft=_checked(SF)),
+    Attack(MR, "MR (model replacement)", CRAFT_PARAMS[MR], _checked(MR), counts="n"),
+    Attack(LIE, "LIE (a little is enough)", CRAFT_PARAMS[LIE], _checked(LIE), needs_known=True, counts="nm"),
+    Attack(MINMAX, "Min-Max", CRAFT_PARAMS[MINMAX], _checked(MINMAX), needs_known=True),
+    Attack(MINSUM, "Min-Sum", CRAFT_PARAMS[MINSUM], _checked(MINSUM), needs_known=True),
+    Attack(IPM, "IPM (inner product manipulation)", CRAFT_PARAMS[IPM], _checked(IPM), needs_known=True, counts="n", benign_only=True),
+    Attack(ADAPTIVE, "adaptive attack", needs_known=True),
+)
+"""FedCAP's seven attacks and the adaptive attack (whose searches live with the components that
+know the defence), as the catalogue lists them. LF trains on flipped labels, so it crafts nothing
+(its update is the honest one of that training)."""
 
 
 def _largest_gamma(holds, gamma_init: float, tol: float) -> float:

@@ -15,8 +15,11 @@ import time
 
 import numpy as np
 
+from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.balance import balance_threshold, balance_update, check_balance_settings
 from lightyear.algorithms.vectors import flatten, float_keys
+from lightyear.flare.declarations import P2P, Detection, Method
+from lightyear.p2p.site.adaptive_attack import PEER_ADAPTIVE
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
@@ -32,7 +35,7 @@ class BalanceExecutor(P2PExecutor):
         self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         weights, accepted, distances = balance_update(own, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
         own_norm = float(np.linalg.norm(flatten(own, float_keys(own))))
@@ -60,3 +63,20 @@ class BalanceExecutor(P2PExecutor):
             return names[0] in accepted, weights
 
         return predict
+
+
+def balance_labels(row: dict, peers) -> Labelling:
+    """BALANCE's detections: a peer not accepted (distance above the radius), or a rejected one."""
+    evaluated = filled(row, peers, "_distance") | names(row.get("rejected"))
+    return Labelling(evaluated, evaluated - names(row["selected"]))
+
+
+METHOD = Method(
+    "balance", P2P, "BALANCE (Fang et al., CCS 2024): accept a neighbour within gamma exp(-kappa t/T) of the own model's norm; "
+    "alpha own + (1 - alpha) mean(accepted)",
+    site="lightyear.p2p.methods.balance.BalanceExecutor",
+    site_args={"gamma": "balance_gamma", "kappa": "balance_kappa", "alpha": "balance_alpha"},
+    detection=Detection(balance_labels, ("round", "selected", "rejected"), "_distance",
+                        "not accepted (distance above the acceptance radius) or rejected"),
+    adaptive=PEER_ADAPTIVE,
+)

@@ -45,9 +45,11 @@ import zlib
 
 import numpy as np
 
+from lightyear.algorithms.attacks.detection import Labelling, names
 from lightyear.algorithms.model_check import model_problems
 from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
 from lightyear.checks import positive_seconds
+from lightyear.flare.declarations import P2P, Detection, Method
 from lightyear.p2p.site.exchange import Inbox
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
@@ -90,8 +92,8 @@ class DeftaExecutor(P2PExecutor):
             raise ValueError(f"max_size_ratio must be a number >= 1 or null (no cap), got {max_size_ratio!r}")
         self.sample_size, self.positive_slope, self.damage_ratio = sample_size, float(positive_slope), damage_ratio
         self.max_size_ratio = None if max_size_ratio is None else float(max_size_ratio)
-        super().__init__(**kwargs)
         self.asynchronous, self.async_wait = asynchronous, wait
+        super().__init__(**kwargs)
         self.trust: DeftaTrust | None = None
         self.backup: dict | None = None
         self.last_used: dict[str, float] = {}  # p_ij of the peers in the last aggregation, judged next round
@@ -141,9 +143,13 @@ class DeftaExecutor(P2PExecutor):
         sends = self.sampling.out_degree(site, round_num) if self.sampling is not None else 1
         return max(sends, 1) + 1
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def exchange_mode(self) -> tuple[bool, float]:
+        """AsyncDeFTA's exchange (``asynchronous``) keeps the newest model of each sender."""
+        return self.asynchronous, self.async_wait
+
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation:
         start = time.perf_counter()
-        inbox = self.inbox or Inbox()
+        inbox = inbox or Inbox()
         if self.asynchronous:
             held = {p: (inbox.sent_round.get(p, round_num), m) for p, m in received.items()}
             models, staleness = async_inputs(self.sampled, held, round_num)
@@ -207,3 +213,21 @@ class DeftaExecutor(P2PExecutor):
 def _number(value: float):
     """A float for the records; infinities as text (strict JSON has none)."""
     return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def defta_labels(row: dict, peers) -> Labelling:
+    """DeFTA's detections: a received peer not aggregated (left out of the trust-weighted sample; a
+    blocked peer, with zero trust weight, is never sampled), or a rejected one."""
+    evaluated = names(row["received"]) | names(row.get("rejected"))
+    return Labelling(evaluated, evaluated - names(row["selected"]))
+
+
+METHOD = Method(
+    "defta", P2P, "DeFTA (Zhou et al.): out-degree-corrected trusted averaging, the decentralised trust system "
+    "(trust-weighted sampling, model backup), optional asynchronous variant",
+    site="lightyear.p2p.methods.defta.DeftaExecutor",
+    site_args={"sample_size": "defta_sample_size", "positive_slope": "defta_positive_slope", "damage_ratio": "defta_damage_ratio",
+               "asynchronous": "asynchronous", "async_wait": "async_wait", "max_size_ratio": "defta_max_size_ratio"},
+    detection=Detection(defta_labels, ("round", "received", "selected", "rejected"), "",
+                        "received but not aggregated (outside the trust-weighted sample, blocked peers included) or rejected"),
+)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 
+from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
 from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
 from lightyear.algorithms.p2p.validated_update import (
@@ -27,6 +28,8 @@ from lightyear.algorithms.p2p.validated_update import (
     Bounds,
     validated_update,
 )
+from lightyear.flare.declarations import P2P, Detection, Method
+from lightyear.p2p.site.adaptive_attack import PEER_ADAPTIVE
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 PAPER, VALIDATED = "paper", "validated"
@@ -82,7 +85,7 @@ class LightyearExecutor(P2PExecutor):
         self.bounds = Bounds(validation_delta, max_loss_growth, max_norm_growth, max_peer_share)
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         own_summary, own_metrics = self.runtime.assess(normalize_entropy=self.normalize_entropy)
         scores, skills, rejected = {}, {}, {}
@@ -189,3 +192,47 @@ def validation_fields(update, neighbours) -> dict:
     fields.update({"adopted_val_perf": update.adopted_evaluation[0], "adopted_val_loss": update.adopted_evaluation[1]})
     fields.update({f"{peer}_excluded": update.excluded.get(peer, "") for peer in neighbours})
     return fields
+
+
+def lightyear_labels(row: dict, peers) -> Labelling:
+    """LIGHTYEAR's detections: a scored peer not selected (A_ij < tau, or below the skill floor), a
+    selected peer excluded after averaging (the validated aggregation: not in ``adopted``), or a
+    rejected one. In a warm-up round (own model below the skill floor) no peer is judged: only
+    rejections count."""
+    rejected = names(row.get("rejected"))
+    if str(row.get("warming_up", "0")) in ("1", "True"):
+        return Labelling(rejected, rejected)
+    evaluated = filled(row, peers, "_score") | rejected
+    kept = names(row["adopted"]) if "adopted" in row else names(row["selected"])
+    return Labelling(evaluated, evaluated - kept)
+
+
+SITE = "lightyear.p2p.methods.lightyear.LightyearExecutor"
+SITE_ARGS = {"tau": "tau", "gamma": "gamma", "third_term": "third_term", "skill_floor": "skill_floor"}
+SETTINGS = {"defaults": {"skill_floor": 0.5}, "tasks": {"segmentation": {"tau": 0.6, "skill_floor": 0.0}}}
+"""LIGHTYEAR's settings: the cold-start guard on classification (docs/jobs-and-settings.md), the
+paper's tau of 0.6 and no guard on segmentation."""
+
+METHOD = Method(
+    "lightyear", P2P, "agreement-scored selection (Eqs. 12-17), round-decayed aggregation (Eq. 18) that adopts only an "
+    "aggregate the site validated on its own data",
+    site=SITE, site_args=SITE_ARGS, **SETTINGS,
+    detection=Detection(lightyear_labels, ("round", "selected", "rejected"), "_score",
+                        "not selected (agreement score < tau or below the skill floor), excluded after averaging, or rejected"),
+    adaptive=PEER_ADAPTIVE, featured=True,
+)
+
+PAPER_METHOD = Method(
+    "lightyear_paper", P2P, "the same selection and Eq. 18 exactly as published, for reproducing the paper",
+    site=SITE, site_args=SITE_ARGS, fixed={"aggregation": PAPER}, **SETTINGS,
+    detection=Detection(lightyear_labels, ("round", "selected", "rejected"), "_score",
+                        "not selected (agreement score < tau or below the skill floor) or rejected"),
+    adaptive=PEER_ADAPTIVE,
+)
+
+LOCAL_METHOD = Method(
+    "local", P2P, "every site trains alone: the bar any collaboration must clear",
+    site=SITE, site_args={"tau": "tau", "gamma": "gamma", "third_term": "third_term"}, controller_fixed={"topology": "none"},
+    omit=("sample_neighbours", "ready_timeout", "topology_args", "start_timeout", "secure_messages"),
+)
+"""Local training: LIGHTYEAR's site with no neighbour (the topology ``none``)."""

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import time
 
+from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.scclip import check_scclip_settings, scclip_update
+from lightyear.flare.declarations import P2P, Detection, Method
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
@@ -36,7 +38,7 @@ class ScclipExecutor(P2PExecutor):
         self.remove = remove
         super().__init__(**kwargs)
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         result = scclip_update(own, received, radius=self.radius, remove=self.remove)
         kept = [p for p, r in result.records.items() if not r.removed]
@@ -52,3 +54,20 @@ class ScclipExecutor(P2PExecutor):
             fields[f"{peer}_distance"] = record.distance if record else ""
             fields[f"{peer}_scale"] = record.scale if record else ""
         return Aggregation(weights=result.model, fields=fields, score_s=time.perf_counter() - start)
+
+
+def scclip_labels(row: dict, peers) -> Labelling:
+    """SCCLIP's detections: a peer clipped (scale < 1) or removed, or a rejected one."""
+    rejected = names(row.get("rejected"))
+    evaluated = filled(row, peers, "_distance") | rejected
+    return Labelling(evaluated, names(row["clipped"]) | names(row["removed"]) | rejected)
+
+
+METHOD = Method(
+    "scclip", P2P, "self-centred clipping of the differences to the own model (ClippedGossip, He et al.); "
+    "optional remove-then-clip (Yang and Ghaderi, AAAI 2024)",
+    site="lightyear.p2p.methods.scclip.ScclipExecutor",
+    site_args={"radius": "scclip_radius", "remove": "scclip_remove"},
+    detection=Detection(scclip_labels, ("round", "clipped", "removed", "rejected"), "_distance",
+                        "clipped (scale < 1) or removed, or rejected"),
+)

@@ -28,6 +28,7 @@ import numpy as np
 
 from lightyear.algorithms.attacks.adaptive import harmful_direction, most_harmful
 from lightyear.algorithms.attacks.reparametrise import PERMUTE, RESCALE, reparametrised
+from lightyear.algorithms.attacks.settings import AdaptiveTarget
 from lightyear.algorithms.attacks.updates import FULL
 from lightyear.algorithms.vectors import ZERO_NORM, flatten, float_keys, unflatten
 from lightyear.p2p.site.exchange import PerReceiver
@@ -114,3 +115,8 @@ def candidate_families(model: dict, others: dict, own_update: np.ndarray, keys: 
     if groups:
         families["permute"] = (lambda s: reparametrised(model, groups, PERMUTE, 1.0, np.random.default_rng(rng_seed))[0], None)
     return families
+
+
+PEER_ADAPTIVE = AdaptiveTarget(params=("max_step", "max_evaluations"))
+"""The adaptive attack as LIGHTYEAR and BALANCE declare it (``Method.adaptive``): it takes
+``attack_max_step`` and ``attack_max_evaluations``; either knowledge level."""

@@ -3,7 +3,7 @@
 Called by :class:`~lightyear.p2p.site.round.SiteRound` after the attacker trained honestly and
 before it sends (see ``docs/attacks-p2p.md``):
 
-1. attacks that use other updates (:data:`~lightyear.algorithms.attacks.peer.NEEDS_KNOWN`) share
+1. attacks that use other updates (their declaration ``needs_known``, :mod:`~lightyear.algorithms.attacks.catalogue`) share
    the honest model with the other attackers and wait for theirs
    (:class:`~lightyear.p2p.site.collusion.Collusion`); under full knowledge the attacker also
    waits for this round's models of its benign in-neighbours, which the exchange receives anyway
@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lightyear.algorithms.attacks.peer import NEEDS_KNOWN, attack_model, participants
+from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.peer import attack_model, participants
 from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparametrised
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
-from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, IPM, LIE, MR
+from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
 from lightyear.algorithms.vectors import flatten, float_keys, unflatten
 from lightyear.p2p.site.adaptive_attack import adaptive_models
 from lightyear.p2p.site.collusion import Collusion
@@ -93,16 +94,17 @@ class PeerAttack:
                   "attack_n": _joined(n for n, _ in seen), "attack_m": _joined(m for _, m in seen)}
         colluders, refused, benign = {}, {}, {}
         began = time.monotonic()
-        if spec.kind in NEEDS_KNOWN:
+        needs_known = catalogue.attack(spec.kind).needs_known
+        if needs_known:
             self.collusion.share(r, inputs.honest, inputs.engine, self.wait)
             colluders, refused = self.collusion.gather(r, self.wait, inputs.abort)
-        if spec.knowledge == FULL and (spec.kind in NEEDS_KNOWN or spec.kind in REPARAMETRISATIONS):
+        if spec.knowledge == FULL and (needs_known or spec.kind in REPARAMETRISATIONS):
             benign_senders = [s for s in inputs.senders if s not in spec.attackers]
             left = max(0.0, began + self.wait - time.monotonic())
             benign = inputs.exchange.peek(r, benign_senders, left, inputs.abort)
         fields.update({"attack_colluders": sorted(colluders), "attack_refused": sorted(refused), "attack_benign": sorted(benign)})
         fields["attack_wait_s"] = time.monotonic() - began
-        missing = sorted(set(self.collusion.colluders) - set(colluders) - set(refused)) if spec.kind in NEEDS_KNOWN else []
+        missing = sorted(set(self.collusion.colluders) - set(colluders) - set(refused)) if needs_known else []
         if missing:
             self.log("warning", f"round {r}: no model from the other attackers {missing} within {self.wait:g} s; crafting without them")
         with inputs.compute():
@@ -121,9 +123,13 @@ class PeerAttack:
         return weights, fields
 
     def _craft_each(self, inputs: AttackInputs, colluders: dict, benign: dict, counts: dict) -> tuple[dict, dict]:
-        """One crafted model for every distinct count its rule uses (LIE: n and m, MR and IPM: n) among
-        the benign receivers; other attackers, whose aggregation is not attacked, get the first."""
-        uses = {LIE: lambda n, m: (n, m), MR: lambda n, m: (n, 0), IPM: lambda n, m: (n, 0)}.get(self.spec.kind, lambda n, m: (0, 0))
+        """One crafted model for every distinct count its rule uses (its declaration's ``counts``: LIE n
+        and m, MR and IPM n) among the benign receivers; other attackers, whose aggregation is not
+        attacked, get the first."""
+        counted = catalogue.attack(self.spec.kind).counts
+
+        def uses(n: int, m: int) -> tuple[int, int]:
+            return (n if "n" in counted else 0, m if "m" in counted else 0)
         benign_counts = {r: c for r, c in counts.items() if r not in self.spec.attackers} or counts
         key = {r: uses(*c) for r, c in benign_counts.items()}
         made: dict[tuple[int, int], tuple[dict, dict]] = {}

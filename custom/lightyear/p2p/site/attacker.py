@@ -34,7 +34,7 @@ class PeerAttacker(FLComponent):
         knowledge: ``partial`` (the attackers pool their honest updates) or ``full`` (also this
             round's models of the benign in-neighbours).
         attackers: every attacking site of the run (the colluders), this one included.
-        params: the attack's parameters (:data:`~lightyear.algorithms.attacks.settings.PARAMS`).
+        params: the attack's parameters (``attack_<param>`` settings; :func:`~lightyear.algorithms.attacks.settings.params_of`).
         seed: the job seed: a reparametrisation draws its factors and permutations from it, the
             attacker, the round and the receiver; no other attack draws at random.
         """

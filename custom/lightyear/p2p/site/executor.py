@@ -30,12 +30,12 @@ With ``sample_neighbours`` set, each round a site takes models from a sample of 
 and sends only to the out-neighbours whose sample holds it; both ends compute the samples from
 the graph and the seed (:mod:`lightyear.p2p.site.sampling`).
 
-Hooks for the rules beyond :meth:`P2PExecutor.aggregate`: :meth:`P2PExecutor.local_update` (the
-local training step), :meth:`P2PExecutor.awaited_senders` (whom to wait for), the class attribute
-``shares_dataset_size`` (send the training-set size with every model) and the attributes
-``asynchronous``/``async_wait`` (the exchange's asynchronous mode). During :meth:`aggregate`,
-``self.inbox`` is the round's :class:`~lightyear.p2p.site.exchange.Inbox` (claimed sizes,
-senders' rounds).
+Hooks for the rules beyond :meth:`P2PExecutor.aggregate` (which gets the round's
+:class:`~lightyear.p2p.site.exchange.Inbox`, claimed sizes and senders' rounds, as an argument):
+:meth:`P2PExecutor.local_update` (the local training step), :meth:`P2PExecutor.awaited_senders`
+(whom to wait for), :meth:`P2PExecutor.exchange_mode` (the exchange's asynchronous mode, which a
+rule declares from its own settings) and the class attribute ``shares_dataset_size`` (send the
+training-set size with every model).
 """
 
 from __future__ import annotations
@@ -171,9 +171,6 @@ class P2PExecutor(Executor):
         self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
         self.exchange: PeerExchange | None = None
         self.sampling: RoundSampling | None = None
-        self.inbox: Inbox | None = None
-        self.asynchronous = False
-        self.async_wait = 5.0
         self.rounds = 0
         self.seed = 0
         self.neighbours: list[str] = []
@@ -190,9 +187,15 @@ class P2PExecutor(Executor):
         self.gate = PeerGate(lambda level, message: getattr(self.logger, level)(message))  # see lightyear.p2p.site.cell_gate
 
     # ------------------------------------------------------------------ the rule
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation:
-        """Build the new own model from the own model and the valid models received this round."""
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation:
+        """Build the new own model from the own model and the valid models received this round
+        (``inbox``: the whole round's :class:`~lightyear.p2p.site.exchange.Inbox`)."""
         raise NotImplementedError
+
+    def exchange_mode(self) -> tuple[bool, float]:
+        """(asynchronous, seconds to wait for new models) of this rule's exchange: synchronous by
+        default; a rule that runs asynchronously (AsyncDeFTA) says so from its own settings."""
+        return False, 5.0
 
     def method_state(self) -> tuple[dict, dict]:
         """(JSON state, array state) the rule keeps across rounds; saved in every checkpoint."""
@@ -356,11 +359,12 @@ class P2PExecutor(Executor):
         secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
         reference = self.runtime.get_weights()
         self.gate.open(payload_limit(reference), secure, fl_ctx.get_engine())
+        asynchronous, async_wait = self.exchange_mode()
         # until the exchange exists, a peer's model is answered "not ready" and sent again
         self.exchange = PeerExchange(
             send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
             self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
-            asynchronous=self.asynchronous, async_wait=self.async_wait,
+            asynchronous=asynchronous, async_wait=async_wait,
             reference=reference,
             codec=PayloadCodec(self.transfer_dtype, initial),
             secure=secure,

@@ -22,7 +22,9 @@ from lightyear.algorithms.attacks.updates import LF
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.p2p.site.attack_round import AttackInputs
-from lightyear.p2p.site.exchange import Inbox, PerReceiver
+from lightyear.p2p.site.exchange import Inbox, PeerExchange, PerReceiver
+from lightyear.p2p.site.isolation import IsolationWatch
+from lightyear.training.compute_slots import ComputeSlots
 from lightyear.training.weights import num_bytes
 
 
@@ -40,10 +42,32 @@ class Aggregation:
     val_metrics: dict | None = None
 
 
+class Runtime(Protocol):
+    """A site's data, model and trainer as a round uses them (:class:`~lightyear.training.site_runtime.SiteRuntime`)."""
+
+    def get_weights(self) -> dict: ...
+
+    def set_weights(self, weights: dict) -> None: ...
+
+    def evaluate(self, split: str, weights: dict | None = None) -> dict: ...
+
+
+class Malfunction(Protocol):
+    """What a faulty site sends instead of its model (:class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`)."""
+
+    def corrupt(self, weights: dict, round_num: int, site: str) -> tuple[dict, str]: ...
+
+
+class Attack(Protocol):
+    """What an attacking site sends (:class:`~lightyear.p2p.site.attacker.PeerAttacker`)."""
+
+    kind: str
+
+    def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]: ...
+
+
 class RoundRule(Protocol):
     """What a peer-to-peer method decides in a round (implemented by each P2P executor)."""
-
-    inbox: Inbox | None
 
     def round_senders(self, round_num: int) -> list[str]: ...
 
@@ -53,7 +77,7 @@ class RoundRule(Protocol):
 
     def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]: ...
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict]) -> Aggregation: ...
+    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation: ...
 
 
 @dataclass
@@ -70,16 +94,16 @@ class SiteRound:
 
     site: str
     rule: RoundRule
-    runtime: object
-    exchange: object
-    slots: object
-    isolation: object
-    malfunction: object | None
+    runtime: Runtime
+    exchange: PeerExchange
+    slots: ComputeSlots
+    isolation: IsolationWatch
+    malfunction: Malfunction | None
     peer_deadline: float
     neighbours: int
     log: Callable[[str, str], None]
     abort: Callable[[], bool]
-    attack: object | None = None
+    attack: Attack | None = None
     flip_labels: bool = False
     before_send: Callable[[], None] | None = None
     """Called once training is done and before anything is sent (the first round: the start handshake)."""
@@ -113,7 +137,6 @@ class SiteRound:
         sent = exchange.send(round_num, outgoing, engine, targets=receivers)
 
         inbox: Inbox = exchange.collect(round_num, self.abort, senders=senders, wait_for=rule.awaited_senders(round_num, senders))
-        rule.inbox = inbox
         if abort_signal.triggered:
             return None
         t2 = time.perf_counter()
@@ -124,9 +147,8 @@ class SiteRound:
 
         with self.slots.hold(self.abort):
             a0 = time.perf_counter()
-            outcome = rule.aggregate(round_num, own, inbox.valid)
+            outcome = rule.aggregate(round_num, own, inbox.valid, inbox=inbox)
             aggregate_s = time.perf_counter() - a0 - outcome.score_s
-        rule.inbox = None  # the received models are not kept past their round
         exchange.release(round_num)
         for peer, reason in outcome.rejected.items():
             self.log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")

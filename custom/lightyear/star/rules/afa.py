@@ -16,8 +16,10 @@ alpha0 = beta0 = 3, block threshold 0.95.
 
 from __future__ import annotations
 
+from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.afa import BLOCK_THRESHOLD, DELTA_XI, PRIOR, XI0, AfaReputation, afa_round, check_block_threshold, check_xi
 from lightyear.algorithms.vectors import flatten, unflatten
+from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
@@ -47,8 +49,8 @@ class AfaAggregator(StarAggregator):
         counts = {s: r["num_samples"] for s, r in results.items()}
         ignored = sorted(s for s in results if s in self.reputation.blocked)
         outcome = afa_round(updates, counts, self.reputation, self.xi0, self.delta_xi, self.block_threshold)
-        self.record(
-            round_num,
+        decision = self.decide(
+            unflatten(reference + outcome.aggregate, global_weights),
             outcome.good,
             outcome.bad + ignored,
             removed=outcome.bad,
@@ -60,10 +62,16 @@ class AfaAggregator(StarAggregator):
         self.log_info(fl_ctx, f"round {round_num}: AFA kept {outcome.good}, removed {outcome.bad}, ignored blocked {ignored}")
         for site in outcome.newly_blocked:
             self.log_warning(fl_ctx, f"round {round_num}: AFA blocked {site} for good (P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})")
-        return unflatten(reference + outcome.aggregate, global_weights)
+        return decision
 
     def state(self) -> dict:
-        return {"reputation": self.reputation.to_dict(), **super().state()}
+        return {"reputation": self.reputation.to_dict()}
 
     def removed_sites(self) -> list[str]:
         return sorted(self.reputation.blocked)
+
+
+METHOD = Method("afa", STAR, "removes updates dissimilar to the aggregate; Beta reputations block sites for good",
+                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.afa.AfaAggregator",
+                rule_args={"xi0": "xi0", "delta_xi": "delta_xi", "alpha0": "alpha0", "beta0": "beta0", "block_threshold": "block_threshold"},
+                detection=Detection(excluded_labels, STAR_RECORD, "", "removed by the similarity test or blocked, or rejected by the server"))

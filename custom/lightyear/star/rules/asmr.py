@@ -10,7 +10,9 @@ toolkit's addition) splits only at a larger gap.
 
 from __future__ import annotations
 
+from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.asmr import asmr, check_min_gap
+from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
@@ -25,6 +27,10 @@ class AsmrAggregator(StarAggregator):
 
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         mean, outcome = asmr({s: r["weights"] for s, r in results.items()}, self.min_gap)
-        self.record(round_num, outcome.benign, outcome.flagged, outlier_factor=outcome.outlier_factor)
         self.log_info(fl_ctx, f"round {round_num}: ASMR flagged {outcome.flagged}, averaged {outcome.benign}")
-        return mean
+        return self.decide(mean, outcome.benign, outcome.flagged, outlier_factor=outcome.outlier_factor)
+
+
+METHOD = Method("asmr", STAR, "angular outlier factors split at the largest gap; the rest averaged",
+                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.asmr.AsmrAggregator", rule_args={"min_gap": "min_gap"},
+                detection=Detection(excluded_labels, STAR_RECORD, "", "flagged (below the largest gap of the outlier factors), or rejected by the server"))

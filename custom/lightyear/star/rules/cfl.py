@@ -10,13 +10,19 @@ The rule has no hyperparameter; it leaves a minority out in every round, attacke
 
 from __future__ import annotations
 
+from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.cfl import cfl
+from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
 class CflAggregator(StarAggregator):
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         mean, majority, minority = cfl({s: r["weights"] for s, r in results.items()}, global_weights)
-        self.record(round_num, majority, minority)
         self.log_info(fl_ctx, f"round {round_num}: CFL kept the cluster {majority}, left out {minority}")
-        return mean
+        return self.decide(mean, majority, minority)
+
+
+METHOD = Method("cfl", STAR, "bipartition of the updates by cosine similarity; the larger cluster averaged",
+                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.cfl.CflAggregator",
+                detection=Detection(excluded_labels, STAR_RECORD, "", "in the smaller cluster, or rejected by the server"))

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from lightyear.algorithms.attacks.colluding import FedCapTarget
+from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.fedcap import (
     ALPHA,
     PHI,
@@ -42,6 +44,7 @@ from lightyear.algorithms.star.fedcap import (
     fedcap_customize,
 )
 from lightyear.algorithms.vectors import flatten, unflatten
+from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
@@ -63,6 +66,9 @@ def _compact(vector: np.ndarray) -> np.ndarray:
 
 
 class FedCapAggregator(StarAggregator):
+    ADAPTIVE = FedCapTarget.ATTACK
+    """The adaptive attack that targets FedCAP (full knowledge only)."""
+
     def __init__(self, alpha: float = ALPHA, phi: float = PHI, t_norm: float = T_NORM):
         """Args:
         alpha: softmax scale of the customisation weights (Eq. 5).
@@ -74,6 +80,21 @@ class FedCapAggregator(StarAggregator):
         self.phi = check_phi(phi)
         self.t_norm = check_t_norm(t_norm)
         self.fedcap: FedCapState | None = None
+
+    def adaptive_target(self, sent: dict, keys: list[str]) -> FedCapTarget:
+        """What the adaptive attack knows of this rule in a round: T_norm, alpha, phi and each
+        site's offset, the model it was sent minus this round's calibration reference w^t, over the
+        floating entries ``keys`` (the omniscient adversary's knowledge of the defence)."""
+        if self.fedcap is None:
+            raise ValueError("FedCAP has not customised this round's models yet; the adversary runs after site_models")
+        reference = np.asarray(self.fedcap.global_vector, dtype=np.float64)
+        offsets = {}
+        for site, model in sent.items():
+            vector = flatten(model, keys)
+            if vector.size != reference.size:
+                raise ValueError(f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}")
+            offsets[site] = vector - reference
+        return FedCapTarget(self.t_norm, offsets, self.alpha, self.phi)
 
     def site_models(self, sites, global_weights, round_num, fl_ctx):
         if self.fedcap is None:
@@ -87,15 +108,15 @@ class FedCapAggregator(StarAggregator):
         vectors = {s: flatten(r["weights"]) for s, r in results.items()}
         counts = {s: r["num_samples"] for s, r in results.items()}
         found = fedcap_calibrate_and_detect(self.fedcap, vectors, counts, self.t_norm)
-        self.record(round_num, found.kept, found.removed_now + found.ignored, removed_now=found.removed_now, norms=found.norms)
+        decision = self.decide(unflatten(self.fedcap.global_vector, global_weights), found.kept, found.removed_now + found.ignored,
+                               removed_now=found.removed_now, norms=found.norms)
         self.log_info(fl_ctx, f"round {round_num}: FedCAP kept {found.kept}; calibrated update norms {found.norms}")
         for site in found.removed_now:
             self.log_warning(fl_ctx, f"round {round_num}: FedCAP removed {site} for good (||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})")
-        return unflatten(self.fedcap.global_vector, global_weights)
+        return decision
 
     def state(self) -> dict:
-        extra = {"fedcap": self.fedcap.to_dict()} if self.fedcap is not None else {}
-        return {**extra, **super().state()}
+        return {"fedcap": self.fedcap.to_dict()} if self.fedcap is not None else {}
 
     def removed_sites(self) -> list[str]:
         return sorted(self.fedcap.removed) if self.fedcap is not None else []
@@ -106,3 +127,13 @@ class FedCapAggregator(StarAggregator):
         out = {"global": self.fedcap.global_vector}
         out.update({f"recovered/{s}": _compact(v) for s, v in self.fedcap.recovered.items()})
         return out
+
+
+METHOD = Method("fedcap", STAR, "a customised model per site, calibrated updates, permanent removal above a norm, a personal model on each site",
+                site="lightyear.star.sites.personal.PersonalExecutor", site_args={"lam": "lam"},
+                rule="lightyear.star.rules.fedcap.FedCapAggregator", rule_args={"alpha": "alpha", "phi": "phi", "t_norm": "t_norm"},
+                datasets={"digits": {"t_norm": 20.0}},
+                detection=Detection(excluded_labels, STAR_RECORD, "", "removed (||d~|| > T_norm, for good) or excluded, or rejected by the server",
+                                    per_client=True),
+                adaptive=FedCapAggregator.ADAPTIVE)
+"""FedCAP; on digits T_norm is 20 (a benign calibrated update measured 8.6-13.9 there, docs/methods.md)."""

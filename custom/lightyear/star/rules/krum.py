@@ -14,7 +14,10 @@ keeps the global model for that round and logs why; ``min_clients`` >= 3 avoids 
 
 from __future__ import annotations
 
+from lightyear.algorithms.attacks.colluding import KrumTarget
+from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.krum import check_krum_settings, default_f, krum
+from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
@@ -31,6 +34,9 @@ def _check_m(m):
 
 
 class KrumAggregator(StarAggregator):
+    ADAPTIVE = KrumTarget.ATTACK
+    """The adaptive attack that targets Krum (Fang et al.)."""
+
     def __init__(self, f: int | None = None, m: int = 1):
         """Args:
         f: Byzantine sites tolerated; None: ``default_f(n)`` for the n results of each round.
@@ -39,6 +45,10 @@ class KrumAggregator(StarAggregator):
         super().__init__()
         self.f = _check_f(f)
         self.m = _check_m(m)
+
+    def adaptive_target(self, sent: dict, keys: list[str]) -> KrumTarget:
+        """What the adaptive attack knows of this rule in a round: its f and m."""
+        return KrumTarget(self.f, self.m)
 
     def check_sites(self, num_sites: int) -> str:
         try:
@@ -53,6 +63,12 @@ class KrumAggregator(StarAggregator):
         f = default_f(n) if self.f is None else self.f
         mean, selected = krum([results[s]["weights"] for s in sites], f, min(self.m, n))
         kept = [sites[i] for i in selected]
-        entry = self.record(round_num, kept, [s for s in sites if s not in kept], f=f)
-        self.log_info(fl_ctx, f"round {round_num}: Krum (f={f}) kept {entry['kept']}, left out {entry['excluded']}")
-        return mean
+        decision = self.decide(mean, kept, [s for s in sites if s not in kept], f=f)
+        self.log_info(fl_ctx, f"round {round_num}: Krum (f={f}) kept {decision.kept}, left out {decision.excluded}")
+        return decision
+
+
+METHOD = Method("krum", STAR, "the model nearest its n - f - 2 closest others (multi-Krum: the mean of the m best)",
+                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.krum.KrumAggregator", rule_args={"f": "f", "m": "m"},
+                detection=Detection(excluded_labels, STAR_RECORD, "", "not among the m models with the lowest Krum scores, or rejected by the server"),
+                adaptive=KrumAggregator.ADAPTIVE)

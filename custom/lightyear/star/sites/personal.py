@@ -6,7 +6,7 @@
   its personal model v_k on F_k(v) + lambda/2 ||v - w^t||^2.
 * FedCAP (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via Customized
   Aggregation and Personalization", Sec. V-B, Eq. 7): the site receives its customised model w^_k^t, trains it
-  on its loss alone and sends it back (the server is ``fedcap_aggregator``), and trains v_k on
+  on its loss alone and sends it back (the server is :mod:`lightyear.star.rules.fedcap`), and trains v_k on
   L_k(v) + lambda/2 ||v - w^_k^t||^2.
 
 Both are this executor: the received model, frozen when training starts, is the proximal
@@ -31,6 +31,7 @@ import os
 
 import numpy as np
 
+from lightyear.flare.declarations import STAR, Method
 from lightyear.records import save_npz_atomic
 from lightyear.star.executor import StarExecutor
 from lightyear.star.messages import StarTask
@@ -114,3 +115,9 @@ class PersonalExecutor(StarExecutor):
         save_personal(self.run_dir, get_weights(self.personal), task.round_num)
         self.personal_round = task.round_num
         return {**stats, "personal_train_loss": personal["train_loss"]}
+
+
+METHOD = Method("ditto", STAR, "FedAvg; each site also trains a personal model with lam/2 ||v - w_global||^2 and reports it",
+                site="lightyear.star.sites.personal.PersonalExecutor", site_args={"lam": "lam"},
+                rule="lightyear.star.aggregator.FedAvgAggregator")
+"""Ditto (Li et al. 2021): FedAvg on the server, a personal model on every site."""

@@ -1,0 +1,65 @@
+"""Every attack the toolkit knows: its own and those of installed plugins, by name (pure, no FLARE).
+
+Each attack declares itself (:class:`~lightyear.algorithms.attacks.declaration.Attack`): FedCAP's
+seven and the adaptive attack in :mod:`~lightyear.algorithms.attacks.updates`, the
+reparametrisations in :mod:`~lightyear.algorithms.attacks.reparametrise`, and a plugin's attack on
+updates in its own package, announced under the entry point group ``lightyear.attacks`` (each entry
+names an ``Attack`` whose ``craft`` makes the update; ``docs/extending.md``). The settings checks,
+the attacking sites, the server's simulated adversary, the job generator, sweeps and reports read
+the attacks from here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from importlib.metadata import entry_points
+
+import numpy as np
+
+from lightyear.algorithms.attacks import reparametrise, updates
+from lightyear.algorithms.attacks.declaration import Attack
+
+GROUP = "lightyear.attacks"
+
+
+@functools.cache
+def attacks() -> dict[str, Attack]:
+    """name -> declaration of every known attack, the toolkit's first (in their order), then plugins'."""
+    found = {a.name: a for a in (*updates.DECLARED, *reparametrise.DECLARED)}
+    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        module, _, attribute = entry.value.partition(":")
+        try:
+            declared = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"the entry point {entry.name} of group {GROUP} names {entry.value}, which cannot be loaded "
+                             f"({type(exc).__name__}: {exc}); fix it or reinstall the package that declares it") from None
+        if not isinstance(declared, Attack) or declared.craft is None:
+            raise ValueError(f"the entry point {entry.name} of group {GROUP} names {entry.value}: a plugin's attack must be a "
+                             "lightyear.algorithms.attacks.declaration.Attack with a craft function")
+        if declared.name in found:
+            raise ValueError(f"the entry point {entry.name} of group {GROUP} declares attack {declared.name!r}, which exists already")
+        found[declared.name] = declared
+    return found
+
+
+def names() -> tuple[str, ...]:
+    return tuple(attacks())
+
+
+def attack(name: str) -> Attack:
+    """The declaration of attack ``name``; an unknown name is refused with the known ones."""
+    known = attacks()
+    if name not in known:
+        raise ValueError(f"unknown attack {name!r}; choose one of {', '.join(known)}")
+    return known[name]
+
+
+def check_craft_params(name: str, params: dict) -> None:
+    """Refuse parameters a plugin's attack cannot take, by crafting once from a small update: the
+    attack's own checks name the setting (the toolkit's attacks are checked by ``AttackSpec``)."""
+    declared = attack(name)
+    if declared.craft is None:
+        return
+    own, known = np.array([1.0, -1.0]), np.array([[1.0, -1.0], [0.5, 0.5], [-1.0, 2.0]])
+    declared.craft(own, known if declared.needs_known else None, 4, 1, **params)

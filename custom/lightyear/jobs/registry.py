@@ -1,0 +1,121 @@
+"""The methods the toolkit knows: its own and those of installed plugins, by name.
+
+Every method declares itself (:class:`~lightyear.flare.declarations.Method`) in its own module. This
+registry lists the toolkit's declarations and adds those that installed packages announce under
+the entry point group ``lightyear.methods`` (each entry names a ``Method`` object, e.g.
+``mymethod = "my_package.my_method:METHOD"`` in the plugin's ``pyproject.toml``;
+``docs/extending.md``). Job generation, sweeps, the attack checks, the detection metrics and the
+reports read the methods from here; no other module names a method.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from importlib.metadata import entry_points
+
+from lightyear.flare.declarations import Method
+
+GROUP = "lightyear.methods"
+"""The entry point group a plugin announces its methods under."""
+
+BUILTIN = (
+    "lightyear.p2p.methods.lightyear:METHOD",
+    "lightyear.p2p.methods.lightyear:PAPER_METHOD",
+    "lightyear.p2p.methods.lightyear:LOCAL_METHOD",
+    "lightyear.p2p.methods.p2p_fedavg:METHOD",
+    "lightyear.p2p.methods.balance:METHOD",
+    "lightyear.p2p.methods.scclip:METHOD",
+    "lightyear.p2p.methods.defta:METHOD",
+    "lightyear.star.aggregator:METHOD",
+    "lightyear.star.sites.fedprox:METHOD",
+    "lightyear.star.sites.personal:METHOD",
+    "lightyear.star.rules.krum:METHOD",
+    "lightyear.star.rules.afa:METHOD",
+    "lightyear.star.rules.asmr:METHOD",
+    "lightyear.star.rules.cfl:METHOD",
+    "lightyear.star.rules.fedcap:METHOD",
+)
+"""The toolkit's own declarations, ``module:attribute``."""
+
+
+class RegistryError(ValueError):
+    """A plugin's declaration that cannot be used; the message names the entry point and the fix."""
+
+
+def _load(target: str, where: str) -> Method:
+    module, _, attribute = target.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"{where} names {target}, which cannot be loaded ({type(exc).__name__}: {exc}); "
+                            "fix the entry point or reinstall the package that declares it") from None
+    if not isinstance(found, Method):
+        raise RegistryError(f"{where} names {target}, a {type(found).__name__}, not a lightyear.flare.declarations.Method")
+    return found
+
+
+@functools.cache
+def methods() -> dict[str, Method]:
+    """name -> declaration of every known method: the toolkit's, then the plugins' (sorted by name)."""
+    found: dict[str, Method] = {}
+    for target in BUILTIN:
+        method = _load(target, "the toolkit")
+        found[method.name] = method
+    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        method = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")
+        if method.name in found:
+            raise RegistryError(f"the entry point {entry.name} of group {GROUP} declares method {method.name!r}, which exists "
+                                "already; give the plugin's method another name")
+        found[method.name] = method
+    return dict(sorted(found.items()))
+
+
+def builtin_names() -> list[str]:
+    """The toolkit's own methods, sorted."""
+    return sorted(_load(t, "the toolkit").name for t in BUILTIN)
+
+
+def method(name: str) -> Method:
+    """The declaration of method ``name``; an unknown name is refused with the known ones."""
+    known = methods()
+    if name not in known:
+        raise RegistryError(f"unknown method {name!r}; choose one of {', '.join(known)}")
+    return known[name]
+
+
+def names(topology: str | None = None) -> list[str]:
+    """The known methods' names (of one topology)."""
+    return [n for n, m in methods().items() if topology is None or m.topology == topology]
+
+
+def with_detection() -> dict[str, Method]:
+    return {n: m for n, m in methods().items() if m.detection is not None}
+
+
+def with_adaptive_attack() -> list[str]:
+    """The methods an adaptive attack targets (in the toolkit's order of declaration, then plugins')."""
+    return [m.name for m in _declaration_order() if m.adaptive is not None]
+
+
+def featured() -> list[str]:
+    """The methods the reports draw first and in black (the toolkit's own)."""
+    return [n for n, m in methods().items() if m.featured]
+
+
+def _declaration_order() -> list[Method]:
+    known = methods()
+    builtin = [_load(t, "the toolkit").name for t in BUILTIN]
+    return [known[n] for n in builtin] + [m for n, m in known.items() if n not in builtin]
+
+
+def plugin_packages() -> tuple[str, ...]:
+    """The packages of the installed plugins' classes, as allow-list prefixes (``"my_package."``):
+    what a participant's component policy must admit for their jobs to run
+    (:func:`lightyear.flare.component_policy.allow_package`)."""
+    builtin = {_load(t, "the toolkit").name for t in BUILTIN}
+    packages = set()
+    for name, declared in methods().items():
+        if name not in builtin:
+            packages.update(path.split(".")[0] + "." for path in (declared.site, declared.rule) if path)
+    return tuple(sorted(packages - {"lightyear."}))
