@@ -3,6 +3,7 @@
     python benchmarks/star_vs_p2p.py                                   # fedavg vs lightyear, digits, 8 sites, 12 rounds
     python benchmarks/star_vs_p2p.py --repeat 2                         # A B A B: two pairs, a ratio per pair
     python benchmarks/star_vs_p2p.py --set rounds=6 --p2p-set transfer_dtype=float32
+    python benchmarks/star_vs_p2p.py --swarm --repeat 3                 # FLARE's Swarm Learning beside them
 
 Both jobs are generated from the same dataset settings, seed and ``--set`` values
 (``lightyear-jobs``'s settings path), written to a temporary folder and run with
@@ -20,6 +21,13 @@ For each run the script prints:
 * ``peak_pss_GiB``: the peak over time of the summed proportional set size of the simulator's
   processes (shared pages split among the processes that map them), sampled every second;
 * ``acc``: the mean test accuracy of the sites (or Dice for segmentation).
+
+With ``--swarm`` each pair also runs FLARE's Swarm Learning (``nvflare.app_common.ccwf``) on the
+star job as it is (:func:`lightyear.star.swarm.swarm_job`: the same site executor, data, settings,
+rounds and seed; a random site aggregates each round, the server only coordinates); its
+``exchange`` is measured as the star job's, and its ``acc`` is the final model's mean test accuracy
+over the sites (``swarm_model.npz`` evaluated on each site's test set), as the star job's summary
+gives it for its final global model.
 
 Timings come from the ``round_start``/``round_end`` and ``*_s`` columns of every site's
 ``rounds.csv``. This machine's other load changes absolute figures; the ratio of a pair, run one
@@ -39,6 +47,7 @@ import tempfile
 import threading
 import time
 
+import numpy as np
 import psutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +58,7 @@ from p2p_job_timing import tree_memory  # noqa: E402  (this folder is on sys.pat
 from lightyear.cli import command, output_folder  # noqa: E402
 from lightyear.jobs import generate  # noqa: E402
 from lightyear.jobs.settings import SettingError, parse_set  # noqa: E402
+from lightyear.star.swarm import swarm_job  # noqa: E402
 
 PROG = "benchmarks/star_vs_p2p.py"
 PHASES = ("train", "slot_wait", "exchange", "score", "aggregate", "eval")
@@ -76,6 +86,10 @@ def build_jobs(args, configs: str, folder: str) -> dict:
         if topology != role:
             raise SettingError(f"--{role} {method} is a {topology} method: give a {role} one")
         jobs[role] = (os.path.join(folder, name), len(files["meta.json"]["deploy_map"]["app"]) - 1, files)
+    if getattr(args, "swarm", False):
+        _, sites, files = jobs["star"]
+        swarm = swarm_job(files, starting_client=files["meta.json"]["deploy_map"]["app"][1])
+        jobs["swarm"] = (os.path.join(folder, swarm["meta.json"]["name"]), sites, swarm)
     return jobs
 
 
@@ -151,15 +165,36 @@ def accuracy(ws: str) -> float:
     return float("nan")
 
 
-def measure(job: str, topology: str, sites: int, keep: str | None) -> dict:
+def swarm_accuracy(ws: str, files: dict) -> float:
+    """Mean over the sites of the test accuracy (or Dice) of the final Swarm model each site kept."""
+    from lightyear.star.swarm import MODEL_FILE
+    from lightyear.training.site_runtime import SiteRuntime
+
+    args = next(e["executor"]["args"] for e in files["app/config/config_fed_client.json"]["executors"] if "train" in e["tasks"])
+    seed = files["meta.json"]["lightyear"]["seed"]
+    found = []
+    for site in sorted(os.listdir(ws)):
+        path = os.path.join(ws, site, "simulate_job", MODEL_FILE)
+        if site == "server" or not os.path.isfile(path):
+            continue
+        runtime = SiteRuntime(site, args["dataset"], args["model"], seed=seed, dataset_args=args.get("dataset_args"),
+                              model_args=args.get("model_args"), train_args=args.get("train_args"),
+                              data_root=args.get("data_root"), num_threads=1)
+        with np.load(path) as model:
+            found.append(runtime.evaluate("test", {k: model[k] for k in model.files}))
+    key = "dice" if found and "dice" in found[0] else "acc"
+    return statistics.mean(f[key] for f in found) if found else float("nan")
+
+
+def measure(job: str, topology: str, sites: int, keep: str | None, files: dict | None = None) -> dict:
     ws = tempfile.mkdtemp(prefix="lightyear-bench-")
     try:
         out = run_job(job, sites, ws)
         rows = site_rows(ws)
         first = min((_f(r[0], "round_start") for r in rows.values() if r and r[0].get("round_start")), default=float("nan"))
         out["startup_s"] = first - out["launched"]
-        out.update(phases(rows, topology))
-        out["acc"] = accuracy(ws)
+        out.update(phases(rows, "star" if topology == "swarm" else topology))
+        out["acc"] = swarm_accuracy(ws, files) if topology == "swarm" else accuracy(ws)
         if keep:
             shutil.copytree(ws, os.path.join(keep, os.path.basename(job)), dirs_exist_ok=True)
         return out
@@ -180,6 +215,7 @@ def main(argv=None) -> int:
     parser.add_argument("--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only")
     parser.add_argument("--repeat", type=pairs, default=1, help="pairs to run, star then p2p each time (at least 1)")
     parser.add_argument("--keep", help="copy each run's workspace here")
+    parser.add_argument("--swarm", action="store_true", help="run FLARE's Swarm Learning on the star job too, in every pair")
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="lightyear-bench-jobs-")
     try:  # every setting, and --keep, checked before anything runs
@@ -191,23 +227,28 @@ def main(argv=None) -> int:
         raise
     for role, (path, sites, files) in jobs.items():
         generate.write_job(files, path)
-        jobs[role] = (path, sites)
+        jobs[role] = (path, sites, files)
     both = parse_set(args.set)
     columns = ["wall_s", "startup_s", *(f"{p}_s" for p in PHASES), "peak_pss_GiB", "acc"]
-    print(f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, _ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}")
+    print(f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, *_ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}")
     print(f"{'run':<22}" + "".join(f"{c:>13}" for c in columns))
-    ratios = []
+    ratios, swarm_ratios = [], []
     for pair in range(args.repeat):
         results = {}
-        for role in ("star", "p2p"):
-            path, sites = jobs[role]
-            r = measure(path, "star" if role == "star" else "p2p", sites, args.keep)
+        for role in jobs:
+            path, sites, files = jobs[role]
+            r = measure(path, role, sites, args.keep, files)
             r.update({f"{p}_s": r.pop(p) for p in PHASES})
             results[role] = r
             label = f"{os.path.basename(path)}#{pair + 1}" + ("" if r["rc"] == 0 else f" rc={r['rc']}")
             print(f"{label:<22}" + "".join(f"{r[c]:>13.2f}" for c in columns), flush=True)
         ratios.append(results["p2p"]["wall_s"] / results["star"]["wall_s"])
-    print("wall ratio p2p/star per pair: " + ", ".join(f"{x:.2f}" for x in ratios) + (f"; median {statistics.median(ratios):.2f}" if len(ratios) > 1 else ""))
+        if "swarm" in results:
+            swarm_ratios.append(results["swarm"]["wall_s"] / results["star"]["wall_s"])
+    for name, found in (("p2p/star", ratios), ("swarm/star", swarm_ratios)):
+        if found:
+            median = f"; median {statistics.median(found):.2f}" if len(found) > 1 else ""
+            print(f"wall ratio {name} per pair: " + ", ".join(f"{x:.2f}" for x in found) + median)
     shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -94,3 +94,31 @@ def test_transunet_is_configurable_and_seeded():
         TransUNet(img_size=40)
     with pytest.raises(ValueError, match="divisible by num_heads"):
         TransUNet(hidden_size=100, num_heads=3)
+
+
+def test_the_cnn_pools_channels_last_without_autograd_and_gives_the_same_outputs_to_the_bit(monkeypatch):
+    from lightyear.models import femnist_cnn
+
+    model = build_model("cnn", num_classes=10, in_channels=1, seed=0).eval()
+    x = torch.randn(9, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    x[:3] = 0.0  # flat images: ties in every pooling window
+    x[4, 0, 5, 5] = float("nan")
+    reference = nn.Sequential(*[nn.MaxPool2d(2) if isinstance(m, nn.MaxPool2d) else m for m in model.features])
+    reference.load_state_dict(model.features.state_dict())
+    seen = []
+    pool = femnist_cnn.nn.functional.max_pool2d
+
+    def spy(t, *args, **kwargs):
+        seen.append(t.is_contiguous() and not t.is_contiguous(memory_format=torch.channels_last))
+        return pool(t, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.modules.pooling.F, "max_pool2d", spy)
+    with torch.no_grad():
+        got, expected = model.features(x), reference(x)
+    assert seen == [False, False, True, True]  # this network's pools got channels-last input, nn.MaxPool2d the usual
+    assert got.is_contiguous() and torch.equal(torch.nan_to_num(got, nan=7.0), torch.nan_to_num(expected, nan=7.0))
+    assert torch.isnan(got[4]).any() and torch.isnan(expected[4]).any()
+    seen.clear()
+    trained = model.train().features(x[5:])  # with autograd: the usual kernel, and a gradient
+    assert seen == [True, True] and trained.requires_grad
+    assert [k for k in model.state_dict()] == [k for k in build_model("cnn", 10, 1, seed=0).state_dict()]

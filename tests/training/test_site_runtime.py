@@ -47,3 +47,33 @@ def test_deterministic_setting_controls_torch_kernels():
         assert torch.are_deterministic_algorithms_enabled()
     finally:
         torch.use_deterministic_algorithms(before, warn_only=True)
+
+
+def per_tensor_round(runtime: SiteRuntime, round_num: int) -> dict:
+    """What ``runtime.train(round_num)`` does, with PyTorch's per-tensor optimizer loop (its CPU default)."""
+    make = runtime.trainer.make_optimizer
+
+    def per_tensor(model):
+        optimizer = make(model)
+        for group in optimizer.param_groups:
+            group["foreach"] = False
+        return optimizer
+
+    runtime.trainer.make_optimizer = per_tensor
+    try:
+        runtime.train(round_num)
+    finally:
+        runtime.trainer.make_optimizer = make
+    return runtime.get_weights()
+
+
+def test_the_optimizer_runs_as_multi_tensor_kernels_and_trains_the_same_weights_to_the_bit():
+    for optimizer in ("adam", "sgd"):
+        args = {**ARGS, "train_args": {"local_epochs": 1, "batch_size": 32, "optimizer": optimizer}}
+        a, b = SiteRuntime("site-3", seed=1, **args), SiteRuntime("site-3", seed=1, **args)
+        assert a.trainer.make_optimizer(a.model).defaults["foreach"] is True
+        for round_num in range(2):
+            a.train(round_num)
+            expected = per_tensor_round(b, round_num)
+            got = a.get_weights()
+            assert all(np.array_equal(got[k], expected[k]) for k in got), optimizer

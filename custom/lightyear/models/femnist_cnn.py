@@ -10,6 +10,23 @@ from torch import nn
 from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
 
 
+class MaxPool2d(nn.MaxPool2d):
+    """:class:`torch.nn.MaxPool2d` that, on a CPU and without autograd (evaluation, scoring), pools the
+    feature maps in channels-last memory order and hands them back in the usual order.
+
+    PyTorch's CPU max-pool kernel is several times faster on channels-last tensors than on the
+    usual NCHW ones (the first pool of this network took about a quarter of a forward pass). A
+    maximum involves no rounding, so the output is the same to the bit. With autograd on (training),
+    or on another device, it is ``nn.MaxPool2d`` as it is. It has no parameters: the state dict is
+    unchanged.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+            return super().forward(x)
+        return super().forward(x.contiguous(memory_format=torch.channels_last)).contiguous()
+
+
 class FemnistCNN(nn.Module):
     """conv(1->32, 5x5) - pool - conv(32->64, 5x5) - pool - fc(3136->512) - dropout(0.5) - fc(classes).
 
@@ -24,10 +41,10 @@ class FemnistCNN(nn.Module):
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 32, kernel_size=5, padding=2),
             nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
             nn.Conv2d(32, 64, kernel_size=5, padding=2),
             nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
         )
         flat = 64 * (image_size // 4) ** 2
         self.classifier = nn.Sequential(

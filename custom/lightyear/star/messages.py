@@ -1,7 +1,8 @@
 """How star-topology tasks and results carry models: FLARE's DXO.
 
 A task from the server is a DXO of kind ``WEIGHTS`` (the global model, or the site's own
-customised model) whose meta holds the round (``MetaKey.CURRENT_ROUND``), the run settings the
+customised model) whose meta holds the round (``MetaKey.CURRENT_ROUND``; a task without it, such
+as a Swarm Learning task, carries it in its ``current_round`` header), the run settings the
 sites need (``lightyear_config``: seed, rounds) and any extra entries of the method. A result
 from a site is a DXO of kind ``WEIGHTS`` (the trained model) or ``WEIGHT_DIFF`` (trained minus
 received) with the number of training samples in ``MetaKey.NUM_STEPS_CURRENT_ROUND``, FLARE's
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from nvflare.apis.dxo import DXO, DataKind, MetaKey, from_shareable
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.app_common.app_constant import AppConstants
 
 from lightyear.flare.constants import KEY_CONFIG
 
@@ -48,7 +50,9 @@ def read_task(shareable: Shareable) -> StarTask:
     dxo = from_shareable(shareable)
     if dxo.data_kind != DataKind.WEIGHTS:
         raise ValueError(f"a star task carries a DXO of kind WEIGHTS, got {dxo.data_kind!r}")
-    round_num = dxo.get_meta_prop(MetaKey.CURRENT_ROUND, 0)
+    round_num = dxo.get_meta_prop(MetaKey.CURRENT_ROUND)
+    if round_num is None:  # FLARE's Swarm Learning (lightyear.star.swarm) puts it in the task's header
+        round_num = shareable.get_header(AppConstants.CURRENT_ROUND, 0)
     if isinstance(round_num, bool) or not isinstance(round_num, int) or round_num < 0:
         raise ValueError(f"the task's round must be an integer >= 0, got {round_num!r}")
     config = dxo.get_meta_prop(KEY_CONFIG) or {}

@@ -117,6 +117,13 @@ class SiteRuntime:
         probs, labels, _ = self._predict("val", weights)
         return summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
 
+    def assess(self, weights=None, normalize_entropy: bool = True) -> tuple[PredictionSummary, dict]:
+        """(:meth:`summarize`, ``evaluate("val")``) of the current model (or of ``weights``) from one
+        forward pass over the validation set, the same figures as the two calls give."""
+        probs, labels, loss = self._predict("val", weights)
+        summary = summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
+        return summary, metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+
     def _predict(self, split: str, weights=None):
         dataset = getattr(self.data, split)
         if weights is None:

@@ -213,3 +213,34 @@ def test_bad_validated_aggregation_settings_stop_the_job_at_construction():
                          ({"max_peer_share": 0}, "max_peer_share")):
         with pytest.raises(ValueError, match=name):
             LightyearExecutor(**kwargs)
+
+
+@pytest.mark.parametrize("bounds, adopted", [({"validation_delta": 1.0, "max_loss_growth": 100.0}, True), ({}, False)])
+def test_a_round_records_the_new_models_validation_from_the_aggregation(tmp_path, peers, bounds, adopted):
+    # the validated aggregation: loose bounds adopt the peers, the default ones not these
+    ex = make_executor(tmp_path, **bounds)
+    engine = FakeEngine(str(tmp_path))
+    ctx = context(engine)
+    for peer in ("site-2", "site-3"):
+        ex._on_model(C.TOPIC_MODEL, model_message(peer, 0, peers[peer]), ctx)
+    calls = []
+    evaluate = ex.runtime.evaluate
+    ex.runtime.evaluate = lambda split, weights=None: calls.append((split, weights is None)) or evaluate(split, weights)
+    row = ex._round(0, ctx, Signal())
+    assert bool(row["adopted"]) == adopted and row["validation_evals"] >= 1
+    # the own model's figures came with its summary, an adopted model's from the aggregation:
+    # only the test set is evaluated after
+    assert calls.count(("val", True)) == 0 and calls.count(("test", True)) == 1
+    fresh = evaluate("val")  # the new model, now the site's
+    assert {k: row[f"val_{k}"] for k in fresh} == fresh
+    assert (row["adopted_val_perf"], row["adopted_val_loss"]) == (fresh["acc"], fresh["loss"])
+
+
+def test_assess_gives_the_summary_and_the_validation_metrics_of_one_pass(peers):
+    rt = SiteRuntime("site-1", "digits", "cnn", seed=0, train_args=TRAIN, num_threads=1)
+    for weights in (None, peers["site-2"]):
+        summary, found = rt.assess(weights)
+        expected = rt.summarize(weights)
+        assert (summary.performance, summary.ece) == (expected.performance, expected.ece)
+        np.testing.assert_array_equal(summary.confidence, expected.confidence)
+        assert found == rt.evaluate("val", weights)

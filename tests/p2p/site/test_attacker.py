@@ -201,6 +201,9 @@ class TinyRuntime:
         loss = float(-np.mean(np.log(np.clip(probs[np.arange(self.y.size), self.y], 1e-12, None))))
         return {"acc": self.summarize(weights).performance, "loss": loss}
 
+    def assess(self, weights=None, normalize_entropy=True):
+        return self.summarize(weights, normalize_entropy), self.evaluate("val", weights)
+
 
 def score(rt, reference, weights):
     return agreement(rt.summarize(reference), rt.summarize(weights)).score

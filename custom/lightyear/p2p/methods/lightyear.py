@@ -87,7 +87,7 @@ class LightyearExecutor(P2PExecutor):
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
-        own_summary = self.runtime.summarize(normalize_entropy=self.normalize_entropy)
+        own_summary, own_metrics = self.runtime.assess(normalize_entropy=self.normalize_entropy)
         scores, skills, rejected = {}, {}, {}
         for peer, weights in received.items():
             try:
@@ -103,14 +103,24 @@ class LightyearExecutor(P2PExecutor):
 
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
         fields.update({"own_skill": own_skill, "warming_up": int(warming_up), "aggregation": self.aggregation})
+        val_metrics = None
         if self.aggregation == PAPER:
             weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
             fields["adopted"] = selected
         else:
             order = sorted(selected, key=lambda p: (-scores[p].score, p))
+            # id(candidate) -> its validation metrics, the last evaluated under that id: the adopted
+            # candidate lives on in the result, so no later one shares its id, and its metrics are recorded
+            measured = {}
+
+            def validation(candidate: dict) -> tuple[float, float]:
+                measured[id(candidate)] = self.runtime.evaluate("val", candidate)
+                return _performance_and_loss(measured[id(candidate)])
+
             update = validated_update(own, {p: received[p] for p in selected}, order, self.gamma, round_num,
-                                      self._validation, self._validation(None), self.bounds)
+                                      validation, _performance_and_loss(own_metrics), self.bounds)
             weights = update.weights
+            val_metrics = measured.get(id(weights)) if update.adopted else own_metrics
             fields.update(validation_fields(update, self.neighbours))
             for peer, reason in update.excluded.items():
                 self.logger.warning(f"round {round_num}: excluded {peer} after averaging: {reason}")
@@ -121,12 +131,11 @@ class LightyearExecutor(P2PExecutor):
             fields[f"{peer}_ece"] = s.ece if s else ""
             fields[f"{peer}_{self.third_term}"] = s.third if s else ""
             fields[f"{peer}_skill"] = skills.get(peer, "")
-        return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected)
+        return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected, val_metrics=val_metrics)
 
     def _validation(self, weights: dict | None) -> tuple[float, float]:
         """(performance, loss) of ``weights`` (None: the site's current model) on the own validation set."""
-        found = self.runtime.evaluate("val", weights)
-        return found["dice" if "dice" in found else "acc"], found["loss"]
+        return _performance_and_loss(self.runtime.evaluate("val", weights))
 
     def predicted_outcome(self, round_num: int, receiver: dict, others: dict[str, dict], copies: int):
         """A receiver's round as an adaptive attacker on this rule predicts it (``docs/attacks-p2p.md``).
@@ -168,6 +177,11 @@ class LightyearExecutor(P2PExecutor):
             return any(n in update.adopted for n in names), update.weights
 
         return predict
+
+def _performance_and_loss(found: dict) -> tuple[float, float]:
+    """(Dice or accuracy, loss) of an evaluation's metrics."""
+    return found["dice" if "dice" in found else "acc"], found["loss"]
+
 
 def validation_fields(update, neighbours) -> dict:
     """The record fields of a validated aggregation: what was adopted, what was excluded after

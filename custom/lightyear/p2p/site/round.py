@@ -31,12 +31,15 @@ from lightyear.training.weights import num_bytes
 @dataclass
 class Aggregation:
     """What an aggregation rule returns: the new weights, record fields, seconds spent scoring,
-    and peers it refused while scoring (peer -> reason)."""
+    peers it refused while scoring (peer -> reason), and, when the rule evaluated exactly these
+    weights on the validation set already, their metrics (``evaluate("val")``'s), which the round
+    then records instead of evaluating them again."""
 
     weights: dict
     fields: dict = field(default_factory=dict)
     score_s: float = 0.0
     rejected: dict = field(default_factory=dict)
+    val_metrics: dict | None = None
 
 
 class Runtime(Protocol):
@@ -152,7 +155,8 @@ class SiteRound:
         with self.slots.hold(self.abort):
             e0 = time.perf_counter()
             rt.set_weights(outcome.weights)
-            val, test = rt.evaluate("val"), rt.evaluate("test")
+            val = dict(outcome.val_metrics) if outcome.val_metrics is not None else rt.evaluate("val")
+            test = rt.evaluate("test")
             eval_s = time.perf_counter() - e0
 
         row = {"round": round_num, "site": self.site, "malfunction": applied}
