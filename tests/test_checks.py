@@ -117,7 +117,7 @@ def test_one_of_names_the_allowed_values():
 def test_string_list():
     assert checks.string_list("sites", []) == [] and checks.string_list("sites", ["a", "b"]) == ["a", "b"]
     for bad in ("a", ("a",), ["a", 1], None):
-        with pytest.raises(ValueError, match="sites must be a list of strings, got "):
+        with pytest.raises(ValueError, match="sites must be a JSON list of strings, got "):
             checks.string_list("sites", bad)
 
 
@@ -134,3 +134,15 @@ def test_positive_seconds_has_a_floor_of_one_second():
     for bad in (0.99, math.inf, math.nan, True, "5"):
         with pytest.raises(ValueError, match="timeout must be a number of seconds >= 1, got "):
             checks.positive_seconds("timeout", bad)
+
+
+class CommandInputError(ValueError):
+    pass
+
+
+def test_raising_turns_a_check_into_the_callers_error():
+    with pytest.raises(CommandInputError, match=r"^--gpus must be an integer >= 0, got -1$"):
+        with checks.raising(CommandInputError):
+            checks.int_in("--gpus", -1, 0)
+    with checks.raising(CommandInputError):
+        assert checks.int_in("--gpus", 0, 0) == 0

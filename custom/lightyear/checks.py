@@ -9,7 +9,8 @@ short explanation in parentheses after what is allowed. No FLARE import.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 def _noted(allowed: str, note: str) -> str:
@@ -118,7 +119,7 @@ def one_of(name: str, value, choices: Iterable[str]) -> str:
 def string_list(name: str, value, note: str = "") -> list[str]:
     """A list whose items are all strings (it may be empty)."""
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ValueError(f"{name} must be {_noted('a list of strings', note)}, got {value!r:.80}")
+        raise ValueError(f"{name} must be {_noted('a JSON list of strings', note)}, got {value!r:.80}")
     return value
 
 
@@ -127,6 +128,18 @@ def mapping(name: str, value, note: str = "") -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be {_noted('a JSON object', note)}, got {value!r:.80}")
     return value
+
+
+@contextmanager
+def raising(error: type[ValueError]) -> Iterator[None]:
+    """Inside the block, a check's ValueError comes out as ``error`` (a ValueError subclass such as a
+    command's input error), with the same message."""
+    try:
+        yield
+    except ValueError as exc:
+        if isinstance(exc, error):
+            raise
+        raise error(str(exc)) from None
 
 
 MIN_SECONDS = 1.0

@@ -53,7 +53,7 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
-from lightyear.checks import integer, positive_int, positive_seconds
+from lightyear.checks import integer, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
@@ -117,8 +117,9 @@ class StarController(Controller):
             raise ValueError(f"max_sample_ratio must be a number >= 1 or null (no cap), got {max_sample_ratio!r}")
         self.max_sample_ratio = max_sample_ratio
         self.max_abs_weight = check_max_abs(max_abs_weight)
-        if adversary_id is not None and (not isinstance(adversary_id, str) or not adversary_id):
-            raise ValueError(f"adversary_id must be the id of a SimulatedAdversary component or null (no attack), got {adversary_id!r}")
+        if adversary_id is not None:
+            note = "the id of a SimulatedAdversary component, or null: no attack"
+            non_empty_string("adversary_id", adversary_id, note=note)
         self.adversary_id = adversary_id
         self.adversary: SimulatedAdversary | None = None
         self._refused = ""  # why the run cannot start (set at START_RUN)

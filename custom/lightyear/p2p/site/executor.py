@@ -52,7 +52,7 @@ from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.attacks.updates import LF
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
-from lightyear.checks import positive_int, positive_seconds
+from lightyear.checks import boolean, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.models import model_symmetries
 from lightyear.p2p import secure_messages
@@ -159,10 +159,9 @@ class P2PExecutor(Executor):
         self.run_dir: str | None = None
         self.last_round = -1
         self.malfunction_id = malfunction_id
-        if attack_id is not None and (not isinstance(attack_id, str) or not attack_id):
-            raise ValueError(f"attack_id must be the id of a PeerAttacker component or null, got {attack_id!r}")
-        if not isinstance(flip_labels, bool):
-            raise ValueError(f"flip_labels must be true (train on labels (y + 1) mod C) or false, got {flip_labels!r}")
+        if attack_id is not None:
+            non_empty_string("attack_id", attack_id, note="the id of a PeerAttacker component, or null")
+        boolean("flip_labels", flip_labels, note="true: train on labels (y + 1) mod C")
         self.attack_id, self.flip_labels = attack_id, flip_labels
         self.records_file = check_records_file(records_file)
         self.compute_slots = resolve_slots(compute_slots)
