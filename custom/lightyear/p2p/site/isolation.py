@@ -26,6 +26,10 @@ def check_max_isolated_rounds(value) -> int | None:
     return positive_int("max_isolated_rounds", value, note=note)
 
 
+class SiteIsolated(RuntimeError):
+    """The site reached none of its neighbours for ``max_isolated_rounds`` rounds and stops."""
+
+
 class IsolationWatch:
     def __init__(self, max_isolated_rounds: int | None = DEFAULT_MAX_ISOLATED_ROUNDS):
         self.max_rounds = check_max_isolated_rounds(max_isolated_rounds)
