@@ -1,13 +1,19 @@
 """A P2P executor wired as its run would wire it, without FLARE: a fake runtime (a 4-value model),
-a fake engine, and the helpers that deliver peers' models to it."""
+a fake engine, the helpers that deliver peers' models to it, and site-4 of a mesh of four armed as
+an attacker."""
 
 import numpy as np
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
+from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
+from lightyear.p2p.site.attacker import PeerAttacker
 from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.p2p.site.sampling import RoundSampling
+
+from flare_fakes import SiteEngine, context, model_message
 
 FAST = {"local_epochs": 1, "batch_size": 64}
 
@@ -98,3 +104,46 @@ def deliver(ex, sender, round_num, value, num_samples=None):
 
 
 FULL3 = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3": ["site-1", "site-2"]}
+
+
+# ---------------------------------------------------------------------------- an attacking site-4
+SITES = ["site-1", "site-2", "site-3", "site-4"]
+MESH4 = {s: [t for t in SITES if t != s] for s in SITES}
+
+
+def attacking(ex, kind, knowledge="partial", params=None, attackers=("site-3", "site-4"), graph=MESH4, logs=None):
+    """Arm a wired executor as site-4 attacking with ``attackers``, as its run would at START_RUN and start."""
+    deadline = ex.exchange.peer_deadline
+    attacker = PeerAttacker(kind, knowledge, list(attackers), params or {}, seed=0)
+    ex.attack, ex.attack_id, ex.peer_deadline = attacker, "attack", deadline
+    log = (lambda level, msg: logs.append((level, msg))) if logs is not None else (lambda level, msg: None)
+    exchange = ex.exchange
+    attacker.begin_run(ex.site, graph, ex.rounds, 0, deadline, ex.max_abs_weight, log, exchange.reference, exchange.codec, False, 5.0)
+    return ex
+
+
+def site4(cls=P2PFedAvgExecutor, graph=MESH4, deadline=2.0, runtime=None, **kwargs):
+    """``cls`` wired as site-4 of ``graph``."""
+    return wire(cls(train_args=FAST, **kwargs), graph, site="site-4", deadline=deadline, runtime=runtime)
+
+
+def model(value, n=4):
+    """Weights of the fake 4-value model, every entry ``value`` (and 5 as its sample count)."""
+    return {"w": np.full(n, value, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
+
+
+def collude(ex, sender, round_num, weights):
+    """A collusion message reaching site-4's attack component as FLARE would deliver it."""
+    return ex.attack._on_collude(C.TOPIC_COLLUDE, model_message(sender, round_num, weights), None)
+
+
+def sent(engine, topic=C.TOPIC_MODEL):
+    """(targets, request) of every message ``engine`` sent on ``topic``."""
+    return [(targets, request) for t, targets, request, _ in engine.sent if t == topic]
+
+
+def run_round(ex, round_num=0):
+    """One round of ``ex`` on a fresh fake engine: (its row, the engine)."""
+    engine = SiteEngine("/tmp")
+    row = ex._round(round_num, context(engine, ex.site), Signal())
+    return row, engine

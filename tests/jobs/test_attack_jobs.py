@@ -141,7 +141,7 @@ def test_full_knowledge_on_a_ring_with_a_benign_in_neighbour_for_every_attacker(
 
 
 def test_label_flipping_needs_two_classes():
-    with pytest.raises(ValueError, match="label flipping trains on .* needs num_classes >= 2, got 1"):
+    with pytest.raises(ValueError, match=r"num_classes must be an integer >= 2 \(label flipping trains on .*\), got 1"):
         generate.build_job(CONFIGS, "fedavg", "digits", attack="lf", attackers=1, overrides={"num_classes": 1})
 
 

@@ -103,7 +103,8 @@ def test_a_constructor_argument_no_template_names_reaches_its_component():
 @pytest.mark.parametrize(
     "sites, message",
     [([], "needs two sites"), (["site-1"], "needs two sites"), (["../evil", "site-2"], "not allowed"),
-     (["a", None], "list of site names"), (5, "list of site names"), (["server", "site-2"], "not 'server'"),
+     (["a", None], "sites must be a JSON list of strings"), (5, "sites must be a JSON list of strings"),
+     (["server", "site-2"], "not 'server'"),
      (["site-1", "site-1"], "more than once")],
 )
 def test_bad_site_lists_are_refused(sites, message):

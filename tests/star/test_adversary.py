@@ -202,7 +202,7 @@ def test_bad_adversary_arguments_are_refused(args, message):
 def test_bad_seed_and_adversary_id_are_refused():
     with pytest.raises(ValueError, match="seed"):
         SimulatedAdversary("sf", "partial", ["site-3"], seed="x")
-    with pytest.raises(ValueError, match="adversary_id must be the id"):
+    with pytest.raises(ValueError, match="adversary_id must be a non-empty string .the id of a SimulatedAdversary"):
         StarController(adversary_id="")
 
 

@@ -3,11 +3,11 @@ per-site models one task per site, and reads DXO results."""
 
 import numpy as np
 from nvflare.apis.client import Client
-from nvflare.apis.controller_spec import ClientTask, Task, TaskCompletionStatus
+from nvflare.apis.controller_spec import ClientTask, TaskCompletionStatus
 from nvflare.apis.dxo import DXO, DataKind
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
-from nvflare.apis.shareable import Shareable, make_reply
+from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.aggregation import weighted_average
@@ -198,16 +198,6 @@ def test_per_site_models_go_one_task_per_site_and_stragglers_are_cancelled(monke
     kept = ctrl._collect(tasks, {"w": np.zeros(2, dtype=np.float32)}, 4, FLContext(), sent=models)
     np.testing.assert_array_equal(kept["site-2"]["weights"]["w"], [2.0, 2.0])
     assert sorted(kept) == ["site-1", "site-2"]
-
-
-def test_per_site_wait_ends_on_abort(monkeypatch):
-    ctrl = StarController(rounds=1)
-    monkeypatch.setattr(ctrl, "cancel_task", _mark)
-    tasks = [Task(name=C.STAR_TRAIN_TASK, data=Shareable()) for _ in range(2)]
-    signal = Signal()
-    signal.trigger("stop")
-    ctrl._wait_per_site(tasks, need=1, abort_signal=signal)
-    assert {t.completion_status for t in tasks} == {TaskCompletionStatus.ABORTED}
 
 
 def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):

@@ -9,11 +9,12 @@ get its sender rejected, never stop the receiver.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from lightyear.checks import positive_number
 
 DEFAULT_MAX_ABS = 1e6
 """Default bound on |value| of a received floating-point entry. Trained networks of this toolkit
@@ -25,9 +26,7 @@ def check_max_abs(max_abs) -> float | None:
     """``max_abs`` must be a positive finite number, or None for no bound."""
     if max_abs is None:
         return None
-    if isinstance(max_abs, bool) or not isinstance(max_abs, (int, float)) or not math.isfinite(max_abs) or max_abs <= 0:
-        raise ValueError(f"max_abs_weight must be a positive number or null (no bound), got {max_abs!r}")
-    return float(max_abs)
+    return positive_number("max_abs_weight", max_abs, note="or null: no bound")
 
 
 def model_problems(received: Any, reference: Mapping[str, np.ndarray], max_abs: float | None = DEFAULT_MAX_ABS) -> list[str]:

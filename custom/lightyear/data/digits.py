@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
+from lightyear.checks import int_in
 from lightyear.data.site_data import CLASSIFICATION, SiteData
 from lightyear.data.splits import split_indices
 
@@ -68,9 +69,7 @@ MAX_SITES = 256
 
 
 def check_num_sites(num_sites) -> int:
-    if isinstance(num_sites, bool) or not isinstance(num_sites, int) or not 2 <= num_sites <= MAX_SITES:
-        raise ValueError(f"num_sites must be an integer in [2, {MAX_SITES}] (digits has 1,797 images to share), got {num_sites!r}")
-    return num_sites
+    return int_in("num_sites", num_sites, 2, MAX_SITES, note="digits has 1,797 images to share")
 
 
 def assign_sites(labels: np.ndarray, seed: int, num_sites: int = NUM_SITES) -> np.ndarray:

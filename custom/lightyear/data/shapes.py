@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from lightyear.checks import positive_int
 from lightyear.data.site_data import SEGMENTATION, SiteData
 from lightyear.data.splits import split_indices
 
@@ -81,8 +82,7 @@ def generate_site_images(site: str, count: int, seed: int = 0, image_size: int =
     from monai.data.synthetic import create_test_image_2d
 
     style = SITE_STYLES[SITES[site_index(site)]]
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValueError(f"images_per_site must be a positive integer, got {count!r}")
+    positive_int("images_per_site", count)
     if image_size <= 2 * style.rad_max:
         raise ValueError(f"shapes needs image_size > {2 * style.rad_max} for {site}, got {image_size}")
     state = np.random.RandomState(site_seed(seed, site))

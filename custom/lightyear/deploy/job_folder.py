@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from lightyear.checks import int_in, raising
 from lightyear.cli import UserError, read_text
 
 SERVER = "server"
@@ -57,8 +58,8 @@ def read_job(path: str) -> JobFolder:
         if not os.path.isdir(os.path.join(path, app)):
             raise JobFolderError(f"{path} lacks the app folder {app!r} that its deploy_map names")
     min_clients = meta.get("min_clients", len(sites))
-    if isinstance(min_clients, bool) or not isinstance(min_clients, int) or not 1 <= min_clients <= len(sites):
-        raise JobFolderError(f"{meta_path}: min_clients must be an integer in [1, {len(sites)}] (its sites), got {min_clients!r}")
+    with raising(JobFolderError):
+        int_in(f"{meta_path}: min_clients", min_clients, 1, len(sites), note="its sites")
     name = meta.get("name") or os.path.basename(os.path.abspath(path))
     if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
         raise JobFolderError(f"{meta_path}: the job name {name!r:.80} must be letters, digits, '_', '.' or '-' (it names folders): regenerate the job")

@@ -19,6 +19,8 @@ import sys
 
 import yaml
 
+from lightyear.checks import int_in, positive_int
+
 API_VERSION = 3
 DEFAULT_ORG = "lightyear"
 DEFAULT_ADMIN = "admin@lightyear.org"
@@ -29,8 +31,7 @@ _ADMIN = re.compile(r"^[^@\s]+@[^@\s]+$")
 
 def site_names(n: int) -> list[str]:
     """The names generated jobs deploy to: site-1 ... site-n."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"the number of sites must be a positive integer, got {n!r}")
+    positive_int("the number of sites", n)
     return [f"site-{i}" for i in range(1, n + 1)]
 
 
@@ -53,8 +54,7 @@ def project_dict(sites: list[str], server: str = "localhost", name: str = "light
         raise ValueError(f"the admin must be named like an e-mail address (user@org), got {admin!r}")
     admin_port = fed_learn_port if admin_port is None else admin_port
     for label, port in [("fed_learn_port", fed_learn_port), ("admin_port", admin_port)]:
-        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-            raise ValueError(f"{label} must be a port number in 1-65535, got {port!r}")
+        int_in(label, port, 1, 65535, note="a port number")
     server_entry = {"name": server, "type": "server", "org": org, "fed_learn_port": fed_learn_port}
     if admin_port != fed_learn_port:
         server_entry["admin_port"] = admin_port

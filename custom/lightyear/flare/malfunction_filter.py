@@ -15,7 +15,7 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 
 from lightyear.algorithms.malfunctions import KINDS, NONE, MalfunctionSpec
-from lightyear.checks import finite_number, integer
+from lightyear.checks import finite_number, integer, one_of
 
 MODEL_KINDS = (DataKind.WEIGHTS, DataKind.WEIGHT_DIFF)
 
@@ -46,8 +46,7 @@ class MalfunctionFilter(Filter):
             model, model_args, num_classes, in_channels: the network, for ``random`` (fresh initialisation).
         """
         super().__init__()
-        if not isinstance(kind, str) or kind not in KINDS:
-            raise ValueError(f"unknown malfunction kind {kind!r}; choose one of {', '.join(KINDS)}")
+        one_of("kind (the malfunction)", kind, KINDS)
         self.spec_args = dict(kind=kind, sigma=finite_number("sigma (ana_sigma)", sigma), scale=finite_number("scale (ana_scale)", scale),
                               alpha=finite_number("alpha (sfa_alpha)", alpha), seed=integer("seed", seed))
         if dynamic_kinds:

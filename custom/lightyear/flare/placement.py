@@ -15,12 +15,13 @@ on 2 GPUs.
 
 from __future__ import annotations
 
+from lightyear.checks import positive_int
+
 
 def gpu_groups(num_sites: int, gpu_ids: list[int] | list[str]) -> str:
     """The simulator's ``-gpu`` value giving each of ``num_sites`` sites its own group, the GPUs
     dealt in turn (site i gets ``gpu_ids[i % len(gpu_ids)]``)."""
-    if isinstance(num_sites, bool) or not isinstance(num_sites, int) or num_sites < 1:
-        raise ValueError(f"the number of sites must be a positive integer, got {num_sites!r}")
+    positive_int("the number of sites", num_sites)
     ids = [str(g).strip() for g in gpu_ids]
     if not ids or not all(i.isdigit() for i in ids):
         raise ValueError(f"GPU ids must be non-negative integers such as 0,1, got {gpu_ids!r}")

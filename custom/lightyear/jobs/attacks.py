@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 
+from lightyear.checks import int_in, integer, raising
 from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
 from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec, params_of
@@ -109,8 +110,8 @@ def check_request(attack: str, attackers, knowledge: str | None, malfunction: st
     if malfunction != NONE or faulty:
         raise SettingError("--attack cannot go with --malfunction or --faulty: a site is either faulty or attacking; "
                            "give --attack KIND --attackers K alone")
-    if isinstance(attackers, bool) or not isinstance(attackers, int):
-        raise SettingError(f"--attackers must be a whole number, got {attackers!r}")
+    with raising(SettingError):
+        integer("--attackers", attackers)
     if knowledge is not None and knowledge not in KNOWLEDGE:
         raise SettingError(f"unknown knowledge {knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
 
@@ -140,9 +141,9 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
                            f"(full knowledge is for {', '.join(uses_knowledge())})")
     if attack == LF:
-        classes = settings.get("num_classes")
-        if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
-            raise SettingError(f"label flipping trains on (y + 1) mod num_classes and needs num_classes >= 2, got {classes!r}")
+        with raising(SettingError):
+            note = "label flipping trains on (y + 1) mod num_classes"
+            int_in("num_classes", settings.get("num_classes"), 2, note=note)
     if attack in REPARAMETRISATIONS:
         check_reparametrisation(spec, topology, settings)
     if names:

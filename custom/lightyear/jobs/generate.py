@@ -39,6 +39,7 @@ import sys
 import tempfile
 
 from lightyear import configs as config_folders
+from lightyear.checks import boolean, raising
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear import data as data_registry
 from lightyear.cli import command, folder_name, output_folder
@@ -139,8 +140,8 @@ def check_settings(settings: dict, topology: str) -> tuple[str, dict] | None:
         if key not in settings:
             raise SettingError(f"the dataset settings lack {key!r}")
     check_dict_settings(settings)
-    if not isinstance(settings.get("tensorboard"), bool):
-        raise SettingError(f"tensorboard must be true or false, got {settings.get('tensorboard')!r}")
+    with raising(SettingError):
+        boolean("tensorboard", settings.get("tensorboard"))
     check_site_names(settings["sites"], minimum=2 if topology == "p2p" else 1)
     check_site_resources(settings.get("site_resource_spec"))
     return check_topology_settings(settings) if topology == "p2p" else None

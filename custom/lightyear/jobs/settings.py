@@ -30,6 +30,7 @@ import inspect
 import json
 import re
 
+from lightyear.checks import int_in, mapping, raising, string_list
 from lightyear.cli import UserError
 from lightyear.jobs import registry
 
@@ -107,8 +108,9 @@ def check_dict_settings(settings: dict) -> None:
     """Refuse a dict setting (``train_args``...) that is not a JSON object (null: none given)."""
     for key, example in DICT_EXAMPLES.items():
         value = settings.get(key)
-        if value is not None and not isinstance(value, dict):
-            raise SettingError(f"{key} must be a JSON object such as {example}, got {json.dumps(value)[:80]}: e.g. --set '{key}={example}'")
+        if value is not None:
+            with raising(SettingError):
+                mapping(key, value, note=f"such as {example}: e.g. --set '{key}={example}'")
 
 
 def is_placeholder(value) -> bool:
@@ -308,8 +310,8 @@ It becomes a folder name and a FLARE client name, so nothing that is a path."""
 
 def check_site_names(sites, minimum: int) -> list[str]:
     """Refuse a ``sites`` setting that is not a list of at least ``minimum`` distinct valid names."""
-    if not isinstance(sites, list) or not all(isinstance(s, str) for s in sites):
-        raise SettingError(f'sites must be a JSON list of site names such as ["site-1", "site-2"], got {sites!r:.80}')
+    with raising(SettingError):
+        string_list("sites", sites, note='site names such as ["site-1", "site-2"]')
     if len(sites) < minimum:
         need = "two sites (a peer-to-peer job needs peers)" if minimum > 1 else "at least one site"
         raise SettingError(f"sites lists {len(sites)} site(s): a job needs {need}")
@@ -333,11 +335,9 @@ def check_site_resources(spec) -> None:
     """
     if spec is None:
         return
-    if not isinstance(spec, dict):
-        raise SettingError(f"site_resource_spec must be a JSON object such as {{\"num_of_gpus\": 1, \"mem_per_gpu_in_GiB\": 2}} or null, got {spec!r}")
-    gpus = spec.get("num_of_gpus")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise SettingError(f"site_resource_spec.num_of_gpus must be an integer >= 0, got {gpus!r}")
+    with raising(SettingError):
+        mapping("site_resource_spec", spec, note='such as {"num_of_gpus": 1, "mem_per_gpu_in_GiB": 2}, or null')
+        int_in("site_resource_spec.num_of_gpus", spec.get("num_of_gpus"), 0)
     mem = spec.get("mem_per_gpu_in_GiB", 0)
     if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
         raise SettingError(f"site_resource_spec.mem_per_gpu_in_GiB must be a number >= 0 (GiB), got {mem!r}")

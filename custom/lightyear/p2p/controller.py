@@ -29,7 +29,7 @@ from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
-from lightyear.checks import integer, positive_int, positive_seconds
+from lightyear.checks import integer, mapping, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.flare.placement import p2p_simulator_advice
@@ -95,8 +95,8 @@ class P2PController(Controller):
         super().__init__()
         self.rounds = positive_int("rounds", rounds)
         self.seed = integer("seed", seed)
-        if topology_args is not None and not isinstance(topology_args, dict):
-            raise ValueError(f"topology_args must be a JSON object, got {topology_args!r}")
+        if topology_args is not None:
+            mapping("topology_args", topology_args)
         check_topology_args(topology, topology_args or {})
         self.topology = topology
         self.topology_args = dict(topology_args or {})

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from lightyear.checks import finite_number, int_in, number_in, one_of
+
 TOPOLOGIES = ("full", "ring", "none", "k_regular", "random")
 TOPOLOGY_ARGS: dict[str, tuple[str, ...]] = {"full": (), "ring": (), "none": (), "k_regular": ("k",), "random": ("degree",)}
 MAX_TRIES = 1000  # redraws of a random graph before giving up
@@ -42,8 +44,7 @@ def build_graph(sites: Sequence[str], topology: str = "full", seed: int = 0, **a
     """
     names = _check_sites(sites)
     check_topology_args(topology, args)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    int_in("seed", seed, 0)
     n = len(names)
     if topology == "full":
         edges = {(a, b) for a in range(n) for b in range(n) if a != b}
@@ -133,16 +134,13 @@ def sample_neighbours(
     if len(set(pool)) != len(pool):
         raise ValueError(f"neighbours {pool} contain duplicates; list each neighbour once")
     if count is not None:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"count must be an integer >= 0, got {count!r}")
+        int_in("count", count, 0)
         size = min(count, len(pool))
     else:
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 < fraction <= 1.0:
-            raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+        number_in("fraction", fraction, 0.0, 1.0, low_open=True)
         size = math.ceil(fraction * len(pool))
     for name, value in (("seed", seed), ("round_index", round_index)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        int_in(name, value, 0)
     rng = np.random.default_rng([seed, round_index, zlib.crc32(str(site).encode("utf-8"))])
     chosen = rng.choice(len(pool), size=size, replace=False) if size else []
     return sorted(pool[i] for i in chosen)
@@ -161,8 +159,7 @@ def check_topology_args(topology: str, args: Mapping) -> None:
 
     Cheap (builds nothing): a controller can call it when it is configured, before any site joins.
     """
-    if not isinstance(topology, str) or topology not in TOPOLOGY_ARGS:
-        raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(TOPOLOGIES)}")
+    one_of("topology", topology, TOPOLOGIES)
     allowed = TOPOLOGY_ARGS[topology]
     unknown = sorted(set(args) - set(allowed))
     if unknown:
@@ -198,8 +195,7 @@ def _k_regular(n: int, k, rng: np.random.Generator) -> set[tuple[int, int]]:
     vertices' open half-edges (Steger and Wormald 1999), restarting on a dead end or a
     disconnected result.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k_regular needs an integer k >= 1 (neighbours per site), got {k!r}; use topology 'none' for no edges")
+    int_in("k", k, 1, note="k_regular's neighbours per site; use topology 'none' for no edges")
     if k > n - 1:
         raise ValueError(f"k_regular with {n} sites allows k <= {n - 1}, got k={k}; lower k or add sites")
     if (n * k) % 2:
@@ -228,8 +224,7 @@ def _k_regular(n: int, k, rng: np.random.Generator) -> set[tuple[int, int]]:
 
 def _random_directed(n: int, degree, rng: np.random.Generator) -> set[tuple[int, int]]:
     """round(degree * n) distinct directed edges drawn uniformly, redrawn until strongly connected."""
-    if isinstance(degree, bool) or not isinstance(degree, (int, float)) or not math.isfinite(degree):
-        raise ValueError(f"random needs a number degree (average out-degree), got {degree!r}")
+    finite_number("degree (the random topology's average out-degree)", degree)
     if n < 2:
         raise ValueError(f"random needs at least 2 sites, got {n}; use topology 'none' for a single site")
     if not 1 <= degree <= n - 1:

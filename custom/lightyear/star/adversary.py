@@ -36,7 +36,7 @@ from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparamet
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
 from lightyear.algorithms.vectors import float_keys
-from lightyear.checks import integer
+from lightyear.checks import integer, mapping
 from lightyear.star.messages import read_result, result_data
 from lightyear.star.results import result_model, valid_num_samples
 
@@ -95,14 +95,14 @@ class SimulatedAdversary(FLComponent):
             (:func:`lightyear.models.model_symmetries`); required for those attacks only.
         """
         super().__init__()
-        if params is not None and not isinstance(params, dict):
-            raise ValueError(f"params must be a JSON object of attack parameters, got {params!r}")
+        if params is not None:
+            mapping("params", params, note="of attack parameters")
         self.spec = check_spec(AttackSpec(kind, knowledge, attackers, dict(params or {})))
         self.seed = integer("seed", seed)
         if self.spec.kind in REPARAMETRISATIONS and not isinstance(model, str):
             raise ValueError(f"the {self.spec.kind} attack transforms the job's network: give the adversary model (the job's model name)")
-        if model_args is not None and not isinstance(model_args, dict):
-            raise ValueError(f"model_args must be a JSON object of the network's settings, got {model_args!r}")
+        if model_args is not None:
+            mapping("model_args", model_args, note="of the network's settings")
         self.model, self.model_args = model, dict(model_args or {})
         self.symmetries: list | None = None  # the network's, found at the first reparametrisation
         self.rule = None  # the job's aggregator, when the attack aims at it

@@ -15,6 +15,7 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext
 
 from lightyear.algorithms.aggregation import weighted_average
+from lightyear.checks import boolean
 from lightyear.flare.declarations import STAR, Method
 
 
@@ -83,9 +84,7 @@ class FedAvgAggregator(StarAggregator):
 
     def __init__(self, weigh_by_samples: bool = True):
         super().__init__()
-        if not isinstance(weigh_by_samples, bool):
-            raise ValueError(f"weigh_by_samples must be true or false, got {weigh_by_samples!r}")
-        self.weigh_by_samples = weigh_by_samples
+        self.weigh_by_samples = boolean("weigh_by_samples", weigh_by_samples)
 
     def aggregate(self, global_weights, results, round_num, fl_ctx):
         sites = sorted(results)

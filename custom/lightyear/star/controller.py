@@ -41,11 +41,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 
 import numpy as np
 from nvflare.apis.client import Client
-from nvflare.apis.controller_spec import Task, TaskCompletionStatus
+from nvflare.apis.controller_spec import Task
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
@@ -53,17 +52,15 @@ from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
-from lightyear.checks import integer, positive_int, positive_seconds
+from lightyear.checks import integer, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
 from lightyear.star.adversary import ADVERSARY_FILE, SimulatedAdversary
 from lightyear.star.aggregator import StarAggregator
 from lightyear.star.messages import task_data
+from lightyear.star.per_site_tasks import wait_like_broadcast
 from lightyear.star.results import capped_counts, result_model, valid_num_samples
-
-POLL_SECONDS = 0.2
-"""How often the per-site send path looks at its tasks."""
 
 
 def default_min_clients(n_sites: int) -> int:
@@ -117,8 +114,9 @@ class StarController(Controller):
             raise ValueError(f"max_sample_ratio must be a number >= 1 or null (no cap), got {max_sample_ratio!r}")
         self.max_sample_ratio = max_sample_ratio
         self.max_abs_weight = check_max_abs(max_abs_weight)
-        if adversary_id is not None and (not isinstance(adversary_id, str) or not adversary_id):
-            raise ValueError(f"adversary_id must be the id of a SimulatedAdversary component or null (no attack), got {adversary_id!r}")
+        if adversary_id is not None:
+            note = "the id of a SimulatedAdversary component, or null: no attack"
+            non_empty_string("adversary_id", adversary_id, note=note)
         self.adversary_id = adversary_id
         self.adversary: SimulatedAdversary | None = None
         self._refused = ""  # why the run cannot start (set at START_RUN)
@@ -309,30 +307,9 @@ class StarController(Controller):
         tasks = {site: self._task(name, round_num, sent[site]) for site in sorted(sent)}
         for site, task in tasks.items():
             self.send(task=task, fl_ctx=fl_ctx, targets=[site])
-        self._wait_per_site(list(tasks.values()), need, abort_signal)
+        wait_after = self.wait_time_after_min_received
+        wait_like_broadcast(list(tasks.values()), need, wait_after, abort_signal, self.cancel_task)
         return list(tasks.values())
-
-    def _wait_per_site(self, tasks: list[Task], need: int, abort_signal: Signal, poll: float = POLL_SECONDS) -> None:
-        """Wait as a broadcast would: until every task ended (result, ``train_timeout``, dead
-        site), or ``need`` sites answered and ``wait_time_after_min_received`` passed since, or an
-        abort; the tasks still open are then cancelled."""
-        enough_since = None
-        while True:
-            if abort_signal is not None and abort_signal.triggered:
-                status = TaskCompletionStatus.ABORTED
-                break
-            if all(t.completion_status is not None for t in tasks):
-                return
-            answered = sum(1 for t in tasks for ct in t.client_tasks if ct.result_received_time is not None)
-            if answered >= need:
-                enough_since = enough_since if enough_since is not None else time.monotonic()
-                if time.monotonic() - enough_since >= self.wait_time_after_min_received:
-                    status = TaskCompletionStatus.CANCELLED
-                    break
-            time.sleep(poll)
-        for task in tasks:
-            if task.completion_status is None:
-                self.cancel_task(task, completion_status=status)
 
     def _write_summary(self, fl_ctx: FLContext) -> None:
         if not self._sites:

@@ -31,6 +31,7 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.attacks.updates import LF
+from lightyear.checks import boolean
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.records import RoundLog, check_records_file
@@ -65,12 +66,8 @@ class StarExecutor(Executor):
         self.malfunction_id = malfunction_id
         self.slots = ComputeSlots(compute_slots, group="star")
         self.records_file = check_records_file(records_file)
-        if not isinstance(send_update, bool):
-            raise ValueError(f"send_update must be true or false, got {send_update!r}")
-        self.send_update = send_update
-        if not isinstance(flip_labels, bool):
-            raise ValueError(f"flip_labels must be true or false, got {flip_labels!r}")
-        self.flip_labels = flip_labels
+        self.send_update = boolean("send_update", send_update)
+        self.flip_labels = boolean("flip_labels", flip_labels)
         self.runtime = None
         self.run_dir = ""
         self.log: RoundLog | None = None

@@ -17,6 +17,8 @@ import stat
 import tempfile
 import time
 
+from lightyear.checks import int_in
+
 AUTO = "auto"
 DEFAULT_WAIT_TIMEOUT = 600.0
 
@@ -29,9 +31,7 @@ def resolve_slots(slots) -> int:
     """``auto`` = the machine's CPU count; 0 = no limit; else a positive integer."""
     if slots == AUTO:
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
-        raise ValueError(f"compute_slots must be 'auto', 0 (no limit) or a positive integer, got {slots!r}")
-    return slots
+    return int_in("compute_slots", slots, 0, note="0: no limit; or 'auto': one per core")
 
 
 def private_folder(path: str) -> str:

@@ -18,18 +18,17 @@ into it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import torch
 from torch import nn
 
+from lightyear.checks import non_negative
+
 
 def check_mu(mu: float) -> float:
     """mu (proximal strength) must be a finite number >= 0 (0 turns the term off)."""
-    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu) or mu < 0:
-        raise ValueError(f"mu (proximal strength, FedProx mu / Ditto lambda) must be a finite number >= 0, got {mu!r}")
-    return float(mu)
+    return non_negative("mu (proximal strength, FedProx mu / Ditto lambda)", mu)
 
 
 def parameter_snapshot(model: nn.Module) -> dict[str, torch.Tensor]:

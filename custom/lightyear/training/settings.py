@@ -11,6 +11,7 @@ import importlib
 import inspect
 import typing
 
+from lightyear.checks import mapping
 from lightyear.data import datasets
 from lightyear.models import models
 from lightyear.training import losses
@@ -69,8 +70,8 @@ def loss_options(loss: str) -> set[str]:
 
 def build_train_config(train_args: dict | None) -> TrainConfig:
     """A TrainConfig from the job's ``train_args``; unknown keys are an error that names them."""
-    if train_args is not None and not isinstance(train_args, dict):
-        raise ValueError(f"train_args must be a JSON object (a dict of option to value) such as {{\"lr\": 0.001}}, got {train_args!r:.80}")
+    if train_args is not None:
+        mapping("train_args", train_args, note='a dict of option to value such as {"lr": 0.001}')
     train_args = dict(train_args or {})
     known = set(TrainConfig.__dataclass_fields__)
     unknown = sorted(set(train_args) - known)
@@ -82,8 +83,7 @@ def build_train_config(train_args: dict | None) -> TrainConfig:
 def _refuse_unknown(kind: str, owner: str, given: dict | None, allowed: set[str] | None) -> None:
     if given is None:
         return
-    if not isinstance(given, dict):
-        raise ValueError(f"{kind} must be a JSON object (a dict of option to value), got {given!r}")
+    mapping(kind, given, note="a dict of option to value")
     if allowed is None:
         return
     unknown = sorted(set(given) - allowed)

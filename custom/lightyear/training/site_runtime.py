@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from lightyear.algorithms.p2p.agreement import PredictionSummary, summarize_predictions
+from lightyear.checks import boolean, positive_int
 from lightyear.data import load_site_data
 from lightyear.models import build_model
 from lightyear.training.settings import build_train_config, check_device, check_site_settings
@@ -37,8 +38,8 @@ def runtime_arguments(
     stops the job when its components are built: on the site, and before, when the job is generated.
     Whether the device exists is checked by :class:`SiteRuntime` on the site."""
     check_site_settings(dataset, model, dataset_args, model_args, train_args)
-    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
-        raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
+    if num_threads is not None:
+        positive_int("num_threads", num_threads)
     return dict(
         dataset=dataset,
         model=model,
@@ -100,8 +101,7 @@ class SiteRuntime:
         (y + 1) mod C instead of y, per sample or per pixel (the label-flipping attack; see
         :func:`~lightyear.training.trainer.flip_targets`, which inverts a binary mask).
         """
-        if not isinstance(flip_labels, bool):
-            raise ValueError(f"flip_labels must be true or false, got {flip_labels!r}")
+        boolean("flip_labels", flip_labels)
         seed = site_seed(self.seed, self.site, round_num + 1)
         torch.manual_seed(seed)
         flip = self.data.num_classes if flip_labels else None

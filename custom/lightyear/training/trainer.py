@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from lightyear.algorithms import metrics
+from lightyear.checks import boolean, int_in, mapping, non_negative, number_in, one_of, positive_int, positive_number
 from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION
 from lightyear.training import losses
 
@@ -47,33 +47,16 @@ class TrainConfig:
     deterministic: bool = True
 
     def __post_init__(self):
-        checks = [
-            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
-            (self.loss in losses.LOSSES, f"loss must be one of {losses.LOSSES}, got {self.loss!r}"),
-            (_positive(self.lr), f"lr must be a positive number, got {self.lr!r}"),
-            (_nonneg(self.weight_decay), f"weight_decay must be >= 0, got {self.weight_decay!r}"),
-            (_nonneg(self.momentum) and self.momentum < 1, f"momentum must be in [0, 1), got {self.momentum!r}"),
-            (_pos_int(self.local_epochs), f"local_epochs must be a positive integer, got {self.local_epochs!r}"),
-            (_pos_int(self.batch_size), f"batch_size must be a positive integer, got {self.batch_size!r}"),
-            (_pos_int(self.ece_bins), f"ece_bins must be a positive integer, got {self.ece_bins!r}"),
-            (isinstance(self.deterministic, bool), f"deterministic must be true or false, got {self.deterministic!r}"),
-            (self.loss_args is None or isinstance(self.loss_args, dict), f"loss_args must be a JSON object, got {self.loss_args!r}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-
-
-def _positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-
-def _nonneg(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
-
-
-def _pos_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+        one_of("optimizer", self.optimizer, OPTIMIZERS)
+        one_of("loss", self.loss, losses.LOSSES)
+        positive_number("lr", self.lr)
+        non_negative("weight_decay", self.weight_decay)
+        number_in("momentum", self.momentum, 0.0, 1.0, high_open=True)
+        for name in ("local_epochs", "batch_size", "ece_bins"):
+            positive_int(name, getattr(self, name))
+        boolean("deterministic", self.deterministic)
+        if self.loss_args is not None:
+            mapping("loss_args", self.loss_args)
 
 
 def use_deterministic_kernels(enabled: bool, device: torch.device | str = "cuda") -> None:
@@ -178,8 +161,7 @@ def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
     target form of this trainer (it casts targets to class indices), so they need no rule of
     their own. Raises ValueError for floating targets, C < 2, or a target outside [0, C).
     """
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(f"num_classes must be an integer >= 2 (flipping needs another class to flip to), got {num_classes!r}")
+    int_in("num_classes", num_classes, 2, note="flipping needs another class to flip to")
     if targets.is_floating_point():
         raise ValueError(f"label flipping needs integer class targets, got {targets.dtype}; cast them to class indices first")
     if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):

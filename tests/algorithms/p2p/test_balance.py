@@ -66,12 +66,12 @@ def test_far_neighbour_left_out_of_the_mean():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"gamma": 0.0}, "gamma must be > 0"),
-        ({"kappa": -0.1}, "kappa must be >= 0"),
-        ({"alpha": 1.5}, r"alpha must be in \[0, 1\]"),
+        ({"gamma": 0.0}, "gamma must be a number > 0"),
+        ({"kappa": -0.1}, "kappa must be a number >= 0"),
+        ({"alpha": 1.5}, r"alpha must be a number in \[0, 1\]"),
         ({"T": 0}, "T must be an integer >= 1"),
-        ({"t": -1}, "t must be >= 0"),
-        ({"gamma": float("nan")}, "gamma must be a finite number"),
+        ({"t": -1}, "t must be a number >= 0"),
+        ({"gamma": float("nan")}, "gamma must be a number > 0"),
     ],
 )
 def test_bad_settings_are_refused(kwargs, message):

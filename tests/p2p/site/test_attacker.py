@@ -1,8 +1,8 @@
 """Attacking peers in a P2P round (fake engine and runtimes, no FLARE run): what an attacker sends,
-what it knows, how it treats the other attackers' messages, and the adaptive attack's step."""
+what it knows, label flipping, its settings, a whole run and the reparametrisations (the side
+channel: test_collusion.py; the adaptive attack: test_adaptive_attack.py)."""
 
 import csv
-import time
 
 import numpy as np
 import pytest
@@ -11,53 +11,15 @@ from nvflare.apis.fl_constant import FLContextKey, ReturnCode
 from nvflare.apis.shareable import Shareable
 from nvflare.apis.signal import Signal
 
-from lightyear.algorithms.p2p.agreement import agreement, summarize_predictions
 from lightyear.flare import constants as C
 from lightyear.flare.malfunction_filter import MalfunctionFilter
-from lightyear.p2p.methods.balance import BalanceExecutor
 from lightyear.p2p.methods.defta import DeftaExecutor
 from lightyear.p2p.methods.lightyear import LightyearExecutor
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
 from lightyear.p2p.site.attacker import PeerAttacker
 
-from flare_fakes import SiteEngine, context, model_message
-from p2p_fakes import FAST, FakeData, FakeRuntime, deliver, wire
-
-SITES = ["site-1", "site-2", "site-3", "site-4"]
-MESH4 = {s: [t for t in SITES if t != s] for s in SITES}
-
-
-def attacking(ex, kind, knowledge="partial", params=None, attackers=("site-3", "site-4"), graph=MESH4, logs=None):
-    """Arm a wired executor as site-4 attacking with ``attackers``, as its run would at START_RUN and start."""
-    deadline = ex.exchange.peer_deadline
-    attacker = PeerAttacker(kind, knowledge, list(attackers), params or {}, seed=0)
-    ex.attack, ex.attack_id, ex.peer_deadline = attacker, "attack", deadline
-    log = (lambda level, msg: logs.append((level, msg))) if logs is not None else (lambda level, msg: None)
-    attacker.begin_run(ex.site, graph, ex.rounds, 0, deadline, ex.max_abs_weight, log, ex.exchange.reference, ex.exchange.codec, False, 5.0)
-    return ex
-
-
-def site4(cls=P2PFedAvgExecutor, graph=MESH4, deadline=2.0, runtime=None, **kwargs):
-    return wire(cls(train_args=FAST, **kwargs), graph, site="site-4", deadline=deadline, runtime=runtime)
-
-
-def model(value, n=4):
-    return {"w": np.full(n, value, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
-
-
-def collude(ex, sender, round_num, weights):
-    """A collusion message reaching site-4's attack component as FLARE would deliver it."""
-    return ex.attack._on_collude(C.TOPIC_COLLUDE, model_message(sender, round_num, weights), None)
-
-
-def sent(engine, topic=C.TOPIC_MODEL):
-    return [(targets, request) for t, targets, request, _ in engine.sent if t == topic]
-
-
-def run_round(ex, round_num=0):
-    engine = SiteEngine("/tmp")
-    row = ex._round(round_num, context(engine, ex.site), Signal())
-    return row, engine
+from flare_fakes import SiteEngine, context
+from p2p_fakes import FAST, MESH4, FakeRuntime, attacking, collude, deliver, model, run_round, sent, site4, wire
 
 
 # ---------------------------------------------------------------------------- what an attacker sends
@@ -105,145 +67,6 @@ def test_full_knowledge_adds_the_benign_in_neighbours_models_and_still_aggregate
     assert row["attack_benign"] == ["site-1", "site-2"] and row["attack_known"] == 4
     assert row["selected"] == ["site-1", "site-2", "site-3"]  # the peeked models were left for the aggregation
     np.testing.assert_allclose(ex.runtime.w["w"], (0.9 + 0.7 + 0.8 + 0.6) / 4, rtol=1e-6)
-
-
-# ---------------------------------------------------------------------------- hostile collusion messages
-BIG = {"w": np.zeros(1 << 19, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
-
-
-@pytest.mark.parametrize(
-    "sender, round_num, weights, code, refused",
-    [
-        ("site-1", 0, model(0.5), ReturnCode.BAD_REQUEST_DATA, []),  # a benign site is no colluder
-        ("site-4", 0, model(0.5), ReturnCode.BAD_REQUEST_DATA, []),  # nor is the attacker itself
-        ("site-3", 0, model(np.nan), ReturnCode.OK, ["site-3"]),
-        ("site-3", 0, {"w": np.full(3, 0.5, dtype=np.float32), "n": np.array(5)}, ReturnCode.OK, ["site-3"]),
-        ("site-3", 0, BIG, ReturnCode.OK, ["site-3"]),  # 2 MiB for a 24-byte model
-        ("site-3", 0, "not a model", ReturnCode.OK, ["site-3"]),
-        ("site-3", 7, model(0.5), ReturnCode.OK, []),  # a round far ahead is not kept
-        ("site-3", "0", model(0.5), ReturnCode.OK, []),
-    ],
-    ids=["benign-sender", "itself", "nan", "wrong-shape", "oversize", "garbage", "wrong-round", "round-string"],
-)
-def test_a_hostile_collusion_message_is_refused_and_the_round_goes_on(sender, round_num, weights, code, refused):
-    logs = []
-    ex = attacking(site4(deadline=1.0), "lie", params={"z": 0.5}, logs=logs)
-    assert collude(ex, sender, round_num, weights).get_return_code() == code
-    for peer in ("site-1", "site-2", "site-3"):
-        deliver(ex, peer, 0, 1.0)
-    row, engine = run_round(ex)
-    assert row["attack_colluders"] == [] and row["attack_refused"] == refused and row["attack_known"] == 1
-    # with only its own update, LIE's sigma is 0 and the crafted update is the own one
-    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 0.9, rtol=1e-6)
-    assert any(level == "warning" for level, _ in logs)
-
-
-def test_a_collusion_message_before_the_run_starts_is_answered_not_ready():
-    attacker = PeerAttacker("lie", "partial", ["site-3", "site-4"])
-    reply = attacker._on_collude(C.TOPIC_COLLUDE, model_message("site-3", 0, model(0.5)), None)
-    assert reply.get_return_code() == ReturnCode.SERVICE_UNAVAILABLE
-
-
-# ---------------------------------------------------------------------------- bounded waiting
-def test_a_silent_colluder_costs_at_most_the_waiting_bound():
-    ex = attacking(site4(deadline=4.0), "minmax")  # bound: 0.25 x 4 s
-    for peer in ("site-1", "site-2", "site-3"):
-        deliver(ex, peer, 0, 1.0)
-    t0 = time.monotonic()
-    row, _ = run_round(ex)
-    assert 0.9 <= row["attack_wait_s"] <= 1.6 and time.monotonic() - t0 < 3.0
-    assert row["attack_colluders"] == [] and row["attack_known"] == 1
-
-
-def test_under_full_knowledge_one_bound_covers_the_colluders_and_the_benign_in_neighbours():
-    ex = attacking(site4(deadline=2.0), "ipm", "full")  # bound: 0.5 s for both waits together
-    deliver(ex, "site-1", 0, 0.7)  # site-2 and the colluder site-3 stay silent
-    row, engine = run_round(ex)
-    assert 0.4 <= row["attack_wait_s"] <= 0.9
-    assert row["attack_benign"] == ["site-1"] and row["attack_epsilon"] == 4
-    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 4 * (0.7 - 1.0), rtol=1e-5)  # -n x benign mean
-
-
-# ---------------------------------------------------------------------------- the adaptive attack
-class TinyRuntime:
-    """A logistic classifier of one feature, p(1 | x) = sigmoid(a x + b), with 40 validation points
-    (one in eight labels flipped, so that accuracy and calibration are not perfect). Training raises
-    the slope a by 0.5, so the reverse of the honest update lowers it."""
-
-    def __init__(self):
-        self.w = {"w": np.array([2.0, 0.0], dtype=np.float32)}
-        self.data = FakeData()
-        self.x = np.linspace(-2.0, 2.0, 40)
-        self.y = (self.x > 0).astype(np.int64)
-        self.y[::8] = 1 - self.y[::8]
-        self.trained = 0
-
-    def get_weights(self):
-        return {k: v.copy() for k, v in self.w.items()}
-
-    def set_weights(self, weights):
-        self.w = {k: np.array(v, copy=True) for k, v in weights.items()}
-
-    def train(self, round_num, flip_labels=False):
-        self.w["w"] = self.w["w"] + np.array([0.5, 0.0], dtype=np.float32)
-        return {"train_loss": 0.1, "train_samples": 100}
-
-    def probabilities(self, weights=None):
-        a, b = (self.w if weights is None else weights)["w"].astype(np.float64)
-        p1 = 1.0 / (1.0 + np.exp(-(a * self.x + b)))
-        return np.stack([1 - p1, p1], axis=1)
-
-    def summarize(self, weights=None, normalize_entropy=True):
-        return summarize_predictions(self.probabilities(weights), self.y, 15, normalize_entropy)
-
-    def evaluate(self, split, weights=None):
-        probs = self.probabilities(weights)
-        loss = float(-np.mean(np.log(np.clip(probs[np.arange(self.y.size), self.y], 1e-12, None))))
-        return {"acc": self.summarize(weights).performance, "loss": loss}
-
-    def assess(self, weights=None, normalize_entropy=True):
-        return self.summarize(weights, normalize_entropy), self.evaluate("val", weights)
-
-
-def score(rt, reference, weights):
-    return agreement(rt.summarize(reference), rt.summarize(weights)).score
-
-
-@pytest.mark.parametrize("aggregation", ["paper", "validated"])
-def test_the_adaptive_attacker_sends_the_most_harmful_model_the_receivers_round_is_predicted_to_adopt(aggregation):
-    graph = {"site-1": [], "site-2": [], "site-4": ["site-1", "site-2"]}  # site-4 hears nobody: partial knowledge
-    rt = TinyRuntime()
-    ex = site4(LightyearExecutor, graph=graph, runtime=rt, tau=0.9, aggregation=aggregation)
-    attacking(ex, "adaptive", params={"max_step": 4.0, "max_evaluations": 32}, attackers=["site-4"], graph=graph)
-    row, engine = run_round(ex)
-    honest = {"w": np.array([2.5, 0.0], dtype=np.float32)}
-    [(targets, request)] = sent(engine)  # partial knowledge: one model for both receivers
-    crafted = request[C.KEY_WEIGHTS]
-    assert targets == ["site-1", "site-2"] and crafted["w"][1] == 0.0 and crafted["w"][0] <= 2.5  # along the reverse of (0.5, 0)
-    assert score(rt, honest, crafted) >= 0.9  # the receiver's selection keeps it
-    adopted = crafted if aggregation == "paper" else {"w": (honest["w"] + crafted["w"]) / 2}  # one peer: weight 1/2
-    drop = rt.evaluate("val", honest)["acc"] - rt.evaluate("val", adopted)["acc"]
-    assert row["attack_harm"] == pytest.approx(drop)
-    if aggregation == "validated":  # what the receiver adopts costs it at most delta on the data it was measured on
-        assert 0.0 <= drop <= 0.02
-    else:  # no accepted slope changes this classifier's accuracy; the paper's rule adopts one with a worse loss
-        assert rt.evaluate("val", adopted)["loss"] > rt.evaluate("val", honest)["loss"] + 0.04
-        assert row["attack_family"] == "reverse" and row["attack_harmed"] == ["site-1", "site-2"]
-    assert 1 < row["attack_evaluations"] <= 32 and row["malfunction"] == "adaptive"
-    np.testing.assert_allclose(rt.w["w"], [2.5, 0.0])  # no peer: the own honest model is kept
-
-
-def test_the_adaptive_attacker_on_balance_goes_to_the_edge_of_the_receivers_radius():
-    graph = {"site-1": [], "site-2": [], "site-4": ["site-1", "site-2"]}
-    ex = site4(BalanceExecutor, graph=graph)
-    attacking(ex, "adaptive", params={"max_evaluations": 64}, attackers=["site-4"], graph=graph)
-    row, engine = run_round(ex)
-    # honest 0.9 in 4 entries: radius 0.3 x ||honest|| = 0.54; the loss mean(w^2) grows along the
-    # reverse of the update (-0.1, ...), so the most harmful accepted model is the farthest inside it
-    crafted = sent(engine)[0][1][C.KEY_WEIGHTS]["w"]
-    distance = float(np.linalg.norm(crafted.astype(np.float64) - 0.9))
-    assert 0.54 - 0.01 <= distance <= 0.54 + 1e-5 and row["attack_family"] == "reverse"
-    np.testing.assert_allclose(crafted, 0.9 + distance / 2, rtol=1e-5)
 
 
 # ---------------------------------------------------------------------------- label flipping

@@ -16,7 +16,7 @@ from lightyear.p2p.site.checkpoint import (
     load_site_checkpoint,
     save_site_checkpoint,
 )
-from lightyear.p2p.site.resume import find_checkpoint, starting_checkpoint
+from lightyear.p2p.site.resume import find_checkpoint, restore_state, starting_checkpoint
 
 REFERENCE = {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3, np.float32), "n": np.array(0, np.int64)}
 META = {"rounds": 6, "seed": 0}
@@ -176,7 +176,7 @@ def test_a_method_state_the_site_cannot_take_names_the_checkpoint_and_the_fix(tm
     ex = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3)
     ckpt = SiteCheckpoint(1, ex.runtime.get_weights(), META, {"trust": {"peers": ["site-9"]}}, {})
     with pytest.raises(CheckpointError) as err:
-        ex._restore(ckpt, str(tmp_path), "remove it")
+        restore_state(ckpt, str(tmp_path), "remove it", ex.restore_method_state)
     message = str(err.value)
     assert f"the site checkpoint {tmp_path / CHECKPOINT_FILE} holds a method state this site cannot take (KeyError" in message
     assert message.endswith("; remove it")

@@ -17,6 +17,7 @@ from lightyear.algorithms.attacks import catalogue, reparametrise, updates
 from lightyear.algorithms.attacks.adaptive import DIRECTIONS, REVERSE
 from lightyear.algorithms.attacks.reparametrise import TRANSFORMS, check_factor
 from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
+from lightyear.checks import boolean, int_in, mapping, one_of
 
 ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
 """Every setting of the adaptive attack; the attack on each method takes those its declaration
@@ -71,8 +72,7 @@ class AttackSpec:
         if names is None or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
             raise ValueError(f"attackers must be a list of distinct site names, got {self.attackers!r}")
         object.__setattr__(self, "attackers", tuple(names))
-        if not isinstance(self.params, dict):
-            raise ValueError(f"attack parameters must be a JSON object, got {self.params!r}")
+        mapping("attack parameters", self.params)
         check_params(self.kind, self.params)
 
     def param(self, name: str, default=None):
@@ -109,20 +109,20 @@ def check_params(kind: str, params: dict) -> None:
             _number(name, value, lambda v: v > 0, "a finite number > 0")
         elif name == "factor":
             check_factor(value)
-        elif name == "per_receiver" and not isinstance(value, bool):
-            raise ValueError(f"attack_per_receiver must be true (a new draw for every receiver, peer-to-peer only) or false, got {value!r}")
+        elif name == "per_receiver":
+            boolean("attack_per_receiver", value, note="true: a new draw for every receiver, peer-to-peer only")
         elif name == "z":
             _number(name, value, lambda v: True, "a finite number (LIE's z_max; default from n and m)")
         elif name == "margin":
             _number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) or the norm (1 - margin) T_norm (FedCAP)")
         elif name == "ddof" and (isinstance(value, bool) or value not in (0, 1)):
             raise ValueError(f"attack_ddof must be 0 or 1, got {value!r}")
-        elif name == "perturbation" and value not in PERTURBATIONS:
-            raise ValueError(f"attack_perturbation must be one of {', '.join(PERTURBATIONS)}, got {value!r}")
-        elif name == "direction" and value not in DIRECTIONS:
-            raise ValueError(f"attack_direction must be one of {', '.join(DIRECTIONS)}, got {value!r}")
-        elif name == "max_evaluations" and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64):
-            raise ValueError(f"attack_max_evaluations must be an integer in [1, 64], got {value!r}")
+        elif name == "perturbation":
+            one_of("attack_perturbation", value, PERTURBATIONS)
+        elif name == "direction":
+            one_of("attack_direction", value, DIRECTIONS)
+        elif name == "max_evaluations":
+            int_in("attack_max_evaluations", value, 1, 64)
 
 
 def _number(name: str, value, ok, what: str) -> None:

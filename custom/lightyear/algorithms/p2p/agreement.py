@@ -10,12 +10,12 @@ Learning" (long version), Eqs. 12-17; the short version's entropy ("sharpness") 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from lightyear.algorithms import metrics
+from lightyear.checks import number_in
 
 CONFIDENCE = "confidence"
 SHARPNESS = "sharpness"
@@ -188,19 +188,14 @@ def select_peers(scores: dict[str, float], tau: float, skills: dict[str, float] 
 
 def check_skill_floor(skill_floor) -> float:
     """``skill_floor`` must be a number in [0, 1) (0 = the paper's selection rule)."""
-    if isinstance(skill_floor, bool) or not isinstance(skill_floor, (int, float)) or not math.isfinite(skill_floor) or not 0.0 <= skill_floor < 1.0:
-        raise ValueError(f"skill_floor must be a number in [0, 1) (0 = the paper's rule, no cold-start guard), got {skill_floor!r}")
-    return float(skill_floor)
+    note = "0 = the paper's rule, no cold-start guard"
+    return number_in("skill_floor", skill_floor, 0.0, 1.0, high_open=True, note=note)
 
 
 def check_tau(tau: float) -> float:
     """Raise a ValueError naming the fix if tau is not a number in [0, 1]."""
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau) or not 0.0 <= tau <= 1.0:
-        raise ValueError(
-            f"tau must be a number in [0, 1] (the agreement score lies in [0, 1]), got {tau!r}; "
-            "the paper uses 0.75 for classification and 0.6 for segmentation"
-        )
-    return float(tau)
+    note = "the agreement score lies in [0, 1]; the paper uses 0.75 for classification and 0.6 for segmentation"
+    return number_in("tau", tau, 0.0, 1.0, note=note)
 
 
 def _check_same_samples(a: np.ndarray, b: np.ndarray) -> None:

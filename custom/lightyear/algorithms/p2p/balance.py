@@ -26,12 +26,7 @@ import numpy as np
 
 from lightyear.algorithms.model_check import check_models
 from lightyear.algorithms.vectors import Weights, flatten, float_keys, unflatten
-
-
-def _number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
+from lightyear.checks import int_in, non_negative, number_in, positive_number
 
 
 def check_balance_settings(t, T, gamma=0.3, kappa=1.0, alpha=0.5) -> None:
@@ -40,16 +35,11 @@ def check_balance_settings(t, T, gamma=0.3, kappa=1.0, alpha=0.5) -> None:
     gamma > 0, kappa >= 0, alpha in [0, 1], T >= 1 (an integer: the number of rounds) and
     t >= 0 (the round, counted from 0). The paper's settings are gamma 0.3, kappa 1, alpha 0.5.
     """
-    if _number("gamma", gamma) <= 0:
-        raise ValueError(f"gamma must be > 0 (the paper uses 0.3), got {gamma!r}")
-    if _number("kappa", kappa) < 0:
-        raise ValueError(f"kappa must be >= 0 (0 keeps the radius constant; the paper uses 1), got {kappa!r}")
-    if not 0.0 <= _number("alpha", alpha) <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1] (the weight of the own model; the paper uses 0.5), got {alpha!r}")
-    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-        raise ValueError(f"T must be an integer >= 1 (the total number of rounds), got {T!r}")
-    if _number("t", t) < 0:
-        raise ValueError(f"t must be >= 0 (the round, counted from 0), got {t!r}")
+    positive_number("gamma", gamma, note="the paper uses 0.3")
+    non_negative("kappa", kappa, note="0 keeps the radius constant; the paper uses 1")
+    number_in("alpha", alpha, 0.0, 1.0, note="the weight of the own model; the paper uses 0.5")
+    int_in("T", T, 1, note="the total number of rounds")
+    non_negative("t", t, note="the round, counted from 0")
 
 
 def balance_threshold(own_norm: float, t: float, T: int, gamma: float = 0.3, kappa: float = 1.0) -> float:
@@ -60,8 +50,7 @@ def balance_threshold(own_norm: float, t: float, T: int, gamma: float = 0.3, kap
     0; ``T`` the total number of rounds.
     """
     check_balance_settings(t, T, gamma, kappa)
-    if _number("own_norm", own_norm) < 0:
-        raise ValueError(f"own_norm must be >= 0, got {own_norm!r}")
+    non_negative("own_norm", own_norm)
     return float(gamma * math.exp(-kappa * (t / T)) * own_norm)
 
 

@@ -7,22 +7,18 @@ are counters, not parameters, and keep the receiving site's own value.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
+from lightyear.checks import number_in
 
 
 def check_gamma(gamma: float) -> float:
     """Raise a ValueError naming the fix if gamma is not a number in (0, 1]."""
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not math.isfinite(gamma) or not 0.0 < gamma <= 1.0:
-        raise ValueError(
-            f"gamma must be a number in (0, 1] (1 = plain FedAvg over the selected peers), got {gamma!r}; "
-            "the paper uses 0.95"
-        )
-    return float(gamma)
+    note = "1 = plain FedAvg over the selected peers; the paper uses 0.95"
+    return number_in("gamma", gamma, 0.0, 1.0, low_open=True, note=note)
 
 
 def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float, t: int) -> dict[str, np.ndarray]:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lightyear.checks import int_in, number_in
+
 POSITIVE_SLOPE = 0.2  # Eq. 13
 SAMPLE_SIZE = 2  # peers aggregated per round in the paper's experiments (Section 4.2)
 
@@ -77,14 +79,11 @@ class TrustDecision:
 
 
 def _check_settings(sample_size, positive_slope, damage_ratio) -> None:
-    if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-        raise ValueError(f"sample_size must be an integer >= 1 (peers aggregated per round; the paper uses 2), got {sample_size!r}")
-    if isinstance(positive_slope, bool) or not isinstance(positive_slope, (int, float)) or not 0 < positive_slope <= 1:
-        raise ValueError(f"positive_slope must be in (0, 1] (cRELU's slope above 0; the paper uses 0.2), got {positive_slope!r}")
-    if damage_ratio is not None and (
-        isinstance(damage_ratio, bool) or not isinstance(damage_ratio, (int, float)) or not 1 < damage_ratio < math.inf
-    ):
-        raise ValueError(f"damage_ratio must be None (only NaN/Inf losses are damage) or a finite number > 1, got {damage_ratio!r}")
+    int_in("sample_size", sample_size, 1, note="peers aggregated per round; the paper uses 2")
+    note = "cRELU's slope above 0; the paper uses 0.2"
+    number_in("positive_slope", positive_slope, 0.0, 1.0, low_open=True, note=note)
+    if damage_ratio is not None:
+        number_in("damage_ratio", damage_ratio, 1.0, low_open=True, note="or None: only NaN/Inf losses are damage")
 
 
 class DeftaTrust:

@@ -28,7 +28,6 @@ Integer entries keep the own value.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -37,6 +36,7 @@ import numpy as np
 
 from lightyear.algorithms.model_check import check_models
 from lightyear.algorithms.vectors import Weights, flatten, float_keys, unflatten
+from lightyear.checks import int_in, non_negative
 
 
 @dataclass(frozen=True)
@@ -92,12 +92,9 @@ def farthest(distances: Mapping[str, float], remove: int) -> list[str]:
 def check_scclip_settings(radius, remove) -> None:
     """Raise a ValueError naming the setting unless ``radius`` is None or a finite number >= 0
     and ``remove`` an integer >= 0."""
-    if radius is not None and (
-        isinstance(radius, bool) or not isinstance(radius, (int, float)) or not math.isfinite(radius) or radius < 0
-    ):
-        raise ValueError(f"radius must be None (adaptive: second-largest distance) or a finite number >= 0, got {radius!r}")
-    if isinstance(remove, bool) or not isinstance(remove, int) or remove < 0:
-        raise ValueError(f"remove must be an integer >= 0 (how many farthest neighbours to drop), got {remove!r}")
+    if radius is not None:
+        non_negative("radius", radius, note="or None: adaptive, the second-largest distance")
+    int_in("remove", remove, 0, note="how many farthest neighbours to drop")
 
 
 def scclip_update(

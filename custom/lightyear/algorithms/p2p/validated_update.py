@@ -54,6 +54,7 @@ import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
 from lightyear.algorithms.p2p.decayed_update import check_gamma
+from lightyear.checks import non_negative, number_in
 
 DEFAULT_DELTA = 0.02
 DEFAULT_MAX_LOSS_GROWTH = 0.1
@@ -66,36 +67,28 @@ Evaluation = tuple[float, float]
 """(performance, loss) of a model on the own validation set; NaN for non-finite outputs."""
 
 
-def _number_in(name: str, value, low: float, high: float, low_open: bool, meaning: str) -> float:
-    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-    if bad or value > high or value < low or (low_open and value == low):
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}]" if math.isfinite(high) else f"{'>' if low_open else '>='} {low:g}"
-        raise ValueError(f"{name} must be a number {'in ' if math.isfinite(high) else ''}{interval} ({meaning}), got {value!r}")
-    return float(value)
-
-
 def check_delta(delta) -> float:
     """``validation_delta``: a number in [0, 1], the largest drop of validation accuracy or Dice allowed."""
-    return _number_in("validation_delta", delta, 0.0, 1.0, False,
-                      "the largest drop of validation accuracy or Dice below the own model an adopted aggregate may show")
+    note = "the largest drop of validation accuracy or Dice below the own model an adopted aggregate may show"
+    return number_in("validation_delta", delta, 0.0, 1.0, note=note)
 
 
 def check_max_loss_growth(growth) -> float:
     """``max_loss_growth``: a finite number >= 0, the relative growth of the validation loss allowed."""
-    return _number_in("max_loss_growth", growth, 0.0, math.inf, False,
-                      "0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's")
+    return non_negative("max_loss_growth", growth,
+                        note="0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's")
 
 
 def check_max_norm_growth(growth) -> float:
     """``max_norm_growth``: a finite number >= 0, how much larger than the own model's an entry's norm may grow."""
-    return _number_in("max_norm_growth", growth, 0.0, math.inf, False,
-                      "0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's")
+    return non_negative("max_norm_growth", growth,
+                        note="0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's")
 
 
 def check_max_peer_share(share) -> float:
     """``max_peer_share``: a number in (0, 1], the largest weight one received model has in an aggregate."""
-    return _number_in("max_peer_share", share, 0.0, 1.0, True,
-                      "the largest weight of one received model in an aggregate; 1 allows taking a single peer's model whole")
+    note = "the largest weight of one received model in an aggregate; 1 allows taking a single peer's model whole"
+    return number_in("max_peer_share", share, 0.0, 1.0, low_open=True, note=note)
 
 
 @dataclass(frozen=True)

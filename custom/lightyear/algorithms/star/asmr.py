@@ -29,7 +29,6 @@ of = rd / (mean + 1)); this module follows the paper.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ import numpy as np
 
 from lightyear.algorithms.aggregation import weighted_average
 from lightyear.algorithms.vectors import cosine_similarity_matrix, flatten, stack
+from lightyear.checks import non_negative
 
 ZERO_DISTANCE = 1e-12
 """Mean cosine distances at or below this count as zero (all vectors aligned)."""
@@ -44,9 +44,7 @@ ZERO_DISTANCE = 1e-12
 
 def check_min_gap(min_gap: float) -> float:
     """min_gap must be a finite number >= 0 (0 = the published rule, always split at the largest gap)."""
-    if isinstance(min_gap, bool) or not isinstance(min_gap, (int, float)) or not math.isfinite(min_gap) or min_gap < 0:
-        raise ValueError(f"min_gap must be a finite number >= 0 (0 = the published ASMR rule), got {min_gap!r}")
-    return float(min_gap)
+    return non_negative("min_gap", min_gap, note="0 = the published ASMR rule")
 
 
 @dataclass

@@ -26,6 +26,7 @@ import numpy as np
 
 from lightyear.algorithms.aggregation import weighted_average
 from lightyear.algorithms.vectors import as_matrix, flatten, squared_distance_matrix
+from lightyear.checks import int_in, positive_int
 
 
 def default_f(n: int) -> int:
@@ -34,23 +35,20 @@ def default_f(n: int) -> int:
     n = 3 or 4 -> 0, n = 5 or 6 -> 1, n = 10 -> 3. (The authors' code used n // 2, which
     violates the paper's requirement; see the module docstring.)
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n (number of sites) must be a positive integer, got {n!r}")
+    positive_int("n (number of sites)", n)
     return max(0, (n - 3) // 2)
 
 
 def check_krum_settings(n: int, f: int, m: int) -> None:
     """Raise ValueError naming the fix unless f >= 0, n > 2f + 2 and 1 <= m <= n."""
-    if isinstance(f, bool) or not isinstance(f, int) or f < 0:
-        raise ValueError(f"f (number of Byzantine sites tolerated) must be an integer >= 0, got {f!r}")
+    int_in("f (number of Byzantine sites tolerated)", f, 0)
     if n <= 2 * f + 2:
         if n < 3:
             fix = "Krum needs at least 3 sites"
         else:
             fix = f"use f <= {default_f(n)} (default_f({n})) or more sites"
         raise ValueError(f"Krum needs n > 2f + 2 (Blanchard et al. 2017, Prop. 1); got n={n}, f={f}: {fix}")
-    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= n:
-        raise ValueError(f"m (number of models multi-Krum averages) must be an integer in [1, {n}], got {m!r}")
+    int_in("m (number of models multi-Krum averages)", m, 1, n)
 
 
 def krum_scores(vectors, f: int | None = None) -> np.ndarray:

@@ -13,6 +13,7 @@ import re
 
 import yaml
 
+from lightyear.checks import int_in, raising
 from lightyear.cli import UserError, read_text, yaml_problem
 
 MODES = ("simulator", "deploy")
@@ -71,9 +72,10 @@ class SlurmParams:
         """Self, when every value can work; else :class:`SlurmInputError` naming the fix."""
         if self.mode not in MODES:
             raise SlurmInputError(f"template {self.name!r}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for label, value, low in (("gpus", self.gpus, 0), ("cpus", self.cpus, 1), ("nodes", self.nodes, 1), ("sites", self.sites, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise SlurmInputError(f"--{label} must be an integer >= {low}, got {value!r}")
+        counts = (("gpus", self.gpus, 0), ("cpus", self.cpus, 1), ("nodes", self.nodes, 1), ("sites", self.sites, 1))
+        with raising(SlurmInputError):
+            for label, value, low in counts:
+                int_in(f"--{label}", value, low)
         check_time(self.time)
         for label, value in (("partition", self.partition), ("account", self.account), ("gpu-type", self.gpu_type)):
             if value is not None and (not isinstance(value, str) or not _NAME.fullmatch(value)):

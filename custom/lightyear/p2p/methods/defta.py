@@ -48,7 +48,7 @@ import numpy as np
 from lightyear.algorithms.attacks.detection import Labelling, names
 from lightyear.algorithms.model_check import model_problems
 from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
-from lightyear.checks import positive_seconds
+from lightyear.checks import boolean, number_in, positive_seconds
 from lightyear.flare.declarations import P2P, Detection, Method
 from lightyear.p2p.site.exchange import Inbox
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
@@ -82,14 +82,10 @@ class DeftaExecutor(P2PExecutor):
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
         """
         DeftaTrust([], sample_size, positive_slope, damage_ratio)  # raises naming a bad setting
-        if not isinstance(asynchronous, bool):
-            raise ValueError(f"asynchronous must be true or false, got {asynchronous!r}")
+        boolean("asynchronous", asynchronous)
         wait = positive_seconds("async_wait", async_wait)
-        if max_size_ratio is not None and (
-            isinstance(max_size_ratio, bool) or not isinstance(max_size_ratio, (int, float))
-            or not math.isfinite(max_size_ratio) or max_size_ratio < 1
-        ):
-            raise ValueError(f"max_size_ratio must be a number >= 1 or null (no cap), got {max_size_ratio!r}")
+        if max_size_ratio is not None:
+            number_in("max_size_ratio", max_size_ratio, 1.0, note="or null: no cap")
         self.sample_size, self.positive_slope, self.damage_ratio = sample_size, float(positive_slope), damage_ratio
         self.max_size_ratio = None if max_size_ratio is None else float(max_size_ratio)
         self.asynchronous, self.async_wait = asynchronous, wait

@@ -52,30 +52,25 @@ from nvflare.apis.signal import Signal
 
 from lightyear.algorithms.attacks.updates import LF
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
-from lightyear.checks import positive_int, positive_seconds
+from lightyear.checks import boolean, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.models import model_symmetries
 from lightyear.p2p import secure_messages
 from lightyear.p2p.site.attacker import PeerAttacker, attack_problem
 from lightyear.p2p.site.cell_gate import PeerGate
-from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, CheckpointError, SiteCheckpoint, load_site_checkpoint, save_site_checkpoint
+from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
 from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, BackgroundHandshake, NeighboursGone, ping_answer, quiet_early_pings
-from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, check_max_isolated_rounds
+from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, SiteIsolated, check_max_isolated_rounds
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.p2p.site.resume import check_resume_from, find_checkpoint
+from lightyear.p2p.site.resume import check_resume_from, find_checkpoint, resume_into
 from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
-
-
-class SiteIsolated(RuntimeError):
-    """The site reached none of its neighbours for ``max_isolated_rounds`` rounds and stops."""
-
 
 __all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
 
@@ -159,10 +154,9 @@ class P2PExecutor(Executor):
         self.run_dir: str | None = None
         self.last_round = -1
         self.malfunction_id = malfunction_id
-        if attack_id is not None and (not isinstance(attack_id, str) or not attack_id):
-            raise ValueError(f"attack_id must be the id of a PeerAttacker component or null, got {attack_id!r}")
-        if not isinstance(flip_labels, bool):
-            raise ValueError(f"flip_labels must be true (train on labels (y + 1) mod C) or false, got {flip_labels!r}")
+        if attack_id is not None:
+            non_empty_string("attack_id", attack_id, note="the id of a PeerAttacker component, or null")
+        boolean("flip_labels", flip_labels, note="true: train on labels (y + 1) mod C")
         self.attack_id, self.flip_labels = attack_id, flip_labels
         self.records_file = check_records_file(records_file)
         self.compute_slots = resolve_slots(compute_slots)
@@ -316,14 +310,6 @@ class P2PExecutor(Executor):
         self.before_send = None  # once: the start handshake
         return step.run(round_num, fl_ctx.get_engine(), abort_signal)
 
-    def _restore(self, checkpoint: SiteCheckpoint, folder: str, fix: str) -> None:
-        """The method's state from a checkpoint; one it cannot take stops the site naming the file and the fix."""
-        try:
-            self.restore_method_state(checkpoint.state, checkpoint.arrays)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            path = os.path.join(folder, CHECKPOINT_FILE)
-            raise CheckpointError(f"the site checkpoint {path} holds a method state this site cannot take ({type(exc).__name__}: {exc}); {fix}") from None
-
     def _report(self, row: dict, fl_ctx: FLContext) -> None:
         report_round(self, row, fl_ctx)
 
@@ -352,9 +338,7 @@ class P2PExecutor(Executor):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
         initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
         if found is not None:  # checked against the freshly built model before anything of it is used
-            checkpoint = load_site_checkpoint(source, self.runtime.get_weights(), self.max_abs_weight, rounds, fix)
-            self.runtime.set_weights(checkpoint.weights)
-            self._restore(checkpoint, source, fix)
+            checkpoint = resume_into(self.runtime, self.restore_method_state, source, fix, self.max_abs_weight, rounds)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
         secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
         reference = self.runtime.get_weights()

@@ -13,6 +13,8 @@ neither counts nor resets.
 
 from __future__ import annotations
 
+from lightyear.checks import positive_int
+
 DEFAULT_MAX_ISOLATED_ROUNDS = 3
 
 
@@ -20,12 +22,12 @@ def check_max_isolated_rounds(value) -> int | None:
     """A positive integer, or None: never stop however long the site is cut off."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"max_isolated_rounds must be a positive integer (rounds in a row without reaching any neighbour "
-            f"before the site stops) or null (never stop), got {value!r}"
-        )
-    return value
+    note = "rounds in a row without reaching any neighbour before the site stops; or null: never stop"
+    return positive_int("max_isolated_rounds", value, note=note)
+
+
+class SiteIsolated(RuntimeError):
+    """The site reached none of its neighbours for ``max_isolated_rounds`` rounds and stops."""
 
 
 class IsolationWatch:

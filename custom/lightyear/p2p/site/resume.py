@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import string
+from collections.abc import Callable
+from typing import Protocol
 
 from lightyear.p2p.site.checkpoint import (
     CHECKPOINT_FILE,
@@ -112,3 +114,41 @@ def starting_checkpoint(
     if found is None:
         return None, ""
     return load_site_checkpoint(folder, reference, max_abs, rounds=meta["rounds"], fix=fix), folder
+
+
+class HoldsWeights(Protocol):
+    """The site's model as a resume sets it (:class:`~lightyear.training.site_runtime.SiteRuntime`)."""
+
+    def get_weights(self) -> dict: ...
+
+    def set_weights(self, weights: dict) -> None: ...
+
+
+def resume_into(
+    runtime: HoldsWeights,
+    restore: Callable[[dict, dict], None],
+    folder: str,
+    fix: str,
+    max_abs: float | None,
+    rounds: int,
+) -> SiteCheckpoint:
+    """Read the checkpoint in ``folder`` against ``runtime``'s freshly built model before anything of it
+    is used, put its weights into ``runtime`` and give the method its state (:func:`restore_state`)."""
+    checkpoint = load_site_checkpoint(folder, runtime.get_weights(), max_abs, rounds, fix)
+    runtime.set_weights(checkpoint.weights)
+    restore_state(checkpoint, folder, fix, restore)
+    return checkpoint
+
+
+def restore_state(checkpoint: SiteCheckpoint, folder: str, fix: str, restore: Callable[[dict, dict], None]) -> None:
+    """``restore(state, arrays)`` with the method's state from ``checkpoint`` (the executor's
+    ``restore_method_state``); a state the method cannot take stops the site naming the file in
+    ``folder`` and ``fix``."""
+    try:
+        restore(checkpoint.state, checkpoint.arrays)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        path = os.path.join(folder, CHECKPOINT_FILE)
+        problem = f"{type(exc).__name__}: {exc}"
+        raise CheckpointError(
+            f"the site checkpoint {path} holds a method state this site cannot take ({problem}); {fix}"
+        ) from None

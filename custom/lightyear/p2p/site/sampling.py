@@ -19,9 +19,9 @@ The draw depends only on (seed, receiving site, round): a restarted site draws t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
+from lightyear.checks import int_in, number_in
 from lightyear.p2p.topology import in_neighbours, sample_neighbours
 
 
@@ -38,14 +38,10 @@ def check_sample_setting(value) -> dict | None:
     if isinstance(value, bool):
         raise ValueError(f"sample_neighbours must be null, an integer >= 1 or a fraction in (0, 1], got {value!r}")
     if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"sample_neighbours as a count must be an integer >= 1 (senders heard per round), got {value!r}")
-        return {"count": value}
+        return {"count": int_in("sample_neighbours as a count", value, 1, note="senders heard per round")}
     if isinstance(value, float):
-        if not math.isfinite(value) or not 0.0 < value <= 1.0:
-            raise ValueError(
-                f"sample_neighbours as a fraction must be in (0, 1] (write a count as an integer, e.g. 2), got {value!r}"
-            )
+        note = "write a count as an integer, e.g. 2"
+        number_in("sample_neighbours as a fraction", value, 0.0, 1.0, low_open=True, note=note)
         return {"fraction": value}
     raise ValueError(f"sample_neighbours must be null, an integer >= 1 or a fraction in (0, 1], got {value!r}")
 
@@ -58,8 +54,7 @@ class RoundSampling:
     """
 
     def __init__(self, graph: Mapping[str, Sequence[str]], seed: int, setting=None):
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0 for neighbour sampling, got {seed!r}")
+        int_in("seed", seed, 0, note="for neighbour sampling")
         self.graph = {site: sorted(targets) for site, targets in graph.items()}
         self.incoming = in_neighbours(self.graph)
         self.seed = seed

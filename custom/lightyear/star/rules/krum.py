@@ -17,20 +17,19 @@ from __future__ import annotations
 from lightyear.algorithms.attacks.colluding import KrumTarget
 from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.krum import check_krum_settings, default_f, krum
+from lightyear.checks import int_in
 from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
 
 
 def _check_f(f):
-    if f is not None and (isinstance(f, bool) or not isinstance(f, int) or f < 0):
-        raise ValueError(f"f (number of Byzantine sites Krum tolerates) must be an integer >= 0 or null (default_f of the round), got {f!r}")
+    if f is not None:
+        int_in("f", f, 0, note="number of Byzantine sites Krum tolerates; or null: default_f of the round")
     return f
 
 
 def _check_m(m):
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m (number of models multi-Krum averages; 1 = Krum) must be an integer >= 1, got {m!r}")
-    return m
+    return int_in("m", m, 1, note="number of models multi-Krum averages; 1 = Krum")
 
 
 class KrumAggregator(StarAggregator):

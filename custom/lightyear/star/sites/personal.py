@@ -31,6 +31,7 @@ import os
 
 import numpy as np
 
+from lightyear.checks import boolean
 from lightyear.flare.declarations import STAR, Method
 from lightyear.records import save_npz_atomic
 from lightyear.star.executor import StarExecutor
@@ -81,9 +82,7 @@ class PersonalExecutor(StarExecutor):
         Other arguments: see :class:`~lightyear.star.executor.StarExecutor`.
         """
         self.lam = check_lam(lam)
-        if not isinstance(evaluate_received, bool):
-            raise ValueError(f"evaluate_received must be true or false, got {evaluate_received!r}")
-        self.evaluate_received = evaluate_received
+        self.evaluate_received = boolean("evaluate_received", evaluate_received)
         super().__init__(**kwargs)
         self.personal = None
         self.personal_round = -1
