@@ -32,7 +32,16 @@ import sys
 
 import torch
 
-IMAGE_SIZES = {"camelyon17": 96, "isic19": 200, "ultrasound": 64, "xray": 64, "shapes": 64, "digits": 28, "digits32": 28, "femnist": 28}
+IMAGE_SIZES = {
+    "camelyon17": 96,
+    "isic19": 200,
+    "ultrasound": 64,
+    "xray": 64,
+    "shapes": 64,
+    "digits": 28,
+    "digits32": 28,
+    "femnist": 28,
+}
 """Side of the square images each dataset's loader yields (lightyear.data.<dataset>: IMAGE_SIZE,
 or CROP_SIZE for isic19)."""
 CUDA_CONTEXT_GIB = 0.5
@@ -58,7 +67,13 @@ def saved_activation_bytes(model: torch.nn.Module, batch: torch.Tensor) -> int:
 def estimate(settings: dict, dataset: str) -> dict:
     from lightyear.models import build_model
 
-    model = build_model(settings["model"], settings["num_classes"], settings.get("in_channels", 1), seed=0, **settings.get("model_args", {}))
+    model = build_model(
+        settings["model"],
+        settings["num_classes"],
+        settings.get("in_channels", 1),
+        seed=0,
+        **settings.get("model_args", {}),
+    )
     model.train()
     size = IMAGE_SIZES[dataset]
     batch_size = settings["train_args"]["batch_size"]
@@ -89,7 +104,9 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", help="comma-separated datasets (default: all)")
     args = ap.parse_args(argv)
     folder = os.path.join(args.configs, "datasets")
-    names = args.datasets.split(",") if args.datasets else sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
+    names = (
+        args.datasets.split(",") if args.datasets else sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".json"))
+    )
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
     rows = []
     for name in names:

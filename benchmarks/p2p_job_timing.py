@@ -96,12 +96,24 @@ def main(argv=None) -> int:
     rounds = sorted({int(r["round"]) for r in rows})
     for rnd in rounds:
         mine = [r for r in rows if int(r["round"]) == rnd]
-        med = [statistics.median(float(r[c]) for r in mine if r.get(c) not in ("", None)) if any(r.get(c) for r in mine) else float("nan") for c in cols]
+        med = [
+            statistics.median(float(r[c]) for r in mine if r.get(c) not in ("", None))
+            if any(r.get(c) for r in mine)
+            else float("nan")
+            for c in cols
+        ]
         mb = statistics.median(float(r["sent_bytes"]) for r in mine) / 1e6
         print(f"{rnd:>5}  " + "  ".join(f"{v:11.3f}" for v in med) + f"   {mb:7.1f}")
     later = [r for r in rows if int(r["round"]) >= 1]
     if later:
-        print("\nrounds 1+: median " + ", ".join(f"{c} {statistics.median(float(r[c]) for r in later if r.get(c)):.3f}" for c in cols if any(r.get(c) for r in later)))
+        print(
+            "\nrounds 1+: median "
+            + ", ".join(
+                f"{c} {statistics.median(float(r[c]) for r in later if r.get(c)):.3f}"
+                for c in cols
+                if any(r.get(c) for r in later)
+            )
+        )
     print("summary:", os.path.join(ws, "server", "simulate_job", "summary.csv"))
     return 0 if rc == 0 else 1
 

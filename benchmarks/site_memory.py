@@ -78,8 +78,9 @@ def main(argv=None) -> int:
     limit_malloc_arenas()
     measure("+ the toolkit's site modules")
     settings = _dataset_settings(args.dataset)
-    runtime = SiteRuntime("site-1", args.dataset, settings["model"], seed=0, train_args=settings["train_args"],
-                          num_threads=1)
+    runtime = SiteRuntime(
+        "site-1", args.dataset, settings["model"], seed=0, train_args=settings["train_args"], num_threads=1
+    )
     measure("+ the site's data and seeded model")
     torch.optim.Adam(runtime.fresh_model(0).parameters()).step()  # a torch optimizer's first use imports torch._dynamo
     measure("+ torch.optim's first step (it imports torch._dynamo)")
@@ -112,8 +113,9 @@ def main(argv=None) -> int:
 def _dataset_settings(dataset: str) -> dict:
     import json
 
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "custom", "lightyear",
-                        "app_configs", "datasets")
+    root = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "custom", "lightyear", "app_configs", "datasets"
+    )
     with open(os.path.join(root, f"{dataset}.json")) as f:
         return json.load(f)
 

@@ -93,7 +93,9 @@ def print_table(title: str, table: dict, total: float, floor: float = 0.0) -> No
         if row["cpu_s"] < floor * total:
             continue
         blocked = max(0.0, row["active_s"] - row["cpu_s"] - row["runqueue_s"])
-        print(f"  {name:<24}{row['cpu_s']:>9.2f}{row['cpu_s'] / max(total, 1e-9):>8.1%}{row['runqueue_s']:>9.2f}{blocked:>11.2f}")
+        print(
+            f"  {name:<24}{row['cpu_s']:>9.2f}{row['cpu_s'] / max(total, 1e-9):>8.1%}{row['runqueue_s']:>9.2f}{blocked:>11.2f}"
+        )
 
 
 def summary(profiles: list[dict]) -> dict:
@@ -105,43 +107,59 @@ def report(label: str, topology: str, ws: str, run: dict) -> dict:
     """Print one run's profile; returns the site means."""
     profiles = read_profiles(ws)
     sites = [p for name, p in profiles.items() if name != "server"]
-    print(f"\n{label}: wall {run['wall_s']:.1f} s, exit code {run['rc']}, {len(sites)} site profiles, peak PSS {run['peak_pss_GiB']:.2f} GiB")
+    print(
+        f"\n{label}: wall {run['wall_s']:.1f} s, exit code {run['rc']}, {len(sites)} site profiles, peak PSS {run['peak_pss_GiB']:.2f} GiB"
+    )
     if not sites:
         print("  no cpu_profile.json written")
         return {}
     walls = phases(site_rows(ws), topology)
     s = summary(sites)
     total = s["user_s"] + s["system_s"]
-    print(f"  a site, mean: CPU {total:.2f} s (user {s['user_s']:.2f}, system {s['system_s']:.2f}), minor faults "
-          f"{s['minor_faults']:.0f}, peak RSS {s['peak_rss_MiB']:.0f} MiB, anonymous at the end {s['rss_anon_MiB']:.0f} MiB, "
-          f"threads up to {s['max_threads']:.0f}; peak anonymous {s['peak_anonymous_MiB']:.0f} MiB (during "
-          f"{', '.join(sorted({p for site in sites for p in site['phases_at_peak_anonymous']}))}); wall train_s {walls['train']:.2f}, score_s {walls['score']:.2f}, "
-          f"aggregate_s {walls['aggregate']:.2f}, eval_s {walls['eval']:.2f}, slot_wait_s {walls['slot_wait']:.2f}")
+    print(
+        f"  a site, mean: CPU {total:.2f} s (user {s['user_s']:.2f}, system {s['system_s']:.2f}), minor faults "
+        f"{s['minor_faults']:.0f}, peak RSS {s['peak_rss_MiB']:.0f} MiB, anonymous at the end {s['rss_anon_MiB']:.0f} MiB, "
+        f"threads up to {s['max_threads']:.0f}; peak anonymous {s['peak_anonymous_MiB']:.0f} MiB (during "
+        f"{', '.join(sorted({p for site in sites for p in site['phases_at_peak_anonymous']}))}); wall train_s {walls['train']:.2f}, score_s {walls['score']:.2f}, "
+        f"aggregate_s {walls['aggregate']:.2f}, eval_s {walls['eval']:.2f}, slot_wait_s {walls['slot_wait']:.2f}"
+    )
     print_table("phase (a site)", mean_table(sites, "phases"), total)
     print_table("thread group (a site)", mean_table(sites, "thread_groups"), total, floor=0.01)
     if "server" in profiles:
         server = profiles["server"]
         cpu = server["user_s"] + server["system_s"]
-        print(f"  server process: CPU {cpu:.2f} s (user {server['user_s']:.2f}, system {server['system_s']:.2f}), "
-              f"peak RSS {server['peak_rss_MiB']:.0f} MiB")
+        print(
+            f"  server process: CPU {cpu:.2f} s (user {server['user_s']:.2f}, system {server['system_s']:.2f}), "
+            f"peak RSS {server['peak_rss_MiB']:.0f} MiB"
+        )
         print_table("phase (server)", mean_table([server], "phases"), cpu, floor=0.01)
     return {"cpu_s": total, **s, **{f"wall_{k}_s": v for k, v in walls.items()}}
 
 
 @command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
     parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")
     parser.add_argument("--seed", type=generate.seed_arg, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="a setting of both jobs")
-    parser.add_argument("--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only")
-    parser.add_argument("--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only")
+    parser.add_argument(
+        "--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only"
+    )
+    parser.add_argument(
+        "--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only"
+    )
     parser.add_argument("--keep", help="copy each run's workspace here")
     parser.add_argument("--swarm", action="store_true", help="profile FLARE's Swarm Learning on the star job too")
-    parser.add_argument("--interval", type=interval_arg, default=0.05,
-                        help="seconds between samples (default 0.05; the profiler's own CPU is its row 'profiler')")
+    parser.add_argument(
+        "--interval",
+        type=interval_arg,
+        default=0.05,
+        help="seconds between samples (default 0.05; the profiler's own CPU is its row 'profiler')",
+    )
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="lightyear-profile-jobs-")
     try:

@@ -64,7 +64,10 @@ def round_results(global_weights: dict, sites: list[str], rng: np.random.Generat
     out = {}
     for k, site in enumerate(sites):
         noisy = {key: (v + rng.normal(0.0, 0.002, v.shape)).astype(np.float32) for key, v in global_weights.items()}
-        out[site] = {"weights": {key: -v for key, v in noisy.items()} if k == len(sites) - 1 else noisy, "num_samples": 120.0 + k}
+        out[site] = {
+            "weights": {key: -v for key, v in noisy.items()} if k == len(sites) - 1 else noisy,
+            "num_samples": 120.0 + k,
+        }
     return out
 
 
@@ -93,7 +96,9 @@ def main(argv=None) -> int:
     logging.disable(logging.CRITICAL)
     sites = [f"site-{k}" for k in range(1, args.sites + 1)]
     params = sum(int(np.prod(s)) for s in DIGITS_CNN.values())
-    print(f"{args.sites} sites, {params:,} float32 parameters a model ({params * 4 / 1e6:.2f} MB), {args.rounds} timed rounds")
+    print(
+        f"{args.sites} sites, {params:,} float32 parameters a model ({params * 4 / 1e6:.2f} MB), {args.rounds} timed rounds"
+    )
     print(f"{'rule':<26} {'median s/round':>15} {'max s/round':>12} {'median CPU s/round':>19}")
     for name, rule in rules(args.sites).items():
         wall, cpu = time_rule(rule, sites, args.rounds, args.seed)

@@ -100,7 +100,9 @@ def run_job(job: str, sites: int, ws: str) -> dict:
     nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
     launched = time.time()
     start = time.perf_counter()
-    proc = subprocess.Popen([nvflare, "simulator", job, "-w", ws, "-t", str(sites)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [nvflare, "simulator", job, "-w", ws, "-t", str(sites)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
     peak = [0]
     tree = psutil.Process(proc.pid)
 
@@ -151,7 +153,11 @@ def phases(rows: dict[str, list[dict]], topology: str) -> dict:
             starts = [_f(r, "round_start") for r in site_rows_]
             totals["exchange"] += sum(max(0.0, nxt - end) for end, nxt in zip(ends, starts[1:]))
         per_site.append(totals)
-    return {k: statistics.mean(t[k] for t in per_site) for k in PHASES} if per_site else dict.fromkeys(PHASES, float("nan"))
+    return (
+        {k: statistics.mean(t[k] for t in per_site) for k in PHASES}
+        if per_site
+        else dict.fromkeys(PHASES, float("nan"))
+    )
 
 
 def accuracy(ws: str) -> float:
@@ -170,16 +176,26 @@ def swarm_accuracy(ws: str, files: dict) -> float:
     from lightyear.star.swarm import MODEL_FILE
     from lightyear.training.site_runtime import SiteRuntime
 
-    args = next(e["executor"]["args"] for e in files["app/config/config_fed_client.json"]["executors"] if "train" in e["tasks"])
+    args = next(
+        e["executor"]["args"] for e in files["app/config/config_fed_client.json"]["executors"] if "train" in e["tasks"]
+    )
     seed = files["meta.json"]["lightyear"]["seed"]
     found = []
     for site in sorted(os.listdir(ws)):
         path = os.path.join(ws, site, "simulate_job", MODEL_FILE)
         if site == "server" or not os.path.isfile(path):
             continue
-        runtime = SiteRuntime(site, args["dataset"], args["model"], seed=seed, dataset_args=args.get("dataset_args"),
-                              model_args=args.get("model_args"), train_args=args.get("train_args"),
-                              data_root=args.get("data_root"), num_threads=1)
+        runtime = SiteRuntime(
+            site,
+            args["dataset"],
+            args["model"],
+            seed=seed,
+            dataset_args=args.get("dataset_args"),
+            model_args=args.get("model_args"),
+            train_args=args.get("train_args"),
+            data_root=args.get("data_root"),
+            num_threads=1,
+        )
         with np.load(path) as model:
             found.append(runtime.evaluate("test", {k: model[k] for k in model.files}))
     key = "dice" if found and "dice" in found[0] else "acc"
@@ -191,7 +207,9 @@ def measure(job: str, topology: str, sites: int, keep: str | None, files: dict |
     try:
         out = run_job(job, sites, ws)
         rows = site_rows(ws)
-        first = min((_f(r[0], "round_start") for r in rows.values() if r and r[0].get("round_start")), default=float("nan"))
+        first = min(
+            (_f(r[0], "round_start") for r in rows.values() if r and r[0].get("round_start")), default=float("nan")
+        )
         out["startup_s"] = first - out["launched"]
         out.update(phases(rows, "star" if topology == "swarm" else topology))
         out["acc"] = swarm_accuracy(ws, files) if topology == "swarm" else accuracy(ws)
@@ -204,18 +222,25 @@ def measure(job: str, topology: str, sites: int, keep: str | None, files: dict |
 
 @command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
     parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")
     parser.add_argument("--seed", type=generate.seed_arg, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="a setting of both jobs")
-    parser.add_argument("--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only")
-    parser.add_argument("--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only")
+    parser.add_argument(
+        "--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only"
+    )
+    parser.add_argument(
+        "--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only"
+    )
     parser.add_argument("--repeat", type=pairs, default=1, help="pairs to run, star then p2p each time (at least 1)")
     parser.add_argument("--keep", help="copy each run's workspace here")
-    parser.add_argument("--swarm", action="store_true", help="run FLARE's Swarm Learning on the star job too, in every pair")
+    parser.add_argument(
+        "--swarm", action="store_true", help="run FLARE's Swarm Learning on the star job too, in every pair"
+    )
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="lightyear-bench-jobs-")
     try:  # every setting, and --keep, checked before anything runs
@@ -230,7 +255,9 @@ def main(argv=None) -> int:
         jobs[role] = (path, sites, files)
     both = parse_set(args.set)
     columns = ["wall_s", "startup_s", *(f"{p}_s" for p in PHASES), "peak_pss_GiB", "acc"]
-    print(f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, *_ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}")
+    print(
+        f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, *_ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}"
+    )
     print(f"{'run':<22}" + "".join(f"{c:>13}" for c in columns))
     ratios, swarm_ratios = [], []
     for pair in range(args.repeat):

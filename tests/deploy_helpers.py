@@ -58,9 +58,14 @@ def kill_marked(marker):
     def names(arg):
         return arg == marker or arg.startswith(marker.rstrip(os.sep) + os.sep)
 
-    procs = [p for p in psutil.process_iter(["pid", "uids", "cmdline"])
-             if p.info["pid"] != os.getpid() and p.info["uids"] and p.info["uids"].real == os.getuid()
-             and any(names(a) for a in p.info["cmdline"] or [])]
+    procs = [
+        p
+        for p in psutil.process_iter(["pid", "uids", "cmdline"])
+        if p.info["pid"] != os.getpid()
+        and p.info["uids"]
+        and p.info["uids"].real == os.getuid()
+        and any(names(a) for a in p.info["cmdline"] or [])
+    ]
     for proc in procs:
         try:
             proc.terminate()

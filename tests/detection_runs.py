@@ -10,17 +10,40 @@ from lightyear.algorithms.attacks.detection import DetectionCounts
 SITES4 = ["site-1", "site-2", "site-3", "site-4"]
 
 
-def make_run(folder, method, faulty, topology="p2p", sites=SITES4, dataset="digits", seed=0, malfunction="sfa", summary=True, **info):
+def make_run(
+    folder,
+    method,
+    faulty,
+    topology="p2p",
+    sites=SITES4,
+    dataset="digits",
+    seed=0,
+    malfunction="sfa",
+    summary=True,
+    **info,
+):
     """A run folder as lightyear-sweep leaves it: job/meta.json and (``summary``) a finished summary.csv."""
-    meta = {"name": os.path.basename(folder), "deploy_map": {"app": ["server"] + [s for s in sites if s not in faulty], "app_faulty": faulty},
-            "lightyear": {"method": method, "dataset": dataset, "topology": topology, "malfunction": malfunction if faulty else "none",
-                          "faulty_sites": faulty, "seed": seed, **info}}
+    meta = {
+        "name": os.path.basename(folder),
+        "deploy_map": {"app": ["server"] + [s for s in sites if s not in faulty], "app_faulty": faulty},
+        "lightyear": {
+            "method": method,
+            "dataset": dataset,
+            "topology": topology,
+            "malfunction": malfunction if faulty else "none",
+            "faulty_sites": faulty,
+            "seed": seed,
+            **info,
+        },
+    }
     (folder / "job").mkdir(parents=True)
     (folder / "job" / "meta.json").write_text(json.dumps(meta))
     server = folder / "ws" / "server" / "simulate_job"
     server.mkdir(parents=True)
     if summary:
-        lines = ["site,malfunction,status,acc"] + [f"{s},{'sfa' if s in faulty else 'none'},finished,0.5" for s in sites]
+        lines = ["site,malfunction,status,acc"] + [
+            f"{s},{'sfa' if s in faulty else 'none'},finished,0.5" for s in sites
+        ]
         (server / "summary.csv").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -40,12 +63,24 @@ def write_history(run, history):
 
 def lightyear_row(rnd, site, selected, scores, rejected="", late="", warming_up=0):
     senders = ";".join(s for s in SITES4 if s != site)
-    return {"round": rnd, "site": site, "selected": selected, "warming_up": warming_up, **{f"{p}_score": v for p, v in scores.items()},
-            "late": late, "rejected": rejected, "senders": senders}
+    return {
+        "round": rnd,
+        "site": site,
+        "selected": selected,
+        "warming_up": warming_up,
+        **{f"{p}_score": v for p, v in scores.items()},
+        "late": late,
+        "rejected": rejected,
+        "senders": senders,
+    }
 
 
 def lightyear_columns(site):
-    return ["round", "site", "selected", "warming_up"] + [f"{p}_score" for p in SITES4 if p != site] + ["late", "rejected", "senders"]
+    return (
+        ["round", "site", "selected", "warming_up"]
+        + [f"{p}_score" for p in SITES4 if p != site]
+        + ["late", "rejected", "senders"]
+    )
 
 
 def lightyear_run(folder, seed=0):
@@ -59,12 +94,18 @@ def lightyear_run(folder, seed=0):
     site-4 (faulty) selects nobody: never counted."""
     run = make_run(folder, "lightyear", ["site-4"], seed=seed)
     rows = {
-        "site-1": [lightyear_row(0, "site-1", "site-2", {"site-2": 0.8, "site-3": 0.6, "site-4": 0.7}),
-                   lightyear_row(1, "site-1", "site-2;site-3", {"site-2": 0.8, "site-3": 0.8}, rejected="site-4")],
-        "site-2": [lightyear_row(0, "site-2", "site-1;site-3;site-4", {"site-1": 0.9, "site-3": 0.9, "site-4": 0.9}),
-                   lightyear_row(1, "site-2", "site-1", {"site-1": 0.9, "site-3": 0.5}, late="site-4")],
-        "site-3": [lightyear_row(0, "site-3", "", {"site-1": 0.9, "site-2": 0.9, "site-4": 0.1}, warming_up=1),
-                   lightyear_row(1, "site-3", "", {"site-1": 0.9, "site-2": 0.9}, rejected="site-4", warming_up=1)],
+        "site-1": [
+            lightyear_row(0, "site-1", "site-2", {"site-2": 0.8, "site-3": 0.6, "site-4": 0.7}),
+            lightyear_row(1, "site-1", "site-2;site-3", {"site-2": 0.8, "site-3": 0.8}, rejected="site-4"),
+        ],
+        "site-2": [
+            lightyear_row(0, "site-2", "site-1;site-3;site-4", {"site-1": 0.9, "site-3": 0.9, "site-4": 0.9}),
+            lightyear_row(1, "site-2", "site-1", {"site-1": 0.9, "site-3": 0.5}, late="site-4"),
+        ],
+        "site-3": [
+            lightyear_row(0, "site-3", "", {"site-1": 0.9, "site-2": 0.9, "site-4": 0.1}, warming_up=1),
+            lightyear_row(1, "site-3", "", {"site-1": 0.9, "site-2": 0.9}, rejected="site-4", warming_up=1),
+        ],
         "site-4": [lightyear_row(r, "site-4", "", {"site-1": 0.1, "site-2": 0.1, "site-3": 0.1}) for r in (0, 1)],
     }
     for site, site_rows in rows.items():
@@ -78,11 +119,14 @@ def krum_run(folder, seed=0):
     r1: keeps 1, 2, leaves 3 out; 4's result refused         -> (1, 1, 2, 0)
     r2: an older record (no 'rejected'): keeps all four      -> (0, 0, 3, 1)"""
     run = make_run(folder, "krum", ["site-4"], topology="star", seed=seed)
-    write_history(run, [
-        {"round": 0, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": [], "f": 1},
-        {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3"], "rejected": ["site-4"], "f": 0},
-        {"round": 2, "kept": SITES4, "excluded": []},
-    ])
+    write_history(
+        run,
+        [
+            {"round": 0, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": [], "f": 1},
+            {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3"], "rejected": ["site-4"], "f": 0},
+            {"round": 2, "kept": SITES4, "excluded": []},
+        ],
+    )
     return run
 
 

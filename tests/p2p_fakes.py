@@ -84,8 +84,17 @@ def wire(ex, graph, site="site-1", rounds=10, deadline=0.3, runtime=None, seed=0
     ex.sampling = RoundSampling(graph, seed, ex.sample_neighbours)
     ex.runtime = runtime or FakeRuntime()
     ex.exchange = PeerExchange(
-        graph[site], ex.in_neighbours, rounds, deadline, 5.0, ex.max_missed_rounds, ex.max_abs_weight,
-        lambda level, msg: None, start_round=start, asynchronous=ex.exchange_mode()[0], async_wait=ex.exchange_mode()[1],
+        graph[site],
+        ex.in_neighbours,
+        rounds,
+        deadline,
+        5.0,
+        ex.max_missed_rounds,
+        ex.max_abs_weight,
+        lambda level, msg: None,
+        start_round=start,
+        asynchronous=ex.exchange_mode()[0],
+        async_wait=ex.exchange_mode()[1],
     )
     ex.exchange.reference = ex.runtime.get_weights()
     if ex.shares_dataset_size:
@@ -118,7 +127,9 @@ def attacking(ex, kind, knowledge="partial", params=None, attackers=("site-3", "
     ex.attack, ex.attack_id, ex.peer_deadline = attacker, "attack", deadline
     log = (lambda level, msg: logs.append((level, msg))) if logs is not None else (lambda level, msg: None)
     exchange = ex.exchange
-    attacker.begin_run(ex.site, graph, ex.rounds, 0, deadline, ex.max_abs_weight, log, exchange.reference, exchange.codec, False, 5.0)
+    attacker.begin_run(
+        ex.site, graph, ex.rounds, 0, deadline, ex.max_abs_weight, log, exchange.reference, exchange.codec, False, 5.0
+    )
     return ex
 
 

@@ -20,7 +20,9 @@ INSTALL = "apt-get install -y slurmctld slurmd slurm-client munge"
 
 
 def find(program: str) -> str | None:
-    return shutil.which(program) or next((p for d in ("/usr/sbin", "/usr/bin") if os.access(p := os.path.join(d, program), os.X_OK)), None)
+    return shutil.which(program) or next(
+        (p for d in ("/usr/sbin", "/usr/bin") if os.access(p := os.path.join(d, program), os.X_OK)), None
+    )
 
 
 def missing_programs() -> list[str]:
@@ -86,10 +88,23 @@ class Cluster:
 
         user = pwd.getpwuid(os.getuid()).pw_name
         with open(self.conf, "w") as f:
-            f.write(CONF.format(root=self.root, user=user, cpus=self.cpus, ctld_port=free_port(), slurmd_port=free_port()))
+            f.write(
+                CONF.format(root=self.root, user=user, cpus=self.cpus, ctld_port=free_port(), slurmd_port=free_port())
+            )
         m = os.path.join(self.root, "munge")
-        self._spawn([find("munged"), "--foreground", "--force", f"--key-file={key}", f"--socket={m}/munge.socket",
-                     f"--pid-file={m}/munged.pid", f"--log-file={m}/munged.log", f"--seed-file={m}/seed"], "munged")
+        self._spawn(
+            [
+                find("munged"),
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={m}/munge.socket",
+                f"--pid-file={m}/munged.pid",
+                f"--log-file={m}/munged.log",
+                f"--seed-file={m}/seed",
+            ],
+            "munged",
+        )
         deadline = time.monotonic() + 10
         while not os.path.exists(f"{m}/munge.socket") and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -107,17 +122,38 @@ class Cluster:
 
     def _spawn(self, cmd: list[str], name: str) -> None:
         log = open(os.path.join(self.root, f"{name}.stdout"), "wb")
-        self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           env=self.env, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        )
         log.close()
 
     def run(self, *cmd: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess:
-        return subprocess.run([find(cmd[0]) or cmd[0], *cmd[1:]], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=check)
+        return subprocess.run(
+            [find(cmd[0]) or cmd[0], *cmd[1:]],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
 
     def logs(self, lines: int = 15) -> str:
         out = []
-        for name in ("slurmctld.log", "slurmd.log", "munge/munged.log", "munged.stdout", "slurmctld.stdout", "slurmd.stdout"):
+        for name in (
+            "slurmctld.log",
+            "slurmd.log",
+            "munge/munged.log",
+            "munged.stdout",
+            "slurmctld.stdout",
+            "slurmd.stdout",
+        ):
             path = os.path.join(self.root, name)
             if os.path.isfile(path):
                 with open(path, errors="replace") as f:

@@ -45,14 +45,24 @@ def test_every_console_script_answers_help_and_nonsense_without_a_traceback(name
 
 
 def test_the_scripts_are_the_ones_pyproject_installs():
-    assert {"lightyear-jobs", "lightyear-summary", "lightyear-sweep", "lightyear-report", "lightyear-allow",
-            "lightyear-slurm", "lightyear-poc", "lightyear-simulate", "lightyear-detection"} <= set(scripts())
+    assert {
+        "lightyear-jobs",
+        "lightyear-summary",
+        "lightyear-sweep",
+        "lightyear-report",
+        "lightyear-allow",
+        "lightyear-slurm",
+        "lightyear-poc",
+        "lightyear-simulate",
+        "lightyear-detection",
+    } <= set(scripts())
 
 
 def make(exc):
     @cli.command("prog")
     def main(argv=None):
         raise exc
+
     return main
 
 
@@ -81,7 +91,9 @@ def test_ctrl_c_is_one_line_and_130(capsys):
 
 def test_read_text_names_what_is_wrong(tmp_path):
     (tmp_path / "bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
-    with pytest.raises(cli.UserError, match=r"the spec .*bin is not a UTF-8 text file \(byte 0x89 at offset 0\): give YAML"):
+    with pytest.raises(
+        cli.UserError, match=r"the spec .*bin is not a UTF-8 text file \(byte 0x89 at offset 0\): give YAML"
+    ):
         cli.read_text(str(tmp_path / "bin"), "the spec", "give YAML")
     (tmp_path / "nul").write_bytes(b"a\x00b")
     with pytest.raises(cli.UserError, match="not a text file"):
@@ -117,16 +129,20 @@ def test_seconds_takes_finite_values_within_bounds():
     assert cli.control_characters("gpu:1\n#SBATCH") and not cli.control_characters("gpu:a100:2")
 
 
-@pytest.mark.parametrize("command, argv", [
-    ("lightyear-jobs", ["--method", "fedavg", "--dataset", "digits", "--out", "{out}"]),
-    ("lightyear-simulate", ["{job}", "-w", "{out}"]),
-    ("lightyear-poc", ["{job}", "--out", "{out}"]),
-    ("lightyear-sweep", ["digits_dynamic", "--out", "{out}", "--dry-run"]),
-    ("python -m lightyear.jobs.job_api", ["--method", "fedavg", "--dataset", "digits", "--workspace", "{out}"]),
-])
+@pytest.mark.parametrize(
+    "command, argv",
+    [
+        ("lightyear-jobs", ["--method", "fedavg", "--dataset", "digits", "--out", "{out}"]),
+        ("lightyear-simulate", ["{job}", "-w", "{out}"]),
+        ("lightyear-poc", ["{job}", "--out", "{out}"]),
+        ("lightyear-sweep", ["digits_dynamic", "--out", "{out}", "--dry-run"]),
+        ("python -m lightyear.jobs.job_api", ["--method", "fedavg", "--dataset", "digits", "--workspace", "{out}"]),
+    ],
+)
 @pytest.mark.parametrize("out", ["with\nbreak", "", "   "])
-def test_a_folder_name_that_is_empty_or_holds_a_line_break_is_refused_before_anything_is_written(command, argv, out, tmp_path,
-                                                                                                 capsys, monkeypatch):
+def test_a_folder_name_that_is_empty_or_holds_a_line_break_is_refused_before_anything_is_written(
+    command, argv, out, tmp_path, capsys, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     job = os.path.join(ROOT, "jobs", "fedavg_digits")
     argv = [a.format(job=job, out=out) for a in argv]

@@ -36,8 +36,24 @@ def plugin(tmp_path_factory):
     for path, body in guide_files().items():
         (source / path).parent.mkdir(parents=True, exist_ok=True)
         (source / path).write_text(body)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(source)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     return {"env": env, "root": root}
 
@@ -55,10 +71,17 @@ def python(plugin, code: str):
 
 def test_the_guide_holds_a_whole_plugin_and_counts_its_files():
     files = guide_files()
-    assert set(files) == {"pyproject.toml", "lightyear_example/__init__.py", "lightyear_example/median.py",
-                          "lightyear_example/median_site.py", "lightyear_example/trimmed_mean.py",
-                          "lightyear_example/trimmed_mean_server.py", "lightyear_example/zero.py",
-                          "lightyear_example/blobs.py", "lightyear_example/mlp.py"}
+    assert set(files) == {
+        "pyproject.toml",
+        "lightyear_example/__init__.py",
+        "lightyear_example/median.py",
+        "lightyear_example/median_site.py",
+        "lightyear_example/trimmed_mean.py",
+        "lightyear_example/trimmed_mean_server.py",
+        "lightyear_example/zero.py",
+        "lightyear_example/blobs.py",
+        "lightyear_example/mlp.py",
+    }
     table = GUIDE.read_text()
     # the table's counts are the guide's own files: 2 per method, 1 per attack, dataset, network
     assert "| a peer-to-peer method | 2:" in table and "| a star method | 2:" in table
@@ -67,7 +90,9 @@ def test_the_guide_holds_a_whole_plugin_and_counts_its_files():
 
 
 def test_the_plugins_rules_give_the_hand_worked_answers(plugin):
-    out = python(plugin, """
+    out = python(
+        plugin,
+        """
         import numpy as np
         from lightyear_example.median import coordinate_median
         from lightyear_example.trimmed_mean import trimmed_mean
@@ -77,14 +102,17 @@ def test_the_plugins_rules_give_the_hand_worked_answers(plugin):
         models = [{"w": np.array([v], np.float32)} for v in (1.0, 2.0, 3.0, 100.0, 4.0)]
         print(trimmed_mean(models, 0.2)["w"].tolist(), trimmed_mean(models, 0.0)["w"].tolist())
         print(craft(np.array([1.0, -2.0]), None, 4, 1)[0].tolist())
-    """).split("\n")
+    """,
+    ).split("\n")
     assert out[0] == "[2.0, 3.0]"  # medians of (1, 2, 9) and (5, 0, 3)
     assert out[1] == "[3.0] [22.0]"  # 1 and 100 dropped: mean(2, 3, 4); nothing dropped: 110 / 5
     assert out[2] == "[0.0, 0.0]"
 
 
 def test_the_toolkit_lists_the_plugin_beside_its_own(plugin):
-    out = python(plugin, """
+    out = python(
+        plugin,
+        """
         import json
         from lightyear.algorithms.attacks import catalogue
         from lightyear.data import datasets
@@ -93,12 +121,15 @@ def test_the_toolkit_lists_the_plugin_beside_its_own(plugin):
         print(json.dumps([registry.method("median").topology, registry.method("trimmed_mean").topology,
                           "zero" in catalogue.names(), "blobs" in datasets(), "mlp" in models(),
                           registry.plugin_packages(), "lightyear" in registry.names()]))
-    """)
+    """,
+    )
     assert json.loads(out) == ["p2p", "star", True, True, True, ["lightyear_example."], True]
 
 
 def test_the_plugins_network_declares_symmetries_that_keep_its_outputs(plugin):
-    out = python(plugin, """
+    out = python(
+        plugin,
+        """
         import numpy as np, torch
         from lightyear.algorithms.attacks.reparametrise import reparametrised
         from lightyear.models import build_model, model_symmetries
@@ -109,25 +140,53 @@ def test_the_plugins_network_declares_symmetries_that_keep_its_outputs(plugin):
         before = net(x)
         net.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in moved.items()})
         print(float((net(x) - before).abs().max()), float(np.abs(moved["0.weight"] - weights["0.weight"]).max()))
-    """).split()
+    """,
+    ).split()
     assert float(out[0]) < 1e-4 and float(out[1]) > 1.0  # same function, other parameters
 
 
 def test_jobs_and_sweeps_use_the_plugin_and_refuse_its_bad_settings(plugin, tmp_path):
     jobs = tmp_path / "jobs"
-    run(plugin, str(BIN / "lightyear-jobs"), "--method", "median", "--dataset", "blobs", "--attack", "zero",
-        "--attackers", "1", "--out", str(jobs))
+    run(
+        plugin,
+        str(BIN / "lightyear-jobs"),
+        "--method",
+        "median",
+        "--dataset",
+        "blobs",
+        "--attack",
+        "zero",
+        "--attackers",
+        "1",
+        "--out",
+        str(jobs),
+    )
     client = json.loads((jobs / "median_blobs_zero1" / "app" / "config" / "config_fed_client.json").read_text())
     assert client["executors"][0]["executor"]["path"] == "lightyear_example.median_site.MedianExecutor"
     assert "add lightyear_example. to class_allow_list" in client["executors"][0]["executor"]["if_not_in_allow_list"]
-    bad = run(plugin, str(BIN / "lightyear-jobs"), "--method", "trimmed_mean", "--dataset", "blobs", "--set", "trim_share=0.7",
-              "--out", str(jobs), check=False)
+    bad = run(
+        plugin,
+        str(BIN / "lightyear-jobs"),
+        "--method",
+        "trimmed_mean",
+        "--dataset",
+        "blobs",
+        "--set",
+        "trim_share=0.7",
+        "--out",
+        str(jobs),
+        check=False,
+    )
     assert bad.returncode == 2 and "trim_share must be a number in [0, 0.5), got 0.7" in bad.stderr
     assert not (jobs / "trimmed_mean_blobs").exists()
     spec = tmp_path / "sweep.yaml"
-    spec.write_text("name: plugin\ndatasets: [blobs]\nmethods: [median, trimmed_mean]\nattacks: [zero]\nattackers: [0, 1]\n")
+    spec.write_text(
+        "name: plugin\ndatasets: [blobs]\nmethods: [median, trimmed_mean]\nattacks: [zero]\nattackers: [0, 1]\n"
+    )
     listed = run(plugin, str(BIN / "lightyear-sweep"), str(spec), "--out", str(tmp_path / "sweep"), "--dry-run").stdout
-    assert {"median_blobs_clean_s0", "median_blobs_zero1_s0", "trimmed_mean_blobs_zero1_s0"} <= set(re.findall(r"todo +(\S+)", listed))
+    assert {"median_blobs_clean_s0", "median_blobs_zero1_s0", "trimmed_mean_blobs_zero1_s0"} <= set(
+        re.findall(r"todo +(\S+)", listed)
+    )
     local = tmp_path / "site-1" / "local"
     local.mkdir(parents=True)
     run(plugin, str(BIN / "lightyear-allow"), str(local))
@@ -135,14 +194,28 @@ def test_jobs_and_sweeps_use_the_plugin_and_refuse_its_bad_settings(plugin, tmp_
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("method, extra", [  # the peer-to-peer job with the plugin's attack runs in the fast tier
-    ("median", ["--attack", "zero", "--attackers", "1"]),
-    pytest.param("trimmed_mean", [], marks=pytest.mark.extended),
-])
+@pytest.mark.parametrize(
+    "method, extra",
+    [  # the peer-to-peer job with the plugin's attack runs in the fast tier
+        ("median", ["--attack", "zero", "--attackers", "1"]),
+        pytest.param("trimmed_mean", [], marks=pytest.mark.extended),
+    ],
+)
 def test_the_plugins_jobs_run_in_the_simulator(plugin, tmp_path, method, extra):
     jobs = tmp_path / "jobs"
-    run(plugin, str(BIN / "lightyear-jobs"), "--method", method, "--dataset", "blobs", "--set", "rounds=2", *extra,
-        "--out", str(jobs))
+    run(
+        plugin,
+        str(BIN / "lightyear-jobs"),
+        "--method",
+        method,
+        "--dataset",
+        "blobs",
+        "--set",
+        "rounds=2",
+        *extra,
+        "--out",
+        str(jobs),
+    )
     job = next(jobs.iterdir())
     run(plugin, str(BIN / "lightyear-simulate"), str(job), "-w", str(tmp_path / "ws"), "-t", "3")
     with open(tmp_path / "ws" / "server" / "simulate_job" / "summary.csv") as f:

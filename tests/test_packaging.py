@@ -19,8 +19,17 @@ import pytest
 
 from repo import ROOT
 
-SCRIPTS = ("lightyear-jobs", "lightyear-summary", "lightyear-sweep", "lightyear-report", "lightyear-allow",
-           "lightyear-slurm", "lightyear-poc", "lightyear-simulate", "lightyear-detection")
+SCRIPTS = (
+    "lightyear-jobs",
+    "lightyear-summary",
+    "lightyear-sweep",
+    "lightyear-report",
+    "lightyear-allow",
+    "lightyear-slurm",
+    "lightyear-poc",
+    "lightyear-simulate",
+    "lightyear-detection",
+)
 
 
 def run(argv, **kwargs):
@@ -35,7 +44,11 @@ def build_wheel(tmp_path) -> str:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(os.path.join(ROOT, name), src / name)
-    shutil.copytree(os.path.join(ROOT, "custom", "lightyear"), src / "custom" / "lightyear", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "custom", "lightyear"),
+        src / "custom" / "lightyear",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, str(src), "-w", str(tmp_path / "wheels")])
     (wheel,) = os.listdir(tmp_path / "wheels")
@@ -64,13 +77,32 @@ def test_an_installed_wheel_generates_jobs_outside_the_repository(tmp_path):
     where = run([python, "-c", "import lightyear; print(lightyear.__file__)"], cwd=elsewhere, env=env).stdout
     assert where.startswith(str(tmp_path / "venv")), where  # the installed copy, not the checkout
     bin_dir = tmp_path / "venv" / "bin"
-    done = run([str(bin_dir / "lightyear-jobs"), "--method", "lightyear", "--dataset", "digits", "--set", "rounds=2"], cwd=elsewhere, env=env)
+    done = run(
+        [str(bin_dir / "lightyear-jobs"), "--method", "lightyear", "--dataset", "digits", "--set", "rounds=2"],
+        cwd=elsewhere,
+        env=env,
+    )
     job = elsewhere / "jobs" / "lightyear_digits"
     assert done.stdout.strip() == str(job) and (job / "app" / "config" / "config_fed_client.json").exists()
-    done = run([str(bin_dir / "lightyear-sweep"), "digits_dynamic", "--out", str(elsewhere / "sweep"), "--dry-run"], cwd=elsewhere, env=env)
+    done = run(
+        [str(bin_dir / "lightyear-sweep"), "digits_dynamic", "--out", str(elsewhere / "sweep"), "--dry-run"],
+        cwd=elsewhere,
+        env=env,
+    )
     assert "todo  lightyear_digits_dynamic7_s0" in done.stdout  # the sweep the package ships
     for script in SCRIPTS:
         done = run([str(bin_dir / script), "--help"], cwd=elsewhere, env=env)
         assert "usage:" in done.stdout and "Traceback" not in done.stdout + done.stderr
-    refused = subprocess.run([str(bin_dir / "lightyear-jobs"), "--check"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and "needs a checkout of the repository" in refused.stderr and "Traceback" not in refused.stderr
+    refused = subprocess.run(
+        [str(bin_dir / "lightyear-jobs"), "--check"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        refused.returncode == 2
+        and "needs a checkout of the repository" in refused.stderr
+        and "Traceback" not in refused.stderr
+    )

@@ -16,14 +16,20 @@ def summary_in(tmp_path, content: bytes):
     return str(tmp_path / "ws")
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "is empty: the run did not finish writing it"),
-    (HEADER.encode(), "has a header and no rows"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\xff", "is not a UTF-8 text file"),
-    (b"site,acc\nsite-1,0.5\x00\n", "is not a text file (it holds NUL bytes)"),
-    ((HEADER + "site-1,none,finished,0.9,0.1,3,\nsite-2,none,fini").encode(), "line 3 has 3 fields, the header 7 (the file is cut or damaged)"),
-    ((HEADER + "site-1,none,finished,0.9,0.1,3,,extra\n").encode(), "line 2 has 8 fields, the header 7"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty: the run did not finish writing it"),
+        (HEADER.encode(), "has a header and no rows"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\xff", "is not a UTF-8 text file"),
+        (b"site,acc\nsite-1,0.5\x00\n", "is not a text file (it holds NUL bytes)"),
+        (
+            (HEADER + "site-1,none,finished,0.9,0.1,3,\nsite-2,none,fini").encode(),
+            "line 3 has 3 fields, the header 7 (the file is cut or damaged)",
+        ),
+        ((HEADER + "site-1,none,finished,0.9,0.1,3,,extra\n").encode(), "line 2 has 8 fields, the header 7"),
+    ],
+)
 def test_a_damaged_summary_is_named_in_one_line(tmp_path, capsys, content, message):
     assert records.summary_main([summary_in(tmp_path, content)]) == 2
     err = capsys.readouterr().err
@@ -49,6 +55,9 @@ def test_table_rows_keeps_the_good_rows_and_names_the_rest(tmp_path):
     path.write_text("round,acc\n0,0.5\n1,0.6,x\n2,0.7\n3")
     rows, problems = records.table_rows(str(path), "site-1's rounds.csv")
     assert [r["round"] for r in rows] == ["0", "2"]
-    assert problems == ["line 3 has 3 fields, the header 2 (the file is cut or damaged)", "line 5 has 1 field, the header 2 (the file is cut or damaged)"]
+    assert problems == [
+        "line 3 has 3 fields, the header 2 (the file is cut or damaged)",
+        "line 5 has 1 field, the header 2 (the file is cut or damaged)",
+    ]
     path.write_text("")
     assert records.table_rows(str(path), allow_empty=True) == ([], [])

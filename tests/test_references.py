@@ -11,8 +11,16 @@ REPO = Path(__file__).resolve().parents[1]
 DOTTED = re.compile(r"\blightyear(?:\.[A-Za-z_]\w*)+")
 NOT_CODE = {
     # names that are not Python: FLARE message topics, job meta keys, entry point groups, a domain
-    "lightyear.ping", "lightyear.model", "lightyear.progress", "lightyear.collude", "lightyear.method",
-    "lightyear.methods", "lightyear.attacks", "lightyear.datasets", "lightyear.models", "lightyear.org",
+    "lightyear.ping",
+    "lightyear.model",
+    "lightyear.progress",
+    "lightyear.collude",
+    "lightyear.method",
+    "lightyear.methods",
+    "lightyear.attacks",
+    "lightyear.datasets",
+    "lightyear.models",
+    "lightyear.org",
 }
 
 

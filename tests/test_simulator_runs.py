@@ -30,7 +30,10 @@ def run_job(tmp_path, method, sites, malfunction="none", faulty=0, dataset="digi
     shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
     proc = subprocess.run(
         [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", str(len(sites))],
-        capture_output=True, text=True, timeout=400, cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=str(tmp_path),
     )
     log = proc.stdout + proc.stderr
     summary = ws / "server" / "simulate_job" / "summary.json"
@@ -45,7 +48,9 @@ def rounds(ws, site):
 
 def test_lightyear_benign_sites_never_select_a_sign_flipping_site(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    ws, summary, log = run_job(tmp_path, "lightyear", sites, "sfa", 1, train_args={"local_epochs": 8, "batch_size": 16, "lr": 0.002})
+    ws, summary, log = run_job(
+        tmp_path, "lightyear", sites, "sfa", 1, train_args={"local_epochs": 8, "batch_size": 16, "lr": 0.002}
+    )
     for site in sites[:3]:
         rows = rounds(ws, site)
         assert [int(r["round"]) for r in rows] == [0, 1]
@@ -105,7 +110,11 @@ def _site_worker_pid(ws, site):
         except OSError:
             continue
         text = [a.decode(errors="replace") for a in args]
-        if any("simulator_worker" in a for a in text) and "--client" in text and text[text.index("--client") + 1] == site:
+        if (
+            any("simulator_worker" in a for a in text)
+            and "--client" in text
+            and text[text.index("--client") + 1] == site
+        ):
             if any(str(ws) in a for a in text):
                 return int(pid)
     return None
@@ -117,8 +126,14 @@ def test_a_killed_site_is_dropped_and_the_others_finish(tmp_path):
     import time
 
     sites = ["site-1", "site-2", "site-3", "site-4"]
-    overrides = {"sites": sites, "rounds": 3, "peer_deadline": 10.0, "train_args": {"local_epochs": 1, "batch_size": 64},
-                 "start_timeout": 240.0, "ready_timeout": 240.0}
+    overrides = {
+        "sites": sites,
+        "rounds": 3,
+        "peer_deadline": 10.0,
+        "train_args": {"local_epochs": 1, "batch_size": 64},
+        "start_timeout": 240.0,
+        "ready_timeout": 240.0,
+    }
     name, files = generate.build_job(CONFIGS, "lightyear", "digits", seed=0, overrides=overrides)
     job = tmp_path / "jobs" / name
     generate.write_job(files, str(job))
@@ -127,8 +142,11 @@ def test_a_killed_site_is_dropped_and_the_others_finish(tmp_path):
     shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), ws / "local")
     log = open(tmp_path / "simulator.log", "w")
     proc = subprocess.Popen(
-        [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "4"], stdout=log, stderr=subprocess.STDOUT,
-        cwd=str(tmp_path), start_new_session=True,
+        [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "4"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(tmp_path),
+        start_new_session=True,
     )
     try:
         # kill site-4 once the server has heard of its first round (what the summary then reports),
@@ -182,7 +200,9 @@ STAR_BASELINES = ["fedprox", "ditto", "krum", "afa", "asmr", "cfl", "fedcap"]
 def test_star_baseline_with_a_sign_flipping_site_finishes_and_writes_its_summary(tmp_path, method):
     sites = ["site-1", "site-2", "site-3"]
     # every round waits for all three sites, so a slow machine cannot leave one out of a round
-    ws, summary, log = run_job(tmp_path, method, sites, "sfa", 1, train_args={"local_epochs": 1, "batch_size": 64}, min_clients=3)
+    ws, summary, log = run_job(
+        tmp_path, method, sites, "sfa", 1, train_args={"local_epochs": 1, "batch_size": 64}, min_clients=3
+    )
     by_site = {row["site"]: row for row in summary}
     assert by_site["site-3"]["malfunction"] == "sfa"
     assert by_site["mean_benign"]["malfunction"] == "n=2"

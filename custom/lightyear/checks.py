@@ -80,7 +80,9 @@ def number_in(
     above = finite and (value > low if low_open else value >= low)
     below = finite and (value < high if high_open else value <= high)
     if not (above and below):
-        raise ValueError(f"{name} must be a number {_noted(_interval(low, high, low_open, high_open), note)}, got {value!r}")
+        raise ValueError(
+            f"{name} must be a number {_noted(_interval(low, high, low_open, high_open), note)}, got {value!r}"
+        )
     return float(value)
 
 

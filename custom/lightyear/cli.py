@@ -108,7 +108,9 @@ def read_text(path: str, what: str, fix: str = "") -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{what} {path} is not a UTF-8 text file (byte {data[exc.start]:#04x} at offset {exc.start}){hint}") from None
+        raise UserError(
+            f"{what} {path} is not a UTF-8 text file (byte {data[exc.start]:#04x} at offset {exc.start}){hint}"
+        ) from None
     if "\0" in text:
         raise UserError(f"{what} {path} is not a text file (it holds NUL bytes){hint}")
     return text
@@ -120,8 +122,9 @@ def folder_name(path, option: str = "--out") -> str:
     if not isinstance(path, str) or not path.strip():
         raise UserError(f"{option} is empty: give a folder (write '.' for the current folder)")
     if control_characters(path):
-        raise UserError(f"{option} {path!r:.80} holds a line break or another control character: "
-                        "choose a name without one")
+        raise UserError(
+            f"{option} {path!r:.80} holds a line break or another control character: choose a name without one"
+        )
     return path
 
 
@@ -164,8 +167,10 @@ def output_file(path, option: str, replaceable: bool = False) -> str:
         if not os.path.isfile(full):
             raise UserError(f"{option} {path} is not a regular file: give another file name")
         if not replaceable:
-            raise UserError(f"{option} {path} exists and this command did not write it: give another name, "
-                            "or add --force to replace it")
+            raise UserError(
+                f"{option} {path} exists and this command did not write it: give another name, "
+                "or add --force to replace it"
+            )
     ancestor = folder
     while not os.path.lexists(ancestor):
         ancestor = os.path.dirname(ancestor)
@@ -181,7 +186,9 @@ def output_file(path, option: str, replaceable: bool = False) -> str:
             pass
     except OSError as exc:
         reason = exc.strerror or exc
-        raise UserError(f"{option} {path}: no file can be written in {folder} ({reason}): choose another place") from None
+        raise UserError(
+            f"{option} {path}: no file can be written in {folder} ({reason}): choose another place"
+        ) from None
     return full
 
 

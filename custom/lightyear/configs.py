@@ -47,7 +47,9 @@ def require_checkout(what: str, fix: str) -> str:
     """The checkout around the current folder; a :class:`UserError` saying ``what`` needs one and ``fix`` otherwise."""
     root = checkout_root()
     if root is None:
-        raise UserError(f"{what} needs a checkout of the repository (no pyproject.toml with app_configs/ here or above): {fix}")
+        raise UserError(
+            f"{what} needs a checkout of the repository (no pyproject.toml with app_configs/ here or above): {fix}"
+        )
     return root
 
 
@@ -59,7 +61,9 @@ def checked_configs(path: str | None, option: str = "--configs") -> str:
         return bundled()
     path = os.path.abspath(path)
     if not os.path.isdir(path):
-        raise UserError(f"{option} {path} is not a folder: give an app_configs folder, or leave {option} out to use the package's")
+        raise UserError(
+            f"{option} {path} is not a folder: give an app_configs folder, or leave {option} out to use the package's"
+        )
     if not os.path.isdir(os.path.join(path, "datasets")):
         raise UserError(
             f"{option} {path} is not an app_configs folder (it needs datasets/ with a <dataset>.json per dataset): "

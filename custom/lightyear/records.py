@@ -28,7 +28,9 @@ def check_records_file(name) -> str:
         or "\\" in name
         or "\0" in name
     ):
-        raise ValueError(f"records_file must be a plain file name such as 'rounds.csv' (written in the run folder), got {name!r}")
+        raise ValueError(
+            f"records_file must be a plain file name such as 'rounds.csv' (written in the run folder), got {name!r}"
+        )
     return name
 
 
@@ -121,8 +123,9 @@ def record_file(path: str, what: str = "the file") -> bool:
     if not os.path.lexists(path):
         return False
     if not os.path.exists(path):
-        raise RecordsError(f"{what} {path} is a link that leads nowhere (or to itself): the records are damaged; "
-                           "run the job again")
+        raise RecordsError(
+            f"{what} {path} is a link that leads nowhere (or to itself): the records are damaged; run the job again"
+        )
     if not os.path.isfile(path):
         raise RecordsError(f"{what} {path} is not a file (a folder?): the records are damaged; run the job again")
     return True
@@ -148,11 +151,15 @@ def table_rows(path: str, what: str = "the file", allow_empty: bool = False) -> 
             continue
         if len(fields) != len(header):
             count = f"{len(fields)} field" + ("s" if len(fields) != 1 else "")
-            problems.append(f"line {reader.line_num} has {count}, the header {len(header)} (the file is cut or damaged)")
+            problems.append(
+                f"line {reader.line_num} has {count}, the header {len(header)} (the file is cut or damaged)"
+            )
             continue
         rows.append(dict(zip(header, fields)))
     if not rows and not problems and not allow_empty:
-        raise RecordsError(f"{what} {path} has a header and no rows: the run did not finish writing it (see the run's log.txt)")
+        raise RecordsError(
+            f"{what} {path} has a header and no rows: the run did not finish writing it (see the run's log.txt)"
+        )
     return rows, problems
 
 
@@ -194,7 +201,16 @@ def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "e
     benign = [r for r in rows if r["malfunction"] == "none" and r["status"] == "finished"]
     stats = {k: mean_std([r[k] for r in benign]) for k in keys}
     for name, i in (("mean_benign", 0), ("std_benign", 1)):
-        rows.append({"site": name, "malfunction": f"n={len(benign)}", "status": "", **{k: v[i] for k, v in stats.items()}, "last_round": "", "reason": ""})
+        rows.append(
+            {
+                "site": name,
+                "malfunction": f"n={len(benign)}",
+                "status": "",
+                **{k: v[i] for k, v in stats.items()},
+                "last_round": "",
+                "reason": "",
+            }
+        )
     return rows
 
 
@@ -276,23 +292,28 @@ def _endings(sites: list[tuple]) -> str:
     for site, status, reason in sites:
         text = " ".join(str(reason or "").split())
         if len(text) > MAX_REASON:
-            text = text[: MAX_REASON // 2 - 3] + " ... " + text[-(MAX_REASON // 2 - 2):]
+            text = text[: MAX_REASON // 2 - 3] + " ... " + text[-(MAX_REASON // 2 - 2) :]
         groups.setdefault((status, text), []).append(str(site))
-    return ", ".join(f"{', '.join(names)} {status}" + (f" ({text})" if text else "")
-                     for (status, text), names in groups.items())
+    return ", ".join(
+        f"{', '.join(names)} {status}" + (f" ({text})" if text else "") for (status, text), names in groups.items()
+    )
 
 
 @command("lightyear-summary")
 def summary_main(argv=None) -> int:
     """``lightyear-summary WORKSPACE``: print the summary table a run wrote."""
-    parser = argparse.ArgumentParser(prog="lightyear-summary", description="Print the final summary of a LIGHTYEAR toolkit run.")
+    parser = argparse.ArgumentParser(
+        prog="lightyear-summary", description="Print the final summary of a LIGHTYEAR toolkit run."
+    )
     parser.add_argument("workspace", help="the simulator workspace (-w) or a job's run folder")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.workspace):
         raise RecordsError(f"no workspace folder at {args.workspace}: give the simulator's -w folder or a run folder")
     path = find_summary(args.workspace)
     if path is None:
-        raise RecordsError(f"no summary.csv under {args.workspace}: the run has not finished (or ran elsewhere); see its log.txt")
+        raise RecordsError(
+            f"no summary.csv under {args.workspace}: the run has not finished (or ran elsewhere); see its log.txt"
+        )
     rows = read_table(path, "the summary")
     print(path)
     print(format_table(rows))

@@ -11,7 +11,9 @@ import argparse
 import os
 import sys
 
-sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom"))  # a checkout without lightyear installed (an installed one comes first)
+sys.path.append(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "custom")
+)  # a checkout without lightyear installed (an installed one comes first)
 
 from lightyear.data import camelyon17
 from lightyear.data.image_folder import split_summary
@@ -22,15 +24,31 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", required=True, help="the folder holding camelyon17_v1.0/ (or that folder itself)")
     add_out_and_seed(parser, "camelyon17", seed_of="the subsample and the splits")
-    parser.add_argument("--max-per-site", type=int, default=None, help="keep at most this many patches per hospital, drawn with the seed (default: all)")
+    parser.add_argument(
+        "--max-per-site",
+        type=int,
+        default=None,
+        help="keep at most this many patches per hospital, drawn with the seed (default: all)",
+    )
     add_fractions(parser)
-    parser.add_argument("--copy-images", action="store_true", help="copy the listed patches into the output folder (default: list the raw patches by absolute path)")
-    parser.add_argument("--no-check-files", dest="check_files", action="store_false", help="do not check that every listed patch exists")
+    parser.add_argument(
+        "--copy-images",
+        action="store_true",
+        help="copy the listed patches into the output folder (default: list the raw patches by absolute path)",
+    )
+    parser.add_argument(
+        "--no-check-files", dest="check_files", action="store_false", help="do not check that every listed patch exists"
+    )
     args = parser.parse_args(argv)
     out = resolve_out(parser, args.out, "camelyon17")
     path = camelyon17.prepare_camelyon17(
-        args.raw, out, seed=args.seed, max_per_site=args.max_per_site, fractions=args.fractions,
-        copy_images=args.copy_images, check_files=args.check_files,
+        args.raw,
+        out,
+        seed=args.seed,
+        max_per_site=args.max_per_site,
+        fractions=args.fractions,
+        copy_images=args.copy_images,
+        check_files=args.check_files,
     )
     print(split_summary(path))
     if args.copy_images:

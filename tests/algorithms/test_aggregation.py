@@ -8,7 +8,11 @@ from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_up
 
 
 def model(w, b=0.0, count=3):
-    return {"w": np.array(w, dtype=np.float32), "b": np.array([b], dtype=np.float32), "n": np.array(count, dtype=np.int64)}
+    return {
+        "w": np.array(w, dtype=np.float32),
+        "b": np.array([b], dtype=np.float32),
+        "n": np.array(count, dtype=np.int64),
+    }
 
 
 def test_eq18_by_hand():

@@ -88,7 +88,9 @@ def test_prepare_is_deterministic_and_caps_sites(raw, tmp_path):
 
 def test_prepare_copy_images_makes_a_standalone_folder(raw, tmp_path):
     out = tmp_path / "root" / "camelyon17"
-    frame = pd.read_csv(camelyon17.prepare_camelyon17(raw, str(out), max_per_site=4, copy_images=True, fractions=(0.5, 0.25, 0.25)))
+    frame = pd.read_csv(
+        camelyon17.prepare_camelyon17(raw, str(out), max_per_site=4, copy_images=True, fractions=(0.5, 0.25, 0.25))
+    )
     assert len(frame) == 20
     for image in frame["image"]:
         assert image.startswith("patches/patient_") and os.path.isfile(out / image)
@@ -117,7 +119,9 @@ def test_clear_errors(raw, tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no metadata.csv"):
         camelyon17.prepare_camelyon17(str(tmp_path / "empty"), str(tmp_path / "out"))
-    no_tumor = write_bundle(tmp_path / "no_tumor", 3, ["patient", "node", "x_coord", "y_coord", "slide", "center", "split"])
+    no_tumor = write_bundle(
+        tmp_path / "no_tumor", 3, ["patient", "node", "x_coord", "y_coord", "slide", "center", "split"]
+    )
     with pytest.raises(ValueError, match="lacks columns \\['tumor'\\]"):
         camelyon17.prepare_camelyon17(no_tumor, str(tmp_path / "out"))
     os.remove(pd.read_csv(camelyon17.prepare_camelyon17(raw, str(tmp_path / "ok")))["image"][0])
@@ -134,7 +138,9 @@ def test_clear_errors(raw, tmp_path, monkeypatch):
 
 def test_prepare_script(raw, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LIGHTYEAR_DATA_ROOT", str(tmp_path / "root"))
-    spec = importlib.util.spec_from_file_location("prepare_camelyon17", os.path.join(REPO, "datasets", "camelyon17", "prepare.py"))
+    spec = importlib.util.spec_from_file_location(
+        "prepare_camelyon17", os.path.join(REPO, "datasets", "camelyon17", "prepare.py")
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.main(["--raw", os.path.join(raw, "camelyon17_v1.0"), "--max-per-site", "6"]) == 0

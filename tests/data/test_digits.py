@@ -52,7 +52,10 @@ def test_noisy_shift_draws_its_own_noise_per_site():
     assert not torch.equal(a, digits.apply_site_shift(x, 4, seed=0, noise_key=12))  # site-13 reuses shift 4
 
 
-@pytest.mark.parametrize("site, num_sites, message", [("site-9", 8, "site-1 .. site-8"), ("site-33", 32, "num_sites=32"), ("site-1", 1, "num_sites must be")])
+@pytest.mark.parametrize(
+    "site, num_sites, message",
+    [("site-9", 8, "site-1 .. site-8"), ("site-33", 32, "num_sites=32"), ("site-1", 1, "num_sites must be")],
+)
 def test_site_names_and_counts_are_checked(site, num_sites, message):
     with pytest.raises(ValueError, match=message):
         digits.load_digits_site(site, num_sites=num_sites)

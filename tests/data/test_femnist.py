@@ -126,7 +126,9 @@ def test_prepare_reads_train_and_test_json(tmp_path):
 
     for part in ("train", "test"):
         users = list(range(16))
-        (raw / part / f"all_data_niid_05_keep_0_{part}_9.json").write_text(json.dumps(leaf_file(users, part_samples(part))))
+        (raw / part / f"all_data_niid_05_keep_0_{part}_9.json").write_text(
+            json.dumps(leaf_file(users, part_samples(part)))
+        )
     frame = pd.read_csv(femnist.prepare_femnist(str(raw), str(tmp_path / "out"), writers_per_site=2))
     assert len(frame) == 16 * SAMPLES_PER_WRITER
     assert frame.groupby("site").size().tolist() == [10] * 8
@@ -137,7 +139,9 @@ def test_writer_ids_are_read_from_the_head_of_the_file_or_the_whole_file(tmp_pat
     first = tmp_path / "users_first.json"
     first.write_text(json.dumps(data))
     last = tmp_path / "users_last.json"
-    last.write_text(json.dumps({"user_data": data["user_data"], "num_samples": data["num_samples"], "users": data["users"]}))
+    last.write_text(
+        json.dumps({"user_data": data["user_data"], "num_samples": data["num_samples"], "users": data["users"]})
+    )
     expected = [writer_id(3), writer_id(1), writer_id(2)]
     assert femnist.read_leaf_users(str(first)) == expected
     assert femnist.read_leaf_users(str(first), prefix_chars=20) == expected  # cut list: whole file read
@@ -189,7 +193,9 @@ def test_clear_errors(leaf_all_data, tmp_path, monkeypatch):
 
 def run_script(dataset: str, argv: list[str]) -> int:
     """Run ``datasets/<dataset>/prepare.py``'s ``main`` in this process."""
-    spec = importlib.util.spec_from_file_location(f"prepare_{dataset}", os.path.join(REPO, "datasets", dataset, "prepare.py"))
+    spec = importlib.util.spec_from_file_location(
+        f"prepare_{dataset}", os.path.join(REPO, "datasets", dataset, "prepare.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main(argv)

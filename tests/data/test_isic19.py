@@ -20,7 +20,14 @@ from repo import ROOT as REPO
 
 GT_COLUMNS = ["MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC", "UNK"]
 # (lesion_id prefix, HAM10000 dataset or None) of FLamby's centres 0..5
-CENTRES = [("BCN_", None), ("HAM_", "vidir_molemax"), ("HAM_", "vidir_modern"), ("HAM_", "rosendahl"), ("MSK4", None), ("HAM_", "vienna_dias")]
+CENTRES = [
+    ("BCN_", None),
+    ("HAM_", "vidir_molemax"),
+    ("HAM_", "vidir_modern"),
+    ("HAM_", "rosendahl"),
+    ("MSK4", None),
+    ("HAM_", "vienna_dias"),
+]
 IMAGES_PER_CENTRE = 5
 
 
@@ -65,7 +72,9 @@ def write_raw(root, unk: bool = False, extra_lesion: str | None = None):
         add("ISIC_9000002", "BCN_9000002", 8)
     if extra_lesion:
         add("ISIC_9000003", extra_lesion, 0)
-    pd.DataFrame(gt, columns=["image"] + GT_COLUMNS).to_csv(os.path.join(root, "ISIC_2019_Training_GroundTruth.csv"), index=False)
+    pd.DataFrame(gt, columns=["image"] + GT_COLUMNS).to_csv(
+        os.path.join(root, "ISIC_2019_Training_GroundTruth.csv"), index=False
+    )
     pd.DataFrame(meta, columns=["image", "age_approx", "anatom_site_general", "lesion_id", "sex"]).to_csv(
         os.path.join(root, "ISIC_2019_Training_Metadata.csv"), index=False
     )
@@ -158,7 +167,10 @@ def test_loader_shapes_labels_and_augmentation(prepared):
         pixels = torch.from_numpy(np.asarray(image.convert("RGB")).copy()).permute(2, 0, 1).float() / 255
     top, left = round((pixels.shape[1] - 200) / 2), round((pixels.shape[2] - 200) / 2)
     crop = pixels[:, top : top + 200, left : left + 200]
-    mean, std = torch.tensor(constants.IMAGENET_MEAN)[:, None, None], torch.tensor(constants.IMAGENET_STD)[:, None, None]
+    mean, std = (
+        torch.tensor(constants.IMAGENET_MEAN)[:, None, None],
+        torch.tensor(constants.IMAGENET_STD)[:, None, None],
+    )
     assert torch.allclose(val, (crop - mean) / std, atol=1e-5)
 
     plain = load_site_data("isic19", "site-2", data_root=root, augment=False, crop_size=160)
@@ -217,7 +229,9 @@ def test_clear_errors(prepared, tmp_path, monkeypatch):
 
 
 def prepare_script():
-    spec = importlib.util.spec_from_file_location("prepare_isic19", os.path.join(REPO, "datasets", "isic19", "prepare.py"))
+    spec = importlib.util.spec_from_file_location(
+        "prepare_isic19", os.path.join(REPO, "datasets", "isic19", "prepare.py")
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     return script
@@ -228,9 +242,11 @@ def test_the_prepare_script_names_a_missing_or_other_ham_metadata_in_one_line(pr
     common = pd.read_csv(os.path.join(raw, "HAM10000_metadata")).drop(columns=["dataset"])  # the widespread copy
     common.to_csv(tmp_path / "HAM10000_metadata.csv", index=False)
     (tmp_path / "binary.csv").write_bytes(b"\x00\xff\xfe")
-    for ham, message in ((tmp_path / "HAM10000_metadata.csv", "lacks columns ['dataset']"),
-                         (tmp_path / "missing.csv", "HAM10000 metadata not found at"),
-                         (tmp_path / "binary.csv", "is not a readable table")):
+    for ham, message in (
+        (tmp_path / "HAM10000_metadata.csv", "lacks columns ['dataset']"),
+        (tmp_path / "missing.csv", "HAM10000 metadata not found at"),
+        (tmp_path / "binary.csv", "is not a readable table"),
+    ):
         assert prepare_script().main(["--raw", raw, "--ham-metadata", str(ham), "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("datasets/isic19/prepare.py: error: ") and message in err and err.count("\n") == 1, err

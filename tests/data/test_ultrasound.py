@@ -20,7 +20,26 @@ HEIGHT, WIDTH = 60, 80
 
 REPO = Path(ROOT)
 # Patient tokens as written after "P" (padding varies); "001" and "1" are one patient.
-PATIENTS = ["01", "02", "3", "004", "0149", "12", "13", "0014", "15", "16", "17", "18", "19", "0200", "21", "22", "23", "24"]
+PATIENTS = [
+    "01",
+    "02",
+    "3",
+    "004",
+    "0149",
+    "12",
+    "13",
+    "0014",
+    "15",
+    "16",
+    "17",
+    "18",
+    "19",
+    "0200",
+    "21",
+    "22",
+    "23",
+    "24",
+]
 
 
 def liver_mask() -> np.ndarray:
@@ -129,7 +148,9 @@ def test_png_image_source(raw, tmp_path):
 
 
 def test_prepare_script(raw, tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("prepare_ultrasound_script", REPO / "datasets" / "ultrasound" / "prepare.py")
+    spec = importlib.util.spec_from_file_location(
+        "prepare_ultrasound_script", REPO / "datasets" / "ultrasound" / "prepare.py"
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     monkeypatch.setenv("LIGHTYEAR_DATA_ROOT", str(tmp_path))
@@ -144,7 +165,9 @@ def test_clear_errors(raw, tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="ARRAY_FORMAT"):
         prepare_ultrasound(str(tmp_path / "empty"), str(tmp_path / "out"))
-    with pytest.raises(ValueError, match=r"no 'kidney' mask; its structures are \['artery', 'liver', 'stomach', 'vein'\]"):
+    with pytest.raises(
+        ValueError, match=r"no 'kidney' mask; its structures are \['artery', 'liver', 'stomach', 'vein'\]"
+    ):
         prepare_ultrasound(str(raw), str(tmp_path / "out"), structure="kidney")
     with pytest.raises(FileNotFoundError, match="datasets/ultrasound/prepare.py"):
         load_site("site-1", data_root=str(tmp_path / "nowhere"))

@@ -17,10 +17,29 @@ from repo import ROOT
 
 REPO = Path(ROOT)
 HEIGHT, WIDTH = 96, 80  # JPG size; not square, so a Height/Width swap shows
-CHEXMASK_HEADER = ["dicom_id", "Dice RCA (Mean)", "Dice RCA (Max)", "Landmarks", "Left Lung", "Right Lung", "Heart", "Height", "Width"]
+CHEXMASK_HEADER = [
+    "dicom_id",
+    "Dice RCA (Mean)",
+    "Dice RCA (Max)",
+    "Landmarks",
+    "Left Lung",
+    "Right Lung",
+    "Heart",
+    "Height",
+    "Width",
+]
 METADATA_HEADER = [
-    "dicom_id", "subject_id", "study_id", "PerformedProcedureStepDescription", "ViewPosition", "Rows", "Columns",
-    "StudyDate", "StudyTime", "ProcedureCodeSequence_CodeMeaning", "ViewCodeSequence_CodeMeaning",
+    "dicom_id",
+    "subject_id",
+    "study_id",
+    "PerformedProcedureStepDescription",
+    "ViewPosition",
+    "Rows",
+    "Columns",
+    "StudyDate",
+    "StudyTime",
+    "ProcedureCodeSequence_CodeMeaning",
+    "ViewCodeSequence_CodeMeaning",
     "PatientOrientationCodeSequence_CodeMeaning",
 ]
 
@@ -38,7 +57,7 @@ def lungs(index: int) -> tuple[np.ndarray, np.ndarray]:
     right = np.zeros((HEIGHT, WIDTH), dtype=np.uint8)
     left = np.zeros((HEIGHT, WIDTH), dtype=np.uint8)
     right[20 + index % 5 : 76, 8:36] = 1
-    left[20:70 + index % 7, 44:72] = 1
+    left[20 : 70 + index % 7, 44:72] = 1
     return right, left
 
 
@@ -55,18 +74,50 @@ def make_raw(root: Path, ghost: bool = False) -> tuple[Path, Path]:
         study = 50000000 + i
         folder = mimic / "files" / f"p{str(subject)[:2]}" / f"p{subject}" / f"s{study}"
         folder.mkdir(parents=True)
-        Image.fromarray(rng.integers(0, 256, size=(HEIGHT, WIDTH), dtype=np.uint8)).save(folder / f"{dicom}.jpg", quality=95)
-        meta.append([dicom, subject, study, "CHEST (PA AND LAT)", "PA", HEIGHT, WIDTH, 21800101, 120000.0, "", "postero-anterior", "Erect"])
+        Image.fromarray(rng.integers(0, 256, size=(HEIGHT, WIDTH), dtype=np.uint8)).save(
+            folder / f"{dicom}.jpg", quality=95
+        )
+        meta.append(
+            [
+                dicom,
+                subject,
+                study,
+                "CHEST (PA AND LAT)",
+                "PA",
+                HEIGHT,
+                WIDTH,
+                21800101,
+                120000.0,
+                "",
+                "postero-anterior",
+                "Erect",
+            ]
+        )
         right, left = lungs(i)
         swapped = i % 3 == 0  # CheXmask's Height/Width may be swapped
-        masks.append([dicom, dice, dice + 0.05, "[]", encode_rle(left), encode_rle(right), "",
-                      WIDTH if swapped else HEIGHT, HEIGHT if swapped else WIDTH])
+        masks.append(
+            [
+                dicom,
+                dice,
+                dice + 0.05,
+                "[]",
+                encode_rle(left),
+                encode_rle(right),
+                "",
+                WIDTH if swapped else HEIGHT,
+                HEIGHT if swapped else WIDTH,
+            ]
+        )
     masks.append(["not-in-mimic", 0.95, 0.97, "[]", "1 5", "10 5", "", HEIGHT, WIDTH])
     if ghost:  # listed everywhere, but its JPG was not downloaded
-        meta.append(["ghost", 19999999, 59999999, "CHEST", "AP", HEIGHT, WIDTH, 21800101, 0.0, "", "antero-posterior", "Erect"])
+        meta.append(
+            ["ghost", 19999999, 59999999, "CHEST", "AP", HEIGHT, WIDTH, 21800101, 0.0, "", "antero-posterior", "Erect"]
+        )
         masks.append(["ghost", 0.95, 0.97, "[]", "1 5", "10 5", "", HEIGHT, WIDTH])
     pd.DataFrame(meta, columns=METADATA_HEADER).to_csv(mimic / "mimic-cxr-2.0.0-metadata.csv.gz", index=False)
-    pd.DataFrame(masks, columns=CHEXMASK_HEADER).to_csv(chexmask / "OriginalResolution" / "MIMIC-CXR-JPG.csv", index=False)
+    pd.DataFrame(masks, columns=CHEXMASK_HEADER).to_csv(
+        chexmask / "OriginalResolution" / "MIMIC-CXR-JPG.csv", index=False
+    )
     return chexmask, mimic
 
 
@@ -174,7 +225,23 @@ def test_prepare_script(raw, tmp_path, monkeypatch):
     monkeypatch.setenv("LIGHTYEAR_DATA_ROOT", str(tmp_path))
     chexmask, mimic = raw
     csv = chexmask / "OriginalResolution" / "MIMIC-CXR-JPG.csv"
-    assert script.main(["--chexmask", str(csv), "--mimic", str(mimic), "--num-images", "15", "--seed", "2", "--fractions", "0.6,0.2,0.2"]) == 0
+    assert (
+        script.main(
+            [
+                "--chexmask",
+                str(csv),
+                "--mimic",
+                str(mimic),
+                "--num-images",
+                "15",
+                "--seed",
+                "2",
+                "--fractions",
+                "0.6,0.2,0.2",
+            ]
+        )
+        == 0
+    )
     assert load_site("site-2").sizes() == {"train": 1, "val": 1, "test": 1}
 
 

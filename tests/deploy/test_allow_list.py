@@ -26,7 +26,12 @@ def test_a_provisioned_default_file_keeps_every_key_and_gains_only_the_package(t
     default = {
         "format_version": 2,
         "class_allow_list": ["nvflare.app_common.workflows.fedavg.FedAvg"],
-        "components": [{"id": "resource_manager", "path": "nvflare.app_common.resource_managers.gpu_resource_manager.GPUResourceManager"}],
+        "components": [
+            {
+                "id": "resource_manager",
+                "path": "nvflare.app_common.resource_managers.gpu_resource_manager.GPUResourceManager",
+            }
+        ],
         "snapshot_persistor": {"path": "x"},
     }
     _write(tmp_path / "resources.json.default", default)
@@ -93,7 +98,10 @@ def test_the_repository_workspace_policy_is_flare_default_plus_the_package():
     assert "nvflare." not in listed
     _, added = with_package({"class_allow_list": listed})
     assert added == []
-    assert set(listed) == set(component_policy.flare_default_allow_list()) | {"lightyear.", *component_policy.FLARE_CLASSES_USED}
+    assert set(listed) == set(component_policy.flare_default_allow_list()) | {
+        "lightyear.",
+        *component_policy.FLARE_CLASSES_USED,
+    }
 
 
 def _components(obj):
@@ -118,7 +126,11 @@ def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours(
     for method in generate.methods(configs):
         for malfunction, faulty in (("none", 0), ("sfa", 1)):
             _, files = generate.build_job(configs, method, "digits", malfunction, faulty)
-            for name in ("app/config/config_fed_server.json", "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"):
+            for name in (
+                "app/config/config_fed_server.json",
+                "app/config/config_fed_client.json",
+                "app_faulty/config/config_fed_client.json",
+            ):
                 for path in (c["path"] for c in _components(files.get(name, {}))):
                     assert component_policy._covered(path, allowed), f"{method}: {path} is not allowed"
 
@@ -130,11 +142,21 @@ def test_components_the_default_policy_lacks_carry_the_fix_right_after_their_pat
             {"id": "tb", "path": "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver", "args": {}},
             {"id": "s", "path": "nvflare.app_common.widgets.streaming.AnalyticsSender", "args": {}},
         ],
-        "filters": [{"path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"nested": {"path": "lightyear.x.Y"}}}],
+        "filters": [
+            {
+                "path": "lightyear.flare.malfunction_filter.MalfunctionFilter",
+                "args": {"nested": {"path": "lightyear.x.Y"}},
+            }
+        ],
     }
     marked = component_policy.with_refusal_fix(config)
     controller = marked["workflows"][0]
-    assert list(controller) == ["id", "path", component_policy.REFUSAL_FIX_KEY, "args"]  # FLARE prints keys in this order
+    assert list(controller) == [
+        "id",
+        "path",
+        component_policy.REFUSAL_FIX_KEY,
+        "args",
+    ]  # FLARE prints keys in this order
     assert controller[component_policy.REFUSAL_FIX_KEY] == component_policy.REFUSAL_FIX.format(package="lightyear")
     assert component_policy.REFUSAL_FIX_KEY not in marked["components"][0]  # in FLARE's default list
     assert component_policy.REFUSAL_FIX_KEY in marked["components"][1]  # AnalyticsSender is not
@@ -150,11 +172,15 @@ def test_every_generated_component_flare_would_refuse_names_the_fix():
     default = component_policy.flare_default_allow_list()
     for method in generate.methods(configs):
         _, files = generate.build_job(configs, method, "digits", "sfa", 1)
-        refusable = [c for f in files.values() for c in _components(f) if not component_policy._covered(c["path"], default)]
+        refusable = [
+            c for f in files.values() for c in _components(f) if not component_policy._covered(c["path"], default)
+        ]
         assert refusable, method
         for c in refusable:  # the hint names the class's own package (FLARE's AnalyticsSender: nvflare.)
             package = c["path"].split(".")[0]
-            assert c.get(component_policy.REFUSAL_FIX_KEY) == component_policy.REFUSAL_FIX.format(package=package), method
+            assert c.get(component_policy.REFUSAL_FIX_KEY) == component_policy.REFUSAL_FIX.format(package=package), (
+                method
+            )
 
 
 def test_flare_builds_a_component_that_carries_the_fix():
@@ -165,7 +191,9 @@ def test_flare_builds_a_component_that_carries_the_fix():
         def get_module_scanner(self):
             return None
 
-    marked = component_policy.with_refusal_fix({"id": "m", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"kind": "sfa"}})
+    marked = component_policy.with_refusal_fix(
+        {"id": "m", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": {"kind": "sfa"}}
+    )
     built = Builder().build_component(marked)
     assert type(built).__name__ == "MalfunctionFilter"
 
@@ -205,7 +233,11 @@ def test_a_resources_json_that_is_a_folder_is_refused_in_one_line(tmp_path, caps
 def test_a_binary_resources_json_is_named_and_left_unchanged(tmp_path, capsys):
     (tmp_path / "resources.json").write_bytes(b"\x00\xff\xfe")
     status, _, err = allow_cli(capsys, tmp_path)
-    assert status == 2 and "is not a UTF-8 text file" in err and (tmp_path / "resources.json").read_bytes() == b"\x00\xff\xfe"
+    assert (
+        status == 2
+        and "is not a UTF-8 text file" in err
+        and (tmp_path / "resources.json").read_bytes() == b"\x00\xff\xfe"
+    )
 
 
 def test_a_folder_that_cannot_be_written_is_named_with_the_fix(tmp_path, capsys, monkeypatch):
@@ -214,7 +246,9 @@ def test_a_folder_that_cannot_be_written_is_named_with_the_fix(tmp_path, capsys,
 
     monkeypatch.setattr(component_policy.tempfile, "mkstemp", refuse)  # root may write anywhere: simulate the refusal
     status, _, err = allow_cli(capsys, tmp_path)
-    assert status == 2 and "cannot write in" in err and "(Permission denied)" in err and "make the folder writable" in err
+    assert (
+        status == 2 and "cannot write in" in err and "(Permission denied)" in err and "make the folder writable" in err
+    )
     assert not os.listdir(tmp_path)
 
 

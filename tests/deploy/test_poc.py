@@ -32,7 +32,9 @@ def run_poc(tmp_path, *args, **popen):
     tmp.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmp))
     argv = [sys.executable, "-m", "lightyear.deploy.poc", *map(str, args)]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen), str(tmp)
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen), str(
+        tmp
+    )
 
 
 @pytest.mark.extended
@@ -53,7 +55,9 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
     assert "global_model.npz" in os.listdir(out / "fedavg_digits" / "server" / "simulate_job")
     assert "every POC process stopped" in log
     assert left == []
-    assert not [n for n in os.listdir(marker) if n.startswith("lightyear-poc-")]  # the POC folder is gone (no --keep-workspace)
+    assert not [
+        n for n in os.listdir(marker) if n.startswith("lightyear-poc-")
+    ]  # the POC folder is gone (no --keep-workspace)
 
 
 @pytest.mark.extended
@@ -61,13 +65,22 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
 def test_ctrl_c_stops_every_poc_process(tmp_path):
     """Also when lightyear-poc inherits SIGINT ignored, as a background job of a script does."""
     job = make_job(tmp_path / "jobs", "lightyear", rounds=50)
-    proc, marker = run_poc(tmp_path, job, "--out", tmp_path / "out", "--start-timeout", 400,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc, marker = run_poc(
+        tmp_path,
+        job,
+        "--out",
+        tmp_path / "out",
+        "--start-timeout",
+        400,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         # wait until the sites' job processes (FLARE starts them in sessions of their own) run
         deadline = time.monotonic() + 600  # the POC may take up to --start-timeout 400 s on a loaded machine
         while not any("worker_process" in line for line in processes_with(marker)):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-4000:] if proc.poll() is not None else "no job process"
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stdout.read()[-4000:] if proc.poll() is not None else "no job process"
+            )
             time.sleep(1)
         proc.send_signal(signal.SIGINT)
         log, _ = proc.communicate(timeout=120)
@@ -121,7 +134,9 @@ def test_job_id_and_status_are_read_from_nvflares_json_envelope():
     from lightyear.deploy.flare_cli import _find
 
     failed = '{"status": "error", "error_code": "JOB_FAILED", "data": {"job_id": "0ff8", "status": "FINISHED:FAILED_TO_RUN"}}'
-    assert _find("Connecting to FLARE ...\n" + failed, "status") == "FINISHED:FAILED_TO_RUN"  # not the envelope's "error"
+    assert (
+        _find("Connecting to FLARE ...\n" + failed, "status") == "FINISHED:FAILED_TO_RUN"
+    )  # not the envelope's "error"
     assert _find('{"status": "error", "error_code": "TIMEOUT"}', "status") is None
     assert _find("job_id: 1a2b-3c\n", "job_id") == "1a2b-3c"
 

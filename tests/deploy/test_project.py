@@ -14,7 +14,9 @@ def test_sites_are_named_as_generated_jobs_deploy_them(tmp_path):
     for p in loaded["participants"]:
         by_type.setdefault(p["type"], []).append(p)
     assert [p["name"] for p in by_type["client"]] == ["site-1", "site-2", "site-3"]
-    assert by_type["server"] == [{"name": "fl.example.org", "type": "server", "org": "lightyear", "fed_learn_port": 9102}]
+    assert by_type["server"] == [
+        {"name": "fl.example.org", "type": "server", "org": "lightyear", "fed_learn_port": 9102}
+    ]
     assert by_type["admin"][0]["role"] == "project_admin"
     assert loaded["api_version"] == 3
 

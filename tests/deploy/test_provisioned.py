@@ -96,7 +96,10 @@ def test_provisioned_p2p_run_with_secure_peer_messages(deployment):
         assert all(int(r["sent_bytes"]) == 2 * int(r["model_bytes"]) for r in round_rows(out, site))
     # site-1's cell encrypted every byte of its models before they left for the relay
     # (core_cell.encrypt_payload logs each payload; the arrays go in download-service chunks)
-    site_logs = "".join(open(p, errors="replace").read() for p in glob.glob(os.path.join(kits["site-1"], "**", "log.txt"), recursive=True))
+    site_logs = "".join(
+        open(p, errors="replace").read()
+        for p in glob.glob(os.path.join(kits["site-1"], "**", "log.txt"), recursive=True)
+    )
     encrypted = sum(int(n) for n in re.findall(r"Payload \((\d+) bytes\) is encrypted", site_logs))
     assert encrypted >= sum(int(r["sent_bytes"]) for r in round_rows(out, "site-1")) > 0
 
@@ -107,4 +110,6 @@ def test_the_committed_provisioning_example_is_what_the_project_writer_makes(tmp
     written = tmp_path / "project.yml"
     write_project(str(written), site_names(8), server="fl-server.example.org")
     committed = os.path.join(ROOT, "app_configs", "deploy", "project.yml")
-    assert open(committed).read() == written.read_text(), "regenerate it: python -m lightyear.deploy.project --sites 8 --server fl-server.example.org --out app_configs/deploy/project.yml"
+    assert open(committed).read() == written.read_text(), (
+        "regenerate it: python -m lightyear.deploy.project --sites 8 --server fl-server.example.org --out app_configs/deploy/project.yml"
+    )

@@ -63,14 +63,19 @@ def test_killing_the_server_mid_run_stops_every_site_and_ends_their_job_processe
             os.kill(int(line.split()[0]), signal.SIGKILL)
         killed = time.monotonic()
 
-        stopped = wait_for(lambda: all(site_status(d).get("status") == "stopped" for d in run_dirs.values()), 400,
-                           "every site to stop")
+        stopped = wait_for(
+            lambda: all(site_status(d).get("status") == "stopped" for d in run_dirs.values()), 400, "every site to stop"
+        )
         ended = wait_for(lambda: not site_jobs(), 400, "every site's job process to end")
-        print(f"server killed; every site stopped {stopped - killed:.0f} s later, their job processes ended {ended - killed:.0f} s later")
+        print(
+            f"server killed; every site stopped {stopped - killed:.0f} s later, their job processes ended {ended - killed:.0f} s later"
+        )
 
         for site, run_dir in run_dirs.items():
             status = site_status(run_dir)
-            assert "no neighbour reached for 2 rounds in a row" in status["reason"] and "resume_from" in status["reason"], site
+            assert (
+                "no neighbour reached for 2 rounds in a row" in status["reason"] and "resume_from" in status["reason"]
+            ), site
             assert status["last_round"] >= 1 and os.path.isfile(status["checkpoint"]), site
             with open(os.path.join(run_dir, "log.txt"), errors="replace") as f:
                 assert "has not reached the server" in f.read(), site

@@ -21,7 +21,7 @@ from lightyear.records import run_failure, write_site_status
 
 from deploy_helpers import make_job
 
-FAKE = r'''
+FAKE = r"""
 import os, signal, subprocess, sys, time
 ws = sys.argv[sys.argv.index("-w") + 1]
 mode = os.environ["FAKE_MODE"]
@@ -54,15 +54,15 @@ elif mode == "stuck":
         time.sleep(600)
     except KeyboardInterrupt:
         sys.exit(1)  # leaves its worker behind
-'''
+"""
 
-WRAPPER = r'''
+WRAPPER = r"""
 import sys
 from lightyear.deploy import simulate
 fake = sys.argv.pop(1)
 simulate.nvflare_command = lambda: [sys.executable, fake]
 sys.exit(simulate.main(sys.argv[1:]))
-'''
+"""
 
 
 @pytest.fixture
@@ -73,17 +73,29 @@ def job(tmp_path):
 def run_simulate(tmp_path, job, mode, env=None, **popen):
     (tmp_path / "fake.py").write_text(FAKE)
     (tmp_path / "wrapper.py").write_text(WRAPPER)
-    argv = [sys.executable, str(tmp_path / "wrapper.py"), str(tmp_path / "fake.py"), job, "-w", str(tmp_path / "ws"), "-t", "3"]
+    argv = [
+        sys.executable,
+        str(tmp_path / "wrapper.py"),
+        str(tmp_path / "fake.py"),
+        job,
+        "-w",
+        str(tmp_path / "ws"),
+        "-t",
+        "3",
+    ]
     env = dict(os.environ, FAKE_MODE=mode, **(env or {}))
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-@pytest.mark.parametrize("mode, status, message", [
-    ("failed", 1, "the run failed: no site finished (site-1 failed (ValueError: no data), site-2 dropped;"),
-    ("none", 1, "no site finished and no summary.csv was written"),
-    ("crash", 1, ""),
-    ("finished", 0, ""),
-])
+@pytest.mark.parametrize(
+    "mode, status, message",
+    [
+        ("failed", 1, "the run failed: no site finished (site-1 failed (ValueError: no data), site-2 dropped;"),
+        ("none", 1, "no site finished and no summary.csv was written"),
+        ("crash", 1, ""),
+        ("finished", 0, ""),
+    ],
+)
 def test_the_exit_status_says_whether_any_site_finished(tmp_path, job, mode, status, message):
     proc = run_simulate(tmp_path, job, mode)
     out, err = proc.communicate(timeout=120)
@@ -95,8 +107,10 @@ def test_a_run_in_which_a_site_never_started_starts_again_once_in_a_fresh_worksp
     proc = run_simulate(tmp_path, job, "race")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
-    assert ("site-2 never started (did not start within start_timeout): FLARE's start race, not the job; the failed attempt "
-            f"is kept in {tmp_path / 'ws.failed-start'}, and the run starts again once in a fresh workspace") in err
+    assert (
+        "site-2 never started (did not start within start_timeout): FLARE's start race, not the job; the failed attempt "
+        f"is kept in {tmp_path / 'ws.failed-start'}, and the run starts again once in a fresh workspace"
+    ) in err
     assert (tmp_path / "attempts").read_text() == "2"
     assert "did not start" in (tmp_path / "ws.failed-start" / "server" / "simulate_job" / "summary.csv").read_text()
     assert "finished" in (tmp_path / "ws" / "server" / "simulate_job" / "summary.csv").read_text()

@@ -41,7 +41,7 @@ def edit_meta(run, **changes):
 
 def set_first_round(run, value):
     lines = rounds_csv(run).read_text().splitlines()
-    lines[1] = value + lines[1][lines[1].index(","):]
+    lines[1] = value + lines[1][lines[1].index(",") :]
     rounds_csv(run).write_text("\n".join(lines) + "\n")
 
 
@@ -55,28 +55,47 @@ DAMAGE = {
     "meta.json binary": (lambda r: meta(r).write_bytes(b"\x00\xff\xfe"), "is not a UTF-8 text file"),
     "meta.json a list": (lambda r: meta(r).write_text("[1, 2]"), "has no 'lightyear' block"),
     "deploy_map a string": (lambda r: edit_meta(r, deploy_map="site-1"), "has no deploy_map"),
-    "faulty_sites a string": (lambda r: edit_meta(r, lightyear={"faulty_sites": "site-4"}), "faulty_sites 'site-4' is not a list"),
-    "faulty_sites a stranger": (lambda r: edit_meta(r, lightyear={"faulty_sites": ["site-99"]}), "faulty_sites names site-99"),
+    "faulty_sites a string": (
+        lambda r: edit_meta(r, lightyear={"faulty_sites": "site-4"}),
+        "faulty_sites 'site-4' is not a list",
+    ),
+    "faulty_sites a stranger": (
+        lambda r: edit_meta(r, lightyear={"faulty_sites": ["site-99"]}),
+        "faulty_sites names site-99",
+    ),
     "rounds.csv binary": (lambda r: rounds_csv(r).write_bytes(b"round\x00\xff\n"), "is not a UTF-8 text file"),
-    "rounds.csv Latin-1": (lambda r: rounds_csv(r).write_bytes("round,selected\n0,caf\xe9\n".encode("latin-1")), "is not a UTF-8 text file"),
+    "rounds.csv Latin-1": (
+        lambda r: rounds_csv(r).write_bytes("round,selected\n0,caf\xe9\n".encode("latin-1")),
+        "is not a UTF-8 text file",
+    ),
     "round abc": (lambda r: set_first_round(r, "abc"), "round 'abc' is not a round number"),
     "round 0.5": (lambda r: set_first_round(r, "0.5"), "round '0.5' is not a round number"),
     "round of 5000 digits": (lambda r: set_first_round(r, "9" * 5000), "is not a round number"),
     "rounds.csv empty": (lambda r: rounds_csv(r).write_text(""), "is empty: the run did not finish writing it"),
     "rounds.csv a header only": (lambda r: rounds_csv(r).write_text("round,sel"), "has a header and no rows"),
     "rounds.csv a folder": (lambda r: replace(rounds_csv(r), os.mkdir), "is not a file (a folder?)"),
-    "rounds.csv a loop of links": (lambda r: replace(rounds_csv(r), lambda p: os.symlink(p, p)), "leads nowhere (or to itself)"),
+    "rounds.csv a loop of links": (
+        lambda r: replace(rounds_csv(r), lambda p: os.symlink(p, p)),
+        "leads nowhere (or to itself)",
+    ),
 }
 
 STAR_DAMAGE = {
     "aggregator_state.json malformed": (lambda r: state_json(r).write_text('{"history": ['), "is not valid JSON"),
     "aggregator_state.json binary": (lambda r: state_json(r).write_bytes(b"\xff\x00"), "is not a UTF-8 text file"),
     "aggregator_state.json a list": (lambda r: state_json(r).write_text("[]"), "has no 'history'"),
-    "a history entry a string": (lambda r: state_json(r).write_text('{"history": ["x"]}'), "history entry 0 is not a JSON object"),
-    "kept a number": (lambda r: state_json(r).write_text('{"history": [{"round": 0, "kept": 3, "excluded": []}]}'),
-                      "kept 3 is not a list of site names"),
-    "round a string": (lambda r: state_json(r).write_text('{"history": [{"round": "x", "kept": [], "excluded": []}]}'),
-                       "round 'x' is not a round number"),
+    "a history entry a string": (
+        lambda r: state_json(r).write_text('{"history": ["x"]}'),
+        "history entry 0 is not a JSON object",
+    ),
+    "kept a number": (
+        lambda r: state_json(r).write_text('{"history": [{"round": 0, "kept": 3, "excluded": []}]}'),
+        "kept 3 is not a list of site names",
+    ),
+    "round a string": (
+        lambda r: state_json(r).write_text('{"history": [{"round": "x", "kept": [], "excluded": []}]}'),
+        "round 'x' is not a round number",
+    ),
 }
 
 
@@ -102,7 +121,9 @@ def test_a_row_cut_before_selected_gives_no_figures_instead_of_flagging_every_pe
     run = lightyear_run(tmp_path / "run")
     with open(rounds_csv(run), "a") as f:
         f.write("2,site-1")  # the site was stopped while writing round 2
-    with pytest.raises(DetectionError, match=r"site-1's rounds.csv .*: line 4 has 2 fields, the header 10 .*whole record"):
+    with pytest.raises(
+        DetectionError, match=r"site-1's rounds.csv .*: line 4 has 2 fields, the header 10 .*whole record"
+    ):
         run_detection(open_run(str(run)))
 
 
@@ -125,19 +146,25 @@ def test_the_report_gives_a_damaged_run_no_detection_or_selection_figure_and_say
     assert "run krum_digits_sfa1_s1 left out: " in text and "faulty_sites names site-99" in text
     assert "peer selection left out: site-1's rounds.csv" in text
     quality = (out / "selection_quality.md").read_text()
-    assert "| lightyear | digits | sfa | 1 | n/a | n/a | n/a | n/a | lightyear_digits_sfa1_s1 (unusable records) |" in quality
+    assert (
+        "| lightyear | digits | sfa | 1 | n/a | n/a | n/a | n/a | lightyear_digits_sfa1_s1 (unusable records) |"
+        in quality
+    )
     assert "Traceback" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("where, message", [
-    ("{tmp}", "is a folder"),
-    ("{tmp}/missing/d.csv", "does not exist: create it first"),
-    ("/proc/d.csv", "no file can be written in /proc"),
-    ("{tmp}/" + "x" * 300 + ".csv", "the name is too long"),
-    ("{tmp}/file/d.csv", "is a file, not a folder"),
-    ("{tmp}/loop.csv", "a link that leads nowhere"),
-    ("{tmp}/mine.csv", "exists and this command did not write it: give another name, or add --force"),
-])
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("{tmp}", "is a folder"),
+        ("{tmp}/missing/d.csv", "does not exist: create it first"),
+        ("/proc/d.csv", "no file can be written in /proc"),
+        ("{tmp}/" + "x" * 300 + ".csv", "the name is too long"),
+        ("{tmp}/file/d.csv", "is a file, not a folder"),
+        ("{tmp}/loop.csv", "a link that leads nowhere"),
+        ("{tmp}/mine.csv", "exists and this command did not write it: give another name, or add --force"),
+    ],
+)
 def test_a_csv_that_cannot_or_may_not_be_written_is_refused_before_any_work(where, message, tmp_path, capsys):
     run = krum_run(tmp_path / "run")
     (tmp_path / "file").write_text("")

@@ -21,8 +21,19 @@ from detection_runs import SITES4, counts, krum_run, lightyear_run, make_run, wr
 
 def test_lightyear_counts_per_receiver_and_round_and_pooled(tmp_path):
     found = run_detection(open_run(str(lightyear_run(tmp_path / "run"))))
-    assert [(d.round, d.receiver) for d in found.decisions] == [(0, "site-1"), (0, "site-2"), (0, "site-3"), (1, "site-1"), (1, "site-2"), (1, "site-3")]
-    assert found.by_receiver() == {"site-1": counts(2, 1, 3, 0), "site-2": counts(0, 1, 3, 1), "site-3": counts(1, 0, 0, 0)}
+    assert [(d.round, d.receiver) for d in found.decisions] == [
+        (0, "site-1"),
+        (0, "site-2"),
+        (0, "site-3"),
+        (1, "site-1"),
+        (1, "site-2"),
+        (1, "site-3"),
+    ]
+    assert found.by_receiver() == {
+        "site-1": counts(2, 1, 3, 0),
+        "site-2": counts(0, 1, 3, 1),
+        "site-3": counts(1, 0, 0, 0),
+    }
     assert found.by_round() == {0: counts(1, 1, 3, 1), 1: counts(2, 1, 3, 0)}
     total = found.total  # pooled: the ratios of the summed counts
     assert total == counts(3, 2, 6, 1)
@@ -34,7 +45,10 @@ def test_lightyear_counts_per_receiver_and_round_and_pooled(tmp_path):
 def test_krum_counts_the_servers_exclusions_and_refusals(tmp_path):
     found = run_detection(open_run(str(krum_run(tmp_path / "run"))))
     assert [(d.round, d.receiver, d.counts) for d in found.decisions] == [
-        (0, "server", counts(1, 2, 1, 0)), (1, "server", counts(1, 1, 2, 0)), (2, "server", counts(0, 0, 3, 1))]
+        (0, "server", counts(1, 2, 1, 0)),
+        (1, "server", counts(1, 1, 2, 0)),
+        (2, "server", counts(0, 0, 3, 1)),
+    ]
     total = found.total
     assert total == counts(2, 3, 6, 1) and (total.dacc, total.fpr, total.fnr) == (8 / 12, 3 / 9, 1 / 3)
 
@@ -44,9 +58,33 @@ def test_detection_csv_has_decisions_then_pools(tmp_path):
     rows = list(csv.DictReader(open(detection.write_csv(found, str(tmp_path / "detection.csv")))))
     assert list(rows[0]) == list(detection.COLUMNS)
     keys = [(r["round"], r["receiver"]) for r in rows]
-    assert keys[:6] == [("0", "site-1"), ("0", "site-2"), ("0", "site-3"), ("1", "site-1"), ("1", "site-2"), ("1", "site-3")]
-    assert keys[6:] == [("all", "site-1"), ("all", "site-2"), ("all", "site-3"), ("0", "all"), ("1", "all"), ("all", "all")]
-    assert rows[-1] == {"round": "all", "receiver": "all", "tp": "3", "fp": "2", "tn": "6", "fn": "1", "dacc": "0.75", "fpr": "0.25", "fnr": "0.25"}
+    assert keys[:6] == [
+        ("0", "site-1"),
+        ("0", "site-2"),
+        ("0", "site-3"),
+        ("1", "site-1"),
+        ("1", "site-2"),
+        ("1", "site-3"),
+    ]
+    assert keys[6:] == [
+        ("all", "site-1"),
+        ("all", "site-2"),
+        ("all", "site-3"),
+        ("0", "all"),
+        ("1", "all"),
+        ("all", "all"),
+    ]
+    assert rows[-1] == {
+        "round": "all",
+        "receiver": "all",
+        "tp": "3",
+        "fp": "2",
+        "tn": "6",
+        "fn": "1",
+        "dacc": "0.75",
+        "fpr": "0.25",
+        "fnr": "0.25",
+    }
     site3_r0 = rows[2]  # nothing evaluated: every ratio undefined, written empty
     assert (site3_r0["tp"], site3_r0["dacc"], site3_r0["fpr"], site3_r0["fnr"]) == ("0", "", "", "")
     star = run_detection(open_run(str(krum_run(tmp_path / "krum"))))
@@ -60,12 +98,29 @@ def label(method, row, peers=()):
 
 def test_the_other_rules_on_single_rows():
     peers = ["site-2", "site-3", "site-4"]
-    balance = {"selected": "site-2", "rejected": "site-3", "site-2_distance": 1.0, "site-3_distance": "", "site-4_distance": 9.0}
-    assert label("balance", balance, peers) == Labelling(frozenset({"site-2", "site-3", "site-4"}), frozenset({"site-3", "site-4"}))
-    scclip = {"selected": "site-2;site-3;site-4", "clipped": "site-4", "removed": "", "rejected": "",
-              "site-2_distance": 1.0, "site-3_distance": 2.0, "site-4_distance": 9.0}
+    balance = {
+        "selected": "site-2",
+        "rejected": "site-3",
+        "site-2_distance": 1.0,
+        "site-3_distance": "",
+        "site-4_distance": 9.0,
+    }
+    assert label("balance", balance, peers) == Labelling(
+        frozenset({"site-2", "site-3", "site-4"}), frozenset({"site-3", "site-4"})
+    )
+    scclip = {
+        "selected": "site-2;site-3;site-4",
+        "clipped": "site-4",
+        "removed": "",
+        "rejected": "",
+        "site-2_distance": 1.0,
+        "site-3_distance": 2.0,
+        "site-4_distance": 9.0,
+    }
     assert label("scclip", scclip, peers).flagged == {"site-4"}
-    assert label("scclip", dict(scclip, clipped="", removed="site-4", selected="site-2;site-3"), peers).flagged == {"site-4"}
+    assert label("scclip", dict(scclip, clipped="", removed="site-4", selected="site-2;site-3"), peers).flagged == {
+        "site-4"
+    }
     defta = {"received": ["site-2", "site-3"], "selected": ["site-2"], "rejected": ["site-4"]}  # a live row: lists
     assert label("defta", defta, peers) == Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
     afa = {"round": 3, "kept": ["site-1"], "excluded": ["site-2", "site-3"], "rejected": []}  # site-3 blocked, ignored
@@ -76,10 +131,19 @@ def test_the_other_rules_on_single_rows():
 
 def test_a_selected_peer_excluded_after_averaging_counts_as_flagged():
     peers = ["site-2", "site-3", "site-4"]
-    row = {"selected": "site-2;site-3", "adopted": "site-2", "excluded": "site-3", "rejected": "",
-           "site-2_score": 0.9, "site-3_score": 1.0, "site-4_score": 0.1}
+    row = {
+        "selected": "site-2;site-3",
+        "adopted": "site-2",
+        "excluded": "site-3",
+        "rejected": "",
+        "site-2_score": 0.9,
+        "site-3_score": 1.0,
+        "site-4_score": 0.1,
+    }
     assert label("lightyear", row, peers) == Labelling(frozenset(peers), frozenset({"site-3", "site-4"}))
-    paper = {k: v for k, v in row.items() if k not in ("adopted", "excluded")}  # the paper's rule adopts what it selects
+    paper = {
+        k: v for k, v in row.items() if k not in ("adopted", "excluded")
+    }  # the paper's rule adopts what it selects
     assert label("lightyear_paper", paper, peers).flagged == {"site-4"}
 
 
@@ -99,7 +163,9 @@ def test_errors_name_the_file_and_what_it_lacks(tmp_path):
     with pytest.raises(DetectionError, match=r"site-1/simulate_job/rounds\.csv has no column 'rejected'"):
         run_detection(open_run(str(run)))
     columns = ["round", "selected", "rejected", "senders", "site-2_score"]
-    write_rounds(run, "site-1", [{"round": 0, "selected": "", "senders": "site-2;site-4", "site-2_score": 0.5}], columns)
+    write_rounds(
+        run, "site-1", [{"round": 0, "selected": "", "senders": "site-2;site-4", "site-2_score": 0.5}], columns
+    )
     with pytest.raises(DetectionError, match=r"rounds\.csv has no column 'site-4_score' for the sender site-4"):
         run_detection(open_run(str(run)))
     defta = make_run(tmp_path / "defta", "defta", ["site-4"])
@@ -115,7 +181,13 @@ def test_errors_name_the_file_and_what_it_lacks(tmp_path):
     write_history(star, [{"round": 0, "kept": ["site-1"]}])
     with pytest.raises(DetectionError, match="history entry 0 has no 'excluded'"):
         run_detection(open_run(str(star)))
-    write_history(star, [{"round": 0, "kept": ["site-1"], "excluded": ["site-9"], "rejected": []}, {"round": 1, "kept": [], "excluded": []}])
+    write_history(
+        star,
+        [
+            {"round": 0, "kept": ["site-1"], "excluded": ["site-9"], "rejected": []},
+            {"round": 1, "kept": [], "excluded": []},
+        ],
+    )
     found = run_detection(open_run(str(star)))  # a site outside the run is just another benign sender
     assert found.decisions[0].counts == counts(0, 1, 1, 0)
     with pytest.raises(DetectionError, match="no folder at .*nowhere"):
@@ -155,15 +227,30 @@ def sweep(tmp_path):
     write_history(clean, [{"round": 0, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": []}])
     broken = make_run(s / "lightyear_digits_sfa2_s0", "lightyear", ["site-3", "site-4"])
     write_rounds(broken, "site-1", [{"round": 0, "selected": ""}], ["round", "selected"])
-    attack = make_run(s / "krum_digits_lie1_s0", "krum", ["site-4"], topology="star", malfunction="none", attack="lie", knowledge="full")
-    write_history(attack, [{"round": 0, "kept": ["site-4"], "excluded": ["site-1", "site-2", "site-3"], "rejected": []}])
-    make_run(s / "krum_digits_sfa3_s0", "krum", ["site-2", "site-3", "site-4"], topology="star", summary=False)  # not finished
+    attack = make_run(
+        s / "krum_digits_lie1_s0",
+        "krum",
+        ["site-4"],
+        topology="star",
+        malfunction="none",
+        attack="lie",
+        knowledge="full",
+    )
+    write_history(
+        attack, [{"round": 0, "kept": ["site-4"], "excluded": ["site-1", "site-2", "site-3"], "rejected": []}]
+    )
+    make_run(
+        s / "krum_digits_sfa3_s0", "krum", ["site-2", "site-3", "site-4"], topology="star", summary=False
+    )  # not finished
     return tmp_path / "sweep"
 
 
 def test_tables_pool_every_decision_over_seeds(sweep):
     items, left_out, damaged = detection_tables.detect_runs([r for r in load_sweep(str(sweep)) if r.finished])
-    assert list(left_out) == ["lightyear_digits_sfa2_s0"] and "has no column 'rejected'" in left_out["lightyear_digits_sfa2_s0"]
+    assert (
+        list(left_out) == ["lightyear_digits_sfa2_s0"]
+        and "has no column 'rejected'" in left_out["lightyear_digits_sfa2_s0"]
+    )
     assert [run.name for run, _ in damaged] == ["lightyear_digits_sfa2_s0"]
     tables = {t.stem: t for t in detection_tables.build_tables(items, damaged)}
     assert set(tables) == {"digits_sfa_detection", "digits_attack_full_detection"}
@@ -174,8 +261,10 @@ def test_tables_pool_every_decision_over_seeds(sweep):
     assert runs == 2 and cell == counts(4, 6, 12, 2)
     # clean krum: (0, 3, 1, 0), no malicious sender so FNR undefined; lightyear has no clean run, and
     # its run with 2 faulty sites gives no figures: n/a, named beside it
-    assert detection_tables.grid(sfa) == [["krum", "25.0 / 75.0 / -", "66.7 / 33.3 / 33.3", "-"],
-                                          ["lightyear", "-", "75.0 / 25.0 / 25.0", "n/a (unusable records: lightyear_digits_sfa2_s0)"]]
+    assert detection_tables.grid(sfa) == [
+        ["krum", "25.0 / 75.0 / -", "66.7 / 33.3 / 33.3", "-"],
+        ["lightyear", "-", "75.0 / 25.0 / 25.0", "n/a (unusable records: lightyear_digits_sfa2_s0)"],
+    ]
     attack = tables["digits_attack_full_detection"]
     assert [label for _, label in attack.columns] == ["clean", "lie"]
     assert detection_tables.grid(attack) == [["krum", "25.0 / 75.0 / -", "0.0 / 100.0 / 100.0"]]
@@ -184,8 +273,13 @@ def test_tables_pool_every_decision_over_seeds(sweep):
 def test_report_writes_detection_tables_run_files_and_a_section(sweep, capsys):
     assert report.main([str(sweep)]) == 0
     out = sweep / "report"
-    for rel in ("detection/digits_sfa_detection.csv", "detection/digits_sfa_detection.md", "detection/digits_attack_full_detection.md",
-                "detection_results.csv", "detection.md"):
+    for rel in (
+        "detection/digits_sfa_detection.csv",
+        "detection/digits_sfa_detection.md",
+        "detection/digits_attack_full_detection.md",
+        "detection_results.csv",
+        "detection.md",
+    ):
         assert (out / rel).stat().st_size > 0, rel
     for run in ("krum_digits_sfa1_s0", "lightyear_digits_sfa1_s0", "krum_digits_clean_s0"):
         assert (sweep / "runs" / run / "detection.csv").exists(), run
@@ -226,11 +320,15 @@ def test_detection_of_a_real_krum_run_with_a_sign_flipping_site(tmp_path):
 
     sites = ["site-1", "site-2", "site-3", "site-4"]
     settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
-    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "krum", "digits", "sfa", 1, seed=0, overrides=settings)
+    name, files = generate.build_job(
+        os.path.join(ROOT, "app_configs"), "krum", "digits", "sfa", 1, seed=0, overrides=settings
+    )
     ws, proc = _simulate(tmp_path, name, files, 4)
     state = ws / "server" / "simulate_job" / "aggregator_state.json"
     assert state.exists(), (proc.stdout + proc.stderr)[-3000:]
-    assert all(h["rejected"] == [] for h in json.loads(state.read_text())["history"])  # the controller's refusals are recorded
+    assert all(
+        h["rejected"] == [] for h in json.loads(state.read_text())["history"]
+    )  # the controller's refusals are recorded
     found = run_detection(open_run(str(ws)))
     assert found.run.faulty_sites == ["site-4"]
     # Krum (m = 1) keeps one of the four results each round: every round 4 evaluated, 3 left out
@@ -251,13 +349,18 @@ def test_detection_of_a_real_krum_run_with_two_colluding_lie_attackers(tmp_path)
 
     sites = ["site-1", "site-2", "site-3", "site-4", "site-5"]
     settings = {"sites": sites, "rounds": 2, "min_clients": 5, "train_args": {"local_epochs": 1, "batch_size": 64}}
-    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "krum", "digits", attack="lie", attackers=2, seed=0, overrides=settings)
+    name, files = generate.build_job(
+        os.path.join(ROOT, "app_configs"), "krum", "digits", attack="lie", attackers=2, seed=0, overrides=settings
+    )
     assert name == "krum_digits_lie2"
     ws, proc = _simulate(tmp_path, name, files, 5)
     records = ws / "server" / "simulate_job" / "adversary.jsonl"
     assert records.exists(), (proc.stdout + proc.stderr)[-3000:]
     crafted = [json.loads(line) for line in records.read_text().splitlines()]
-    assert [(r["round"], r["kind"], r["crafted"]) for r in crafted] == [(0, "lie", ["site-4", "site-5"]), (1, "lie", ["site-4", "site-5"])]
+    assert [(r["round"], r["kind"], r["crafted"]) for r in crafted] == [
+        (0, "lie", ["site-4", "site-5"]),
+        (1, "lie", ["site-4", "site-5"]),
+    ]
     found = run_detection(open_run(str(ws)))
     assert found.run.faulty_sites == ["site-4", "site-5"]
     assert [(d.round, d.receiver, d.counts.evaluated) for d in found.decisions] == [(0, "server", 5), (1, "server", 5)]
@@ -277,17 +380,33 @@ def test_a_real_fedcap_run_keeps_the_adaptive_attacker_at_the_edge_of_its_norm_b
 
     sites = ["site-1", "site-2", "site-3", "site-4"]
     settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
-    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "fedcap", "digits", attack="adaptive", attackers=1,
-                                     knowledge="full", seed=0, overrides=settings)
-    t_norm = next(c for c in files["app/config/config_fed_server.json"]["components"] if c["id"] == "aggregator")["args"]["t_norm"]
+    name, files = generate.build_job(
+        os.path.join(ROOT, "app_configs"),
+        "fedcap",
+        "digits",
+        attack="adaptive",
+        attackers=1,
+        knowledge="full",
+        seed=0,
+        overrides=settings,
+    )
+    t_norm = next(c for c in files["app/config/config_fed_server.json"]["components"] if c["id"] == "aggregator")[
+        "args"
+    ]["t_norm"]
     ws, proc = _simulate(tmp_path, name, files, 4)
     run = ws / "server" / "simulate_job"
     assert (run / "adversary.jsonl").exists(), (proc.stdout + proc.stderr)[-3000:]
     crafted = [json.loads(line) for line in (run / "adversary.jsonl").read_text().splitlines()]
-    assert [(r["round"], r["crafted"], r["known"]) for r in crafted] == [(0, ["site-4"], sites[:3]), (1, ["site-4"], sites[:3])]
+    assert [(r["round"], r["crafted"], r["known"]) for r in crafted] == [
+        (0, ["site-4"], sites[:3]),
+        (1, ["site-4"], sites[:3]),
+    ]
     assert all(r["settings"]["radius"] == pytest.approx(0.98 * t_norm) for r in crafted)
     state = json.loads((run / "aggregator_state.json").read_text())
-    assert state["fedcap"]["norms"]["site-4"] == pytest.approx(0.98 * t_norm, rel=1e-4) and state["fedcap"]["removed"] == {}
+    assert (
+        state["fedcap"]["norms"]["site-4"] == pytest.approx(0.98 * t_norm, rel=1e-4)
+        and state["fedcap"]["removed"] == {}
+    )
     found = run_detection(open_run(str(ws)))
     assert (found.total.tp, found.total.fn) == (0, 2)  # kept both rounds: the attack went undetected
 
@@ -298,11 +417,14 @@ def test_fedcap_per_client_counts_judge_each_client_once_at_the_end_of_the_run(t
     + (1, 1, 2, 0) = (2, 2, 7, 1); per client, as FedCAP's Table III: site-4 removed (TP), site-3
     removed (FP), sites 1 and 2 kept (TN): (1, 1, 2, 0), DAcc 75 %, FPR 33.3 %, FNR 0 %."""
     run = make_run(tmp_path / "fedcap", "fedcap", ["site-4"], topology="star")
-    write_history(run, [
-        {"round": 0, "kept": SITES4, "excluded": [], "rejected": []},
-        {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3", "site-4"], "rejected": []},
-        {"round": 2, "kept": ["site-1", "site-2"], "excluded": ["site-3", "site-4"], "rejected": []},
-    ])
+    write_history(
+        run,
+        [
+            {"round": 0, "kept": SITES4, "excluded": [], "rejected": []},
+            {"round": 1, "kept": ["site-1", "site-2"], "excluded": ["site-3", "site-4"], "rejected": []},
+            {"round": 2, "kept": ["site-1", "site-2"], "excluded": ["site-3", "site-4"], "rejected": []},
+        ],
+    )
     found = run_detection(open_run(str(run)))
     assert found.total == counts(2, 2, 7, 1)
     client = found.per_client()
@@ -323,14 +445,27 @@ def test_a_real_lightyear_run_excludes_the_function_preserving_copies_of_each_re
 
     sites = ["site-1", "site-2", "site-3", "site-4", "site-5"]
     settings = {"sites": sites, "rounds": 2, "train_args": {"local_epochs": 1, "batch_size": 64}, "skill_floor": 0.0}
-    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "lightyear", "digits", attack="rescale_permute", attackers=2,
-                                     knowledge="full", seed=0, overrides=settings)
+    name, files = generate.build_job(
+        os.path.join(ROOT, "app_configs"),
+        "lightyear",
+        "digits",
+        attack="rescale_permute",
+        attackers=2,
+        knowledge="full",
+        seed=0,
+        overrides=settings,
+    )
     ws, proc = _simulate(tmp_path, name, files, 5)
-    rows = {s: list(csv.DictReader(open(ws / s / "simulate_job" / "rounds.csv"))) for s in sites
-            if (ws / s / "simulate_job" / "rounds.csv").exists()}
+    rows = {
+        s: list(csv.DictReader(open(ws / s / "simulate_job" / "rounds.csv")))
+        for s in sites
+        if (ws / s / "simulate_job" / "rounds.csv").exists()
+    }
     assert sorted(rows) == sites and all(len(r) == 2 for r in rows.values()), (proc.stdout + proc.stderr)[-3000:]
     for attacker in ("site-4", "site-5"):
-        assert {r["attack_transform"] for r in rows[attacker]} == {"rescale_permute"} and rows[attacker][0]["attack_knowledge"] == "full"
+        assert {r["attack_transform"] for r in rows[attacker]} == {"rescale_permute"} and rows[attacker][0][
+            "attack_knowledge"
+        ] == "full"
     for site in ("site-1", "site-2", "site-3"):
         for row in rows[site]:
             adopted = set(filter(None, row["adopted"].split(";")))
@@ -351,11 +486,15 @@ def test_a_real_fedavg_run_under_the_reparametrisation_attack_finishes_and_recor
 
     sites = ["site-1", "site-2", "site-3", "site-4"]
     settings = {"sites": sites, "rounds": 2, "min_clients": 4, "train_args": {"local_epochs": 1, "batch_size": 64}}
-    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "fedavg", "digits", attack="rescale", attackers=1, seed=0,
-                                     overrides=settings)
+    name, files = generate.build_job(
+        os.path.join(ROOT, "app_configs"), "fedavg", "digits", attack="rescale", attackers=1, seed=0, overrides=settings
+    )
     ws, proc = _simulate(tmp_path, name, files, 4)
     records = ws / "server" / "simulate_job" / "adversary.jsonl"
     assert records.exists(), (proc.stdout + proc.stderr)[-3000:]
     crafted = [json.loads(line) for line in records.read_text().splitlines()]
-    assert [(r["round"], r["crafted"], r["settings"]["attack_transform"]) for r in crafted] == [(0, ["site-4"], "rescale"), (1, ["site-4"], "rescale")]
+    assert [(r["round"], r["crafted"], r["settings"]["attack_transform"]) for r in crafted] == [
+        (0, ["site-4"], "rescale"),
+        (1, ["site-4"], "rescale"),
+    ]
     assert (ws / "server" / "simulate_job" / "summary.csv").exists()

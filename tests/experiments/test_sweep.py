@@ -26,7 +26,7 @@ from repo import ROOT
 CONFIGS = os.path.join(ROOT, "app_configs")
 CUSTOM = os.path.join(ROOT, "custom")
 
-FAKE = r'''
+FAKE = r"""
 import json, os, subprocess, sys, time
 job, ws = sys.argv[2], sys.argv[sys.argv.index("-w") + 1]
 meta = json.load(open(os.path.join(job, "meta.json")))
@@ -61,7 +61,7 @@ for rnd in range(2):
     time.sleep(0.1)
 with open(os.path.join(run, "summary.csv"), "w") as f:
     f.write("site,malfunction,status,acc\nsite-1,none,finished,0.5\nmean_benign,n=1,,0.5\nstd_benign,n=1,,0.0\n")
-'''
+"""
 
 
 @pytest.fixture
@@ -74,8 +74,14 @@ def fake(tmp_path, monkeypatch):
 
 
 def write_spec(tmp_path, seeds, name="s.json", **extra):
-    spec = {"datasets": ["digits"], "methods": ["fedavg"], "faulty": [0], "seeds": seeds,
-            "set": {"sites": ["site-1", "site-2"], "rounds": 2}, **extra}
+    spec = {
+        "datasets": ["digits"],
+        "methods": ["fedavg"],
+        "faulty": [0],
+        "seeds": seeds,
+        "set": {"sites": ["site-1", "site-2"], "rounds": 2},
+        **extra,
+    }
     path = tmp_path / name
     path.write_text(json.dumps(spec))
     return str(path)
@@ -93,8 +99,12 @@ def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fak
     out = tmp_path / "out"
     spec = write_spec(tmp_path, [0, 1, 3, 4])
     assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
-    assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_clean_s1": "failed",
-                             "fedavg_digits_clean_s3": "finished", "fedavg_digits_clean_s4": "failed"}
+    assert statuses(out) == {
+        "fedavg_digits_clean_s0": "finished",
+        "fedavg_digits_clean_s1": "failed",
+        "fedavg_digits_clean_s3": "finished",
+        "fedavg_digits_clean_s4": "failed",
+    }
     failed = json.loads((out / "runs" / "fedavg_digits_clean_s1" / "status.json").read_text())
     assert failed["reason"] == "2026-01-01 - ERROR - site-2 failed: CUDA out of memory"
     assert failed["wall_s"] >= 0
@@ -118,9 +128,14 @@ def test_ctrl_c_stops_the_simulator_and_every_worker_it_started(tmp_path, fake, 
     out = tmp_path / "out"
     spec = write_spec(tmp_path, [0, 2])
     disposition = signal.SIG_IGN if inherited == "ignored" else signal.SIG_DFL
-    proc = subprocess.Popen([sys.executable, "-m", "lightyear.experiments.sweep", spec, "--out", str(out), "--configs", CONFIGS],
-                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lightyear.experiments.sweep", spec, "--out", str(out), "--configs", CONFIGS],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
+    )
     pids_file = out / "runs" / "fedavg_digits_clean_s2" / "ws" / "pids"
     deadline = time.monotonic() + 60
     while not pids_file.exists() and time.monotonic() < deadline:
@@ -142,15 +157,27 @@ def test_ctrl_c_stops_the_simulator_and_every_worker_it_started(tmp_path, fake, 
 def test_a_run_in_which_a_site_never_started_is_started_again_once(tmp_path, fake, capsys):
     out = tmp_path / "out"
     assert sweep.main([write_spec(tmp_path, [5, 6, 1]), "--out", str(out), "--configs", CONFIGS, "--plain"]) == 1
-    assert statuses(out) == {"fedavg_digits_clean_s5": "finished", "fedavg_digits_clean_s6": "failed", "fedavg_digits_clean_s1": "failed"}
+    assert statuses(out) == {
+        "fedavg_digits_clean_s5": "finished",
+        "fedavg_digits_clean_s6": "failed",
+        "fedavg_digits_clean_s1": "failed",
+    }
     printed = capsys.readouterr().out
-    restart = ("RESTART  fedavg_digits_clean_s5: site-2 never started (FLARE: 'Subprocess died for client ... before send'): "
-               "FLARE's start race, not the job; starting it again once in a fresh workspace")
+    restart = (
+        "RESTART  fedavg_digits_clean_s5: site-2 never started (FLARE: 'Subprocess died for client ... before send'): "
+        "FLARE's start race, not the job; starting it again once in a fresh workspace"
+    )
     assert restart in printed and printed.count("RESTART") == 2  # s5 and s6 once each; s1 failed for another reason
-    for run, attempts in (("fedavg_digits_clean_s5", "2"), ("fedavg_digits_clean_s6", "2"), ("fedavg_digits_clean_s1", None)):
+    for run, attempts in (
+        ("fedavg_digits_clean_s5", "2"),
+        ("fedavg_digits_clean_s6", "2"),
+        ("fedavg_digits_clean_s1", None),
+    ):
         folder = out / "runs" / run
         assert ((folder / "attempts").read_text() if attempts else None) == attempts
-        assert (folder / "ws.failed-start").is_dir() == bool(attempts) and (folder / "log.failed-start.txt").exists() == bool(attempts)
+        assert (folder / "ws.failed-start").is_dir() == bool(attempts) and (
+            folder / "log.failed-start.txt"
+        ).exists() == bool(attempts)
         assert not (folder / "ws.failed-start-2").exists()
 
 
@@ -174,12 +201,18 @@ def test_bad_spec_stops_before_anything_is_written(tmp_path, capsys):
 def test_slurm_script_runs_one_task_per_run(tmp_path, fake, capsys):
     out = tmp_path / "out"
     spec = write_spec(tmp_path, [0, 3])
-    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--gres", "gpu:1", "--time", "01:00:00"]) == 0
+    assert (
+        sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--gres", "gpu:1", "--time", "01:00:00"])
+        == 0
+    )
     text = (out / "sweep.sbatch").read_text()
     assert text.startswith("#!/bin/bash\n")
     for line in ("#SBATCH --array=0-1", "#SBATCH --gres=gpu:1", "#SBATCH --time=01:00:00", "#SBATCH --cpus-per-task=2"):
         assert line in text
-    assert f"-m lightyear.experiments.sweep {out / 'spec.json'} --out {out} --configs {CONFIGS} --task \"$SLURM_ARRAY_TASK_ID\"" in text
+    assert (
+        f'-m lightyear.experiments.sweep {out / "spec.json"} --out {out} --configs {CONFIGS} --task "$SLURM_ARRAY_TASK_ID"'
+        in text
+    )
     assert "sbatch " + str(out / "sweep.sbatch") in capsys.readouterr().out
     assert not (out / "runs").exists()
     no_gres = sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"])
@@ -191,7 +224,9 @@ def test_slurm_script_runs_one_task_per_run(tmp_path, fake, capsys):
 
 
 def test_failure_reason_skips_noise_and_falls_back_to_the_last_line(tmp_path):
-    (tmp_path / "log.txt").write_text("start\nx - ERROR - received unknown aux message topic lightyear.ping\nlast words\n")
+    (tmp_path / "log.txt").write_text(
+        "start\nx - ERROR - received unknown aux message topic lightyear.ping\nlast words\n"
+    )
     assert runner.failure_reason(str(tmp_path), 0) == "last words"
     assert runner.failure_reason(str(tmp_path), 1) == "exit code 1: last words"
 
@@ -257,7 +292,9 @@ def processes_mentioning(text):
 
 def test_parallel_runs(tmp_path, fake, capsys):
     out = tmp_path / "out"
-    assert sweep.main([write_spec(tmp_path, [0, 3, 5]), "--out", str(out), "--configs", CONFIGS, "--parallel", "2"]) == 0
+    assert (
+        sweep.main([write_spec(tmp_path, [0, 3, 5]), "--out", str(out), "--configs", CONFIGS, "--parallel", "2"]) == 0
+    )
     assert set(statuses(out).values()) == {"finished"}
     assert "3/3 runs finished" in capsys.readouterr().out
 
@@ -268,10 +305,22 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     """Two real runs (3 digits sites, 2 rounds); the sweep is killed during the second and resumed."""
     out = tmp_path / "out"
     spec = tmp_path / "real.json"
-    spec.write_text(json.dumps({
-        "datasets": ["digits"], "methods": ["fedavg", "lightyear"], "malfunctions": ["sfa"], "faulty": [1], "seeds": [0],
-        "set": {"sites": ["site-1", "site-2", "site-3"], "rounds": 2, "train_args": {"local_epochs": 8, "batch_size": 16, "lr": 0.002}},
-    }))
+    spec.write_text(
+        json.dumps(
+            {
+                "datasets": ["digits"],
+                "methods": ["fedavg", "lightyear"],
+                "malfunctions": ["sfa"],
+                "faulty": [1],
+                "seeds": [0],
+                "set": {
+                    "sites": ["site-1", "site-2", "site-3"],
+                    "rounds": 2,
+                    "train_args": {"local_epochs": 8, "batch_size": 16, "lr": 0.002},
+                },
+            }
+        )
+    )
     cmd = [sys.executable, "-m", "lightyear.experiments.sweep", str(spec), "--out", str(out), "--configs", CONFIGS]
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     second = out / "runs" / "lightyear_digits_sfa1_s0"
@@ -304,7 +353,9 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
         assert sel.selected[site]["site-3"] == [0.0, 0.0]  # scored every round, never selected
     assert counts(sel)[:2] == (0, 4)
     written = report.report(str(out), log=lambda *_: None)
-    assert os.path.join(str(out), "report", "selection", "lightyear_digits_sfa1_s0_selection.png") in written["selection"]
+    assert (
+        os.path.join(str(out), "report", "selection", "lightyear_digits_sfa1_s0_selection.png") in written["selection"]
+    )
     table = (out / "report" / "tables" / "digits_sfa_acc.md").read_text().splitlines()
     assert [line.split(" | ")[0] for line in table[-2:]] == ["| fedavg", "| lightyear"]
 
@@ -324,7 +375,11 @@ def test_a_binary_or_unreadable_spec_is_named(tmp_path, capsys):
     (tmp_path / "spec.yaml").write_text("datasets: [[digits]]\nmethods: all\nfaulty: [0]\n")
     refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "'datasets' must list plain values")
     (tmp_path / "spec.yaml").write_text("")  # an empty file: YAML reads it as nothing at all
-    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "spec.yaml must hold a mapping with the keys name, datasets")
+    refused(
+        capsys,
+        [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")],
+        "spec.yaml must hold a mapping with the keys name, datasets",
+    )
     assert not (tmp_path / "o").exists()
 
 
@@ -332,22 +387,38 @@ def test_an_out_that_cannot_be_a_folder_is_refused_before_anything_is_written(tm
     spec = write_spec(tmp_path, [0])
     (tmp_path / "FILE").write_text("mine")
     for extra in ([], ["--slurm"]):
-        refused(capsys, [spec, "--out", str(tmp_path / "FILE"), "--configs", CONFIGS, *extra], "is a file: give the sweep folder")
+        refused(
+            capsys,
+            [spec, "--out", str(tmp_path / "FILE"), "--configs", CONFIGS, *extra],
+            "is a file: give the sweep folder",
+        )
     assert (tmp_path / "FILE").read_text() == "mine"
     refused(capsys, [spec, "--out", "/proc/x", "--configs", CONFIGS, "--slurm"], "--out /proc/x cannot be created")
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--gres", "gpu:1\n#SBATCH --wrap=evil", "is not a SLURM gres"),
-    ("--gres", "gpu:1 --wrap=x", "is not a SLURM gres"),
-    ("--time", "01:00:00\n#SBATCH --wrap=evil", "is not a SLURM time"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--gres", "gpu:1\n#SBATCH --wrap=evil", "is not a SLURM gres"),
+        ("--gres", "gpu:1 --wrap=x", "is not a SLURM gres"),
+        ("--time", "01:00:00\n#SBATCH --wrap=evil", "is not a SLURM time"),
+    ],
+)
 def test_no_value_can_add_a_line_to_the_batch_script(tmp_path, capsys, option, value, message):
     spec = write_spec(tmp_path, [0])
     refused(capsys, [spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", option, value], message)
     assert not (tmp_path / "o").exists()
-    refused(capsys, [spec, "--out", str(tmp_path / "o\n#SBATCH --wrap=evil"), "--configs", CONFIGS, "--slurm"], "holds a line break")
-    assert sweep.main([spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", "--gres", "gpu:a100:2,mps:100"]) == 0
+    refused(
+        capsys,
+        [spec, "--out", str(tmp_path / "o\n#SBATCH --wrap=evil"), "--configs", CONFIGS, "--slurm"],
+        "holds a line break",
+    )
+    assert (
+        sweep.main(
+            [spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", "--gres", "gpu:a100:2,mps:100"]
+        )
+        == 0
+    )
     assert "#SBATCH --gres=gpu:a100:2,mps:100\n" in (tmp_path / "o" / "sweep.sbatch").read_text()
 
 
@@ -358,12 +429,24 @@ def test_the_sweep_uses_the_packages_configurations_anywhere(tmp_path, capsys, m
     assert "todo  fedavg_digits_clean_s0" in capsys.readouterr().out
     assert sweep.main(["digits_baselines", "--out", str(tmp_path / "o"), "--dry-run"]) == 0  # a shipped sweep, by name
     assert "nothing was written" in capsys.readouterr().out and not (tmp_path / "o").exists()
-    refused(capsys, ["digits_nope", "--out", str(tmp_path / "o")], "no sweep description 'digits_nope': give a .yaml or .json file, or the name")
+    refused(
+        capsys,
+        ["digits_nope", "--out", str(tmp_path / "o")],
+        "no sweep description 'digits_nope': give a .yaml or .json file, or the name",
+    )
 
 
 def test_an_attack_sweep_runs_attack_jobs(tmp_path, fake, capsys):
     out = tmp_path / "out"
-    path = write_spec(tmp_path, [0], methods=["fedavg"], faulty=None, attacks=["mr"], attackers=[0, 1], set={"sites": ["site-1", "site-2"], "rounds": 2, "attack_scale": 5})
+    path = write_spec(
+        tmp_path,
+        [0],
+        methods=["fedavg"],
+        faulty=None,
+        attacks=["mr"],
+        attackers=[0, 1],
+        set={"sites": ["site-1", "site-2"], "rounds": 2, "attack_scale": 5},
+    )
     assert sweep.main([path, "--out", str(out), "--configs", CONFIGS, "--plain"]) == 0
     assert statuses(out) == {"fedavg_digits_clean_s0": "finished", "fedavg_digits_mr1_s0": "finished"}
     job = out / "runs" / "fedavg_digits_mr1_s0" / "job"
@@ -381,13 +464,21 @@ def test_an_attackers_row_never_makes_a_run_finished(tmp_path):
     summary = folder / "ws" / "server" / "simulate_job"
     summary.mkdir(parents=True)
     # the attacker trained honestly and says malfunction none; the only benign site dropped
-    (summary / "summary.csv").write_text("site,malfunction,status,acc\nsite-1,none,dropped,nan\nsite-2,none,finished,0.9\n")
+    (summary / "summary.csv").write_text(
+        "site,malfunction,status,acc\nsite-1,none,dropped,nan\nsite-2,none,finished,0.9\n"
+    )
     assert not runner.is_finished(str(folder))
-    (summary / "summary.csv").write_text("site,malfunction,status,acc\nsite-1,none,finished,0.5\nsite-2,none,finished,0.9\n")
+    (summary / "summary.csv").write_text(
+        "site,malfunction,status,acc\nsite-1,none,finished,0.5\nsite-2,none,finished,0.9\n"
+    )
     assert runner.is_finished(str(folder))
 
 
 def test_every_run_of_the_shipped_adaptive_sweep_generates(tmp_path, capsys):
     assert sweep.main(["digits_adaptive", "--out", str(tmp_path / "out"), "--configs", CONFIGS, "--dry-run"]) == 0
     text = capsys.readouterr().out
-    assert "todo  krum_digits_adaptive5_full_s0" in text and "16 runs: 0 done, 16 to run" in text and "todo  fedcap_digits_adaptive3_full_s0" in text
+    assert (
+        "todo  krum_digits_adaptive5_full_s0" in text
+        and "16 runs: 0 done, 16 to run" in text
+        and "todo  fedcap_digits_adaptive3_full_s0" in text
+    )

@@ -5,10 +5,26 @@ from lightyear.flare.analytics import metrics_to_stream, stream_round
 
 def test_only_finite_numeric_metrics_are_streamed():
     row = {
-        "round": 3, "site": "site-1", "selected": ["site-2"], "val_acc": 0.5, "test_dice": 0.7, "train_loss": 1.25,
-        "site-2_score": 0.8, "site-3_score": "", "val_ece": float("nan"), "late": [], "n_selected": 1, "warming_up": True,
+        "round": 3,
+        "site": "site-1",
+        "selected": ["site-2"],
+        "val_acc": 0.5,
+        "test_dice": 0.7,
+        "train_loss": 1.25,
+        "site-2_score": 0.8,
+        "site-3_score": "",
+        "val_ece": float("nan"),
+        "late": [],
+        "n_selected": 1,
+        "warming_up": True,
     }
-    assert metrics_to_stream(row) == {"val_acc": 0.5, "test_dice": 0.7, "train_loss": 1.25, "site-2_score": 0.8, "n_selected": 1.0}
+    assert metrics_to_stream(row) == {
+        "val_acc": 0.5,
+        "test_dice": 0.7,
+        "train_loss": 1.25,
+        "site-2_score": 0.8,
+        "n_selected": 1.0,
+    }
 
 
 class _Sender:

@@ -22,9 +22,11 @@ def functions(path: str, source: str) -> dict:
 
 HERE = "def here():\n    return sys._getframe()\n"
 SLOTS = functions("/x/lightyear/training/compute_slots.py", HERE.replace("here", "_acquire"))
-TRAINER = functions("/x/lightyear/training/trainer.py",
-                    "def train(inner):\n    return inner()\n\ndef predict(inner):\n    return inner()\n\n"
-                    "def helper(inner):\n    return inner()\n")
+TRAINER = functions(
+    "/x/lightyear/training/trainer.py",
+    "def train(inner):\n    return inner()\n\ndef predict(inner):\n    return inner()\n\n"
+    "def helper(inner):\n    return inner()\n",
+)
 STREAMING = functions("/x/nvflare/fuel/f3/streaming/stream.py", "def send(inner):\n    return inner()\n")
 PLAIN = functions("/x/app.py", HERE)
 

@@ -11,7 +11,9 @@ from lightyear.star.messages import read_result, result_data
 
 
 def site_context(name="site-3"):
-    return FLContextManager(engine=None, identity_name=name, job_id="job", public_stickers={}, private_stickers={}).new_context()
+    return FLContextManager(
+        engine=None, identity_name=name, job_id="job", public_stickers={}, private_stickers={}
+    ).new_context()
 
 
 def model():
@@ -35,7 +37,9 @@ def test_sign_flip_on_a_dxo_result_round_trips():
 
 
 def test_an_update_is_corrupted_as_an_update():
-    out = MalfunctionFilter(kind="sfa", alpha=2.0).process(result_data(model(), 10, 0, DataKind.WEIGHT_DIFF), site_context())
+    out = MalfunctionFilter(kind="sfa", alpha=2.0).process(
+        result_data(model(), 10, 0, DataKind.WEIGHT_DIFF), site_context()
+    )
     dxo = from_shareable(out)
     assert dxo.data_kind == DataKind.WEIGHT_DIFF
     np.testing.assert_array_equal(dxo.data["w"], [-2.0, 4.0, -6.0])
@@ -43,7 +47,9 @@ def test_an_update_is_corrupted_as_an_update():
 
 def test_the_noise_is_drawn_from_the_round_in_the_dxo_meta():
     def noisy(round_num):
-        out = MalfunctionFilter(kind="ana", sigma=1.0, seed=1).process(result_data(model(), 10, round_num), site_context())
+        out = MalfunctionFilter(kind="ana", sigma=1.0, seed=1).process(
+            result_data(model(), 10, round_num), site_context()
+        )
         return from_shareable(out).data["w"]
 
     np.testing.assert_array_equal(noisy(2), noisy(2))

@@ -32,5 +32,7 @@ def test_a_site_whose_neighbours_never_answer_says_how_to_run_the_job():
             return {}
 
     with pytest.raises(RuntimeError) as err:
-        handshake(Silent(), None, ["site-2", "site-3", "site-4"], ready_timeout=0.2, abort=lambda: False, log=lambda *a: None)
+        handshake(
+            Silent(), None, ["site-2", "site-3", "site-4"], ready_timeout=0.2, abort=lambda: False, log=lambda *a: None
+        )
     assert "-t 4" in str(err.value) and "-gpu " in str(err.value)

@@ -38,11 +38,15 @@ def wait_for(predicate, timeout=30.0):
 
 def test_a_process_set_stops_its_commands_and_their_job_processes_and_no_process_naming_its_folder(tmp_path):
     workspace = str(tmp_path / "ws")
-    decoys = [subprocess.Popen(SLEEP + ["-m", arg], start_new_session=True) for arg in (workspace + "_victim", workspace)]
+    decoys = [
+        subprocess.Popen(SLEEP + ["-m", arg], start_new_session=True) for arg in (workspace + "_victim", workspace)
+    ]
     processes = ProcessSet()
     try:
         (tmp_path / "participant.py").write_text(PARTICIPANT)
-        parent = processes.start([sys.executable, str(tmp_path / "participant.py"), workspace], dict(os.environ), str(tmp_path / "log"))
+        parent = processes.start(
+            [sys.executable, str(tmp_path / "participant.py"), workspace], dict(os.environ), str(tmp_path / "log")
+        )
         wait_for(lambda: (tmp_path / "log").read_text().strip())
         job = int((tmp_path / "log").read_text().split()[0])
         assert sorted(processes.alive()) == sorted([parent.pid, job])
@@ -72,8 +76,14 @@ with adopting_orphans():
 def test_a_command_leading_its_group_stops_its_children_and_not_the_other_commands_of_its_pipeline(tmp_path):
     (tmp_path / "leader.py").write_text(LEADER)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    leader = subprocess.Popen([sys.executable, str(tmp_path / "leader.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=env, preexec_fn=os.setpgrp)
+    leader = subprocess.Popen(
+        [sys.executable, str(tmp_path / "leader.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=os.setpgrp,
+    )
     sibling = subprocess.Popen(SLEEP, preexec_fn=lambda: os.setpgid(0, leader.pid))
     try:
         child = int(leader.stdout.readline())

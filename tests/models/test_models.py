@@ -84,8 +84,16 @@ def test_transunet_segments_64x64():
 
 
 def test_transunet_is_configurable_and_seeded():
-    small = TransUNet(num_classes=3, in_channels=3, img_size=32, hidden_size=64, num_layers=2, num_heads=2, mlp_dim=128,
-                      decoder_norm="group")
+    small = TransUNet(
+        num_classes=3,
+        in_channels=3,
+        img_size=32,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        mlp_dim=128,
+        decoder_norm="group",
+    )
     assert small(torch.randn(1, 3, 32, 32)).shape == (1, 3, 32, 32)
     a = build_model("transunet", num_classes=2, seed=5).state_dict()
     b = build_model("transunet", num_classes=2, seed=5).state_dict()

@@ -44,7 +44,9 @@ def test_the_transformed_network_computes_the_same_outputs(name, classes, channe
     with torch.no_grad():
         after = copy.eval()(x)
     torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-5 * float(before.abs().max()))
-    changed = max(float(np.abs(moved[k].astype(np.float64) - weights[k]).max()) for k in weights if weights[k].dtype.kind == "f")
+    changed = max(
+        float(np.abs(moved[k].astype(np.float64) - weights[k]).max()) for k in weights if weights[k].dtype.kind == "f"
+    )
     if name == "efficientnet_b0" and transform == "rescale":
         assert fields["attack_units"] == 0 and changed == 0.0  # SiLU: no unit admits rescaling
     else:
@@ -53,8 +55,10 @@ def test_the_transformed_network_computes_the_same_outputs(name, classes, channe
 
 @pytest.mark.extended
 def test_only_the_networks_with_homogeneous_activations_admit_rescaling():
-    scalable = {name: any(g.scalable for g in model_symmetries(name, get_weights(build_model(name, k, c, seed=0))))
-                for name, k, c, _ in NETWORKS}
+    scalable = {
+        name: any(g.scalable for g in model_symmetries(name, get_weights(build_model(name, k, c, seed=0))))
+        for name, k, c, _ in NETWORKS
+    }
     assert scalable == {"cnn": True, "densenet121": True, "efficientnet_b0": False, "transunet": True}
 
 

@@ -22,7 +22,9 @@ SITES = ["site-1", "site-2", "site-3", "site-4"]
 
 
 def controller(tmp_path, dead=(), **kwargs):
-    ctrl = P2PController(rounds=3, peer_deadline=1.0, liveness_interval=1.0, liveness_failures=2, run_timeout=30, **kwargs)
+    ctrl = P2PController(
+        rounds=3, peer_deadline=1.0, liveness_interval=1.0, liveness_failures=2, run_timeout=30, **kwargs
+    )
     engine = ServerEngine(str(tmp_path), SITES, dead)
     ctx = FLContext()
     ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
@@ -148,7 +150,11 @@ def test_progress_timeout_shorter_than_twice_the_peer_deadline_is_refused():
 
 @pytest.mark.parametrize(
     "topology, args, message",
-    [("k_regular", {"k": 1}, "never connected"), ("random", {"degree": 5}, "1 <= degree <= 3"), ("k_regular", {"k": 4}, "allows k <= 3")],
+    [
+        ("k_regular", {"k": 1}, "never connected"),
+        ("random", {"degree": 5}, "1 <= degree <= 3"),
+        ("k_regular", {"k": 4}, "allows k <= 3"),
+    ],
 )
 def test_a_topology_that_cannot_connect_the_sites_stops_the_run_at_start(tmp_path, topology, args, message):
     ctrl, ctx = controller(tmp_path, topology=topology, topology_args=args)
@@ -197,7 +203,14 @@ def test_show_stats_follows_the_run_phase_round_and_every_site(tmp_path):
     assert (mid["sites_running"], mid["sites_finished"], mid["sites_failed"], mid["sites_dropped"]) == (2, 0, 1, 1)
     assert "stopped answering" in mid["dropped"]["site-4"] and "CUDA out of memory" in mid["failed"]["site-3"]
     assert mid["rounds_done"] == {"site-1": 2, "site-2": 2, "site-3": 1, "site-4": 1}
-    assert _extract_monitor_metrics({"server": seen["mid"]}, _build_monitor_key_aliases([])) == {"round": 2}  # "round=2"
+    assert _extract_monitor_metrics({"server": seen["mid"]}, _build_monitor_key_aliases([])) == {
+        "round": 2
+    }  # "round=2"
     after = show_stats(ctrl)["P2PController"]
     assert after["phase"] == "finished" and after["current_round"] == 3
-    assert (after["sites_running"], after["sites_finished"], after["sites_failed"], after["sites_dropped"]) == (0, 2, 1, 1)
+    assert (after["sites_running"], after["sites_finished"], after["sites_failed"], after["sites_dropped"]) == (
+        0,
+        2,
+        1,
+        1,
+    )

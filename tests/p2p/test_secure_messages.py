@@ -32,7 +32,12 @@ def run_site(tmp_path, setting, secure_mode, engine=None):
     ctx = context(engine)
     ctx.set_prop(FLContextKey.SECURE_MODE, secure_mode, private=True, sticky=True)
     task = Shareable()
-    task[C.KEY_CONFIG] = {"rounds": 1, "seed": 0, "neighbours": {"site-1": ["site-2"], "site-2": ["site-1"]}, "secure_messages": setting}
+    task[C.KEY_CONFIG] = {
+        "rounds": 1,
+        "seed": 0,
+        "neighbours": {"site-1": ["site-2"], "site-2": ["site-1"]},
+        "secure_messages": setting,
+    }
     reply = ex.execute(C.P2P_RUN_TASK, task, ctx, Signal())
     run_site.engine, run_site.executor = engine, ex
     return reply, [(topic, secure) for topic, _, _, secure in engine.sent]
@@ -86,7 +91,12 @@ def run_controller(tmp_path, setting, secure_mode):
             time.sleep(0.05)
             for ct in task.client_tasks:
                 ct.result = make_reply(ReturnCode.OK)
-                ct.result[C.KEY_RESULT] = {"site": ct.client.name, "malfunction": "none", "last_round": 0, "test": {"acc": 0.5}}
+                ct.result[C.KEY_RESULT] = {
+                    "site": ct.client.name,
+                    "malfunction": "none",
+                    "last_round": 0,
+                    "test": {"acc": 0.5},
+                }
                 ctrl._on_result(ct, ctx)
 
         threading.Thread(target=finish, daemon=True).start()
@@ -118,10 +128,14 @@ def model_frame(encrypted: bool, sid: int, size: int = 4096):
     from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_TOPIC, StreamHeaderKey
 
     headers = {
-        MessageHeaderKey.ORIGIN: "site-2.job", MessageHeaderKey.DESTINATION: "site-1.job",
-        MessageHeaderKey.CHANNEL: STREAM_CHANNEL, MessageHeaderKey.TOPIC: STREAM_DATA_TOPIC,
-        StreamHeaderKey.CHANNEL: CellChannel.AUX_COMMUNICATION, StreamHeaderKey.TOPIC: C.TOPIC_MODEL,
-        StreamHeaderKey.STREAM_ID: sid, StreamHeaderKey.SIZE: size,
+        MessageHeaderKey.ORIGIN: "site-2.job",
+        MessageHeaderKey.DESTINATION: "site-1.job",
+        MessageHeaderKey.CHANNEL: STREAM_CHANNEL,
+        MessageHeaderKey.TOPIC: STREAM_DATA_TOPIC,
+        StreamHeaderKey.CHANNEL: CellChannel.AUX_COMMUNICATION,
+        StreamHeaderKey.TOPIC: C.TOPIC_MODEL,
+        StreamHeaderKey.STREAM_ID: sid,
+        StreamHeaderKey.SIZE: size,
     }
     if encrypted:
         headers.update({MessageHeaderKey.SECURE: True, MessageHeaderKey.ENCRYPTED: True})
@@ -139,7 +153,9 @@ def test_a_site_told_to_encrypt_refuses_model_messages_that_arrive_unencrypted(t
     cell = run_site.engine.cell
     plain = cell.deliver(model_frame(encrypted=False, sid=1))
     if setting:
-        assert plain is not None and "not encrypted, and secure_messages=true refuses" in plain.get_header(MessageHeaderKey.ERROR)
+        assert plain is not None and "not encrypted, and secure_messages=true refuses" in plain.get_header(
+            MessageHeaderKey.ERROR
+        )
         assert cell.rejected and "not encrypted" in cell.rejected[0][1]  # its sender is told
     else:
         assert plain is None
@@ -174,5 +190,7 @@ def test_a_running_site_bounds_what_a_peer_sends_by_its_own_models_size(tmp_path
     cell = run_site.engine.cell
     assert cell.deliver(model_frame(encrypted=False, sid=1, size=limit)) is None
     refused = cell.deliver(model_frame(encrypted=False, sid=2, size=limit + 1))
-    assert refused is not None and f"{limit + 1} bytes, more than the {limit} bytes" in refused.get_header(MessageHeaderKey.ERROR)
+    assert refused is not None and f"{limit + 1} bytes, more than the {limit} bytes" in refused.get_header(
+        MessageHeaderKey.ERROR
+    )
     assert [sid for sid, _ in cell.rejected] == [2]  # the sender is told

@@ -19,7 +19,12 @@ def edges(graph):
 
 def test_full_ring_none_by_hand():
     sites = ["c", "a", "b", "d"]  # order of listing does not matter: sorted a, b, c, d
-    assert build_graph(sites, "full") == {"a": ["b", "c", "d"], "b": ["a", "c", "d"], "c": ["a", "b", "d"], "d": ["a", "b", "c"]}
+    assert build_graph(sites, "full") == {
+        "a": ["b", "c", "d"],
+        "b": ["a", "c", "d"],
+        "c": ["a", "b", "d"],
+        "d": ["a", "b", "c"],
+    }
     assert build_graph(sites, "ring") == {"a": ["b", "d"], "b": ["a", "c"], "c": ["b", "d"], "d": ["a", "c"]}
     assert build_graph(sites, "none") == {"a": [], "b": [], "c": [], "d": []}
     assert build_graph(["a", "b"], "ring") == {"a": ["b"], "b": ["a"]}

@@ -30,17 +30,20 @@ from flare_fakes import StarServerEngine, answer_star_task, train_task_with
 G = {"w": np.array([1.0, 1.0], dtype=np.float32), "n": np.array(7, dtype=np.int64)}
 
 
-
 def weights(w, n=7, dtype=np.float32):
     return {"w": np.array(w, dtype=dtype), "n": np.array(n, dtype=np.int64)}
 
 
 def round_results(attacker=None):
-    return train_task_with({
-        "site-1": result_data(weights([2.0, 1.0]), 10, 0),
-        "site-2": result_data(weights([1.0, 3.0]), 10, 0),
-        "site-3": attacker if attacker is not None else result_data(weights([2.0, 2.0], n=0), 10, 0, DataKind.WEIGHT_DIFF),
-    })
+    return train_task_with(
+        {
+            "site-1": result_data(weights([2.0, 1.0]), 10, 0),
+            "site-2": result_data(weights([1.0, 3.0]), 10, 0),
+            "site-3": attacker
+            if attacker is not None
+            else result_data(weights([2.0, 2.0], n=0), 10, 0, DataKind.WEIGHT_DIFF),
+        }
+    )
 
 
 def with_adversary(kind, knowledge="partial", attackers=("site-3",), aggregator=None, **params):
@@ -57,13 +60,24 @@ def test_sign_flip_replaces_the_attackers_result_before_the_checks():
     assert kept["site-3"]["weights"]["w"].dtype == np.float32 and int(kept["site-3"]["weights"]["n"]) == 7
     np.testing.assert_array_equal(kept["site-1"]["weights"]["w"], [2.0, 1.0])  # benign results untouched
     assert kept["site-3"]["num_samples"] == 10.0
-    assert ctrl._attack == {"round": 0, "kind": "sf", "knowledge": "partial", "participants": 3, "crafted": ["site-3"], "absent": [],
-                            "known": ["site-3"], "settings": {}}
+    assert ctrl._attack == {
+        "round": 0,
+        "kind": "sf",
+        "knowledge": "partial",
+        "participants": 3,
+        "crafted": ["site-3"],
+        "absent": [],
+        "known": ["site-3"],
+        "settings": {},
+    }
 
 
 def test_the_crafted_result_keeps_the_attackers_form_and_dtype():
     ctrl = with_adversary("mr")
-    raw = {"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([3.0, 3.0], dtype=np.float64), 4, 0)}
+    raw = {
+        "site-1": result_data(weights([2.0, 1.0]), 10, 0),
+        "site-3": result_data(weights([3.0, 3.0], dtype=np.float64), 4, 0),
+    }
     out, record = ctrl.adversary.rewrite(raw, {s: G for s in raw}, G, 0, None)
     dxo = from_shareable(out["site-3"])
     assert dxo.data_kind == DataKind.WEIGHTS and dxo.data["w"].dtype == np.float64
@@ -82,7 +96,9 @@ def test_updates_are_taken_against_the_model_each_site_was_sent():
     sign-flipped to the model [-1, -1]."""
     ctrl = with_adversary("sf")
     sent = {"site-3": {"w": np.zeros(2, dtype=np.float32), "n": np.array(7)}}
-    task = train_task_with({"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([1.0, 1.0]), 10, 0)})
+    task = train_task_with(
+        {"site-1": result_data(weights([2.0, 1.0]), 10, 0), "site-3": result_data(weights([1.0, 1.0]), 10, 0)}
+    )
     kept = ctrl._collect(task, G, round_num=0, fl_ctx=FLContext(), sent=sent)
     np.testing.assert_array_equal(kept["site-3"]["weights"]["w"], [-1.0, -1.0])
 
@@ -124,10 +140,14 @@ def test_an_attacker_that_sent_an_error_or_a_malformed_result_is_not_crafted_for
     ctrl = with_adversary("mr")
     error = make_reply(ReturnCode.EXECUTION_EXCEPTION)
     kept = ctrl._collect(round_results(error), G, 0, FLContext())
-    assert sorted(kept) == ["site-1", "site-2"] and ctrl._attack["crafted"] == [] and ctrl._attack["absent"] == ["site-3"]
+    assert (
+        sorted(kept) == ["site-1", "site-2"] and ctrl._attack["crafted"] == [] and ctrl._attack["absent"] == ["site-3"]
+    )
     nan = result_data(weights([np.nan, 1.0]), 10, 0)
     kept = ctrl._collect(round_results(nan), G, 0, FLContext())
-    assert sorted(kept) == ["site-1", "site-2"] and ctrl._rejected == ["site-3"] and ctrl._attack["absent"] == ["site-3"]
+    assert (
+        sorted(kept) == ["site-1", "site-2"] and ctrl._rejected == ["site-3"] and ctrl._attack["absent"] == ["site-3"]
+    )
 
 
 def test_a_crafting_failure_drops_the_attackers_results_and_the_round_goes_on(monkeypatch):
@@ -173,8 +193,14 @@ def test_adaptive_fedcap_sends_a_model_on_the_edge_of_the_ball_fedcap_keeps_in_e
         kept = ctrl._collect(train_task_with(results), global_weights, round_num, FLContext(), sent=sent)
         benign_mean = np.mean([kept[s]["weights"]["w"] - reference for s in ("site-1", "site-2", "site-3")], axis=0)
         calibrated = kept["site-4"]["weights"]["w"].astype(np.float64) - reference
-        assert np.linalg.norm(calibrated) == pytest.approx(1.96, rel=1e-5) and calibrated @ benign_mean < 0  # against the benign mean
-        assert ctrl._attack["settings"]["radius"] == pytest.approx(1.96) and ctrl._attack["known"] == ["site-1", "site-2", "site-3"]
+        assert (
+            np.linalg.norm(calibrated) == pytest.approx(1.96, rel=1e-5) and calibrated @ benign_mean < 0
+        )  # against the benign mean
+        assert ctrl._attack["settings"]["radius"] == pytest.approx(1.96) and ctrl._attack["known"] == [
+            "site-1",
+            "site-2",
+            "site-3",
+        ]
         decision = rule.aggregate(global_weights, kept, round_num, FLContext())
         global_weights = decision.weights
         assert rule.fedcap.norms["site-4"] == pytest.approx(1.96, rel=1e-6) and "site-4" in decision.kept
@@ -206,9 +232,10 @@ def test_bad_seed_and_adversary_id_are_refused():
         StarController(adversary_id="")
 
 
-
 def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"), rounds=2):
-    ctrl = StarController(rounds=rounds, model="cnn", num_classes=10, in_channels=1, adversary_id="adversary", min_clients=3)
+    ctrl = StarController(
+        rounds=rounds, model="cnn", num_classes=10, in_channels=1, adversary_id="adversary", min_clients=3
+    )
     engine = StarServerEngine(str(tmp_path), sites, components)
     ctx = FLContext()
     ctx.set_prop(ReservedKey.ENGINE, engine, private=True, sticky=False)
@@ -221,11 +248,31 @@ def _start(tmp_path, components, sites=("site-1", "site-2", "site-3", "site-4"),
     [
         (None, FedAvgAggregator(), "names no component, not a SimulatedAdversary"),
         (FedAvgAggregator(), FedAvgAggregator(), "names a FedAvgAggregator, not a SimulatedAdversary"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"]), FedAvgAggregator(), "aims at a rule that declares one, and this job's rule FedAvgAggregator declares none"),
-        (SimulatedAdversary("adaptive", "partial", ["site-4"]), KrumAggregator(), "on Krum under partial knowledge .* needs at least 2 attackers"),
-        (SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}), KrumAggregator(), "the adaptive attack on KrumAggregator takes no attack_margin"),
-        (SimulatedAdversary("adaptive", "partial", ["site-4"]), FedCapAggregator(), "on FedCAP needs its calibration reference .* use --knowledge full"),
-        (SimulatedAdversary("sf", "partial", ["site-9"]), FedAvgAggregator(), "attackers \\['site-9'\\] are not sites of this job"),
+        (
+            SimulatedAdversary("adaptive", "full", ["site-4"]),
+            FedAvgAggregator(),
+            "aims at a rule that declares one, and this job's rule FedAvgAggregator declares none",
+        ),
+        (
+            SimulatedAdversary("adaptive", "partial", ["site-4"]),
+            KrumAggregator(),
+            "on Krum under partial knowledge .* needs at least 2 attackers",
+        ),
+        (
+            SimulatedAdversary("adaptive", "full", ["site-4"], {"margin": 0.1}),
+            KrumAggregator(),
+            "the adaptive attack on KrumAggregator takes no attack_margin",
+        ),
+        (
+            SimulatedAdversary("adaptive", "partial", ["site-4"]),
+            FedCapAggregator(),
+            "on FedCAP needs its calibration reference .* use --knowledge full",
+        ),
+        (
+            SimulatedAdversary("sf", "partial", ["site-9"]),
+            FedAvgAggregator(),
+            "attackers \\['site-9'\\] are not sites of this job",
+        ),
     ],
 )
 def test_a_missing_or_wrong_adversary_stops_the_run_before_training(tmp_path, adversary, aggregator, message):
@@ -244,7 +291,9 @@ def test_an_attack_run_records_what_was_crafted_and_keeps_attackers_out_of_the_b
 
     run_dir = tmp_path / "server" / "simulate_job"  # the simulator workspace's layout
     run_dir.mkdir(parents=True)
-    ctrl, _, ctx = _start(run_dir, {"aggregator": KrumAggregator(), "adversary": SimulatedAdversary("sf", "partial", ["site-4"])})
+    ctrl, _, ctx = _start(
+        run_dir, {"aggregator": KrumAggregator(), "adversary": SimulatedAdversary("sf", "partial", ["site-4"])}
+    )
     start = ctrl.initial_weights()
 
     def broadcast_and_wait(task, fl_ctx, targets, min_responses, **kwargs):
@@ -292,10 +341,17 @@ def _outputs(net, model, x):
 @pytest.mark.parametrize("knowledge", ["partial", "full"])
 def test_a_reparametrising_attacker_sends_a_model_that_predicts_like_the_one_it_transformed(knowledge):
     net, g, x = _cnn()
-    honest = {k: (v + np.float32(0.01) if v.dtype.kind == "f" else v) for k, v in g.items()}  # the attacker's trained model
+    honest = {
+        k: (v + np.float32(0.01) if v.dtype.kind == "f" else v) for k, v in g.items()
+    }  # the attacker's trained model
     ctrl = StarController(rounds=1, adversary_id="adversary", max_abs_weight=1e9)
     ctrl.aggregator = FedAvgAggregator()
-    assert ctrl._bind_adversary(SimulatedAdversary("rescale_permute", knowledge, ["site-3"], {"factor": 10.0}, model="cnn")) == ""
+    assert (
+        ctrl._bind_adversary(
+            SimulatedAdversary("rescale_permute", knowledge, ["site-3"], {"factor": 10.0}, model="cnn")
+        )
+        == ""
+    )
     raw = {"site-1": result_data(g, 10, 0), "site-3": result_data(honest, 10, 0)}
     out, record = ctrl.adversary.rewrite(raw, {s: g for s in raw}, g, 0, None)
     crafted = from_shareable(out["site-3"]).data
@@ -305,7 +361,9 @@ def test_a_reparametrising_attacker_sends_a_model_that_predicts_like_the_one_it_
     assert record["crafted"] == ["site-3"] and record["settings"]["attack_transform"] == "rescale_permute"
     assert record["known"] == (["site-3"] if knowledge == "partial" else [])
     again, _ = ctrl.adversary.rewrite(raw, {s: g for s in raw}, g, 0, None)
-    np.testing.assert_array_equal(from_shareable(again["site-3"]).data["features.0.weight"], crafted["features.0.weight"])  # drawn from the seed
+    np.testing.assert_array_equal(
+        from_shareable(again["site-3"]).data["features.0.weight"], crafted["features.0.weight"]
+    )  # drawn from the seed
     assert out["site-1"] is raw["site-1"]
 
 

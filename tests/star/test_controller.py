@@ -24,7 +24,6 @@ def result(weights, n=10, rc=ReturnCode.OK, kind=DataKind.WEIGHTS):
     return result_data(weights, n, 0, kind)
 
 
-
 def test_malformed_nonfinite_and_failed_results_are_left_out():
     good = {"w": np.ones(3, dtype=np.float32)}
     task = train_task_with(
@@ -96,7 +95,6 @@ def test_default_min_clients_is_a_strict_majority():
     assert [default_min_clients(n) for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 3, 3, 5]
 
 
-
 def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path):
     """site-4 never answers: each round is aggregated from the 3 others (a strict majority of 4)."""
     import json
@@ -109,7 +107,12 @@ def test_a_silent_site_costs_no_round_and_the_summary_is_always_written(tmp_path
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, StarServerEngine(str(tmp_path), sites, {"aggregator": FedAvgAggregator()}), private=True, sticky=False)
+    ctx.set_prop(
+        ReservedKey.ENGINE,
+        StarServerEngine(str(tmp_path), sites, {"aggregator": FedAvgAggregator()}),
+        private=True,
+        sticky=False,
+    )
     ctrl.start_controller(ctx)
     waits = []
 
@@ -132,7 +135,9 @@ def test_a_weight_diff_result_is_added_to_the_model_that_site_was_sent():
     global_weights = {"w": np.zeros(2, dtype=np.float32), "n": np.array(5, dtype=np.int64)}
     sent = {"site-1": {"w": np.array([1.0, 2.0], dtype=np.float32), "n": np.array(5)}, "site-2": global_weights}
     diff = {"w": np.array([0.5, -1.0], dtype=np.float32), "n": np.array(0)}
-    task = train_task_with({"site-1": result(diff, 10, kind=DataKind.WEIGHT_DIFF), "site-2": result(diff, 10, kind=DataKind.WEIGHT_DIFF)})
+    task = train_task_with(
+        {"site-1": result(diff, 10, kind=DataKind.WEIGHT_DIFF), "site-2": result(diff, 10, kind=DataKind.WEIGHT_DIFF)}
+    )
     kept = StarController(rounds=1)._collect(task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent)
     np.testing.assert_array_equal(kept["site-1"]["weights"]["w"], [1.5, 1.0])
     np.testing.assert_array_equal(kept["site-2"]["weights"]["w"], [0.5, -1.0])
@@ -149,11 +154,24 @@ def test_results_that_are_no_usable_dxo_are_rejected_without_raising():
     broken = make_reply(ReturnCode.OK)
     broken.set_header("__content_type__", "DXO")
     broken["DXO"] = {"kind": "WEIGHTS", "data": [1, 2], "meta": {}}  # data is no mapping
-    big_sum = result({"w": np.full(2, 3e38, dtype=np.float32)}, kind=DataKind.WEIGHT_DIFF)  # finite alone, inf once added
+    big_sum = result(
+        {"w": np.full(2, 3e38, dtype=np.float32)}, kind=DataKind.WEIGHT_DIFF
+    )  # finite alone, inf once added
     sent = {"site-5": {"w": np.full(2, 3e38, dtype=np.float32)}}
     no_count = DXO(DataKind.WEIGHTS, data=ok).update_shareable(make_reply(ReturnCode.OK))
-    task = train_task_with({"site-1": plain, "site-2": metrics, "site-3": broken, "site-4": result(ok), "site-5": big_sum, "site-6": no_count})
-    kept = StarController(rounds=1, max_abs_weight=None)._collect(task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent)
+    task = train_task_with(
+        {
+            "site-1": plain,
+            "site-2": metrics,
+            "site-3": broken,
+            "site-4": result(ok),
+            "site-5": big_sum,
+            "site-6": no_count,
+        }
+    )
+    kept = StarController(rounds=1, max_abs_weight=None)._collect(
+        task, global_weights, round_num=1, fl_ctx=FLContext(), sent=sent
+    )
     assert sorted(kept) == ["site-4"]
 
 
@@ -217,7 +235,11 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
         def aggregate(self, global_weights, results, round_num, fl_ctx):
             kept = {s: r for s, r in results.items() if s != "site-3"}
             self.decided = True
-            return self.decide(super().aggregate(global_weights, kept, round_num, fl_ctx).weights, kept, sorted(set(results) - set(kept)))
+            return self.decide(
+                super().aggregate(global_weights, kept, round_num, fl_ctx).weights,
+                kept,
+                sorted(set(results) - set(kept)),
+            )
 
         def removed_sites(self):
             return ["site-3"] if self.decided else []
@@ -225,7 +247,12 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, StarServerEngine(str(tmp_path), sites, {"aggregator": ShutsOutSite3()}), private=True, sticky=False)
+    ctx.set_prop(
+        ReservedKey.ENGINE,
+        StarServerEngine(str(tmp_path), sites, {"aggregator": ShutsOutSite3()}),
+        private=True,
+        sticky=False,
+    )
     ctrl.start_controller(ctx)
     before = show_stats(ctrl)["StarController"]
     assert before["phase"] == "starting" and before["current_round"] is None and before["num_rounds"] == 2
@@ -241,7 +268,12 @@ def test_show_stats_follows_the_rounds_the_answers_and_the_rule(tmp_path):
     round0, round1, evaluation = seen
     assert (round0["phase"], round0["current_round"], round0["sites"], round0["min_clients"]) == ("training", 0, 4, 3)
     assert round0["rounds_aggregated"] == 0 and round0["removed"] == []
-    assert (round1["phase"], round1["current_round"], round1["sites_answered"], round1["not_answered"]) == ("training", 1, 3, ["site-4"])
+    assert (round1["phase"], round1["current_round"], round1["sites_answered"], round1["not_answered"]) == (
+        "training",
+        1,
+        3,
+        ["site-4"],
+    )
     assert round1["excluded"] == ["site-3"] and round1["removed"] == ["site-3"] and round1["sites_removed"] == 1
     assert round1["rounds_aggregated"] == 1 and round1["rounds_skipped"] == 0
     assert (evaluation["phase"], evaluation["current_round"]) == ("evaluating", 2)
@@ -262,7 +294,12 @@ def test_the_rules_history_lists_the_results_the_model_checks_refused(tmp_path):
     sites = ["site-1", "site-2", "site-3", "site-4"]
     ctrl = StarController(rounds=2, model="cnn", num_classes=10, in_channels=1, min_clients=3)
     ctx = FLContext()
-    ctx.set_prop(ReservedKey.ENGINE, StarServerEngine(str(tmp_path), sites, {"aggregator": KrumAggregator()}), private=True, sticky=False)
+    ctx.set_prop(
+        ReservedKey.ENGINE,
+        StarServerEngine(str(tmp_path), sites, {"aggregator": KrumAggregator()}),
+        private=True,
+        sticky=False,
+    )
     ctrl.start_controller(ctx)
     weights = ctrl.initial_weights()
     broken = {k: (np.full_like(v, np.nan) if v.dtype.kind == "f" else v) for k, v in weights.items()}

@@ -79,8 +79,13 @@ def test_a_swarm_job_runs_the_star_jobs_site_executor_over_the_same_sites_rounds
     persistor = next(c for c in client["components"] if c["id"] == "persistor")
     expected = {"model": "cnn", "num_classes": 10, "in_channels": 1, "model_args": {}, "seed": 4, "rounds": 3}
     assert persistor["args"] == expected
-    assert server["workflows"] == [{"id": "swarm_controller", "path": "nvflare.app_common.ccwf.SwarmServerController",
-                                    "args": {"num_rounds": 3, "starting_client": "site-1"}}]
+    assert server["workflows"] == [
+        {
+            "id": "swarm_controller",
+            "path": "nvflare.app_common.ccwf.SwarmServerController",
+            "args": {"num_rounds": 3, "starting_client": "site-1"},
+        }
+    ]
     assert swarm["meta.json"]["deploy_map"] == files["meta.json"]["deploy_map"]
     assert swarm["meta.json"]["name"] == "swarm_digits"
     _, faulty = generate.build_job(f"{ROOT}/app_configs", "fedavg", "digits", malfunction="sfa", faulty=1)

@@ -22,8 +22,13 @@ def test_flip_targets_on_hand_worked_labels_and_masks():
 
 @pytest.mark.parametrize(
     "targets, classes, message",
-    [(torch.tensor([0.0, 1.0]), 2, "integer class targets"), (torch.tensor([0, 3]), 3, r"\[0, 3\)"),
-     (torch.tensor([-1, 0]), 2, r"\[0, 2\)"), (torch.tensor([0]), 1, "num_classes"), (torch.tensor([0]), True, "num_classes")],
+    [
+        (torch.tensor([0.0, 1.0]), 2, "integer class targets"),
+        (torch.tensor([0, 3]), 3, r"\[0, 3\)"),
+        (torch.tensor([-1, 0]), 2, r"\[0, 2\)"),
+        (torch.tensor([0]), 1, "num_classes"),
+        (torch.tensor([0]), True, "num_classes"),
+    ],
 )
 def test_flip_targets_refuses_what_it_cannot_flip(targets, classes, message):
     with pytest.raises(ValueError, match=message):

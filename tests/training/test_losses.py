@@ -21,8 +21,8 @@ def test_weighted_focal_hand_worked_case():
     # sample 2: p = (0.1, 0.2, 0.7), target 2 -> pt 0.7, alpha 3
     loss = losses.build_loss("weighted_focal", alpha=[2.0, 1.0, 3.0], gamma=2.0)
     value = loss(logits_of([0.5, 0.25, 0.25], [0.1, 0.2, 0.7]), torch.tensor([0, 2]))
-    first = -(1 - 0.5) ** 2 * 2.0 * math.log(0.5)  # 0.34657
-    second = -(1 - 0.7) ** 2 * 3.0 * math.log(0.7)  # 0.09630
+    first = -((1 - 0.5) ** 2) * 2.0 * math.log(0.5)  # 0.34657
+    second = -((1 - 0.7) ** 2) * 3.0 * math.log(0.7)  # 0.09630
     assert float(value) == pytest.approx((first + second) / 2, rel=1e-5)
     assert float(value) == pytest.approx(0.221438, abs=1e-5)
 
@@ -53,7 +53,7 @@ def test_weighted_focal_per_pixel_and_gradients():
     value = losses.WeightedFocalLoss(alpha=alpha, gamma=1.5)(logits, targets)
     log_p = torch.log_softmax(logits.detach(), dim=1)
     log_pt = log_p.gather(1, targets.unsqueeze(1)).squeeze(1)
-    expected = (-(1 - log_pt.exp()) ** 1.5 * alpha[targets] * log_pt).mean()
+    expected = (-((1 - log_pt.exp()) ** 1.5) * alpha[targets] * log_pt).mean()
     assert float(value.detach()) == pytest.approx(float(expected), rel=1e-5)
     value.backward()
     assert logits.grad is not None and torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0

@@ -57,7 +57,9 @@ def sign_flip(weights: Weights, alpha: float = 1.0) -> dict[str, np.ndarray]:
     """theta~ = -alpha * theta, alpha > 0 (Eq. 5)."""
     if alpha <= 0:
         raise ValueError(f"sign flipping needs alpha > 0, got {alpha}")
-    return {key: ((-alpha * arr).astype(arr.dtype) if is_float else arr.copy()) for key, arr, is_float in _floats(weights)}
+    return {
+        key: ((-alpha * arr).astype(arr.dtype) if is_float else arr.copy()) for key, arr, is_float in _floats(weights)
+    }
 
 
 def random_weights(weights: Weights, fresh_init: Callable[[int], Weights], seed: int) -> dict[str, np.ndarray]:
@@ -66,7 +68,10 @@ def random_weights(weights: Weights, fresh_init: Callable[[int], Weights], seed:
     missing = set(weights) - set(fresh)
     if missing:
         raise ValueError(f"fresh initialisation lacks keys {sorted(missing)[:5]}: wrong model factory")
-    return {key: np.asarray(fresh[key]).astype(np.asarray(weights[key]).dtype).reshape(np.shape(weights[key])) for key in weights}
+    return {
+        key: np.asarray(fresh[key]).astype(np.asarray(weights[key]).dtype).reshape(np.shape(weights[key]))
+        for key in weights
+    }
 
 
 @dataclass
@@ -92,7 +97,9 @@ class MalfunctionSpec:
             raise ValueError(f"unknown malfunction {self.kind!r}; choose one of {', '.join(KINDS)}")
         bad = [k for k in self.dynamic_kinds if k not in (ANA, ANA_RELATIVE, SFA, RANDOM)]
         if bad or not self.dynamic_kinds:
-            raise ValueError(f"dynamic_kinds must be a non-empty subset of ana, ana_relative, sfa, random; got {self.dynamic_kinds}")
+            raise ValueError(
+                f"dynamic_kinds must be a non-empty subset of ana, ana_relative, sfa, random; got {self.dynamic_kinds}"
+            )
         if self.sigma < 0:
             raise ValueError(f"ANA sigma must be >= 0, got {self.sigma}")
         if self.alpha <= 0:

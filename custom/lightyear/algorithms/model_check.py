@@ -29,7 +29,9 @@ def check_max_abs(max_abs) -> float | None:
     return positive_number("max_abs_weight", max_abs, note="or null: no bound")
 
 
-def model_problems(received: Any, reference: Mapping[str, np.ndarray], max_abs: float | None = DEFAULT_MAX_ABS) -> list[str]:
+def model_problems(
+    received: Any, reference: Mapping[str, np.ndarray], max_abs: float | None = DEFAULT_MAX_ABS
+) -> list[str]:
     """Return every reason why ``received`` must not be aggregated with ``reference``; [] if none.
 
     A received model must be a mapping with exactly the reference's (string) keys, each a numeric
@@ -47,7 +49,9 @@ def _problems(received: Any, reference: Mapping[str, np.ndarray], max_abs: float
         return [f"expected a mapping of parameter name to array, got {type(received).__name__}"]
     bad_keys = [k for k in received if not isinstance(k, str)]
     if bad_keys:
-        return [f"parameter names must be strings, got {len(bad_keys)} of type {sorted({type(k).__name__ for k in bad_keys})}"]
+        return [
+            f"parameter names must be strings, got {len(bad_keys)} of type {sorted({type(k).__name__ for k in bad_keys})}"
+        ]
     problems = []
     missing = sorted(set(reference) - set(received))
     extra = sorted(set(received) - set(reference))

@@ -36,7 +36,9 @@ def datasets() -> dict[str, str]:
     found = dict(DATASETS)
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         if entry.name in found:
-            raise ValueError(f"the entry point {entry.name} of group {GROUP} names a dataset that exists already; rename it")
+            raise ValueError(
+                f"the entry point {entry.name} of group {GROUP} names a dataset that exists already; rename it"
+            )
         found[entry.name] = entry.value
     return found
 
@@ -47,7 +49,9 @@ def plugin_settings(name: str) -> dict | None:
         return None
     settings = getattr(importlib.import_module(datasets()[name]), "SETTINGS", None)
     if not isinstance(settings, dict):
-        raise ValueError(f"dataset {name!r} ({datasets()[name]}) has no SETTINGS dict of job settings: add one (docs/extending.md)")
+        raise ValueError(
+            f"dataset {name!r} ({datasets()[name]}) has no SETTINGS dict of job settings: add one (docs/extending.md)"
+        )
     return dict(settings)
 
 
@@ -75,5 +79,14 @@ def load_site_data(name: str, site: str, seed: int = 0, data_root: str | None = 
     return module.load_site(site, seed=seed, data_root=data_root, **options)
 
 
-__all__ = ["CLASSIFICATION", "SEGMENTATION", "SiteData", "load_site_data", "resolve_data_root", "DATASETS", "DATA_ROOT_ENV",
-           "datasets", "plugin_settings"]
+__all__ = [
+    "CLASSIFICATION",
+    "SEGMENTATION",
+    "SiteData",
+    "load_site_data",
+    "resolve_data_root",
+    "DATASETS",
+    "DATA_ROOT_ENV",
+    "datasets",
+    "plugin_settings",
+]

@@ -44,7 +44,7 @@ METADATA_COLUMNS = ("patient", "node", "x_coord", "y_coord", "tumor", "center")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 OBTAIN = (
-    "download the Camelyon17-WILDS bundle (pip install wilds; python -c \"from wilds import get_dataset; "
+    'download the Camelyon17-WILDS bundle (pip install wilds; python -c "from wilds import get_dataset; '
     "get_dataset('camelyon17', root_dir='RAW', download=True)\", about 10 GB) and pass RAW or "
     "RAW/camelyon17_v1.0; see datasets/camelyon17/README.md"
 )

@@ -123,11 +123,15 @@ def gaussian_blur(images: torch.Tensor, kernel_size: int, sigma: float) -> torch
 
 
 def _noise(images: torch.Tensor, sigma: float, seed: int, site_index: int) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([seed & 0xFFFFFFFF, site_index]).generate_state(1)[0]))
+    gen = torch.Generator().manual_seed(
+        int(np.random.SeedSequence([seed & 0xFFFFFFFF, site_index]).generate_state(1)[0])
+    )
     return (images + sigma * torch.randn(images.shape, generator=gen)).clamp(0.0, 1.0)
 
 
-def apply_site_shift(images: torch.Tensor, site_index: int, seed: int = 0, noise_key: int | None = None) -> torch.Tensor:
+def apply_site_shift(
+    images: torch.Tensor, site_index: int, seed: int = 0, noise_key: int | None = None
+) -> torch.Tensor:
     """Apply acquisition shift ``site_index`` (0..7) to images ``(N, 1, 28, 28)`` in [0, 1].
 
     ``noise_key`` seeds the noisy shifts (default ``site_index``); sites beyond the eighth that
@@ -168,7 +172,9 @@ PIXEL_MEAN = 0.5
 PIXEL_STD = 0.5
 
 
-def load_digits_site(site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2), normalize: bool = True, num_sites: int = NUM_SITES) -> SiteData:
+def load_digits_site(
+    site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2), normalize: bool = True, num_sites: int = NUM_SITES
+) -> SiteData:
     """Return site ``site``'s train/val/test split of the embedded digits data.
 
     With ``normalize`` the shifted images are mapped from [0, 1] to [-1, 1]. ``num_sites``: how

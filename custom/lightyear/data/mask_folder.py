@@ -119,7 +119,9 @@ class MaskFolderDataset(Dataset):
             image = _read_png(image_path, "image", dataset)
             mask = _read_png(mask_path, "mask", dataset)
             if image.shape != mask.shape:
-                raise ValueError(f"{dataset}: image {image_path} is {image.shape} but its mask {mask_path} is {mask.shape}")
+                raise ValueError(
+                    f"{dataset}: image {image_path} is {image.shape} but its mask {mask_path} is {mask.shape}"
+                )
             if image_arrays and image.shape != image_arrays[0].shape:
                 raise ValueError(
                     f"{dataset}: {image_path} is {image.shape}, other images are {image_arrays[0].shape}; "

@@ -33,7 +33,12 @@ def add_out_and_seed(parser: argparse.ArgumentParser, dataset: str, seed_of: str
 def add_fractions(parser: argparse.ArgumentParser, what: str = "fractions") -> None:
     """Add ``--fractions``, the train,val,test ``what`` per site (default 0.6,0.2,0.2)."""
     default = ",".join(str(f) for f in DEFAULT_FRACTIONS)
-    parser.add_argument("--fractions", type=fractions, default=DEFAULT_FRACTIONS, help=f"train,val,test {what} per site (default {default})")
+    parser.add_argument(
+        "--fractions",
+        type=fractions,
+        default=DEFAULT_FRACTIONS,
+        help=f"train,val,test {what} per site (default {default})",
+    )
 
 
 def resolve_out(parser: argparse.ArgumentParser, out: str | None, dataset: str) -> str:

@@ -68,7 +68,9 @@ SITES = tuple(SITE_STYLES)
 
 def site_index(site: str) -> int:
     if site not in SITE_STYLES:
-        raise ValueError(f"shapes has sites {', '.join(SITES)}; got {site!r}. Name the sites site-1 .. site-5 in the job.")
+        raise ValueError(
+            f"shapes has sites {', '.join(SITES)}; got {site!r}. Name the sites site-1 .. site-5 in the job."
+        )
     return SITES.index(site)
 
 
@@ -77,7 +79,9 @@ def site_seed(seed: int, site: str) -> int:
     return int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, site_index(site)]).generate_state(1)[0])
 
 
-def generate_site_images(site: str, count: int, seed: int = 0, image_size: int = IMAGE_SIZE) -> tuple[np.ndarray, np.ndarray]:
+def generate_site_images(
+    site: str, count: int, seed: int = 0, image_size: int = IMAGE_SIZE
+) -> tuple[np.ndarray, np.ndarray]:
     """Draw ``count`` images ``(count, size, size)`` float32 in [0, 1] and masks int64 {0, 1} of one site."""
     from monai.data.synthetic import create_test_image_2d
 

@@ -105,7 +105,9 @@ def list_samples(array_folder: str, patient_id: str = "number") -> tuple[pd.Data
         patient = str(int(match.group(1))) if patient_id == "number" else match.group(1)
         rows.append({"name": name, "patient": patient, "path": os.path.join(array_folder, file)})
     if not rows:
-        raise FileNotFoundError(f"no P<id>_IMG<N>.npy files in {array_folder}; expected the {ARRAY_DIR}/ folder of {SOURCE}")
+        raise FileNotFoundError(
+            f"no P<id>_IMG<N>.npy files in {array_folder}; expected the {ARRAY_DIR}/ folder of {SOURCE}"
+        )
     return pd.DataFrame(rows), skipped
 
 
@@ -142,9 +144,15 @@ def read_array_sample(path: str, structure: str) -> tuple[np.ndarray, np.ndarray
         content = np.load(path, allow_pickle=True)
     except Exception as error:  # numpy raises several types for a corrupt file
         raise ValueError(f"cannot read {path} as a NumPy file ({error}); re-download {SOURCE}") from error
-    record = content.item() if isinstance(content, np.ndarray) and content.dtype == object and content.shape == () else content
+    record = (
+        content.item()
+        if isinstance(content, np.ndarray) and content.dtype == object and content.shape == ()
+        else content
+    )
     if not isinstance(record, dict) or "image" not in record or not isinstance(record.get("structures"), dict):
-        raise ValueError(f"{path} does not hold a dict with keys 'image' and 'structures' (a dict of masks) as in {SOURCE}")
+        raise ValueError(
+            f"{path} does not hold a dict with keys 'image' and 'structures' (a dict of masks) as in {SOURCE}"
+        )
     structures = record["structures"]
     if structure not in structures:
         raise ValueError(f"{path} has no {structure!r} mask; its structures are {sorted(structures)}")
@@ -178,7 +186,9 @@ def prepare_ultrasound(
     samples, skipped = list_samples(array_folder, patient_id)
     counts = samples.groupby("patient").size().to_dict()
     if len(counts) < 3 * num_sites:
-        raise ValueError(f"{len(counts)} patients in {array_folder} cannot fill {num_sites} sites with >= 3 patients each")
+        raise ValueError(
+            f"{len(counts)} patients in {array_folder} cannot fill {num_sites} sites with >= 3 patients each"
+        )
     site_of = assign_patients(counts, num_sites, seed)
     sites = [f"site-{k + 1}" for k in range(num_sites)]
     split_of = {}
@@ -191,7 +201,9 @@ def prepare_ultrasound(
         if image_source == "png":
             image = read_png_image(array_folder, sample.name)
             if image.shape[:2] != mask.shape[:2]:
-                mask = np.asarray(Image.fromarray((mask > 0).astype(np.uint8) * 255).resize(image.shape[1::-1], Image.NEAREST))
+                mask = np.asarray(
+                    Image.fromarray((mask > 0).astype(np.uint8) * 255).resize(image.shape[1::-1], Image.NEAREST)
+                )
         rel_image, rel_mask = write_pair(image, mask, out, sample.name, image_size)
         rows.append(
             {
@@ -222,5 +234,7 @@ def load_site(site: str, seed: int = 0, data_root: str | None = None, **options)
     The split was fixed when the data was prepared, so ``seed`` is not used here.
     """
     if options:
-        raise ValueError(f"ultrasound takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step")
+        raise ValueError(
+            f"ultrasound takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step"
+        )
     return load_prepared_site(DATASET, site, data_root, NUM_CLASSES)

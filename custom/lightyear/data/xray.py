@@ -237,7 +237,9 @@ def read_lung_rles(path: str, dicom_ids, chunksize: int) -> pd.DataFrame:
     columns = ["dicom_id", *LUNG_COLUMNS, "Height", "Width"]
     parts = []
     found = set()
-    for chunk in pd.read_csv(path, usecols=columns, dtype={"dicom_id": str, "Left Lung": str, "Right Lung": str}, chunksize=chunksize):
+    for chunk in pd.read_csv(
+        path, usecols=columns, dtype={"dicom_id": str, "Left Lung": str, "Right Lung": str}, chunksize=chunksize
+    ):
         mine = chunk[chunk["dicom_id"].isin(wanted - found)].drop_duplicates("dicom_id")
         if len(mine):
             parts.append(mine)
@@ -279,7 +281,9 @@ def prepare_xray(
 ) -> dict:
     """Write the prepared x-ray dataset under ``out`` (see the module docstring); return a summary."""
     if num_sites < 1 or num_images < 3 * num_sites:
-        raise ValueError(f"need num_sites >= 1 and at least 3 images per site, got {num_images} images over {num_sites} sites")
+        raise ValueError(
+            f"need num_sites >= 1 and at least 3 images per site, got {num_images} images over {num_sites} sites"
+        )
     if not os.path.isdir(mimic):
         raise FileNotFoundError(f"MIMIC-CXR-JPG folder {mimic} does not exist; download {MIMIC_SOURCE}")
     chexmask_csv = find_chexmask_csv(chexmask)
@@ -297,7 +301,9 @@ def prepare_xray(
     rows = []
     for k, block in enumerate(np.array_split(np.arange(len(chosen)), num_sites)):
         site = sites[k]
-        parts = split_indices(len(block), fractions, seed=(int(seed) * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF)
+        parts = split_indices(
+            len(block), fractions, seed=(int(seed) * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF
+        )
         split_of = {int(block[i]): split for split, idx in parts.items() for i in idx}
         for position in block:
             record = chosen.iloc[int(position)]
@@ -341,5 +347,7 @@ def load_site(site: str, seed: int = 0, data_root: str | None = None, **options)
     The selection and split were fixed when the data was prepared, so ``seed`` is not used here.
     """
     if options:
-        raise ValueError(f"xray takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step")
+        raise ValueError(
+            f"xray takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step"
+        )
     return load_prepared_site(DATASET, site, data_root, NUM_CLASSES)

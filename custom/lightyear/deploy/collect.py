@@ -26,7 +26,9 @@ def server_records(download: str) -> str:
     for candidate in (os.path.join(download, "workspace"), download):
         if os.path.isfile(os.path.join(candidate, "summary.csv")):
             return candidate
-    raise FileNotFoundError(f"no summary.csv in the downloaded job {download}: the run did not finish (see its log.txt)")
+    raise FileNotFoundError(
+        f"no summary.csv in the downloaded job {download}: the run did not finish (see its log.txt)"
+    )
 
 
 def collect(download: str, site_run_dirs: dict[str, str], out: str) -> dict[str, str]:

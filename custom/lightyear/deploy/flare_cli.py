@@ -54,12 +54,16 @@ class FlareCli:
     def run(self, args: list[str], timeout: float, json_output: bool = False, check: bool = True) -> str:
         argv = self.base + (["--format", "json"] if json_output else []) + args
         try:
-            done = subprocess.run(argv, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(
+                argv, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+            )
         except subprocess.TimeoutExpired:
             raise FlareCommandError(f"`nvflare {' '.join(args)}` did not finish within {timeout:g} s") from None
         out = (done.stdout or "") + (done.stderr or "")
         if check and done.returncode != 0:
-            raise FlareCommandError(f"`nvflare {' '.join(args)}` failed (exit {done.returncode}):\n{out.strip()[-3000:]}")
+            raise FlareCommandError(
+                f"`nvflare {' '.join(args)}` failed (exit {done.returncode}):\n{out.strip()[-3000:]}"
+            )
         return out
 
     def submit(self, job_folder: str, timeout: float = 120.0) -> str:
@@ -72,8 +76,12 @@ class FlareCli:
     def wait(self, job_id: str, timeout: float) -> str:
         """Wait until the job ends, at most ``timeout`` s; returns its final status (e.g. FINISHED:COMPLETED)."""
         # a job that ended badly makes `nvflare job wait` exit non-zero, still printing its status
-        out = self.run(["job", "wait", job_id, "--timeout", str(int(max(1, timeout))), "--interval", "2", *self.kit],
-                       timeout + 60, json_output=True, check=False)
+        out = self.run(
+            ["job", "wait", job_id, "--timeout", str(int(max(1, timeout))), "--interval", "2", *self.kit],
+            timeout + 60,
+            json_output=True,
+            check=False,
+        )
         status = _find(out, "status")
         if not status:
             raise FlareCommandError(f"`nvflare job wait {job_id}` printed no job status:\n{out.strip()[-2000:]}")

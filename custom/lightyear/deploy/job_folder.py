@@ -36,9 +36,13 @@ def read_job(path: str) -> JobFolder:
     """The job folder at ``path``, checked; a JobFolderError says what is wrong and how to fix it."""
     meta_path = os.path.join(path, "meta.json")
     if not os.path.isdir(path):
-        raise JobFolderError(f"{path} is not a folder: give a job folder (e.g. jobs/lightyear_digits, or one made with lightyear-jobs --out)")
+        raise JobFolderError(
+            f"{path} is not a folder: give a job folder (e.g. jobs/lightyear_digits, or one made with lightyear-jobs --out)"
+        )
     if not os.path.isfile(meta_path):
-        raise JobFolderError(f"{path} is not a FLARE job folder: it has no meta.json (generate one with lightyear-jobs)")
+        raise JobFolderError(
+            f"{path} is not a FLARE job folder: it has no meta.json (generate one with lightyear-jobs)"
+        )
     try:
         meta = json.loads(read_text(meta_path, "the job's meta.json", "regenerate the job with lightyear-jobs"))
     except UserError as e:
@@ -62,7 +66,9 @@ def read_job(path: str) -> JobFolder:
         int_in(f"{meta_path}: min_clients", min_clients, 1, len(sites), note="its sites")
     name = meta.get("name") or os.path.basename(os.path.abspath(path))
     if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
-        raise JobFolderError(f"{meta_path}: the job name {name!r:.80} must be letters, digits, '_', '.' or '-' (it names folders): regenerate the job")
+        raise JobFolderError(
+            f"{meta_path}: the job name {name!r:.80} must be letters, digits, '_', '.' or '-' (it names folders): regenerate the job"
+        )
     return JobFolder(os.path.abspath(path), name, sites, min_clients)
 
 

@@ -39,7 +39,13 @@ class ProcessSet:
         """Start ``argv`` in a new session (stdin closed, output appended to ``log_path``)."""
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.groups.append(proc.pid)  # the session leader's pid is the group id
         self.family.add_leader(proc.pid)

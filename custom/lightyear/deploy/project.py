@@ -35,9 +35,15 @@ def site_names(n: int) -> list[str]:
     return [f"site-{i}" for i in range(1, n + 1)]
 
 
-def project_dict(sites: list[str], server: str = "localhost", name: str = "lightyear",
-                 fed_learn_port: int = DEFAULT_FED_PORT, admin_port: int | None = None,
-                 org: str = DEFAULT_ORG, admin: str = DEFAULT_ADMIN) -> dict:
+def project_dict(
+    sites: list[str],
+    server: str = "localhost",
+    name: str = "lightyear",
+    fed_learn_port: int = DEFAULT_FED_PORT,
+    admin_port: int | None = None,
+    org: str = DEFAULT_ORG,
+    admin: str = DEFAULT_ADMIN,
+) -> dict:
     """The project as a dict, checked: names FLARE accepts, distinct sites, ports in range.
 
     ``admin_port`` defaults to ``fed_learn_port`` (FLARE 2.9 serves both on one port when they are
@@ -45,7 +51,9 @@ def project_dict(sites: list[str], server: str = "localhost", name: str = "light
     """
     for label, value in [("project name", name), ("server", server), ("org", org), *[("site", s) for s in sites]]:
         if not isinstance(value, str) or not _NAME.match(value):
-            raise ValueError(f"{label} {value!r} is not a valid FLARE participant name (letters, digits, '.', '_', '-')")
+            raise ValueError(
+                f"{label} {value!r} is not a valid FLARE participant name (letters, digits, '.', '_', '-')"
+            )
     if not sites:
         raise ValueError("a project needs at least one site")
     if len(set(sites)) != len(sites) or server in sites:
@@ -68,7 +76,10 @@ def project_dict(sites: list[str], server: str = "localhost", name: str = "light
             {"name": admin, "type": "admin", "org": org, "role": "project_admin"},
         ],
         "builders": [
-            {"path": "nvflare.lighter.impl.workspace.WorkspaceBuilder", "args": {"template_file": ["master_template.yml"]}},
+            {
+                "path": "nvflare.lighter.impl.workspace.WorkspaceBuilder",
+                "args": {"template_file": ["master_template.yml"]},
+            },
             {"path": "nvflare.lighter.impl.static_file.StaticFileBuilder", "args": {"config_folder": "config"}},
             {"path": "nvflare.lighter.impl.cert.CertBuilder"},
             {"path": "nvflare.lighter.impl.signature.SignatureBuilder"},
@@ -95,8 +106,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         sites = site_names(int(args.sites)) if args.sites.isdigit() else [s.strip() for s in args.sites.split(",")]
-        write_project(args.out, sites, server=args.server, name=args.name, fed_learn_port=args.fed_port,
-                      admin_port=args.admin_port)
+        write_project(
+            args.out,
+            sites,
+            server=args.server,
+            name=args.name,
+            fed_learn_port=args.fed_port,
+            admin_port=args.admin_port,
+        )
     except ValueError as e:
         print(f"project: {e}", file=sys.stderr)
         return 2

@@ -57,7 +57,9 @@ def simulator_command(argv=None) -> tuple[list[str], str, set[str]]:
         epilog="Every other option (-t, -n, -c, -gpu, -l, ...) goes to nvflare simulator unchanged.",
     )
     parser.add_argument("job_folder", help="a job folder (jobs/<job> or one written by lightyear-jobs --out)")
-    parser.add_argument("-w", "--workspace", required=True, help="the simulator's workspace folder (created if missing)")
+    parser.add_argument(
+        "-w", "--workspace", required=True, help="the simulator's workspace folder (created if missing)"
+    )
     args, rest = parser.parse_known_args(argv)
     folder_name(args.workspace, "-w")
     read_job(args.job_folder)  # a folder with a readable meta.json that names its sites
@@ -110,11 +112,19 @@ def start_again(workspace: str, before: set[str]) -> bool:
         return False
     aside = set_aside(workspace, before)
     if aside is None:
-        print(f"{PROG}: {why}: FLARE's start race, not the job; -w held other files before the run, so it is not "
-              "started again here: run it again in an empty workspace", file=sys.stderr, flush=True)
+        print(
+            f"{PROG}: {why}: FLARE's start race, not the job; -w held other files before the run, so it is not "
+            "started again here: run it again in an empty workspace",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
-    print(f"{PROG}: {why}: FLARE's start race, not the job; the failed attempt is kept in {aside}, "
-          "and the run starts again once in a fresh workspace", file=sys.stderr, flush=True)
+    print(
+        f"{PROG}: {why}: FLARE's start race, not the job; the failed attempt is kept in {aside}, "
+        "and the run starts again once in a fresh workspace",
+        file=sys.stderr,
+        flush=True,
+    )
     return True
 
 

@@ -54,8 +54,16 @@ ALL = "all"
 COLUMNS = ("round", "receiver", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr")
 
 
-__all__ = ["SERVER", "STATE_FILE", "DetectionError", "RunRecords", "open_run", "records_from_meta", "run_detection",
-           "write_csv"]
+__all__ = [
+    "SERVER",
+    "STATE_FILE",
+    "DetectionError",
+    "RunRecords",
+    "open_run",
+    "records_from_meta",
+    "run_detection",
+    "write_csv",
+]
 
 
 @dataclass(frozen=True)
@@ -93,8 +101,10 @@ def rule_for(method: str) -> Rule | None:
     """The method's labelling rule (its declaration's); None for a method without detection; an error for an unknown one."""
     known = registry.methods()
     if method not in known:
-        raise DetectionError(f"no method {method!r} is known (the toolkit's and installed plugins': {', '.join(known)}); "
-                             "install the plugin that declares it")
+        raise DetectionError(
+            f"no method {method!r} is known (the toolkit's and installed plugins': {', '.join(known)}); "
+            "install the plugin that declares it"
+        )
     declared = known[method]
     return None if declared.detection is None else Rule(declared.topology, declared.detection)
 
@@ -128,14 +138,18 @@ class RunDetection:
         return pool(d.counts for d in self.decisions)
 
     def by_round(self) -> dict[int, DetectionCounts]:
-        return {r: pool(d.counts for d in self.decisions if d.round == r) for r in sorted({d.round for d in self.decisions})}
+        return {
+            r: pool(d.counts for d in self.decisions if d.round == r) for r in sorted({d.round for d in self.decisions})
+        }
 
     def per_client(self) -> DetectionCounts:
         """Each client judged once, by the last round's decision of every receiver: flagged if that
         round left it out (for FedCAP, removed for good at some point), the way FedCAP's Table III
         counts; pooled over the receivers."""
         last = max((d.round for d in self.decisions), default=None)
-        return pool(detection_counts(self.run.faulty_sites, d.evaluated, d.flagged) for d in self.decisions if d.round == last)
+        return pool(
+            detection_counts(self.run.faulty_sites, d.evaluated, d.flagged) for d in self.decisions if d.round == last
+        )
 
     def by_receiver(self) -> dict[str, DetectionCounts]:
         receivers = sorted({d.receiver for d in self.decisions}, key=site_key)
@@ -152,8 +166,18 @@ class RunDetection:
 
 
 def _row(rnd, receiver: str, counts: DetectionCounts) -> dict:
-    ratios = {k: ("" if v != v else round(v, 6)) for k, v in (("dacc", counts.dacc), ("fpr", counts.fpr), ("fnr", counts.fnr))}
-    return {"round": rnd, "receiver": receiver, "tp": counts.tp, "fp": counts.fp, "tn": counts.tn, "fn": counts.fn, **ratios}
+    ratios = {
+        k: ("" if v != v else round(v, 6)) for k, v in (("dacc", counts.dacc), ("fpr", counts.fpr), ("fnr", counts.fnr))
+    }
+    return {
+        "round": rnd,
+        "receiver": receiver,
+        "tp": counts.tp,
+        "fp": counts.fp,
+        "tn": counts.tn,
+        "fn": counts.fn,
+        **ratios,
+    }
 
 
 def _decide(run: RunRecords, rule: Rule, where: str, rnd: int, receiver: str, record: dict) -> Decision:
@@ -170,12 +194,16 @@ def _check_columns(path: str, rows: list[dict], rule: Rule, method: str) -> None
     header = set(rows[0]) if rows else set()
     for column in rule.needs:
         if column not in header:
-            raise DetectionError(f"{path} has no column '{column}', which the {method} detection rule reads: the run was written by an older toolkit; run it again")
+            raise DetectionError(
+                f"{path} has no column '{column}', which the {method} detection rule reads: the run was written by an older toolkit; run it again"
+            )
     if rule.peer_suffix and "senders" in header:
         for row in rows:
             for sender in sorted(names(row["senders"]), key=site_key):
                 if f"{sender}{rule.peer_suffix}" not in header:
-                    raise DetectionError(f"{path} has no column '{sender}{rule.peer_suffix}' for the sender {sender}, which the {method} detection rule reads")
+                    raise DetectionError(
+                        f"{path} has no column '{sender}{rule.peer_suffix}' for the sender {sender}, which the {method} detection rule reads"
+                    )
 
 
 def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
@@ -191,7 +219,9 @@ def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
         _check_columns(path, rows, rule, run.method)
         decisions += [_decide(run, rule, path, row["round"], site, row) for row in rows]
     if run.benign and not found:
-        raise DetectionError(f"no benign site of {run.name} wrote its records (looked for {run.rounds_csv(run.benign[0])}): has the run started?")
+        raise DetectionError(
+            f"no benign site of {run.name} wrote its records (looked for {run.rounds_csv(run.benign[0])}): has the run started?"
+        )
     return sorted(decisions, key=lambda d: (d.round, site_key(d.receiver)))
 
 
@@ -199,7 +229,9 @@ def star_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
     """One decision per aggregated round, from the server's ``aggregator_state.json``."""
     path = run.state_json()
     if not record_file(path, f"the server's {STATE_FILE}"):
-        raise DetectionError(f"no {STATE_FILE} at {path}: the server writes it after every aggregated round; did any round aggregate?")
+        raise DetectionError(
+            f"no {STATE_FILE} at {path}: the server writes it after every aggregated round; did any round aggregate?"
+        )
     return [_decide(run, rule, path, e["round"], SERVER, e) for e in state_history(path, run.method, rule.needs)]
 
 
@@ -235,7 +267,9 @@ def is_detection_csv(path: str) -> bool:
 
 # ---------------------------------------------------------------------------- console
 def _table(title: str, key: str, items) -> str:
-    rows = [{key: name, **{k: v for k, v in _row("", "", c).items() if k not in ("round", "receiver")}} for name, c in items]
+    rows = [
+        {key: name, **{k: v for k, v in _row("", "", c).items() if k not in ("round", "receiver")}} for name, c in items
+    ]
     return f"{title}\n{format_table(rows)}" if rows else f"{title}\n(no decisions)"
 
 
@@ -257,13 +291,15 @@ def describe(detection: RunDetection) -> str:
 
 @command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description="Detection figures (FedCAP's DAcc, FPR, FNR) of one run "
-                                     "from its records.")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Detection figures (FedCAP's DAcc, FPR, FNR) of one run from its records."
+    )
     parser.add_argument("path", help="a sweep run folder (runs/<run>) or a simulator workspace (-w)")
     parser.add_argument("--job", help="the job folder, when the workspace holds no copy of its meta.json")
     parser.add_argument("--csv", help="also write the decisions to this file (a detection.csv)")
-    parser.add_argument("--force", action="store_true",
-                        help="let --csv replace a file that is not a detection.csv this command wrote")
+    parser.add_argument(
+        "--force", action="store_true", help="let --csv replace a file that is not a detection.csv this command wrote"
+    )
     args = parser.parse_args(argv)
     if args.csv is not None:  # checked before anything is read
         output_file(args.csv, "--csv", replaceable=args.force or is_detection_csv(args.csv))

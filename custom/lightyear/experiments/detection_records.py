@@ -68,8 +68,9 @@ def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -
         raise DetectionError(str(exc)) from None
     info = meta.get("lightyear") if isinstance(meta, dict) else None
     if not isinstance(info, dict):
-        raise DetectionError(f"{meta_path} has no 'lightyear' block (a JSON object): not a job lightyear-jobs wrote; "
-                             f"{fix}")
+        raise DetectionError(
+            f"{meta_path} has no 'lightyear' block (a JSON object): not a job lightyear-jobs wrote; {fix}"
+        )
     missing = [k for k in ("method", "faulty_sites") if k not in info]
     if missing:
         raise DetectionError(f"{meta_path} lacks {', '.join(missing)} in its 'lightyear' block: {fix}")
@@ -84,8 +85,9 @@ def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -
         raise DetectionError(f"{meta_path}: faulty_sites {faulty!r:.60} is not a list of site names: {fix}")
     strangers = [s for s in faulty if s not in sites]
     if strangers:
-        raise DetectionError(f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map "
-                             f"does not run: {fix}")
+        raise DetectionError(
+            f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map does not run: {fix}"
+        )
     run_name = name or meta.get("name")
     if not isinstance(run_name, str) or not run_name:
         run_name = os.path.basename(os.path.normpath(workspace))
@@ -106,8 +108,10 @@ def open_run(path: str, job: str | None = None) -> RunRecords:
     else:
         meta = os.path.join(path, SERVER, "simulate_job", "meta.json")
     if not os.path.lexists(meta):
-        raise DetectionError(f"no job meta.json at {meta}: pass a sweep run folder, a simulator workspace (-w), "
-                             "or the job folder with --job")
+        raise DetectionError(
+            f"no job meta.json at {meta}: pass a sweep run folder, a simulator workspace (-w), "
+            "or the job folder with --job"
+        )
     return records_from_meta(meta, workspace, os.path.basename(os.path.normpath(path)) if swept else None)
 
 
@@ -136,8 +140,9 @@ def site_rows(path: str, site: str) -> list[dict]:
     except UserError as exc:  # not text, empty, a header and no rows
         raise DetectionError(str(exc)) from None
     if problems:
-        raise DetectionError(f"{what} {path}: {problems[0]}: the detection figures need every round's whole "
-                             f"record; {RERUN}")
+        raise DetectionError(
+            f"{what} {path}: {problems[0]}: the detection figures need every round's whole record; {RERUN}"
+        )
     for i, row in enumerate(rows):
         row["round"] = round_number(row.get("round"), f"{path} row {i + 1}")
     return rows
@@ -153,18 +158,22 @@ def state_history(path: str, method: str, needs: tuple[str, ...]) -> list[dict]:
         raise DetectionError(f"{path} is not valid JSON ({str(exc)[:80]}): the records are damaged; {RERUN}") from None
     history = state.get("history") if isinstance(state, dict) else None
     if not isinstance(history, list):
-        raise DetectionError(f"{path} has no 'history' (the {method} rule's per-round kept/excluded sites): "
-                             "the run was written by an older toolkit, or the file is damaged; run it again")
+        raise DetectionError(
+            f"{path} has no 'history' (the {method} rule's per-round kept/excluded sites): "
+            "the run was written by an older toolkit, or the file is damaged; run it again"
+        )
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
             raise DetectionError(f"{path}: history entry {i} is not a JSON object: the records are damaged; {RERUN}")
         lacking = [k for k in needs if k not in entry]
         if lacking:
-            raise DetectionError(f"{path}: history entry {i} has no '{lacking[0]}', which the {method} "
-                                 "detection rule reads")
+            raise DetectionError(
+                f"{path}: history entry {i} has no '{lacking[0]}', which the {method} detection rule reads"
+            )
         entry["round"] = round_number(entry["round"], f"{path} history entry {i}")
         for key in ("kept", "excluded", "rejected"):
             if key in entry and not _names(entry[key]):
-                raise DetectionError(f"{path}: history entry {i}: {key} {entry[key]!r:.40} is not a list of site "
-                                     f"names; {RERUN}")
+                raise DetectionError(
+                    f"{path}: history entry {i}: {key} {entry[key]!r:.40} is not a list of site names; {RERUN}"
+                )
     return history

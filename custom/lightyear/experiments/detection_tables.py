@@ -64,8 +64,10 @@ class DetectionTable:
     @property
     def caption(self) -> str:
         by = "attack" if self.threat.startswith("attack") else "number of faulty sites (0 = clean)"
-        return (f"{self.dataset} - {self.threat}: detection DAcc / FPR / FNR (%) of the senders each method left out, "
-                f"pooled over rounds, benign receivers and seeds, by {by}")
+        return (
+            f"{self.dataset} - {self.threat}: detection DAcc / FPR / FNR (%) of the senders each method left out, "
+            f"pooled over rounds, benign receivers and seeds, by {by}"
+        )
 
 
 def scenario(run: RunResult) -> Scenario:
@@ -94,8 +96,10 @@ def _columns(threat: str, members: list[tuple[Scenario, RunResult]]) -> dict[int
     return out
 
 
-def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection | None]],
-                 damaged: list[tuple[RunResult, Scenario]] = ()) -> list[DetectionTable]:
+def build_tables(
+    items: list[tuple[RunResult, Scenario, detection.RunDetection | None]],
+    damaged: list[tuple[RunResult, Scenario]] = (),
+) -> list[DetectionTable]:
     """Tables per dataset and threat from each finished run's scenario and detection (None: no
     detection); the ``damaged`` runs, whose records give no figures, make their cells ``n/a``."""
     tables = []
@@ -119,7 +123,12 @@ def build_tables(items: list[tuple[RunResult, Scenario, detection.RunDetection |
                     broken.setdefault((per_client_row(run.method), where[i][1]), []).append(run.name)
             cells = {key: (pool(counts), len(counts)) for key, counts in groups.items() if key not in broken}
             runs = [run for _, run, _, _ in members]
-            methods = [row for m in method_order(runs) for row in (m, per_client_row(m)) if any(key[0] == row for key in [*cells, *broken])]
+            methods = [
+                row
+                for m in method_order(runs)
+                for row in (m, per_client_row(m))
+                if any(key[0] == row for key in [*cells, *broken])
+            ]
             silent = [m for m in method_order(runs) if m in detection.no_detection()]
             columns = sorted({where[i] for i in range(len(members))})
             tables.append(DetectionTable(dataset, threat, methods, columns, cells, silent, broken))
@@ -176,7 +185,9 @@ def write_long(tables: list[DetectionTable], path: str) -> str:
     """Every cell unscaled: dataset, threat, scenario, method, runs, tp, fp, tn, fn, dacc, fpr, fnr."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["dataset", "threat", "scenario", "method", "runs", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr"])
+        writer.writerow(
+            ["dataset", "threat", "scenario", "method", "runs", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr"]
+        )
         for t in tables:
             for m in t.methods:
                 for _, label in t.columns:
@@ -192,7 +203,9 @@ def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str], lis
     items, left_out, damaged = [], {}, []
     for run in runs:
         try:
-            records = detection.records_from_meta(os.path.join(run.folder, "job", "meta.json"), os.path.join(run.folder, "ws"), run.name)
+            records = detection.records_from_meta(
+                os.path.join(run.folder, "job", "meta.json"), os.path.join(run.folder, "ws"), run.name
+            )
             items.append((run, scenario(run), detection.run_detection(records)))
         except detection.DetectionError as exc:
             left_out[run.name] = str(exc)
@@ -203,25 +216,37 @@ def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str], lis
 def write_detection(runs: list[RunResult], out: str, log=print) -> list[str]:
     """The report's detection outputs for the finished ``runs`` (see the module doc); the paths."""
     items, left_out, damaged = detect_runs(runs)
-    written = [detection.write_csv(det, os.path.join(run.folder, "detection.csv")) for run, _, det in items if det is not None]
+    written = [
+        detection.write_csv(det, os.path.join(run.folder, "detection.csv")) for run, _, det in items if det is not None
+    ]
     tables = build_tables(items, damaged)
     for t in tables:
         written += write_table(t, os.path.join(out, "detection"))
     written.append(write_long(tables, os.path.join(out, "detection_results.csv")))
     written.append(write_section(tables, left_out, os.path.join(out, SECTION)))
     if left_out:
-        log(f"detection: {len(left_out)} run(s) left out (their records are damaged or lack what the rule reads; "
-            f"see {SECTION})")
+        log(
+            f"detection: {len(left_out)} run(s) left out (their records are damaged or lack what the rule reads; "
+            f"see {SECTION})"
+        )
     return written
 
 
 def write_section(tables: list[DetectionTable], left_out: dict[str, str], path: str) -> str:
-    lines = ["## Detection", "",
-             "DAcc / FPR / FNR (%, FedCAP Sec. VI-C) of the senders each method left out (docs/methods.md, "
-             "\"Detection metrics\"): counts pooled over rounds, benign receivers and seeds; per run: `runs/<run>/detection.csv`.", ""]
+    lines = [
+        "## Detection",
+        "",
+        "DAcc / FPR / FNR (%, FedCAP Sec. VI-C) of the senders each method left out (docs/methods.md, "
+        '"Detection metrics"): counts pooled over rounds, benign receivers and seeds; per run: `runs/<run>/detection.csv`.',
+        "",
+    ]
     lines += [to_markdown(t) for t in tables] or ["No finished run.", ""]
     if left_out:
-        lines += ["Left out of the detection tables:", ""] + [f"- {name}: {why}" for name, why in sorted(left_out.items())] + [""]
+        lines += (
+            ["Left out of the detection tables:", ""]
+            + [f"- {name}: {why}" for name, why in sorted(left_out.items())]
+            + [""]
+        )
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path

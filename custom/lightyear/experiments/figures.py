@@ -31,8 +31,13 @@ OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", ":", "-."]
 FAULTY_COLOUR = "#D55E00"  # vermillion: marks faulty sites in every figure
-KIND_TITLES = {"ana": "ANA (additive noise)", "ana_relative": "ANA (relative noise)", "sfa": "SFA (sign flipping)",
-               "random": "random model", "dynamic": "dynamic (kind drawn each round)"}
+KIND_TITLES = {
+    "ana": "ANA (additive noise)",
+    "ana_relative": "ANA (relative noise)",
+    "sfa": "SFA (sign flipping)",
+    "random": "random model",
+    "dynamic": "dynamic (kind drawn each round)",
+}
 """The malfunctions' titles; an attack's comes from its declaration (``Attack.text``)."""
 
 
@@ -46,8 +51,12 @@ def method_styles(methods: list[str]) -> dict[str, dict]:
     featured = set(registry.featured())
     others = [m for m in methods if m not in featured]
     for i, method in enumerate(others):
-        styles[method] = {"color": OKABE_ITO[i % 7], "marker": MARKERS[i % len(MARKERS)],
-                          "linestyle": LINESTYLES[(i // 7) % len(LINESTYLES)], "linewidth": 1.5}
+        styles[method] = {
+            "color": OKABE_ITO[i % 7],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[(i // 7) % len(LINESTYLES)],
+            "linewidth": 1.5,
+        }
     styles.update({m: dict(FEATURED) for m in methods if m in featured})
     return styles
 
@@ -109,14 +118,26 @@ def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
     methods = list(dict.fromkeys(m for t in tables for m in t.methods))
     styles = styles or method_styles(methods)
     first = tables[0]
-    fig, axes = _panels(len(tables), f"{first.dataset}: {axis_label(first.metric)} of benign sites (mean ± std over sites and seeds)")
+    fig, axes = _panels(
+        len(tables), f"{first.dataset}: {axis_label(first.metric)} of benign sites (mean ± std over sites and seeds)"
+    )
     scale = _scale(first.metric)
     for ax, table in zip(axes, tables):
         for method in table.methods:
-            points = [(k, table.cells[(method, k)]) for k in table.counts if (method, k) in table.cells and not math.isnan(table.cells[(method, k)].mean)]
+            points = [
+                (k, table.cells[(method, k)])
+                for k in table.counts
+                if (method, k) in table.cells and not math.isnan(table.cells[(method, k)].mean)
+            ]
             if points:
-                ax.errorbar([k for k, _ in points], [c.mean * scale for _, c in points], yerr=[c.std * scale for _, c in points],
-                            label=method, capsize=3, **styles[method])
+                ax.errorbar(
+                    [k for k, _ in points],
+                    [c.mean * scale for _, c in points],
+                    yerr=[c.std * scale for _, c in points],
+                    label=method,
+                    capsize=3,
+                    **styles[method],
+                )
         _finish_axes(ax, table, table.kind)
     _legend(fig, axes, title="method")
     return fig
@@ -134,7 +155,11 @@ def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tup
     for label, members in groups.items():
         points = []
         for k in table.counts:
-            means = [table.cells[(m, k)].mean for m in members if (m, k) in table.cells and not math.isnan(table.cells[(m, k)].mean)]
+            means = [
+                table.cells[(m, k)].mean
+                for m in members
+                if (m, k) in table.cells and not math.isnan(table.cells[(m, k)].mean)
+            ]
             if means:
                 points.append((k, sum(means) / len(means)))
         if points:
@@ -147,10 +172,14 @@ def topology_figure(tables: list[Table], topology: dict[str, str]) -> Figure:
     if not tables:
         raise ValueError("topology_figure needs at least one table")
     first = tables[0]
-    fig, axes = _panels(len(tables), f"{first.dataset}: topology comparison, {axis_label(first.metric)} of benign sites")
-    look = {"star methods (mean)": dict(color=OKABE_ITO[0], marker="o", linestyle="--"),
-            "peer-to-peer baselines (mean)": dict(color=OKABE_ITO[1], marker="s", linestyle=":"),
-            **{m: dict(FEATURED) for m in registry.featured()}}
+    fig, axes = _panels(
+        len(tables), f"{first.dataset}: topology comparison, {axis_label(first.metric)} of benign sites"
+    )
+    look = {
+        "star methods (mean)": dict(color=OKABE_ITO[0], marker="o", linestyle="--"),
+        "peer-to-peer baselines (mean)": dict(color=OKABE_ITO[1], marker="s", linestyle=":"),
+        **{m: dict(FEATURED) for m in registry.featured()},
+    }
     scale = _scale(first.metric)
     for ax, table in zip(axes, tables):
         for label, points in topology_means(table, topology).items():

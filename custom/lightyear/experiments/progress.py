@@ -79,8 +79,13 @@ def clock(seconds: float | None) -> str:
 
 
 def status_line(state: SweepState) -> str:
-    parts = [f"{state.done}/{state.total} done", f"{len(state.running)} running", f"{state.failed} failed",
-             f"elapsed {clock(state.elapsed)}", f"left ~{clock(state.eta)}"]
+    parts = [
+        f"{state.done}/{state.total} done",
+        f"{len(state.running)} running",
+        f"{state.failed} failed",
+        f"elapsed {clock(state.elapsed)}",
+        f"left ~{clock(state.eta)}",
+    ]
     runs = [f"{r.name} round {r.round}/{r.rounds or '?'}" for r in state.running]
     return " | ".join(parts + runs)
 

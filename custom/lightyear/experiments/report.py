@@ -37,8 +37,20 @@ from lightyear.experiments.results import ReportError, scan_sweep
 STATUS_HINT = "sweep_status.json"
 PROG = "lightyear-report"
 MARK = ".lightyear-report"
-WRITES = ("report.md", "results.csv", "tables", "figures", "selection", "selection_quality.csv", "selection_quality.md",
-          "selection_rounds.csv", "selection_rounds.md", "detection", "detection_results.csv", detection_tables.SECTION)
+WRITES = (
+    "report.md",
+    "results.csv",
+    "tables",
+    "figures",
+    "selection",
+    "selection_quality.csv",
+    "selection_quality.md",
+    "selection_rounds.csv",
+    "selection_rounds.md",
+    "detection",
+    "detection_results.csv",
+    detection_tables.SECTION,
+)
 """What a report writes in its folder (besides the mark)."""
 TITLE = "# Sweep report ("
 
@@ -71,12 +83,15 @@ def check_report_folder(out: str, force: bool = False) -> None:
         return
     present = [name for name in WRITES if os.path.lexists(os.path.join(out, name))]
     if present:
-        raise ReportError(f"--out {out} holds {', '.join(present[:4])} that lightyear-report did not write: "
-                          "choose another --out, or add --force to replace them")
+        raise ReportError(
+            f"--out {out} holds {', '.join(present[:4])} that lightyear-report did not write: "
+            "choose another --out, or add --force to replace them"
+        )
 
 
-def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print,
-           force: bool = False) -> dict:
+def report(
+    sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print, force: bool = False
+) -> dict:
     """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths.
     Nothing in ``out`` that this command did not write is replaced unless ``force``."""
     out = os.path.abspath(out or os.path.join(sweep_dir, "report"))
@@ -88,8 +103,10 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
         warn(line)
     finished = [r for r in runs if r.finished]
     if not finished:
-        raise ReportError(f"none of the {len(runs) + len(skipped)} runs in {sweep_dir} has finished (no summary.csv with a usable row of a "
-                          f"finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt")
+        raise ReportError(
+            f"none of the {len(runs) + len(skipped)} runs in {sweep_dir} has finished (no summary.csv with a usable row of a "
+            f"finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt"
+        )
     out = output_folder(out)
     with open(os.path.join(out, MARK), "w") as f:
         f.write("lightyear-report writes this folder: running it again replaces what it wrote\n")
@@ -120,16 +137,28 @@ def report(sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...
         base = os.path.join(out, "selection", run.name)
         tau = run.job_setting("tau")
         written["selection"].append(figures.save(selection_plots.selection_heatmap(sel), base + "_selection.png"))
-        written["selection"].append(figures.save(selection_plots.score_plot(sel, tau if isinstance(tau, (int, float)) else None), base + "_scores.png"))
+        written["selection"].append(
+            figures.save(
+                selection_plots.score_plot(sel, tau if isinstance(tau, (int, float)) else None), base + "_scores.png"
+            )
+        )
     kinds = selection.kind_rows(items, unselected)
-    written["selection"] += selection.write_rows(kinds, os.path.join(out, "selection_quality"),
-                                                 "How often benign sites selected faulty peers (selections / opportunities)")
-    written["selection"] += selection.write_rows(selection.run_rows(items), os.path.join(out, "selection_rounds"),
-                                                 "Per run: selections of faulty peers and rounds until every benign site stopped")
+    written["selection"] += selection.write_rows(
+        kinds,
+        os.path.join(out, "selection_quality"),
+        "How often benign sites selected faulty peers (selections / opportunities)",
+    )
+    written["selection"] += selection.write_rows(
+        selection.run_rows(items),
+        os.path.join(out, "selection_rounds"),
+        "Per run: selections of faulty peers and rounds until every benign site stopped",
+    )
     written["detection"] = detection_tables.write_detection(finished, out, log)
     written["report"] = [write_index(out, runs, all_tables, written, left_out, len(skipped))]
-    log(f"{len(finished)}/{len(runs) + len(skipped)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
-        f"{len(items)} runs with peer selection -> {written['report'][0]}")
+    log(
+        f"{len(finished)}/{len(runs) + len(skipped)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
+        f"{len(items)} runs with peer selection -> {written['report'][0]}"
+    )
     return written
 
 
@@ -139,10 +168,18 @@ def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), u
     missing = [r.name for r in runs if not r.finished]
     lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs) + unreadable} runs finished)", ""]
     if missing:
-        lines += [f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.", ""]
+        lines += [
+            f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.",
+            "",
+        ]
     if left_out:
         lines += ["Unusable records (left out):", "", *[f"- {line}" for line in left_out], ""]
-    lines += ["Cells: mean ± std of the benign sites' final test metric, pooled over all benign sites of all seeds.", "", "## Tables", ""]
+    lines += [
+        "Cells: mean ± std of the benign sites' final test metric, pooled over all benign sites of all seeds.",
+        "",
+        "## Tables",
+        "",
+    ]
     for t in all_tables:
         lines += [tables.to_markdown(t)]
     lines += ["## Figures", ""]
@@ -151,7 +188,9 @@ def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), u
     for name in ("selection_quality.md", "selection_rounds.md"):
         with open(os.path.join(out, name)) as f:
             lines += [f.read()]
-    lines += [f"- [{os.path.basename(p)}]({os.path.relpath(p, out)})" for p in written["selection"] if p.endswith(".png")]
+    lines += [
+        f"- [{os.path.basename(p)}]({os.path.relpath(p, out)})" for p in written["selection"] if p.endswith(".png")
+    ]
     with open(os.path.join(out, detection_tables.SECTION)) as f:
         lines += ["", f.read()]
     path = os.path.join(out, "report.md")
@@ -162,12 +201,17 @@ def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), u
 
 @command(PROG)
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description="Tables and figures (as in the LIGHTYEAR paper) from a lightyear-sweep folder.")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Tables and figures (as in the LIGHTYEAR paper) from a lightyear-sweep folder."
+    )
     parser.add_argument("sweep_dir", help="the folder given to lightyear-sweep --out")
     parser.add_argument("--out", help="where the report goes (default: SWEEP_DIR/report)")
-    parser.add_argument("--metrics", default="", help="more metrics to tabulate besides acc/dice, comma-separated: ece, conf, loss")
-    parser.add_argument("--force", action="store_true",
-                        help="replace files in --out that lightyear-report did not write")
+    parser.add_argument(
+        "--metrics", default="", help="more metrics to tabulate besides acc/dice, comma-separated: ece, conf, loss"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace files in --out that lightyear-report did not write"
+    )
     args = parser.parse_args(argv)
     extra = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     unknown = [m for m in extra if m not in tables.LABELS]

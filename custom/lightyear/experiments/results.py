@@ -133,8 +133,17 @@ def row_problem(row: dict, main_metric: str, faulty_sites=()) -> str | None:
             continue
         text = row[metric]
         value = _number(text)
-        needed = metric == main_metric and status == "finished" and row.get("malfunction") == NONE and row.get("site") not in faulty_sites
-        if (value is None and (text or needed)) or (value is not None and math.isinf(value)) or (needed and (value is None or math.isnan(value))):
+        needed = (
+            metric == main_metric
+            and status == "finished"
+            and row.get("malfunction") == NONE
+            and row.get("site") not in faulty_sites
+        )
+        if (
+            (value is None and (text or needed))
+            or (value is not None and math.isinf(value))
+            or (needed and (value is None or math.isnan(value)))
+        ):
             return f"{metric} {text!r} is not a finite number"
     return None
 
@@ -168,18 +177,30 @@ def read_run(folder: str) -> RunResult:
     if problem:
         raise ReportError(f"{meta_path}: {problem}: regenerate the job")
     deploy_map = meta.get("deploy_map")
-    if not isinstance(deploy_map, dict) or not all(isinstance(v, list) and all(isinstance(s, str) for s in v) for v in deploy_map.values()):
+    if not isinstance(deploy_map, dict) or not all(
+        isinstance(v, list) and all(isinstance(s, str) for s in v) for v in deploy_map.values()
+    ):
         raise ReportError(f"{meta_path} has no deploy_map of app -> [participants]: regenerate the job")
     sites = sorted({s for names in deploy_map.values() for s in names if s != "server"}, key=site_key)
     faulty_sites = list(info["faulty_sites"])
     strangers = [s for s in faulty_sites if s not in sites]
     if strangers:
-        raise ReportError(f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map "
-                          "does not run: regenerate the job")
+        raise ReportError(
+            f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map "
+            "does not run: regenerate the job"
+        )
     result = RunResult(
-        name=os.path.basename(os.path.normpath(folder)), folder=folder, method=info["method"], dataset=info["dataset"],
-        topology=str(info.get("topology", "?")), malfunction=info["malfunction"] if faulty_sites else NONE,
-        faulty_sites=faulty_sites, seed=info["seed"], sites=sites, attack=info.get("attack") or NONE, knowledge=info.get("knowledge"),
+        name=os.path.basename(os.path.normpath(folder)),
+        folder=folder,
+        method=info["method"],
+        dataset=info["dataset"],
+        topology=str(info.get("topology", "?")),
+        malfunction=info["malfunction"] if faulty_sites else NONE,
+        faulty_sites=faulty_sites,
+        seed=info["seed"],
+        sites=sites,
+        attack=info.get("attack") or NONE,
+        knowledge=info.get("knowledge"),
     )
     path = summary_path(folder)
     if os.path.isfile(path):
@@ -214,7 +235,9 @@ def _scenario_problem(info: dict) -> str | None:
     if attack != NONE and info.get("knowledge") not in KNOWLEDGE:
         return f"knowledge {info.get('knowledge')!r} is none of {', '.join(KNOWLEDGE)}"
     if attack != NONE and info["malfunction"] != NONE:
-        return f"an attack run ({attack}) gives malfunction {info['malfunction']!r}: a site is either faulty or attacking"
+        return (
+            f"an attack run ({attack}) gives malfunction {info['malfunction']!r}: a site is either faulty or attacking"
+        )
     if faulty and attack == NONE and info["malfunction"] == NONE:
         return f"faulty_sites {faulty!r:.60} but neither a malfunction nor an attack"
     return None
@@ -235,7 +258,9 @@ def scan_sweep(sweep_dir: str) -> tuple[list[RunResult], list[tuple[str, str]]]:
         except UserError as exc:  # ReportError, a meta.json or summary that cannot be read
             skipped.append((name, str(exc)))
     if not runs and not skipped:
-        raise ReportError(f"{sweep_dir} holds no runs (no {RUNS}/<run>/ folders): run lightyear-sweep SPEC --out {sweep_dir} first")
+        raise ReportError(
+            f"{sweep_dir} holds no runs (no {RUNS}/<run>/ folders): run lightyear-sweep SPEC --out {sweep_dir} first"
+        )
     return runs, skipped
 
 

@@ -64,8 +64,10 @@ def is_finished(folder: str) -> bool:
     if rows is None:
         return False
     faulty = faulty_sites(folder)
-    return any(r.get("malfunction") == "none" and r.get("status", "finished") == "finished"
-               and r.get("site") not in faulty for r in rows)
+    return any(
+        r.get("malfunction") == "none" and r.get("status", "finished") == "finished" and r.get("site") not in faulty
+        for r in rows
+    )
 
 
 def faulty_sites(folder: str) -> set[str]:
@@ -79,8 +81,18 @@ def faulty_sites(folder: str) -> set[str]:
 
 def job_files(run: Run, configs: str) -> dict:
     """The generated job (``{relative path: JSON}``), named after the run."""
-    _, files = generate.build_job(configs, run.method, run.dataset, run.malfunction, run.faulty, run.seed, run.overrides,
-                                  attack=run.attack, attackers=run.attackers, knowledge=run.knowledge)
+    _, files = generate.build_job(
+        configs,
+        run.method,
+        run.dataset,
+        run.malfunction,
+        run.faulty,
+        run.seed,
+        run.overrides,
+        attack=run.attack,
+        attackers=run.attackers,
+        knowledge=run.knowledge,
+    )
     files["meta.json"]["name"] = run.name
     return files
 
@@ -121,7 +133,9 @@ def nvflare_command() -> str:
     beside = os.path.join(os.path.dirname(sys.executable), "nvflare")
     found = beside if os.path.isfile(beside) else shutil.which("nvflare")
     if not found:
-        raise UserError("no nvflare command next to this Python or on PATH: pip install nvflare==2.9.* (or set LIGHTYEAR_NVFLARE)")
+        raise UserError(
+            "no nvflare command next to this Python or on PATH: pip install nvflare==2.9.* (or set LIGHTYEAR_NVFLARE)"
+        )
     return found
 
 
@@ -137,11 +151,27 @@ def child_env() -> dict:
 
 def start(run: Run, folder: str) -> subprocess.Popen:
     """Start ``nvflare simulator`` for a prepared run in its own process group, output to ``log.txt``."""
-    cmd = [nvflare_command(), "simulator", os.path.join(folder, "job"), "-w", os.path.join(folder, "ws"), "-t", str(run.sites)]
+    cmd = [
+        nvflare_command(),
+        "simulator",
+        os.path.join(folder, "job"),
+        "-w",
+        os.path.join(folder, "ws"),
+        "-t",
+        str(run.sites),
+    ]
     with open(os.path.join(folder, "log.txt"), "ab") as log:
         log.write(("$ " + " ".join(cmd) + "\n").encode())
         log.flush()
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=child_env(), start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=folder,
+            env=child_env(),
+            start_new_session=True,
+        )
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> list[int]:

@@ -73,8 +73,7 @@ def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], fault
         if good and "selected" in good[0]:
             tables[site] = good
     if problems:
-        raise RecordsError(f"{problems[0]}: the selection figures need every round's whole record; "
-                           "run the job again")
+        raise RecordsError(f"{problems[0]}: the selection figures need every round's whole record; run the job again")
     if not tables:
         return None
     rounds = sorted({_round(r["round"]) for rows in tables.values() for r in rows})
@@ -143,10 +142,21 @@ def run_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
             continue
         taken, chances, _ = counts(sel)
         rte = rounds_to_exclusion(sel)
-        rows.append({"run": run.name, "method": run.method, "dataset": run.dataset, "malfunction": run.threat,
-                     "faulty": run.faulty, "seed": run.seed, "rounds": len(sel.rounds), "selections": taken,
-                     "opportunities": chances, "fraction": _ratio(taken, chances),
-                     "rounds_to_exclusion": "never" if rte is None else rte})
+        rows.append(
+            {
+                "run": run.name,
+                "method": run.method,
+                "dataset": run.dataset,
+                "malfunction": run.threat,
+                "faulty": run.faulty,
+                "seed": run.seed,
+                "rounds": len(sel.rounds),
+                "selections": taken,
+                "opportunities": chances,
+                "fraction": _ratio(taken, chances),
+                "rounds_to_exclusion": "never" if rte is None else rte,
+            }
+        )
     return rows
 
 
@@ -167,9 +177,17 @@ def kind_rows(items: list[tuple[RunResult, Selection]], left_out: list[RunResult
         taken = sum(r["selections"] for r in rows)
         chances = sum(r["opportunities"] for r in rows)
         never = sum(r["rounds_to_exclusion"] == "never" for r in rows)
-        row = {"method": method, "dataset": dataset, "malfunction": kind, "runs": len(rows), "selections": taken,
-               "opportunities": chances, "fraction": _ratio(taken, chances), "runs_never_excluding": never,
-               "left_out": ""}
+        row = {
+            "method": method,
+            "dataset": dataset,
+            "malfunction": kind,
+            "runs": len(rows),
+            "selections": taken,
+            "opportunities": chances,
+            "fraction": _ratio(taken, chances),
+            "runs_never_excluding": never,
+            "left_out": "",
+        }
         if key in missing:
             row.update({k: "n/a" for k in ("selections", "opportunities", "fraction", "runs_never_excluding")})
             row["left_out"] = ", ".join(missing[key]) + " (unusable records)"
@@ -190,7 +208,9 @@ def write_rows(rows: list[dict], base: str, title: str) -> list[str]:
         writer.writeheader()
         writer.writerows(rows or [{"note": "no run with faulty sites logged a peer selection"}])
     lines = [f"**{title}**", "", "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows] or ["| no run with faulty sites logged a peer selection |"]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows] or [
+        "| no run with faulty sites logged a peer selection |"
+    ]
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     return [base + ".csv", base + ".md"]

@@ -69,8 +69,15 @@ def selection_heatmap(sel: Selection) -> Figure:
         ax.grid(which="minor", color="white", linewidth=1.5)
         ax.tick_params(which="minor", length=0)
         ax.set_xlabel("round")
-    fig.legend(handles=[Patch(color=SELECTED, label="selected"), Patch(color=NOT_SELECTED, label="scored, not selected"),
-                        Patch(facecolor="white", edgecolor="grey", label="no candidate")], loc="outside lower center", ncols=3)
+    fig.legend(
+        handles=[
+            Patch(color=SELECTED, label="selected"),
+            Patch(color=NOT_SELECTED, label="scored, not selected"),
+            Patch(facecolor="white", edgecolor="grey", label="no candidate"),
+        ],
+        loc="outside lower center",
+        ncols=3,
+    )
     return fig
 
 
@@ -86,18 +93,30 @@ def score_plot(sel: Selection, tau: float | None = None) -> Figure:
             if peer == site or all(math.isnan(v) for v in values):
                 continue
             faulty = peer in sel.faulty
-            ax.plot(sel.rounds, values, marker=markers[peer] if faulty else "o", markersize=5, label=_peer_label(sel, peer),
-                    color=FAULTY_COLOUR if faulty else colours[peer], linestyle="--" if faulty else "-")
+            ax.plot(
+                sel.rounds,
+                values,
+                marker=markers[peer] if faulty else "o",
+                markersize=5,
+                label=_peer_label(sel, peer),
+                color=FAULTY_COLOUR if faulty else colours[peer],
+                linestyle="--" if faulty else "-",
+            )
         if tau is not None:
             ax.axhline(tau, color="grey", linestyle=":", linewidth=1)
-        ax.set_title(_site_title(sel, site).replace("selects", "scores"), color=FAULTY_COLOUR if site in sel.faulty else "black")
+        ax.set_title(
+            _site_title(sel, site).replace("selects", "scores"), color=FAULTY_COLOUR if site in sel.faulty else "black"
+        )
         ax.set_xlabel("round")
         ax.set_ylabel("agreement score")
         ax.set_ylim(-0.02, 1.02)
         ax.set_xticks(sel.rounds)
         ax.grid(True, alpha=0.3)
     handles = [Line2D([], [], color=colours[p], marker="o", label=p) for p in benign_peers]
-    handles += [Line2D([], [], color=FAULTY_COLOUR, marker=markers[p], linestyle="--", label=_peer_label(sel, p)) for p in sel.faulty]
+    handles += [
+        Line2D([], [], color=FAULTY_COLOUR, marker=markers[p], linestyle="--", label=_peer_label(sel, p))
+        for p in sel.faulty
+    ]
     if tau is not None:
         handles.append(Line2D([], [], color="grey", linestyle=":", label=f"tau = {tau}"))
     fig.legend(handles=handles, loc="outside right center", title="peer")

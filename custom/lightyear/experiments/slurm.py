@@ -22,8 +22,17 @@ from lightyear.deploy.slurm.script import package_folder, python_lines, sbatch_l
 SCRIPT = "sweep.sbatch"
 
 
-def script_text(name: str, n_runs: int, out: str, configs: str, cpus: int, time_limit: str = "08:00:00",
-                gres: str | None = None, parallel: int | None = None, python: str | None = None) -> str:
+def script_text(
+    name: str,
+    n_runs: int,
+    out: str,
+    configs: str,
+    cpus: int,
+    time_limit: str = "08:00:00",
+    gres: str | None = None,
+    parallel: int | None = None,
+    python: str | None = None,
+) -> str:
     """The sbatch script's text. ``gres`` (e.g. ``gpu:1``) may also be given when submitting.
     Every value is checked first (:class:`~lightyear.deploy.slurm.params.SlurmInputError`)."""
     if n_runs < 1:
@@ -34,18 +43,28 @@ def script_text(name: str, n_runs: int, out: str, configs: str, cpus: int, time_
     out, configs = os.path.abspath(out), os.path.abspath(configs)
     for option, path in (("--out", out), ("--configs", configs)):
         if control_characters(path):
-            raise SlurmInputError(f"{option} {path!r:.80} holds a line break or control character: choose a folder name without one")
+            raise SlurmInputError(
+                f"{option} {path!r:.80} holds a line break or control character: choose a folder name without one"
+            )
     array = f"0-{n_runs - 1}" + (f"%{parallel}" if parallel and parallel > 0 else "")
-    lines = ["#!/bin/bash", *sbatch_lines({
-        "job-name": name,
-        "array": array,
-        "cpus-per-task": cpus,
-        "time": time_limit,
-        "output": os.path.join(out, "slurm", "%A_%a.out"),
-        "gres": gres,
-    })]
+    lines = [
+        "#!/bin/bash",
+        *sbatch_lines(
+            {
+                "job-name": name,
+                "array": array,
+                "cpus-per-task": cpus,
+                "time": time_limit,
+                "output": os.path.join(out, "slurm", "%A_%a.out"),
+                "gres": gres,
+            }
+        ),
+    ]
     if not gres:
-        lines.append("# no --gres here: pass one when submitting, e.g. sbatch --gres=gpu:1 " + shlex.quote(os.path.join(out, SCRIPT)))
+        lines.append(
+            "# no --gres here: pass one when submitting, e.g. sbatch --gres=gpu:1 "
+            + shlex.quote(os.path.join(out, SCRIPT))
+        )
     q = shlex.quote
     lines += [
         "set -euo pipefail",

@@ -85,7 +85,9 @@ def take_lock(out: str) -> str:
     return path
 
 
-def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int = 1, display=None, poll: float = 1.0) -> dict:
+def execute(
+    spec: SweepSpec, todo: list, out: str, configs: str, parallel: int = 1, display=None, poll: float = 1.0
+) -> dict:
     """Run ``todo`` (from :func:`plan`) ``parallel`` at a time; return the gathered status."""
     display = display or progress.PlainDisplay()
     names = [r.name for r in spec.runs]
@@ -109,7 +111,9 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
                 runner.prepare(folder, files, resources)
                 proc = runner.start(run, folder)
                 running[run.name] = (run, proc, time.monotonic())
-                run_status.write_run_status(folder, run.name, run_status.RUNNING, pid=proc.pid, started=run_status.now())
+                run_status.write_run_status(
+                    folder, run.name, run_status.RUNNING, pid=proc.pid, started=run_status.now()
+                )
                 run_status.write_sweep_status(out, names)
                 display.event(f"started  {run.name} ({run.sites} sites, {run.rounds} rounds)")
             time.sleep(poll)
@@ -132,7 +136,13 @@ def execute(spec: SweepSpec, todo: list, out: str, configs: str, parallel: int =
     except KeyboardInterrupt:
         for name, (_run, proc, started) in running.items():
             runner.stop(proc)
-            run_status.write_run_status(runner.run_dir(out, name), name, run_status.INTERRUPTED, wall_s=round(time.monotonic() - started, 1), ended=run_status.now())
+            run_status.write_run_status(
+                runner.run_dir(out, name),
+                name,
+                run_status.INTERRUPTED,
+                wall_s=round(time.monotonic() - started, 1),
+                ended=run_status.now(),
+            )
         run_status.write_sweep_status(out, names)
         display.close()
         raise
@@ -153,8 +163,10 @@ def _start_again(out: str, run, display) -> bool:
     if why is None:
         return False
     aside = runner.set_aside(folder)
-    display.event(f"RESTART  {run.name}: {why}: FLARE's start race, not the job; starting it again once in a fresh "
-                  f"workspace (the failed attempt: {aside})")
+    display.event(
+        f"RESTART  {run.name}: {why}: FLARE's start race, not the job; starting it again once in a fresh "
+        f"workspace (the failed attempt: {aside})"
+    )
     return True
 
 
@@ -166,35 +178,62 @@ def _finish(out: str, run, proc, wall: float, display) -> bool:
         if dropped:
             fields["not_finished_sites"] = dropped
         run_status.write_run_status(folder, run.name, run_status.FINISHED, **fields)
-        display.event(f"finished {run.name} in {progress.clock(wall)}" + (f" ({', '.join(dropped)} did not finish)" if dropped else ""))
+        display.event(
+            f"finished {run.name} in {progress.clock(wall)}"
+            + (f" ({', '.join(dropped)} did not finish)" if dropped else "")
+        )
         return True
     reason = runner.failure_reason(folder, proc.returncode)
     run_status.write_run_status(folder, run.name, run_status.FAILED, reason=reason, **fields)
-    display.event(f"FAILED   {run.name} after {progress.clock(wall)}: {reason} (log: {os.path.join(folder, 'log.txt')})")
+    display.event(
+        f"FAILED   {run.name} after {progress.clock(wall)}: {reason} (log: {os.path.join(folder, 'log.txt')})"
+    )
     return False
 
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
     now = time.monotonic()
-    live = [progress.Running(n, progress.rounds_done(runner.run_dir(out, n), r.rounds), r.rounds, now - s)
-            for n, (r, _, s) in running.items()]
+    live = [
+        progress.Running(n, progress.rounds_done(runner.run_dir(out, n), r.rounds), r.rounds, now - s)
+        for n, (r, _, s) in running.items()
+    ]
     eta = progress.estimate_left(tally["walls"], len(pending), live, parallel)
     return progress.SweepState(total, tally["done"], tally["failed"], now - t0, eta, live)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Run a sweep of LIGHTYEAR toolkit jobs with the FLARE simulator (resumable).")
-    p.add_argument("spec", help="the sweep description (.yaml or .json), or the name of one shipped in app_configs/sweeps/ (e.g. digits_dynamic)")
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Run a sweep of LIGHTYEAR toolkit jobs with the FLARE simulator (resumable)."
+    )
+    p.add_argument(
+        "spec",
+        help="the sweep description (.yaml or .json), or the name of one shipped in app_configs/sweeps/ (e.g. digits_dynamic)",
+    )
     p.add_argument("--out", required=True, help="the sweep folder (runs go to OUT/runs/<run>/)")
-    p.add_argument("--parallel", type=int, default=1, metavar="N", help="simulator runs at a time (default 1; FLARE's simulators can cross-wire their site workers when several run on one machine: see docs/jobs-and-settings.md)")
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="simulator runs at a time (default 1; FLARE's simulators can cross-wire their site workers when several run on one machine: see docs/jobs-and-settings.md)",
+    )
     p.add_argument("--dry-run", action="store_true", help="list the runs and which are done; run nothing")
-    p.add_argument("--slurm", action="store_true", help="write OUT/sweep.sbatch, a job array with one task a run, instead of running")
+    p.add_argument(
+        "--slurm",
+        action="store_true",
+        help="write OUT/sweep.sbatch, a job array with one task a run, instead of running",
+    )
     p.add_argument("--gres", help="with --slurm: the --gres of every task, e.g. gpu:1 (or give it to sbatch)")
     p.add_argument("--time", default="08:00:00", help="with --slurm: each task's time limit (default 08:00:00)")
-    p.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
+    p.add_argument(
+        "--configs", help="a folder of method and dataset configurations (default: the package's app_configs)"
+    )
     p.add_argument("--plain", action="store_true", help="plain progress lines even when rich is installed")
-    p.add_argument("--force", action="store_true",
-                   help="replace a spec.json, sweep.json or sweep.sbatch in --out that no sweep wrote")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a spec.json, sweep.json or sweep.sbatch in --out that no sweep wrote",
+    )
     p.add_argument("--task", type=int, help=argparse.SUPPRESS)  # one run by index: what each SLURM array task does
     return p
 
@@ -206,8 +245,14 @@ def spec_path(spec: str, configs: str) -> str:
     shipped = os.path.join(configs, "sweeps", f"{spec}.yaml")
     if os.path.isfile(shipped):
         return shipped
-    names = sorted(f[:-5] for f in os.listdir(os.path.dirname(shipped)) if f.endswith(".yaml")) if os.path.isdir(os.path.dirname(shipped)) else []
-    raise SweepError(f"no sweep description {spec!r}: give a .yaml or .json file, or the name of a shipped sweep ({', '.join(names) or 'none'})")
+    names = (
+        sorted(f[:-5] for f in os.listdir(os.path.dirname(shipped)) if f.endswith(".yaml"))
+        if os.path.isdir(os.path.dirname(shipped))
+        else []
+    )
+    raise SweepError(
+        f"no sweep description {spec!r}: give a .yaml or .json file, or the name of a shipped sweep ({', '.join(names) or 'none'})"
+    )
 
 
 def check_out(out: str) -> None:
@@ -247,11 +292,18 @@ def _same(a: str, b: str) -> bool:
 def check_own_files(out: str, names: list[str], force: bool, spec: str) -> None:
     """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote (nor the spec being
     read), unless ``force``."""
-    foreign = [n for n in names if os.path.lexists(os.path.join(out, n)) and not written_by_sweep(out, n)
-               and not _same(os.path.join(out, n), spec)]
+    foreign = [
+        n
+        for n in names
+        if os.path.lexists(os.path.join(out, n))
+        and not written_by_sweep(out, n)
+        and not _same(os.path.join(out, n), spec)
+    ]
     if foreign and not force:
-        raise SweepError(f"--out {out} holds {', '.join(foreign)}, which no sweep wrote: choose another --out, "
-                         "or add --force to replace it")
+        raise SweepError(
+            f"--out {out} holds {', '.join(foreign)}, which no sweep wrote: choose another --out, "
+            "or add --force to replace it"
+        )
 
 
 @command(PROG)
@@ -279,8 +331,16 @@ def main(argv=None) -> int:
     check_own_files(out, own + ([slurm.SCRIPT] if args.slurm else []), args.force, path)
     script = None
     if args.slurm:  # checked before anything is written
-        script = slurm.script_text(spec.name, len(spec.runs), out, configs, max(r.sites for r in spec.runs), args.time, args.gres,
-                                   None if args.parallel == 1 else args.parallel)
+        script = slurm.script_text(
+            spec.name,
+            len(spec.runs),
+            out,
+            configs,
+            max(r.sites for r in spec.runs),
+            args.time,
+            args.gres,
+            None if args.parallel == 1 else args.parallel,
+        )
     output_folder(out)
     if args.task is None:
         if not _same(os.path.join(out, SPEC_COPY), path):  # the spec read is that very file: it stays as it is
@@ -290,8 +350,13 @@ def main(argv=None) -> int:
             json.dump({**spec.as_dict(), "configs": configs}, f, indent=1)
     if script is not None:
         path = slurm.write_script(script, out)
-        print(f"wrote {path}: {len(spec.runs)} array tasks, one run each ({len(done)} already done are skipped by their task)")
-        print(f"submit with:  sbatch {path}" + ("" if args.gres else f"\n  or, a GPU per task:  sbatch --gres=gpu:1 {path}"))
+        print(
+            f"wrote {path}: {len(spec.runs)} array tasks, one run each ({len(done)} already done are skipped by their task)"
+        )
+        print(
+            f"submit with:  sbatch {path}"
+            + ("" if args.gres else f"\n  or, a GPU per task:  sbatch --gres=gpu:1 {path}")
+        )
         print(f"then:         lightyear-report {out}")
         return 0
     display = progress.PlainDisplay() if args.task is not None else progress.make_display(args.plain)
@@ -308,7 +373,10 @@ def main(argv=None) -> int:
             os.remove(lock)
     mine = [status["runs"][r.name] for r in spec.runs]
     bad = [r["run"] for r in mine if r["status"] != run_status.FINISHED]
-    print(f"sweep {spec.name}: {len(mine) - len(bad)}/{len(mine)} runs finished" + (f"; failed: {', '.join(bad)} (see {run_status.SWEEP_STATUS})" if bad else ""))
+    print(
+        f"sweep {spec.name}: {len(mine) - len(bad)}/{len(mine)} runs finished"
+        + (f"; failed: {', '.join(bad)} (see {run_status.SWEEP_STATUS})" if bad else "")
+    )
     return 1 if bad else 0
 
 

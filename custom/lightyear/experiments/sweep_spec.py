@@ -94,15 +94,30 @@ class SweepSpec:
 
     def as_dict(self) -> dict:
         return {
-            "name": self.name, "datasets": self.datasets, "methods": self.methods,
-            "malfunctions": self.malfunctions, "faulty": self.faulty, "attacks": self.attacks, "attackers": self.attackers,
-            "knowledge": self.knowledge, "seeds": self.seeds,
-            "set": self.overrides, "runs": [r.as_dict() for r in self.runs],
+            "name": self.name,
+            "datasets": self.datasets,
+            "methods": self.methods,
+            "malfunctions": self.malfunctions,
+            "faulty": self.faulty,
+            "attacks": self.attacks,
+            "attackers": self.attackers,
+            "knowledge": self.knowledge,
+            "seeds": self.seeds,
+            "set": self.overrides,
+            "runs": [r.as_dict() for r in self.runs],
         }
 
 
-def run_name(method: str, dataset: str, malfunction: str, faulty: int, seed: int, attack: str = NONE, attackers: int = 0,
-             knowledge: str | None = None) -> str:
+def run_name(
+    method: str,
+    dataset: str,
+    malfunction: str,
+    faulty: int,
+    seed: int,
+    attack: str = NONE,
+    attackers: int = 0,
+    knowledge: str | None = None,
+) -> str:
     """``<method>_<dataset>_<malfunction><k>_s<seed>``, ``<method>_<dataset>_<attack><k>[_full]_s<seed>``,
     or ``..._clean_s<seed>`` without either."""
     if attack != NONE and attackers:
@@ -115,7 +130,9 @@ def run_name(method: str, dataset: str, malfunction: str, faulty: int, seed: int
 def read_spec(path: str) -> dict:
     """The raw description in a ``.yaml``/``.yml`` or ``.json`` file."""
     if not os.path.isfile(path):
-        raise SpecError(f"no sweep description at {path}: give a .yaml or .json file (e.g. app_configs/sweeps/digits_dynamic.yaml)")
+        raise SpecError(
+            f"no sweep description at {path}: give a .yaml or .json file (e.g. app_configs/sweeps/digits_dynamic.yaml)"
+        )
     try:
         text = read_text(path, "the sweep description", "give a .yaml or .json sweep description")
     except UserError as exc:
@@ -183,7 +200,9 @@ def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
     """(attacks, attacker counts, knowledge levels) of the description; empty without ``attackers``."""
     if "attackers" not in raw:
         if "attacks" in raw or "knowledge" in raw:
-            raise SpecError("'attacks' and 'knowledge' need 'attackers': the numbers of attacking sites, e.g. attackers: [0, 3]")
+            raise SpecError(
+                "'attacks' and 'knowledge' need 'attackers': the numbers of attacking sites, e.g. attackers: [0, 3]"
+            )
         return [], [], []
     attackers = sorted(_ints(raw, "attackers"))
     knowledge = _as_list(raw, "knowledge", default=[PARTIAL])
@@ -194,7 +213,9 @@ def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
     named = list(attack_names()) if named == [ALL] else named
     bad = [str(a) for a in named if a not in attack_names()]
     if bad:
-        raise SpecError(f"unknown attacks {', '.join(bad)}; choose from {', '.join(attack_names())} (or write 'attacks: all')")
+        raise SpecError(
+            f"unknown attacks {', '.join(bad)}; choose from {', '.join(attack_names())} (or write 'attacks: all')"
+        )
     return (named if any(attackers) else []), attackers, knowledge
 
 
@@ -210,7 +231,13 @@ def _scenarios(method: str, malfunctions, faulty, attacks, attackers, knowledge)
     out += [(kind, k, NONE, 0, None) for kind in malfunctions for k in faulty if k > 0]
     for attack in attacks:
         levels = knowledge if attack in uses_knowledge() else [PARTIAL]
-        out += [(NONE, 0, attack, k, level) for k in attackers if k > 0 for level in levels if takes_attack(method, attack, level, k)]
+        out += [
+            (NONE, 0, attack, k, level)
+            for k in attackers
+            if k > 0
+            for level in levels
+            if takes_attack(method, attack, level, k)
+        ]
     return out
 
 
@@ -234,8 +261,10 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         raise SpecError("set the seed with 'seeds: [...]', not 'set: {seed: ...}'")
     unused = sorted(k for k in overrides if k.startswith(PREFIX) and not any(k in attack_settings(a) for a in attacks))
     if unused:
-        raise SpecError(f"'set: {unused[0]}' is a setting of no attack of the sweep ({', '.join(attacks) or 'none'}): "
-                        "leave it out, or list an attack that takes it")
+        raise SpecError(
+            f"'set: {unused[0]}' is a setting of no attack of the sweep ({', '.join(attacks) or 'none'}): "
+            "leave it out, or list an attack that takes it"
+        )
     kinds = [k for k in KINDS if k != NONE]
     malfunctions: list[str] = []
     if any(faulty) or "malfunctions" in raw:  # checked even where no count uses them: a typo is a typo
@@ -259,12 +288,28 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         for method in methods:
             for kind, k, attack, m, level in _scenarios(method, malfunctions, faulty, attacks, attackers, knowledge):
                 for seed in seeds:
-                    runs.append(Run(run_name(method, dataset, kind, k, seed, attack, m, level), method, dataset, kind, k, seed, n_sites,
-                                    rounds, _attack_overrides(overrides, attack, method), attack, m, level))
+                    runs.append(
+                        Run(
+                            run_name(method, dataset, kind, k, seed, attack, m, level),
+                            method,
+                            dataset,
+                            kind,
+                            k,
+                            seed,
+                            n_sites,
+                            rounds,
+                            _attack_overrides(overrides, attack, method),
+                            attack,
+                            m,
+                            level,
+                        )
+                    )
     idle = [a for a in attacks if not any(r.attack == a for r in runs)]
     if idle:
         levels = knowledge if idle[0] in uses_knowledge() else [PARTIAL]
         counts = [k for k in attackers if k > 0]
         why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in counts)
         raise SpecError(f"attack {idle[0]} has no run: {'; '.join(w for w in why if w)}")
-    return SweepSpec(name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge)
+    return SweepSpec(
+        name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge
+    )

@@ -33,9 +33,13 @@ HIGHER_BETTER, LOWER_BETTER = {"acc", "dice"}, {"ece", "loss"}
 LABELS = {"acc": "accuracy", "dice": "Dice", "ece": "ECE", "conf": "confidence", "loss": "loss"}
 MISSING = "-"
 CLEAN_ONLY = "clean"
+
+
 def threats() -> list[str]:
     """Every threat a table can be about: the malfunction kinds, then each attack with either knowledge."""
     return [k for k in KINDS if k != NONE] + [a + suffix for a in attack_names() for suffix in ("", "_full")]
+
+
 """Every table kind in table order: the malfunctions, then the attacks (partial knowledge, then full)."""
 
 
@@ -71,8 +75,10 @@ class Table:
     def caption(self) -> str:
         unit = " (%)" if self.metric in PERCENT else ""
         kind = f"attack {self.attack} ({self.knowledge} knowledge)" if self.attack != NONE else self.kind
-        return (f"{self.dataset} - {kind}: test {LABELS.get(self.metric, self.metric)}{unit} of the benign sites, "
-                f"mean ± std over benign sites and seeds, by number of {self.role} sites (0 = clean)")
+        return (
+            f"{self.dataset} - {kind}: test {LABELS.get(self.metric, self.metric)}{unit} of the benign sites, "
+            f"mean ± std over benign sites and seeds, by number of {self.role} sites (0 = clean)"
+        )
 
 
 def pool(runs: list[RunResult], metric: str) -> Cell:
@@ -150,12 +156,26 @@ def to_latex(table: Table) -> str:
     cols = "l" + "c" * len(table.counts)
     head = " & ".join(["Method"] + [str(k) for k in table.counts])
     body = [" & ".join(tex(t) for t in row) + r" \\" for row in _grid(table, lambda t: rf"\textbf{{{t}}}")]
-    return "\n".join([
-        r"\begin{table}[t]", r"\centering", rf"\caption{{{tex(table.caption)}}}", rf"\label{{tab:{table.stem}}}",
-        rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-        rf" & \multicolumn{{{len(table.counts)}}}{{c}}{{Number of {table.role} sites}} \\", head + r" \\", r"\midrule",
-        *body, r"\bottomrule", r"\end{tabular}", r"\end{table}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                r"\begin{table}[t]",
+                r"\centering",
+                rf"\caption{{{tex(table.caption)}}}",
+                rf"\label{{tab:{table.stem}}}",
+                rf"\begin{{tabular}}{{{cols}}}",
+                r"\toprule",
+                rf" & \multicolumn{{{len(table.counts)}}}{{c}}{{Number of {table.role} sites}} \\",
+                head + r" \\",
+                r"\midrule",
+                *body,
+                r"\bottomrule",
+                r"\end{tabular}",
+                r"\end{table}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def write_table(table: Table, folder: str) -> list[str]:
@@ -179,9 +199,37 @@ def write_long(tables: list[Table], path: str) -> str:
     malfunction ``none``; a malfunction's has attack ``none``."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["dataset", "malfunction", "attack", "knowledge", "metric", "method", "faulty", "mean", "std", "runs", "values"])
+        writer.writerow(
+            [
+                "dataset",
+                "malfunction",
+                "attack",
+                "knowledge",
+                "metric",
+                "method",
+                "faulty",
+                "mean",
+                "std",
+                "runs",
+                "values",
+            ]
+        )
         for t in tables:
             malfunction = t.kind if t.attack == NONE else NONE
             for (method, k), c in sorted(t.cells.items(), key=lambda item: (t.methods.index(item[0][0]), item[0][1])):
-                writer.writerow([t.dataset, malfunction, t.attack, t.knowledge, t.metric, method, k, f"{c.mean:.6g}", f"{c.std:.6g}", c.runs, c.values])
+                writer.writerow(
+                    [
+                        t.dataset,
+                        malfunction,
+                        t.attack,
+                        t.knowledge,
+                        t.metric,
+                        method,
+                        k,
+                        f"{c.mean:.6g}",
+                        f"{c.std:.6g}",
+                        c.runs,
+                        c.values,
+                    ]
+                )
     return path

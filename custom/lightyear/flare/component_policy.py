@@ -136,7 +136,9 @@ def _write_in_place(target: str, resources: dict) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as e:
-        raise AllowListError(f"cannot write in {folder} ({e.strerror}): run lightyear-allow as the participant's owner, or make the folder writable") from None
+        raise AllowListError(
+            f"cannot write in {folder} ({e.strerror}): run lightyear-allow as the participant's owner, or make the folder writable"
+        ) from None
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(resources, f, indent=2)
@@ -144,7 +146,9 @@ def _write_in_place(target: str, resources: dict) -> None:
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, target)
     except OSError as e:
-        raise AllowListError(f"cannot write {target} ({e.strerror}): run lightyear-allow as the participant's owner, or make it writable") from None
+        raise AllowListError(
+            f"cannot write {target} ({e.strerror}): run lightyear-allow as the participant's owner, or make it writable"
+        ) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -170,9 +174,13 @@ def allow_package(local_dir: str, plugins: tuple[str, ...] = ()) -> tuple[str, l
     target = os.path.join(local_dir, RESOURCES)
     default = os.path.join(local_dir, RESOURCES_DEFAULT)
     if os.path.islink(target) and not os.path.exists(target):
-        raise AllowListError(f"{target} is a link to {os.readlink(target)}, which does not exist: fix or remove the link")
+        raise AllowListError(
+            f"{target} is a link to {os.readlink(target)}, which does not exist: fix or remove the link"
+        )
     if os.path.isdir(target):
-        raise AllowListError(f"{target} is a folder, not a file: remove it (FLARE reads its policy from a resources.json file)")
+        raise AllowListError(
+            f"{target} is a folder, not a file: remove it (FLARE reads its policy from a resources.json file)"
+        )
     source = target if os.path.isfile(target) else default if os.path.isfile(default) else None
     resources = _read(source) if source else {}
     updated, added = with_package(resources, tuple(plugins))

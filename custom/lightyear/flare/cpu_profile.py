@@ -76,8 +76,14 @@ def _rank(code) -> int:
     rank = _RANKS.get(code)
     if rank is None:
         path = code.co_filename.replace(os.sep, "/")
-        rank = next((i for i, (_, fragment, function) in enumerate(PHASES)
-                     if fragment in path and (function is None or code.co_name == function)), len(PHASES))
+        rank = next(
+            (
+                i
+                for i, (_, fragment, function) in enumerate(PHASES)
+                if fragment in path and (function is None or code.co_name == function)
+            ),
+            len(PHASES),
+        )
         _RANKS[code] = rank
     return rank
 
@@ -206,8 +212,10 @@ class Sampler:
         status = _status()
 
         def table(rows):
-            return {k: {"cpu_s": v[0], "runqueue_s": v[1], "active_s": v[2]}
-                    for k, v in sorted(rows.items(), key=lambda kv: -kv[1][0])}
+            return {
+                k: {"cpu_s": v[0], "runqueue_s": v[1], "active_s": v[2]}
+                for k, v in sorted(rows.items(), key=lambda kv: -kv[1][0])
+            }
 
         return {
             "pid": os.getpid(),

@@ -79,19 +79,30 @@ class Method:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
-            raise ValueError(f"a method's name must be lower-case letters, digits and '_', starting with a letter; got {self.name!r}")
+            raise ValueError(
+                f"a method's name must be lower-case letters, digits and '_', starting with a letter; got {self.name!r}"
+            )
         if self.topology not in TOPOLOGIES:
-            raise ValueError(f"method {self.name}: topology must be one of {', '.join(TOPOLOGIES)}, got {self.topology!r}")
+            raise ValueError(
+                f"method {self.name}: topology must be one of {', '.join(TOPOLOGIES)}, got {self.topology!r}"
+            )
         for label, path in (("site", self.site), ("rule", self.rule)):
             if path is not None and (not isinstance(path, str) or "." not in path):
-                raise ValueError(f"method {self.name}: {label} must be a class path such as package.module.Class, got {path!r}")
+                raise ValueError(
+                    f"method {self.name}: {label} must be a class path such as package.module.Class, got {path!r}"
+                )
         if (self.topology == STAR) != (self.rule is not None):
-            raise ValueError(f"method {self.name}: a star method names its server rule (rule=...), a peer-to-peer one none")
+            raise ValueError(
+                f"method {self.name}: a star method names its server rule (rule=...), a peer-to-peer one none"
+            )
         if self.detection is not None and not isinstance(self.detection, Detection):
             raise ValueError(f"method {self.name}: detection must be a Detection or None")
 
     @property
     def layers(self) -> dict:
         """The method's settings in the form :func:`lightyear.jobs.settings.layered_settings` reads."""
-        return {"defaults": dict(self.defaults), "tasks": {k: dict(v) for k, v in self.tasks.items()},
-                "datasets": {k: dict(v) for k, v in self.datasets.items()}}
+        return {
+            "defaults": dict(self.defaults),
+            "tasks": {k: dict(v) for k, v in self.tasks.items()},
+            "datasets": {k: dict(v) for k, v in self.datasets.items()},
+        }

@@ -47,8 +47,13 @@ class MalfunctionFilter(Filter):
         """
         super().__init__()
         one_of("kind (the malfunction)", kind, KINDS)
-        self.spec_args = dict(kind=kind, sigma=finite_number("sigma (ana_sigma)", sigma), scale=finite_number("scale (ana_scale)", scale),
-                              alpha=finite_number("alpha (sfa_alpha)", alpha), seed=integer("seed", seed))
+        self.spec_args = dict(
+            kind=kind,
+            sigma=finite_number("sigma (ana_sigma)", sigma),
+            scale=finite_number("scale (ana_scale)", scale),
+            alpha=finite_number("alpha (sfa_alpha)", alpha),
+            seed=integer("seed", seed),
+        )
         if dynamic_kinds:
             self.spec_args["dynamic_kinds"] = tuple(dynamic_kinds)
         MalfunctionSpec(**self.spec_args)  # validate now, before training starts
@@ -91,5 +96,8 @@ class MalfunctionFilter(Filter):
         site = fl_ctx.get_identity_name()
         dxo.data, applied = self.corrupt(dxo.data, round_num, site)
         dxo.add_filter_history(type(self).__name__)
-        self.log_info(fl_ctx, f"malfunction round {round_num}: sent {applied} {'update' if dxo.data_kind == DataKind.WEIGHT_DIFF else 'model'}")
+        self.log_info(
+            fl_ctx,
+            f"malfunction round {round_num}: sent {applied} {'update' if dxo.data_kind == DataKind.WEIGHT_DIFF else 'model'}",
+        )
         return dxo.update_shareable(shareable)

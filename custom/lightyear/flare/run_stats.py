@@ -20,7 +20,14 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext
 from nvflare.widgets.info_collector import GroupInfoCollector, InfoCollector
 
-STARTING, TRAINING, EVALUATING, FINISHED, ABORTED, FAILED = "starting", "training", "evaluating", "finished", "aborted", "failed"
+STARTING, TRAINING, EVALUATING, FINISHED, ABORTED, FAILED = (
+    "starting",
+    "training",
+    "evaluating",
+    "finished",
+    "aborted",
+    "failed",
+)
 """Phases a controller reports: ``starting`` until the sites are sent work, ``training``,
 ``evaluating`` (the star topology's final evaluation), then ``finished``, ``aborted`` (the job
 was stopped) or ``failed`` (the run could not go on: no usable topology, sites that never

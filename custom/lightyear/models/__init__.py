@@ -38,7 +38,9 @@ def models() -> dict[str, str]:
     found = dict(MODELS)
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         if entry.name in found:
-            raise ValueError(f"the entry point {entry.name} of group {GROUP} names a network that exists already; rename it")
+            raise ValueError(
+                f"the entry point {entry.name} of group {GROUP} names a network that exists already; rename it"
+            )
         found[entry.name] = entry.value
     return found
 

@@ -27,7 +27,9 @@ def build(num_classes: int, in_channels: int = 3, **kwargs) -> DenseNet121:
     since nothing is downloaded at run time.
     """
     if kwargs.pop("pretrained", False):
-        raise ValueError("densenet121 is trained from scratch here: pretrained weights would need a download at run time")
+        raise ValueError(
+            "densenet121 is trained from scratch here: pretrained weights would need a download at run time"
+        )
     return DenseNet121(spatial_dims=2, in_channels=in_channels, out_channels=num_classes, **kwargs)
 
 
@@ -52,11 +54,30 @@ def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
         layer = found.group(1)
         units = shapes[key][0]
         norm = f"{layer}.norm2"
-        groups.append(UnitGroup(layer, units, (
-            Slot(key, 0, 0), Slot(f"{norm}.weight", 0, 1), Slot(f"{norm}.bias", 0, 1),
-            *(Slot(f"{norm}.{stat}", 0, 0) for stat in _BN_STATS), Slot(f"{layer}.conv2.weight", 1, -1))))
+        groups.append(
+            UnitGroup(
+                layer,
+                units,
+                (
+                    Slot(key, 0, 0),
+                    Slot(f"{norm}.weight", 0, 1),
+                    Slot(f"{norm}.bias", 0, 1),
+                    *(Slot(f"{norm}.{stat}", 0, 0) for stat in _BN_STATS),
+                    Slot(f"{layer}.conv2.weight", 1, -1),
+                ),
+            )
+        )
     if "features.norm5.weight" in shapes:
-        groups.append(UnitGroup("norm5", shapes["features.norm5.weight"][0], (
-            Slot("features.norm5.weight", 0, 1), Slot("features.norm5.bias", 0, 1), Slot("class_layers.out.weight", 1, -1)),
-            block=1))
+        groups.append(
+            UnitGroup(
+                "norm5",
+                shapes["features.norm5.weight"][0],
+                (
+                    Slot("features.norm5.weight", 0, 1),
+                    Slot("features.norm5.bias", 0, 1),
+                    Slot("class_layers.out.weight", 1, -1),
+                ),
+                block=1,
+            )
+        )
     return groups

@@ -83,7 +83,9 @@ def load_weights(model: EfficientNet, path: str, in_channels: int) -> None:
     model.load_state_dict(load, strict=False)
 
 
-def build(num_classes: int, in_channels: int = 3, weights_path: str | None = None, dropout: float = 0.2, **kwargs) -> EfficientNet:
+def build(
+    num_classes: int, in_channels: int = 3, weights_path: str | None = None, dropout: float = 0.2, **kwargs
+) -> EfficientNet:
     """Registry entry point (see :func:`lightyear.models.build_model`); ``kwargs`` go to torchvision."""
     model = efficientnet_b0(weights=None, num_classes=num_classes, dropout=dropout, **kwargs)
     if in_channels != 3:
@@ -98,7 +100,10 @@ _SQUEEZE = re.compile(r"^(features\.\d+\.\d+\.block)\.(\d)\.fc1\.weight$")
 
 def _conv_bn(prefix: str) -> tuple[Slot, ...]:
     """A convolution's output channels and its BatchNorm (torchvision's Conv2dNormActivation ``prefix``), as producers."""
-    return (Slot(f"{prefix}.0.weight", 0, 1), *(Slot(f"{prefix}.1.{name}", 0, 1) for name in ("weight", "bias", "running_mean", "running_var")))
+    return (
+        Slot(f"{prefix}.0.weight", 0, 1),
+        *(Slot(f"{prefix}.1.{name}", 0, 1) for name in ("weight", "bias", "running_mean", "running_var")),
+    )
 
 
 def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
@@ -120,7 +125,11 @@ def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
         block, se = found.group(1), int(found.group(2))
         squeeze = f"{block}.{se}"
         units = shapes[f"{squeeze}.fc1.weight"][1]
-        gates = (Slot(f"{squeeze}.fc1.weight", 1, -1), Slot(f"{squeeze}.fc2.weight", 0, 1), Slot(f"{squeeze}.fc2.bias", 0, 1))
+        gates = (
+            Slot(f"{squeeze}.fc1.weight", 1, -1),
+            Slot(f"{squeeze}.fc2.weight", 0, 1),
+            Slot(f"{squeeze}.fc2.bias", 0, 1),
+        )
         project = Slot(f"{block}.{se + 1}.0.weight", 1, -1)
         if se == 2:  # expansion, depthwise, squeeze-and-excitation, projection
             producers = _conv_bn(f"{block}.0") + _conv_bn(f"{block}.1")
@@ -129,9 +138,25 @@ def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
         else:
             continue
         groups.append(UnitGroup(f"{block} channels", units, producers + gates + (project,), scalable=False))
-        groups.append(UnitGroup(f"{squeeze} squeeze", shapes[f"{squeeze}.fc1.weight"][0], (
-            Slot(f"{squeeze}.fc1.weight", 0, 1), Slot(f"{squeeze}.fc1.bias", 0, 1), Slot(f"{squeeze}.fc2.weight", 1, -1)), scalable=False))
+        groups.append(
+            UnitGroup(
+                f"{squeeze} squeeze",
+                shapes[f"{squeeze}.fc1.weight"][0],
+                (
+                    Slot(f"{squeeze}.fc1.weight", 0, 1),
+                    Slot(f"{squeeze}.fc1.bias", 0, 1),
+                    Slot(f"{squeeze}.fc2.weight", 1, -1),
+                ),
+                scalable=False,
+            )
+        )
     if "features.8.0.weight" in shapes:
-        groups.append(UnitGroup("head", shapes["features.8.0.weight"][0], _conv_bn("features.8") + (Slot("classifier.1.weight", 1, -1),),
-                                scalable=False))
+        groups.append(
+            UnitGroup(
+                "head",
+                shapes["features.8.0.weight"][0],
+                _conv_bn("features.8") + (Slot("classifier.1.weight", 1, -1),),
+                scalable=False,
+            )
+        )
     return groups

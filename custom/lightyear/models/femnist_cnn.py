@@ -74,11 +74,23 @@ def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
     """
     conv2_units, fc1_units = shapes["features.3.weight"][0], shapes["classifier.1.weight"][0]
     return [
-        UnitGroup("conv1", shapes["features.0.weight"][0], (
-            Slot("features.0.weight", 0, 1), Slot("features.0.bias", 0, 1), Slot("features.3.weight", 1, -1))),
-        UnitGroup("conv2", conv2_units, (
-            Slot("features.3.weight", 0, 1), Slot("features.3.bias", 0, 1),
-            Slot("classifier.1.weight", 1, -1, view=(fc1_units, conv2_units, -1)))),
-        UnitGroup("fc1", fc1_units, (
-            Slot("classifier.1.weight", 0, 1), Slot("classifier.1.bias", 0, 1), Slot("classifier.4.weight", 1, -1))),
+        UnitGroup(
+            "conv1",
+            shapes["features.0.weight"][0],
+            (Slot("features.0.weight", 0, 1), Slot("features.0.bias", 0, 1), Slot("features.3.weight", 1, -1)),
+        ),
+        UnitGroup(
+            "conv2",
+            conv2_units,
+            (
+                Slot("features.3.weight", 0, 1),
+                Slot("features.3.bias", 0, 1),
+                Slot("classifier.1.weight", 1, -1, view=(fc1_units, conv2_units, -1)),
+            ),
+        ),
+        UnitGroup(
+            "fc1",
+            fc1_units,
+            (Slot("classifier.1.weight", 0, 1), Slot("classifier.1.bias", 0, 1), Slot("classifier.4.weight", 1, -1)),
+        ),
     ]

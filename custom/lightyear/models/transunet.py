@@ -140,7 +140,13 @@ class TransUNet(nn.Module):
         )
         self.transformer = nn.ModuleList(
             nn.TransformerEncoderLayer(
-                hidden_size, num_heads, dim_feedforward=mlp_dim, dropout=dropout, activation="gelu", batch_first=True, norm_first=True
+                hidden_size,
+                num_heads,
+                dim_feedforward=mlp_dim,
+                dropout=dropout,
+                activation="gelu",
+                batch_first=True,
+                norm_first=True,
             )
             for _ in range(num_layers)
         )
@@ -209,21 +215,45 @@ def symmetries(shapes: Mapping[str, tuple], num_heads: int = 4, **model_args) ->
     while f"encoder.{stage}.conv1.conv.weight" in shapes:
         prefix = f"encoder.{stage}"
         units = shapes[f"{prefix}.conv1.conv.weight"][0]
-        groups.append(UnitGroup(f"{prefix} conv1", units, (
-            Slot(f"{prefix}.conv1.conv.weight", 0, 0), *_norm_slots(f"{prefix}.norm1", 1, False), Slot(f"{prefix}.conv2.conv.weight", 1, -1)),
-            block=units // int(group_norm(units)[1]["num_groups"])))
+        groups.append(
+            UnitGroup(
+                f"{prefix} conv1",
+                units,
+                (
+                    Slot(f"{prefix}.conv1.conv.weight", 0, 0),
+                    *_norm_slots(f"{prefix}.norm1", 1, False),
+                    Slot(f"{prefix}.conv2.conv.weight", 1, -1),
+                ),
+                block=units // int(group_norm(units)[1]["num_groups"]),
+            )
+        )
         stage += 1
     layer = 0
     while f"transformer.{layer}.self_attn.in_proj_weight" in shapes:
         groups.extend(_attention_symmetries(shapes, f"transformer.{layer}", num_heads))
         layer += 1
-    convs = ["conv_more"] + [f"decoder.{b}.{c}" for b in range(len(shapes)) for c in ("conv1", "conv2") if f"decoder.{b}.{c}.conv.weight" in shapes]
+    convs = ["conv_more"] + [
+        f"decoder.{b}.{c}"
+        for b in range(len(shapes))
+        for c in ("conv1", "conv2")
+        if f"decoder.{b}.{c}.conv.weight" in shapes
+    ]
     for producer, reader in zip(convs, convs[1:] + ["segmentation_head"]):
         units = shapes[f"{producer}.conv.weight"][0]
         reads = f"{reader}.weight" if reader == "segmentation_head" else f"{reader}.conv.weight"
         stats = f"{producer}.adn.N.running_mean" in shapes
-        groups.append(UnitGroup(producer, units, (Slot(f"{producer}.conv.weight", 0, 0), *_norm_slots(f"{producer}.adn.N", 1, stats),
-                                                  Slot(reads, 1, -1)), block=None if stats else 1))
+        groups.append(
+            UnitGroup(
+                producer,
+                units,
+                (
+                    Slot(f"{producer}.conv.weight", 0, 0),
+                    *_norm_slots(f"{producer}.adn.N", 1, stats),
+                    Slot(reads, 1, -1),
+                ),
+                block=None if stats else 1,
+            )
+        )
     return groups
 
 
@@ -239,11 +269,26 @@ def _attention_symmetries(shapes: Mapping[str, tuple], layer: str, num_heads: in
 
     hidden = shapes[f"{layer}.linear1.weight"][0]
     return [
-        UnitGroup(f"{attn} heads", num_heads, (  # a head's rows are reordered by the groups below: no matching on them
-            Slot(packed, 1, 1, view=(3, num_heads, head, width)), Slot(bias, 1, 1, view=(3, num_heads, head)),
-            Slot(out, 1, -1, view=(width, num_heads, head))), scalable=False),
+        UnitGroup(
+            f"{attn} heads",
+            num_heads,
+            (  # a head's rows are reordered by the groups below: no matching on them
+                Slot(packed, 1, 1, view=(3, num_heads, head, width)),
+                Slot(bias, 1, 1, view=(3, num_heads, head)),
+                Slot(out, 1, -1, view=(width, num_heads, head)),
+            ),
+            scalable=False,
+        ),
         UnitGroup(f"{attn} query-key", width, qkv(0, 1) + qkv(1, -1), block=head),
         UnitGroup(f"{attn} value", width, qkv(2, 1) + (Slot(out, 1, -1),), block=head),
-        UnitGroup(f"{layer} mlp", hidden, (
-            Slot(f"{layer}.linear1.weight", 0, 1), Slot(f"{layer}.linear1.bias", 0, 1), Slot(f"{layer}.linear2.weight", 1, -1)), scalable=False),
+        UnitGroup(
+            f"{layer} mlp",
+            hidden,
+            (
+                Slot(f"{layer}.linear1.weight", 0, 1),
+                Slot(f"{layer}.linear1.bias", 0, 1),
+                Slot(f"{layer}.linear2.weight", 1, -1),
+            ),
+            scalable=False,
+        ),
     ]

@@ -104,7 +104,9 @@ class P2PController(Controller):
         self.start_timeout = positive_seconds("start_timeout", start_timeout)
         if progress_timeout is None:
             progress_timeout = default_progress_timeout(self.peer_deadline)
-        self.progress_timeout = check_progress_timeout(positive_seconds("progress_timeout", progress_timeout), self.peer_deadline)
+        self.progress_timeout = check_progress_timeout(
+            positive_seconds("progress_timeout", progress_timeout), self.peer_deadline
+        )
         self.liveness_interval = positive_seconds("liveness_interval", liveness_interval)
         self.liveness_failures = positive_int("liveness_failures", liveness_failures)
         self.run_timeout = positive_seconds("run_timeout", run_timeout)
@@ -201,16 +203,26 @@ class P2PController(Controller):
             self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
             return run_stats.FAILED
         try:
-            secure = secure_setting.resolve(self.secure_messages, secure_setting.deployment_secure(fl_ctx), "the server")
+            secure = secure_setting.resolve(
+                self.secure_messages, secure_setting.deployment_secure(fl_ctx), "the server"
+            )
         except RuntimeError as exc:
             for site in sites:
                 self.status.drop(site, str(exc))
             self.system_panic(str(exc), fl_ctx)
             return run_stats.FAILED
-        self.log_info(fl_ctx, f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}, "
-                      f"secure peer messages {'on' if secure else 'off'}")
+        self.log_info(
+            fl_ctx,
+            f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}, "
+            f"secure peer messages {'on' if secure else 'off'}",
+        )
         data = Shareable()
-        data[C.KEY_CONFIG] = {"rounds": self.rounds, "seed": self.seed, "neighbours": neighbours, "secure_messages": secure}
+        data[C.KEY_CONFIG] = {
+            "rounds": self.rounds,
+            "seed": self.seed,
+            "neighbours": neighbours,
+            "secure_messages": secure,
+        }
         task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)
         self.broadcast(task=task, fl_ctx=fl_ctx, targets=sites, min_responses=len(sites))
         self._phase = run_stats.TRAINING
@@ -240,7 +252,9 @@ class P2PController(Controller):
                 break
             for site in status.silent_since(now, self.progress_timeout):
                 status.drop(site, f"reported no round for {self.progress_timeout:g} s")
-                self.log_error(fl_ctx, f"{site} reported no round for {self.progress_timeout:g} s: dropped from the run")
+                self.log_error(
+                    fl_ctx, f"{site} reported no round for {self.progress_timeout:g} s: dropped from the run"
+                )
             if now >= next_ping:
                 self._ping(status.running(), fl_ctx)
                 next_ping = time.monotonic() + self.liveness_interval
@@ -260,9 +274,17 @@ class P2PController(Controller):
         if not sites:
             return
         try:
-            replies = fl_ctx.get_engine().send_aux_request(
-                targets=sites, topic=C.TOPIC_PING, request=Shareable(), timeout=min(10.0, self.liveness_interval), fl_ctx=fl_ctx, optional=True
-            ) or {}
+            replies = (
+                fl_ctx.get_engine().send_aux_request(
+                    targets=sites,
+                    topic=C.TOPIC_PING,
+                    request=Shareable(),
+                    timeout=min(10.0, self.liveness_interval),
+                    fl_ctx=fl_ctx,
+                    optional=True,
+                )
+                or {}
+            )
         except Exception as exc:  # noqa: BLE001 - a failed ping is counted like an unanswered one
             self.log_warning(fl_ctx, f"liveness ping failed: {exc}")
             replies = {}
@@ -270,7 +292,9 @@ class P2PController(Controller):
             reply = replies.get(site)
             alive = isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK
             if self.status.ping(site, alive) >= self.liveness_failures:
-                self.status.drop(site, f"stopped answering the server ({self.liveness_failures} liveness pings in a row)")
+                self.status.drop(
+                    site, f"stopped answering the server ({self.liveness_failures} liveness pings in a row)"
+                )
                 self.log_error(fl_ctx, f"{site} stopped answering: dropped from the run; the other sites go on")
 
     def _write_summary(self, fl_ctx: FLContext) -> None:
@@ -284,5 +308,7 @@ class P2PController(Controller):
         path = write_summary(rows, self._run_dir)
         self.log_info(fl_ctx, f"final test metrics (written to {path}):\n{format_table(rows)}")
 
-    def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):
+    def process_result_of_unknown_task(
+        self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext
+    ):
         self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} from {client.name}")

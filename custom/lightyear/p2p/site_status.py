@@ -103,7 +103,14 @@ class SiteStatus:
             for site in self.sites:
                 last = self._last_round.get(site, "")
                 if self._state[site] == FINISHED:
-                    out.append(dict(self._results[site], site=site, status=FINISHED, last_round=self._results[site].get("last_round", last)))
+                    out.append(
+                        dict(
+                            self._results[site],
+                            site=site,
+                            status=FINISHED,
+                            last_round=self._results[site].get("last_round", last),
+                        )
+                    )
                 else:
                     status = self._state[site] if self._state[site] in (FAILED, DROPPED) else DROPPED
                     reason = self._reason.get(site, "the run ended before this site finished")

@@ -31,7 +31,13 @@ import numpy as np
 from lightyear.checks import finite_number, int_in, number_in, one_of
 
 TOPOLOGIES = ("full", "ring", "none", "k_regular", "random")
-TOPOLOGY_ARGS: dict[str, tuple[str, ...]] = {"full": (), "ring": (), "none": (), "k_regular": ("k",), "random": ("degree",)}
+TOPOLOGY_ARGS: dict[str, tuple[str, ...]] = {
+    "full": (),
+    "ring": (),
+    "none": (),
+    "k_regular": ("k",),
+    "random": ("degree",),
+}
 MAX_TRIES = 1000  # redraws of a random graph before giving up
 
 
@@ -90,14 +96,18 @@ def check_graph(graph: Mapping[str, Sequence[str]], sites: Sequence[str]) -> Non
     missing = sorted(set(names) - set(graph))
     unknown_keys = sorted(set(graph) - set(names))
     if missing:
-        raise ValueError(f"sites {missing} have no entry in the graph; add one per site (an empty list if it sends to no one)")
+        raise ValueError(
+            f"sites {missing} have no entry in the graph; add one per site (an empty list if it sends to no one)"
+        )
     if unknown_keys:
         raise ValueError(f"the graph has entries for unknown sites {unknown_keys}; use only the sites {names}")
     for site, targets in graph.items():
         if isinstance(targets, str) or not isinstance(targets, Sequence):
             raise ValueError(f"the neighbours of {site!r} must be a list of site names, got {targets!r}")
         if site in targets:
-            raise ValueError(f"site {site!r} lists itself as a neighbour; remove the self-loop (a site always keeps its own model)")
+            raise ValueError(
+                f"site {site!r} lists itself as a neighbour; remove the self-loop (a site always keeps its own model)"
+            )
         unknown = sorted(set(targets) - set(names))
         if unknown:
             raise ValueError(f"the neighbours of {site!r} include unknown sites {unknown}; use only the sites {names}")
@@ -106,7 +116,9 @@ def check_graph(graph: Mapping[str, Sequence[str]], sites: Sequence[str]) -> Non
             raise ValueError(f"the neighbours of {site!r} list {twice} more than once; list each neighbour once")
     if any(graph.values()) and not is_strongly_connected(graph):
         start = names[0]
-        cut = sorted(set(names) - _reachable(graph, start)) or sorted(set(names) - _reachable(in_neighbours(graph), start))
+        cut = sorted(set(names) - _reachable(graph, start)) or sorted(
+            set(names) - _reachable(in_neighbours(graph), start)
+        )
         raise ValueError(
             f"the graph is not strongly connected: {cut} cannot exchange models (directly or through others) with {start!r}; "
             "add edges so every site reaches every other, or use topology 'none' to train each site alone"
@@ -199,7 +211,9 @@ def _k_regular(n: int, k, rng: np.random.Generator) -> set[tuple[int, int]]:
     if k > n - 1:
         raise ValueError(f"k_regular with {n} sites allows k <= {n - 1}, got k={k}; lower k or add sites")
     if (n * k) % 2:
-        raise ValueError(f"no {k}-regular graph on {n} sites exists (n * k must be even); change k or the number of sites")
+        raise ValueError(
+            f"no {k}-regular graph on {n} sites exists (n * k must be even); change k or the number of sites"
+        )
     if k == 1 and n > 2:
         raise ValueError(f"a 1-regular graph on {n} sites is a set of disjoint pairs, never connected; use k >= 2")
     for _ in range(MAX_TRIES):

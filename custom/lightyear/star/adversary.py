@@ -46,7 +46,9 @@ ADVERSARY_FILE = "adversary.jsonl"
 
 def update_vector(model: dict, sent: dict, keys: list[str]) -> np.ndarray:
     """model - sent over the floating entries ``keys`` (sorted), as one float64 vector."""
-    return np.concatenate([(np.asarray(model[k], dtype=np.float64) - np.asarray(sent[k], dtype=np.float64)).ravel() for k in keys])
+    return np.concatenate(
+        [(np.asarray(model[k], dtype=np.float64) - np.asarray(sent[k], dtype=np.float64)).ravel() for k in keys]
+    )
 
 
 def crafted_data(update: np.ndarray, original: dict, sent: dict, keys: list[str], as_diff: bool) -> dict:
@@ -71,17 +73,29 @@ def crafted_data(update: np.ndarray, original: dict, sent: dict, keys: list[str]
 def describe(record: dict) -> str:
     """One log line of a round's record."""
     if "failed" in record:
-        return f"round {record['round']}: the simulated adversary failed ({record['failed']}); dropped {record['dropped']}"
+        return (
+            f"round {record['round']}: the simulated adversary failed ({record['failed']}); dropped {record['dropped']}"
+        )
     if not record["crafted"]:
         return f"round {record['round']}: no attacker sent a usable result; nothing crafted"
     settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record["settings"].items())
-    return (f"round {record['round']}: {record['kind']} ({record['knowledge']} knowledge of {record['known']}) crafted for {record['crafted']}"
-            f" of {record['participants']} participants" + (f"; {settings}" if settings else ""))
+    return (
+        f"round {record['round']}: {record['kind']} ({record['knowledge']} knowledge of {record['known']}) crafted for {record['crafted']}"
+        f" of {record['participants']} participants" + (f"; {settings}" if settings else "")
+    )
 
 
 class SimulatedAdversary(FLComponent):
-    def __init__(self, kind: str, knowledge: str = "partial", attackers=(), params: dict | None = None, seed: int = 0,
-                 model: str | None = None, model_args: dict | None = None):
+    def __init__(
+        self,
+        kind: str,
+        knowledge: str = "partial",
+        attackers=(),
+        params: dict | None = None,
+        seed: int = 0,
+        model: str | None = None,
+        model_args: dict | None = None,
+    ):
         """Args:
         kind: sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or rescale_permute (lf is
             the executors' ``flip_labels``).
@@ -100,7 +114,9 @@ class SimulatedAdversary(FLComponent):
         self.spec = check_spec(AttackSpec(kind, knowledge, attackers, dict(params or {})))
         self.seed = integer("seed", seed)
         if self.spec.kind in REPARAMETRISATIONS and not isinstance(model, str):
-            raise ValueError(f"the {self.spec.kind} attack transforms the job's network: give the adversary model (the job's model name)")
+            raise ValueError(
+                f"the {self.spec.kind} attack transforms the job's network: give the adversary model (the job's model name)"
+            )
         if model_args is not None:
             mapping("model_args", model_args, note="of the network's settings")
         self.model, self.model_args = model, dict(model_args or {})
@@ -118,8 +134,10 @@ class SimulatedAdversary(FLComponent):
             return
         declared = getattr(aggregator, "ADAPTIVE", None)
         if declared is None or not hasattr(aggregator, "adaptive_target"):
-            raise ValueError(f"the adaptive attack in the star topology aims at a rule that declares one, and this job's rule "
-                             f"{type(aggregator).__name__} declares none; use another attack or a rule with an adaptive attack")
+            raise ValueError(
+                f"the adaptive attack in the star topology aims at a rule that declares one, and this job's rule "
+                f"{type(aggregator).__name__} declares none; use another attack or a rule with an adaptive attack"
+            )
         declared.check(self.spec, type(aggregator).__name__)
         self.rule = aggregator
 
@@ -127,7 +145,14 @@ class SimulatedAdversary(FLComponent):
         """What the adaptive attack knows of its rule this round (the rule's ``adaptive_target``)."""
         return None if self.rule is None else self.rule.adaptive_target(sent, keys)
 
-    def rewrite(self, results: dict[str, Shareable], sent: dict[str, dict], reference: dict, round_num: int, max_abs: float | None) -> tuple[dict, dict]:
+    def rewrite(
+        self,
+        results: dict[str, Shareable],
+        sent: dict[str, dict],
+        reference: dict,
+        round_num: int,
+        max_abs: float | None,
+    ) -> tuple[dict, dict]:
         """(``results`` with every attacker's replaced by its crafted result, the round's record).
 
         ``results`` maps each site that answered OK to its raw result; ``sent`` maps it to the
@@ -151,7 +176,9 @@ class SimulatedAdversary(FLComponent):
             out[site] = result_data(data, usable[site], round_num, unpacked.kind)
         return out, self.record(round_num, crafted)
 
-    def reparametrised_round(self, models: dict, sent: dict, reference: dict, round_num: int, keys: list[str]) -> CraftedRound:
+    def reparametrised_round(
+        self, models: dict, sent: dict, reference: dict, round_num: int, keys: list[str]
+    ) -> CraftedRound:
         """Each attacker's update: a reparametrisation (``lightyear.algorithms.attacks.reparametrise``)
         of its honest model (partial knowledge) or of the model the server sent it (full), minus
         what it was sent; factors and permutations drawn from (seed, attacker, round)."""
@@ -164,7 +191,9 @@ class SimulatedAdversary(FLComponent):
         for site in attackers:
             base = sent[site] if self.spec.knowledge == FULL else models[site]
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, int(round_num), self.spec.attackers.index(site)])
-            model, settings = reparametrised(base, self.symmetries, self.spec.kind, self.spec.param("factor", DEFAULT_FACTOR), rng)
+            model, settings = reparametrised(
+                base, self.symmetries, self.spec.kind, self.spec.param("factor", DEFAULT_FACTOR), rng
+            )
             updates[site] = update_vector(model, sent[site], keys)
         known = attackers if self.spec.knowledge != FULL else []
         return CraftedRound(updates, settings, known, len(models))
@@ -173,14 +202,25 @@ class SimulatedAdversary(FLComponent):
         """The round's record: the attack, who was crafted for, who was known, the settings in force."""
         absent = sorted(set(self.attackers) - set(crafted.updates))
         return {
-            "round": int(round_num), "kind": self.spec.kind, "knowledge": self.spec.knowledge,
-            "participants": crafted.n_participants, "crafted": crafted.attackers, "absent": absent,
-            "known": list(crafted.known), "settings": dict(crafted.settings),
+            "round": int(round_num),
+            "kind": self.spec.kind,
+            "knowledge": self.spec.knowledge,
+            "participants": crafted.n_participants,
+            "crafted": crafted.attackers,
+            "absent": absent,
+            "known": list(crafted.known),
+            "settings": dict(crafted.settings),
         }
 
     def failure(self, round_num: int, exc: BaseException, dropped: list[str]) -> dict:
         """The record of a round whose crafting raised ``exc``: the attackers' results ``dropped``."""
-        return {"round": int(round_num), "kind": self.spec.kind, "knowledge": self.spec.knowledge, "failed": f"{type(exc).__name__}: {exc}", "dropped": sorted(dropped)}
+        return {
+            "round": int(round_num),
+            "kind": self.spec.kind,
+            "knowledge": self.spec.knowledge,
+            "failed": f"{type(exc).__name__}: {exc}",
+            "dropped": sorted(dropped),
+        }
 
     def log_round(self, record: dict, fl_ctx: FLContext) -> None:
         (self.log_error if "failed" in record else self.log_info)(fl_ctx, describe(record))

@@ -55,7 +55,9 @@ class StarAggregator(FLComponent):
         gets no training task (and the global model for the final evaluation)."""
         return None
 
-    def aggregate(self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext) -> RuleDecision:
+    def aggregate(
+        self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext
+    ) -> RuleDecision:
         """``results`` maps site -> {"weights": dict, "num_samples": float}, every result checked
         (keys, shapes, finite values) and cast to the global model's dtypes."""
         raise NotImplementedError
@@ -92,6 +94,11 @@ class FedAvgAggregator(StarAggregator):
         return RuleDecision(weighted_average([results[s]["weights"] for s in sites], weights))
 
 
-METHOD = Method("fedavg", STAR, "sample-weighted mean on the server", site="lightyear.star.executor.StarExecutor",
-                rule="lightyear.star.aggregator.FedAvgAggregator")
+METHOD = Method(
+    "fedavg",
+    STAR,
+    "sample-weighted mean on the server",
+    site="lightyear.star.executor.StarExecutor",
+    rule="lightyear.star.aggregator.FedAvgAggregator",
+)
 """Star FedAvg (McMahan et al. 2017): it excludes no sender, so it has no detection figures."""

@@ -109,7 +109,9 @@ class StarController(Controller):
         self.in_channels = positive_int("in_channels", in_channels)
         self.min_clients = None if min_clients is None else positive_int("min_clients", min_clients)
         self.train_timeout = positive_seconds("train_timeout", train_timeout)
-        self.wait_time_after_min_received = positive_seconds("wait_time_after_min_received", wait_time_after_min_received)
+        self.wait_time_after_min_received = positive_seconds(
+            "wait_time_after_min_received", wait_time_after_min_received
+        )
         if max_sample_ratio is not None and (not valid_num_samples(max_sample_ratio) or max_sample_ratio < 1):
             raise ValueError(f"max_sample_ratio must be a number >= 1 or null (no cap), got {max_sample_ratio!r}")
         self.max_sample_ratio = max_sample_ratio
@@ -127,14 +129,24 @@ class StarController(Controller):
 
         allowed = model_options(model)
         if allowed is not None and set(self.model_args) - allowed:
-            raise ValueError(f"model_args {sorted(set(self.model_args) - allowed)} are not options of model {model!r}; allowed: {sorted(allowed)}")
+            raise ValueError(
+                f"model_args {sorted(set(self.model_args) - allowed)} are not options of model {model!r}; allowed: {sorted(allowed)}"
+            )
         self.aggregator: StarAggregator | None = None
         self._run_dir = ""
         self._finals: list[dict] = []
         self._rejected: list[str] = []  # sites whose results _collect refused in the current round
         self._sites: list[str] = []
         self._phase, self._round, self._need = run_stats.STARTING, None, None
-        self._progress = {"sites_answered": 0, "not_answered": [], "excluded": [], "sites_removed": 0, "removed": [], "rounds_aggregated": 0, "rounds_skipped": 0}
+        self._progress = {
+            "sites_answered": 0,
+            "not_answered": [],
+            "excluded": [],
+            "sites_removed": 0,
+            "removed": [],
+            "rounds_aggregated": 0,
+            "rounds_skipped": 0,
+        }
 
     def initial_weights(self) -> dict:
         """The seeded initial global model, as every site would build it."""
@@ -182,7 +194,14 @@ class StarController(Controller):
         ``not_answered`` sites, the sites the rule ``excluded`` from the last aggregated round,
         the sites it ``removed`` for good (blocked, removed), and the rounds aggregated or
         ``rounds_skipped`` (global model kept)."""
-        return {"phase": self._phase, "current_round": self._round, "num_rounds": self.rounds, "sites": len(self._sites), "min_clients": self._need, **self._progress}
+        return {
+            "phase": self._phase,
+            "current_round": self._round,
+            "num_rounds": self.rounds,
+            "sites": len(self._sites),
+            "min_clients": self._need,
+            **self._progress,
+        }
 
     def _note(self, **changes) -> None:
         """Update the progress shown by :meth:`stats` (replaced whole: the stats request comes
@@ -217,7 +236,9 @@ class StarController(Controller):
             self.system_panic(problem, fl_ctx)
             return run_stats.FAILED
         global_weights = self.initial_weights()
-        self.log_info(fl_ctx, f"{len(sites)} sites, {self.rounds} rounds; a round is aggregated once {need} sites answered")
+        self.log_info(
+            fl_ctx, f"{len(sites)} sites, {self.rounds} rounds; a round is aggregated once {need} sites answered"
+        )
         for round_num in range(self.rounds):
             if abort_signal.triggered:
                 return run_stats.ABORTED
@@ -227,20 +248,28 @@ class StarController(Controller):
                 self.log_error(fl_ctx, f"round {round_num}: the rule left no site to train; training ends")
                 break
             sent = per_site if per_site is not None else {s: global_weights for s in sites}
-            tasks = self._run_tasks(C.STAR_TRAIN_TASK, round_num, sent, per_site is not None, need, abort_signal, fl_ctx)
+            tasks = self._run_tasks(
+                C.STAR_TRAIN_TASK, round_num, sent, per_site is not None, need, abort_signal, fl_ctx
+            )
             if abort_signal.triggered:
                 return run_stats.ABORTED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
             if len(results) < round_need:
-                self.log_error(fl_ctx, f"round {round_num}: only {len(results)} valid results, {round_need} needed: the global model is kept")
+                self.log_error(
+                    fl_ctx,
+                    f"round {round_num}: only {len(results)} valid results, {round_need} needed: the global model is kept",
+                )
                 self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
             try:
                 decision = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
             except ValueError as exc:
-                self.log_error(fl_ctx, f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept")
+                self.log_error(
+                    fl_ctx,
+                    f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept",
+                )
                 self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
             global_weights = decision.weights
@@ -255,7 +284,11 @@ class StarController(Controller):
         for task in tasks:
             for ct in task.client_tasks:
                 result = ct.result
-                if isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK and isinstance(result.get(C.KEY_RESULT), dict):
+                if (
+                    isinstance(result, Shareable)
+                    and result.get_return_code() == ReturnCode.OK
+                    and isinstance(result.get(C.KEY_RESULT), dict)
+                ):
                     self._finals.append(self._final_row(ct.client.name, result[C.KEY_RESULT]))
         evaluated = {f["site"] for f in self._finals}
         self._note(sites_answered=len(evaluated), not_answered=sorted(set(sites) - evaluated))
@@ -273,12 +306,21 @@ class StarController(Controller):
         detection metrics count as evaluated and left out, and what the adversary crafted), and
         the progress the server reports."""
         if decision.kept is not None:
-            entry = {"round": int(round_num), "kept": decision.kept, "excluded": decision.excluded, "rejected": sorted(self._rejected),
-                     **decision.details}
+            entry = {
+                "round": int(round_num),
+                "kept": decision.kept,
+                "excluded": decision.excluded,
+                "rejected": sorted(self._rejected),
+                **decision.details,
+            }
             self.history.append({**entry, "attack": self._attack} if self._attack is not None else entry)
         removed = self.aggregator.removed_sites()
-        self._note(rounds_aggregated=self._progress["rounds_aggregated"] + 1, excluded=list(decision.excluded or []), removed=removed,
-                   sites_removed=len(removed))
+        self._note(
+            rounds_aggregated=self._progress["rounds_aggregated"] + 1,
+            excluded=list(decision.excluded or []),
+            removed=removed,
+            sites_removed=len(removed),
+        )
 
     def _save_round(self, global_weights: dict) -> None:
         save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
@@ -290,7 +332,9 @@ class StarController(Controller):
         if arrays:
             save_npz_atomic(os.path.join(self._run_dir, "aggregator_state.npz"), arrays)
 
-    def _run_tasks(self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext) -> list[Task]:
+    def _run_tasks(
+        self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext
+    ) -> list[Task]:
         """Send the round's task (one broadcast, or one task per site) and wait for it; the tasks."""
         need = min(need, len(sent))
         if not per_site:
@@ -315,18 +359,30 @@ class StarController(Controller):
         if not self._sites:
             return
         done = {f["site"] for f in self._finals}
-        missing = [{"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}} for s in self._sites if s not in done]
+        missing = [
+            {"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}}
+            for s in self._sites
+            if s not in done
+        ]
         rows = summarize_sites(self._finals + missing)
         path = write_summary(rows, self._run_dir)
-        self.log_info(fl_ctx, f"final test metrics of each site's evaluated model (written to {path}):\n{format_table(rows)}")
+        self.log_info(
+            fl_ctx, f"final test metrics of each site's evaluated model (written to {path}):\n{format_table(rows)}"
+        )
 
-    def _collect(self, tasks, global_weights: dict, round_num: int, fl_ctx: FLContext, sent: dict | None = None) -> dict:
+    def _collect(
+        self, tasks, global_weights: dict, round_num: int, fl_ctx: FLContext, sent: dict | None = None
+    ) -> dict:
         """The round's valid results, checked against the global model; results are keyed by the
         identity FLARE authenticated and cast to the global model's dtypes. ``tasks`` is a Task
         or a list of them; ``sent`` maps each site to the model it was sent (default: the global
         model), to which a ``WEIGHT_DIFF`` result is added."""
         tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
-        sent = {ct.client.name: (sent or {}).get(ct.client.name, global_weights) for task in tasks for ct in task.client_tasks}
+        sent = {
+            ct.client.name: (sent or {}).get(ct.client.name, global_weights)
+            for task in tasks
+            for ct in task.client_tasks
+        }
         raw = {}
         self._rejected = []
         for ct in (ct for task in tasks for ct in task.client_tasks):
@@ -350,11 +406,19 @@ class StarController(Controller):
                 continue
             claimed[site] = float(n)
             models[site] = {k: np.asarray(v).astype(global_weights[k].dtype, copy=False) for k, v in weights.items()}
-            models[site].update({k: global_weights[k] for k in global_weights if not np.issubdtype(global_weights[k].dtype, np.floating)})
+            models[site].update(
+                {
+                    k: global_weights[k]
+                    for k in global_weights
+                    if not np.issubdtype(global_weights[k].dtype, np.floating)
+                }
+            )
         counts = capped_counts(claimed, self.max_sample_ratio)
         for site in counts:
             if counts[site] < claimed[site]:
-                self.log_warning(fl_ctx, f"round {round_num}: {site} claimed {claimed[site]:g} samples; capped at {counts[site]:g}")
+                self.log_warning(
+                    fl_ctx, f"round {round_num}: {site} claimed {claimed[site]:g} samples; capped at {counts[site]:g}"
+                )
         return {s: {"weights": models[s], "num_samples": counts[s]} for s in models}
 
     def _craft(self, raw: dict, sent: dict, reference: dict, round_num: int, fl_ctx: FLContext) -> dict:
@@ -375,8 +439,14 @@ class StarController(Controller):
             with open(os.path.join(self._run_dir, ADVERSARY_FILE), "a") as f:
                 f.write(json.dumps(record, default=float) + "\n")
         except OSError as exc:
-            self.log_error(fl_ctx, f"round {round_num}: could not append to {ADVERSARY_FILE} ({exc}); the history keeps the record")
+            self.log_error(
+                fl_ctx, f"round {round_num}: could not append to {ADVERSARY_FILE} ({exc}); the history keeps the record"
+            )
         return raw
 
-    def process_result_of_unknown_task(self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext):
-        self.log_warning(fl_ctx, f"ignored a result of unknown task {task_name!r} (or one that came too late) from {client.name}")
+    def process_result_of_unknown_task(
+        self, client: Client, task_name: str, client_task_id: str, result: Shareable, fl_ctx: FLContext
+    ):
+        self.log_warning(
+            fl_ctx, f"ignored a result of unknown task {task_name!r} (or one that came too late) from {client.name}"
+        )

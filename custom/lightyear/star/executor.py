@@ -62,7 +62,9 @@ class StarExecutor(Executor):
         a malfunction filter then corrupts) instead of the trained model (``WEIGHTS``, default).
         ``flip_labels``: train on flipped labels (the label-flipping attack, ``lf``; attackers only)."""
         super().__init__()
-        self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
+        self.runtime_args = runtime_arguments(
+            dataset, model, dataset_args, model_args, train_args, data_root, num_threads
+        )
         self.malfunction_id = malfunction_id
         self.slots = ComputeSlots(compute_slots, group="star")
         self.records_file = check_records_file(records_file)
@@ -83,7 +85,6 @@ class StarExecutor(Executor):
 
     def _ensure_runtime(self, config: dict, fl_ctx: FLContext) -> None:
         if self.runtime is None:
-
             site = fl_ctx.get_identity_name()
             self.runtime = SiteRuntime(site, seed=int(config.get("seed", 0)), **self.runtime_args)
             self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
@@ -134,7 +135,11 @@ class StarExecutor(Executor):
         received = rt.get_weights()
         e0 = time.perf_counter()
         fields, val, test = self.evaluate_round(task)
-        timing = {"eval_s": time.perf_counter() - e0, "slot_wait_s": self.slots.waited_s, "round_start": self._round_start}
+        timing = {
+            "eval_s": time.perf_counter() - e0,
+            "slot_wait_s": self.slots.waited_s,
+            "round_start": self._round_start,
+        }
         row = {"round": task.round_num, "site": rt.site, **fields}
         row.update({f"val_{k}": v for k, v in val.items()})
         row.update({f"test_{k}": v for k, v in test.items()})

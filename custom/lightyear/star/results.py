@@ -19,7 +19,12 @@ from lightyear.star.messages import read_result
 
 
 def valid_num_samples(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float, np.integer, np.floating))
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def capped_counts(counts: dict[str, float], max_ratio: float | None) -> dict[str, float]:
@@ -43,7 +48,9 @@ def added(sent: dict, diff: dict, reference: dict) -> dict:
     return out
 
 
-def result_model(result: Shareable, sent: dict, reference: dict, max_abs: float | None) -> tuple[dict | None, object, list[str]]:
+def result_model(
+    result: Shareable, sent: dict, reference: dict, max_abs: float | None
+) -> tuple[dict | None, object, list[str]]:
     """(model, claimed sample count, problems) of one OK result; a WEIGHT_DIFF is checked, then
     added to the model the site was sent (``sent``), and the sum checked again (it may overflow).
     ``reference`` (the global model) fixes the keys, shapes and dtypes a result must have."""

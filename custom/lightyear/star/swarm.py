@@ -39,8 +39,15 @@ PERSISTOR = "lightyear.star.swarm.SeededModelPersistor"
 class SeededModelPersistor(ModelPersistor):
     """Swarm Learning's model persistor: the seeded initial model; saves what it is handed (module docstring)."""
 
-    def __init__(self, model: str, num_classes: int, in_channels: int = 1, model_args: dict | None = None,
-                 seed: int = 0, rounds: int = 1):
+    def __init__(
+        self,
+        model: str,
+        num_classes: int,
+        in_channels: int = 1,
+        model_args: dict | None = None,
+        seed: int = 0,
+        rounds: int = 1,
+    ):
         super().__init__()
         for name, value in (("num_classes", num_classes), ("in_channels", in_channels), ("rounds", rounds)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -82,29 +89,52 @@ def swarm_job(star_files: dict, starting_client: str) -> dict:
     client = copy.deepcopy(star_files["app/config/config_fed_client.json"])
     executors = [e for e in client.get("executors", []) if e.get("executor", {}).get("path") == EXECUTOR]
     if len(executors) != 1 or any(key.startswith("app_faulty/") for key in star_files):
-        raise ValueError(f"a Swarm job is built from a star job whose one site executor is {EXECUTOR} "
-                         "(no faulty sites)")
+        raise ValueError(
+            f"a Swarm job is built from a star job whose one site executor is {EXECUTOR} (no faulty sites)"
+        )
     server = copy.deepcopy(star_files["app/config/config_fed_server.json"])
     star = server["workflows"][0]["args"]
     sites = [s for s in star_files["meta.json"]["deploy_map"]["app"] if s != "server"]
     executor = {"tasks": ["train"], "executor": executors[0]["executor"]}
     args = {k: star[k] for k in ("model", "num_classes", "in_channels", "model_args", "seed", "rounds")}
-    controller = {"id": "swarm_client_ctl", "path": "nvflare.app_common.ccwf.SwarmClientController",
-                  "args": {"learn_task_name": "train", "persistor_id": "persistor",
-                           "shareable_generator_id": "shareable_generator", "aggregator_id": "aggregator",
-                           "min_responses_required": len(sites)}}
+    controller = {
+        "id": "swarm_client_ctl",
+        "path": "nvflare.app_common.ccwf.SwarmClientController",
+        "args": {
+            "learn_task_name": "train",
+            "persistor_id": "persistor",
+            "shareable_generator_id": "shareable_generator",
+            "aggregator_id": "aggregator",
+            "min_responses_required": len(sites),
+        },
+    }
     client["executors"] = [executor, {"tasks": ["swarm_*"], "executor": controller}]
     client["components"] = [
-        *[c for c in client.get("components", []) if c.get("id") not in ("persistor", "shareable_generator",
-                                                                          "aggregator")],
+        *[
+            c
+            for c in client.get("components", [])
+            if c.get("id") not in ("persistor", "shareable_generator", "aggregator")
+        ],
         {"id": "persistor", "path": PERSISTOR, "args": args},
-        {"id": "shareable_generator", "path": "nvflare.app_common.shareablegenerators.full_model_shareable_generator."
-                                              "FullModelShareableGenerator", "args": {}},
-        {"id": "aggregator", "path": "nvflare.app_common.aggregators.intime_accumulate_model_aggregator."
-                                     "InTimeAccumulateWeightedAggregator", "args": {"expected_data_kind": "WEIGHTS"}},
+        {
+            "id": "shareable_generator",
+            "path": "nvflare.app_common.shareablegenerators.full_model_shareable_generator.FullModelShareableGenerator",
+            "args": {},
+        },
+        {
+            "id": "aggregator",
+            "path": "nvflare.app_common.aggregators.intime_accumulate_model_aggregator."
+            "InTimeAccumulateWeightedAggregator",
+            "args": {"expected_data_kind": "WEIGHTS"},
+        },
     ]
-    server["workflows"] = [{"id": "swarm_controller", "path": "nvflare.app_common.ccwf.SwarmServerController",
-                            "args": {"num_rounds": star["rounds"], "starting_client": starting_client}}]
+    server["workflows"] = [
+        {
+            "id": "swarm_controller",
+            "path": "nvflare.app_common.ccwf.SwarmServerController",
+            "args": {"num_rounds": star["rounds"], "starting_client": starting_client},
+        }
+    ]
     server["components"] = [c for c in server.get("components", []) if c.get("id") != "aggregator"]
     meta = copy.deepcopy(star_files["meta.json"])
     meta["name"] = meta["name"].replace(meta["lightyear"]["method"], "swarm", 1)

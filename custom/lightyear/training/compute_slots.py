@@ -62,7 +62,9 @@ def default_folder(group: str) -> str:
 
 
 class ComputeSlots:
-    def __init__(self, slots=AUTO, group: str = "default", folder: str | None = None, wait_timeout: float = DEFAULT_WAIT_TIMEOUT):
+    def __init__(
+        self, slots=AUTO, group: str = "default", folder: str | None = None, wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    ):
         """``wait_timeout``: seconds :meth:`hold` queues for a slot before computing without one
         (a site whose slot holder hangs is slowed, never stopped)."""
         self.slots = resolve_slots(slots)

@@ -34,7 +34,9 @@ class WeightedFocalLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if logits.shape[1] != self.alpha.numel():
-            raise ValueError(f"the focal loss has {self.alpha.numel()} class weights but the logits have {logits.shape[1]} classes")
+            raise ValueError(
+                f"the focal loss has {self.alpha.numel()} class weights but the logits have {logits.shape[1]} classes"
+            )
         targets = targets.long()
         log_pt = F.log_softmax(logits.float(), dim=1).gather(1, targets.unsqueeze(1)).squeeze(1)
         pt = log_pt.exp()

@@ -92,7 +92,9 @@ class SiteRuntime:
     def set_weights(self, weights) -> None:
         set_weights(self.model, weights)
 
-    def train(self, round_num: int, regularizer=None, model: torch.nn.Module | None = None, flip_labels: bool = False) -> dict:
+    def train(
+        self, round_num: int, regularizer=None, model: torch.nn.Module | None = None, flip_labels: bool = False
+    ) -> dict:
         """Local epochs on the training set; batch order and dropout drawn from (seed, site, round).
 
         ``model`` (default: the site's model) is trained; ``regularizer(model) -> tensor`` is
@@ -105,7 +107,13 @@ class SiteRuntime:
         seed = site_seed(self.seed, self.site, round_num + 1)
         torch.manual_seed(seed)
         flip = self.data.num_classes if flip_labels else None
-        return self.trainer.train(self.model if model is None else model, self.data.train, seed=seed, regularizer=regularizer, flip_classes=flip)
+        return self.trainer.train(
+            self.model if model is None else model,
+            self.data.train,
+            seed=seed,
+            regularizer=regularizer,
+            flip_classes=flip,
+        )
 
     def evaluate(self, split: str, weights=None) -> dict:
         """Metrics of the current model (or of ``weights``) on ``split`` (train/val/test)."""

@@ -98,11 +98,14 @@ class LocalTrainer:
         the bit), in fewer and larger kernels (GPUs use this form already)."""
         c = self.config
         if c.optimizer == "sgd":
-            return torch.optim.SGD(model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay,
-                                   foreach=True)
+            return torch.optim.SGD(
+                model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay, foreach=True
+            )
         return torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay, foreach=True)
 
-    def train(self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None, flip_classes: int | None = None) -> dict:
+    def train(
+        self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None, flip_classes: int | None = None
+    ) -> dict:
         """Run ``local_epochs`` epochs; batch order is a pure function of ``seed``.
 
         ``regularizer(model) -> tensor``, if given, is added to every batch's loss (FedProx's and
@@ -163,9 +166,13 @@ def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
     """
     int_in("num_classes", num_classes, 2, note="flipping needs another class to flip to")
     if targets.is_floating_point():
-        raise ValueError(f"label flipping needs integer class targets, got {targets.dtype}; cast them to class indices first")
+        raise ValueError(
+            f"label flipping needs integer class targets, got {targets.dtype}; cast them to class indices first"
+        )
     if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
-        raise ValueError(f"targets must lie in [0, {num_classes}), got values from {int(targets.min())} to {int(targets.max())}; check num_classes")
+        raise ValueError(
+            f"targets must lie in [0, {num_classes}), got values from {int(targets.min())} to {int(targets.max())}; check num_classes"
+        )
     return (targets + 1) % num_classes
 
 

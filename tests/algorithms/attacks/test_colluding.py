@@ -136,7 +136,9 @@ def test_adaptive_under_partial_knowledge_simulates_krum_on_the_attackers_own_up
     (1 + lambda)^2 or more, b = 3 more still: a copy is selected for every lambda > 0, so the
     search takes max_step at once."""
     honest = {**BENIGN_1D, "site-6": np.array([1.0]), "site-7": np.array([3.0])}
-    crafted = craft_round(spec("adaptive", attackers=["site-6", "site-7"], direction="sign", max_step=8.0), honest, KrumTarget(f=2))
+    crafted = craft_round(
+        spec("adaptive", attackers=["site-6", "site-7"], direction="sign", max_step=8.0), honest, KrumTarget(f=2)
+    )
     assert crafted.known == ["site-6", "site-7"] and crafted.settings["f"] == 0
     assert crafted.settings["lambda"] == 8.0
     np.testing.assert_allclose(crafted.updates["site-7"], [-8.0])
@@ -165,7 +167,11 @@ def test_adaptive_on_fedcap_lands_on_the_edge_of_its_norm_ball_by_hand():
     np.testing.assert_allclose(crafted.updates["site-3"], [-6.88, -8.84])
     # both benign sites point the same way: no angle wins weight without undoing the harm, the far edge wins
     assert crafted.settings["radius"] == pytest.approx(9.8) and crafted.settings["angle"] == pytest.approx(math.pi)
-    assert {k: crafted.settings[k] for k in ("t_norm", "margin", "direction")} == {"t_norm": 10.0, "margin": 0.02, "direction": "reverse"}
+    assert {k: crafted.settings[k] for k in ("t_norm", "margin", "direction")} == {
+        "t_norm": 10.0,
+        "margin": 0.02,
+        "direction": "reverse",
+    }
     calibrated = crafted.updates["site-3"] + OFFSETS["site-3"]  # what FedCAP's detection measures
     assert np.linalg.norm(calibrated) == pytest.approx(9.8)
 
@@ -174,15 +180,27 @@ def test_adaptive_on_fedcap_needs_full_knowledge_and_every_offset():
     with pytest.raises(ValueError, match="needs its calibration reference w\\^t.*use --knowledge full"):
         craft_round(spec("adaptive", "partial", ["site-3"]), HONEST_2D, FedCapTarget(10.0, OFFSETS))
     with pytest.raises(ValueError, match=r"no calibration offset for sites \['site-2'\]"):
-        craft_round(spec("adaptive", "full", ["site-3"]), HONEST_2D, FedCapTarget(10.0, {k: v for k, v in OFFSETS.items() if k != "site-2"}))
+        craft_round(
+            spec("adaptive", "full", ["site-3"]),
+            HONEST_2D,
+            FedCapTarget(10.0, {k: v for k, v in OFFSETS.items() if k != "site-2"}),
+        )
 
 
 @pytest.mark.parametrize(
     ("target", "args", "message"),
     [
-        (FedCapTarget, ("adaptive", "full", ["site-3"], {"max_step": 2.0}), "the adaptive attack on X takes no attack_max_step; it takes attack_margin, attack_direction"),
+        (
+            FedCapTarget,
+            ("adaptive", "full", ["site-3"], {"max_step": 2.0}),
+            "the adaptive attack on X takes no attack_max_step; it takes attack_margin, attack_direction",
+        ),
         (FedCapTarget, ("adaptive", "partial", ["site-3"]), "needs its calibration reference w\\^t"),
-        (KrumTarget, ("adaptive", "full", ["site-3"], {"margin": 0.1}), "the adaptive attack on X takes no attack_margin"),
+        (
+            KrumTarget,
+            ("adaptive", "full", ["site-3"], {"margin": 0.1}),
+            "the adaptive attack on X takes no attack_margin",
+        ),
         (KrumTarget, ("adaptive", "partial", ["site-3"]), "needs at least 2 attackers"),
     ],
 )

@@ -20,8 +20,12 @@ from lightyear.algorithms.attacks.reparametrise import (
     reparametrised,
 )
 
-NET = {"w1": np.array([[1.0], [2.0]], dtype=np.float32), "b1": np.array([0.5, -1.0], dtype=np.float32),
-       "w2": np.array([[3.0, 4.0]], dtype=np.float32), "steps": np.array(7, dtype=np.int64)}
+NET = {
+    "w1": np.array([[1.0], [2.0]], dtype=np.float32),
+    "b1": np.array([0.5, -1.0], dtype=np.float32),
+    "w2": np.array([[3.0, 4.0]], dtype=np.float32),
+    "steps": np.array(7, dtype=np.int64),
+}
 HIDDEN = UnitGroup("hidden", 2, (Slot("w1", 0, 1), Slot("b1", 0, 1), Slot("w2", 1, -1)))
 
 
@@ -69,12 +73,12 @@ def test_a_packed_entry_and_an_offset_select_the_units_they_name():
 def test_draw_gives_factor_or_its_inverse_and_permutations_within_blocks():
     group = UnitGroup("g", 6, (Slot("w", 0, 1),), block=3)
     rng = np.random.default_rng(0)
-    (scales, order), = draw([group], RESCALE, 100.0, rng)
+    ((scales, order),) = draw([group], RESCALE, 100.0, rng)
     assert set(scales) <= {100.0, 0.01} and len(set(scales)) == 2 and list(order) == list(range(6))
-    (scales, order), = draw([group], PERMUTE, 100.0, rng)
+    ((scales, order),) = draw([group], PERMUTE, 100.0, rng)
     assert set(scales) == {1.0} and sorted(order[:3]) == [0, 1, 2] and sorted(order[3:]) == [3, 4, 5]
     fixed = UnitGroup("f", 6, (Slot("w", 0, 1),), scalable=False, block=1)
-    (scales, order), = draw([fixed], RESCALE_PERMUTE, 100.0, rng)
+    ((scales, order),) = draw([fixed], RESCALE_PERMUTE, 100.0, rng)
     assert set(scales) == {1.0} and list(order) == list(range(6))  # neither scalable nor permutable: unchanged
 
 

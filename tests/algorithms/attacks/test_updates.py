@@ -53,7 +53,12 @@ def test_flip_label_uint8_at_the_top_class_wraps_without_overflow():
 
 @pytest.mark.parametrize(
     "labels,c,match",
-    [([0, 1], 1, "num_classes must be an integer >= 2"), ([0, 2], 2, r"\[0, 2\)"), ([-1, 0], 3, r"\[0, 3\)"), ([0.0, 1.0], 2, "integer class indices")],
+    [
+        ([0, 1], 1, "num_classes must be an integer >= 2"),
+        ([0, 2], 2, r"\[0, 2\)"),
+        ([-1, 0], 3, r"\[0, 3\)"),
+        ([0.0, 1.0], 2, "integer class indices"),
+    ],
 )
 def test_flip_label_refuses(labels, c, match):
     with pytest.raises(ValueError, match=match):
@@ -142,7 +147,10 @@ def test_lie_one_known_update_is_that_update():
     np.testing.assert_array_equal(U.lie([[1.0, -2.0]], 3.0, ddof=0), [1.0, -2.0])
 
 
-@pytest.mark.parametrize("z,ddof,match", [(-0.5, 0, "z must be a finite number >= 0"), (float("nan"), 0, "z must"), (1.0, 2, "ddof must be 0")])
+@pytest.mark.parametrize(
+    "z,ddof,match",
+    [(-0.5, 0, "z must be a finite number >= 0"), (float("nan"), 0, "z must"), (1.0, 2, "ddof must be 0")],
+)
 def test_lie_refuses(z, ddof, match):
     with pytest.raises(ValueError, match=match):
         U.lie(KNOWN_1D, z, ddof)
@@ -226,7 +234,14 @@ def test_zero_perturbation_gives_the_mean():
     assert gamma == 0.0 and crafted.tolist() == [0.0]
 
 
-@pytest.mark.parametrize("kw,match", [({"tol": 0}, "tol must be"), ({"gamma_init": -1}, "gamma_init must"), ({"gamma_init": float("nan")}, "gamma_init must")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"tol": 0}, "tol must be"),
+        ({"gamma_init": -1}, "gamma_init must"),
+        ({"gamma_init": float("nan")}, "gamma_init must"),
+    ],
+)
 def test_min_max_refuses_bad_search_settings(kw, match):
     with pytest.raises(ValueError, match=match):
         U.min_max([[1.0]], **kw)
@@ -247,7 +262,9 @@ def test_craft_update_defaults():
     np.testing.assert_allclose(U.craft_update("lie", own, known, 10, 3), [2 - z * math.sqrt(2), -z * math.sqrt(2)])
     np.testing.assert_allclose(U.craft_update("lie", own, known, 10, 3, z=1.0, ddof=0), [1.0, -1.0])
     np.testing.assert_array_equal(U.craft_update("minmax", own, known, 10, 3), U.min_max(known)[0])
-    np.testing.assert_array_equal(U.craft_update("minsum", own, known, 10, 3, perturbation="sign"), U.min_sum(known, "sign")[0])
+    np.testing.assert_array_equal(
+        U.craft_update("minsum", own, known, 10, 3, perturbation="sign"), U.min_sum(known, "sign")[0]
+    )
 
 
 def test_craft_update_lf_returns_a_copy():
@@ -279,5 +296,17 @@ def test_craft_update_refuses(kind, known, n, m, params, match):
 
 
 def test_constants():
-    assert U.ATTACKS == ("lf", "sf", "mr", "lie", "minmax", "minsum", "ipm", "adaptive", "rescale", "permute", "rescale_permute")
+    assert U.ATTACKS == (
+        "lf",
+        "sf",
+        "mr",
+        "lie",
+        "minmax",
+        "minsum",
+        "ipm",
+        "adaptive",
+        "rescale",
+        "permute",
+        "rescale_permute",
+    )
     assert U.KNOWLEDGE == ("partial", "full")

@@ -32,7 +32,9 @@ def test_trusted_weights_by_hand():
     # a subset renormalises: a and c -> 50 / 100 each
     assert trusted_weights(SIZES, DEGREES, ["a", "c"]) == pytest.approx({"a": 0.5, "c": 0.5})
     # FedAvg by size would give b 0.5 too but a 1/6, c 1/3: the out-degree changes the answer
-    assert trusted_weights(SIZES, {"a": 1, "b": 1, "c": 1}, ["a", "b", "c"]) == pytest.approx({"a": 1 / 6, "b": 0.5, "c": 1 / 3})
+    assert trusted_weights(SIZES, {"a": 1, "b": 1, "c": 1}, ["a", "b", "c"]) == pytest.approx(
+        {"a": 1 / 6, "b": 0.5, "c": 1 / 3}
+    )
 
 
 def test_out_degrees_count_the_self_loop():
@@ -162,7 +164,9 @@ def test_async_inputs_take_the_newest_model_whatever_its_age():
 def test_sampling_among_the_peers_a_round_can_hear():
     trust = DeftaTrust(["a", "b", "c", "d"], sample_size=2)
     trust.observe(1.0, {})
-    assert trust.sample_peers(np.random.default_rng(0), among=["a", "b", "c", "d"]) == trust.sample_peers(np.random.default_rng(0))
+    assert trust.sample_peers(np.random.default_rng(0), among=["a", "b", "c", "d"]) == trust.sample_peers(
+        np.random.default_rng(0)
+    )
     draws = [trust.sample_peers(np.random.default_rng(s), among=["b", "d", "z"]) for s in range(10)]
     assert all(d == ["b", "d"] for d in draws)  # both of the two it can hear; "z" is no peer
     trust.observe(float("nan"), {"b": 0.5})  # b cut off

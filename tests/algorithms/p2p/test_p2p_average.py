@@ -7,7 +7,11 @@ from lightyear.algorithms.p2p.p2p_average import p2p_average
 
 
 def model(w, b=0.0, count=3):
-    return {"w": np.array(w, dtype=np.float32), "b": np.array([b], dtype=np.float32), "n": np.array(count, dtype=np.int64)}
+    return {
+        "w": np.array(w, dtype=np.float32),
+        "b": np.array([b], dtype=np.float32),
+        "n": np.array(count, dtype=np.int64),
+    }
 
 
 def test_uniform_mean_includes_own_model():

@@ -32,7 +32,12 @@ def test_a_passing_aggregate_is_eq_18_and_costs_one_evaluation():
     # 0 + 0.9^2 * (0.4 + 0.8) / 2 = 0.486
     assert out.weights["w"][0] == pytest.approx(0.486)
     np.testing.assert_allclose(out.weights["w"], decayed_mean_update(OWN, list(peers.values()), 0.9, 2)["w"])
-    assert out.adopted == ["a", "b"] and out.excluded == {} and out.evaluations == 1 and evaluate.calls == [pytest.approx(0.486)]
+    assert (
+        out.adopted == ["a", "b"]
+        and out.excluded == {}
+        and out.evaluations == 1
+        and evaluate.calls == [pytest.approx(0.486)]
+    )
     assert out.weights["count"] == 3  # counters keep the own value
     assert out.adopted_evaluation == (1.0, 0.2)
 
@@ -44,7 +49,9 @@ def test_a_peer_whose_addition_fails_is_excluded_and_the_others_kept():
     out = validated_update(OWN, {"a": model(1.0), "b": model(3.0)}, ["a", "b"], 1.0, 0, evaluate, (1.0, 0.2))
     assert out.weights["w"][0] == pytest.approx(0.5) and out.adopted == ["a"] and list(out.excluded) == ["b"]
     assert "scored 0 (loss 5) on the own validation set against the own model's 1 (loss 0.2)" in out.excluded["b"]
-    assert evaluate.calls == [2.0, 0.5, 1.5, 2.0] and out.evaluations == 4  # no renormalised try: min(1, 0.5) is no larger
+    assert (
+        evaluate.calls == [2.0, 0.5, 1.5, 2.0] and out.evaluations == 4
+    )  # no renormalised try: min(1, 0.5) is no larger
 
 
 def test_a_benign_minority_gets_its_full_step_back():
@@ -77,7 +84,9 @@ def test_a_candidate_that_grows_an_entry_is_refused_without_a_forward_pass():
     assert "grew an entry's norm by 49.5" in out.excluded["a"]
     assert norm_growth(own, {"w": np.array([1.05, 0.0])}) == pytest.approx(0.05)
     assert norm_growth(own, {"w": np.array([0.5, 0.0])}) == 0.0  # shrinking is no growth
-    assert norm_growth({"w": np.array([0.0]), "v": np.array([2.0])}, {"w": np.array([7.0]), "v": np.array([3.0])}) == pytest.approx(0.5)
+    assert norm_growth(
+        {"w": np.array([0.0]), "v": np.array([2.0])}, {"w": np.array([7.0]), "v": np.array([3.0])}
+    ) == pytest.approx(0.5)
 
 
 def test_no_single_received_model_is_ever_taken_whole():
@@ -85,7 +94,9 @@ def test_no_single_received_model_is_ever_taken_whole():
     out = validated_update(OWN, {"a": model(0.8)}, ["a"], 1.0, 0, Validation(), (1.0, 0.2))
     assert out.weights["w"][0] == pytest.approx(0.4)
     assert peer_weight(1.0, 0, 1, 0.5) == 0.5 and peer_weight(0.5, 2, 8, 0.5) == pytest.approx(0.25 / 8)
-    whole = validated_update(OWN, {"a": model(0.8)}, ["a"], 1.0, 0, Validation(), (1.0, 0.2), Bounds(max_peer_share=1.0))
+    whole = validated_update(
+        OWN, {"a": model(0.8)}, ["a"], 1.0, 0, Validation(), (1.0, 0.2), Bounds(max_peer_share=1.0)
+    )
     assert whole.weights["w"][0] == pytest.approx(0.8)
 
 
@@ -96,11 +107,17 @@ def test_non_finite_results_are_never_adopted_and_no_selection_keeps_the_own_mod
     assert empty.adopted == [] and empty.evaluations == 0 and empty.adopted_evaluation == (0.7, 0.3)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"delta": 1.5}, "validation_delta must be a number in"), ({"delta": -0.1}, "validation_delta"),
-    ({"max_loss_growth": -1}, "max_loss_growth must be a number >= 0"), ({"max_norm_growth": float("inf")}, "max_norm_growth"),
-    ({"max_peer_share": 0.0}, "max_peer_share must be a number in \\(0, 1\\]"), ({"max_peer_share": True}, "max_peer_share"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"delta": 1.5}, "validation_delta must be a number in"),
+        ({"delta": -0.1}, "validation_delta"),
+        ({"max_loss_growth": -1}, "max_loss_growth must be a number >= 0"),
+        ({"max_norm_growth": float("inf")}, "max_norm_growth"),
+        ({"max_peer_share": 0.0}, "max_peer_share must be a number in \\(0, 1\\]"),
+        ({"max_peer_share": True}, "max_peer_share"),
+    ],
+)
 def test_bad_bounds_are_refused_naming_the_setting(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Bounds(**kwargs)

@@ -67,7 +67,10 @@ def test_single_site_and_two_sites_are_never_flagged():
 
 
 def test_asmr_averages_the_benign_models_uniformly():
-    models = {s: {"w": w.astype(np.float32), "n": np.array(i)} for i, (s, w) in enumerate({**BENIGN, "d": v(-0.8, -0.6)}.items())}
+    models = {
+        s: {"w": w.astype(np.float32), "n": np.array(i)}
+        for i, (s, w) in enumerate({**BENIGN, "d": v(-0.8, -0.6)}.items())
+    }
     mean, out = asmr(models)
     # (1 + 0.8 + 0.6) / 3 = 0.8, (0 + 0.6 + 0.8) / 3 = 0.466667
     np.testing.assert_allclose(mean["w"], [0.8, 1.4 / 3], rtol=1e-6)

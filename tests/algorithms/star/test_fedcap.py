@@ -55,7 +55,9 @@ def test_weights_for_a_site_outside_the_pool_and_alpha_zero():
     # newcomer with update [0,1]: cos 0, 1, 0 -> 1, 3, 1 -> softmax 0.2, 0.6, 0.2, no self weight
     assert customization_weights(v(0, 1), POOL, None, alpha=LN3) == pytest.approx({"a": 0.2, "b": 0.6, "c": 0.2})
     # alpha 0: the others share 1 - phi equally
-    assert customization_weights(POOL["b"], POOL, "b", alpha=0, phi=0.3) == pytest.approx({"a": 0.35, "b": 0.3, "c": 0.35})
+    assert customization_weights(POOL["b"], POOL, "b", alpha=0, phi=0.3) == pytest.approx(
+        {"a": 0.35, "b": 0.3, "c": 0.35}
+    )
     assert customization_weights(v(1, 1), {"a": v(1, 0)}, "a") == {"a": 1.0}  # alone in the pool
 
 

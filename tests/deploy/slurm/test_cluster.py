@@ -50,8 +50,14 @@ def job(tmp_path_factory):
 
 def lightyear_slurm(cluster, *args, timeout=480):
     env = dict(cluster.env, PYTHONPATH=os.path.join(ROOT, "custom") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "lightyear.deploy.slurm.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lightyear.deploy.slurm.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def submitted(proc):
@@ -76,7 +82,9 @@ def test_the_cpu_simulator_template_runs_every_site_to_the_end(cluster, job, tmp
 
 
 def test_a_provisioned_deployment_in_one_allocation_finishes_and_shuts_down(cluster, job, tmp_path):
-    proc = lightyear_slurm(cluster, "deploy_cpu", job, "--cpus", "1", "--time", "00:10:00", "--out", str(tmp_path), "--wait")
+    proc = lightyear_slurm(
+        cluster, "deploy_cpu", job, "--cpus", "1", "--time", "00:10:00", "--out", str(tmp_path), "--wait"
+    )
     results, log = submitted(proc)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\n{read(log)[-4000:]}"
     path, missing = unfinished(os.path.join(results, "server"), SITES)
@@ -89,7 +97,11 @@ def test_a_provisioned_deployment_in_one_allocation_finishes_and_shuts_down(clus
 
 def flare_processes(results):
     out = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if results in line and ("client_train" in line or "server_train" in line or "sub_start" in line)]
+    return [
+        line
+        for line in out.splitlines()
+        if results in line and ("client_train" in line or "server_train" in line or "sub_start" in line)
+    ]
 
 
 def test_scancel_of_a_deployment_stops_every_flare_process(cluster, job, tmp_path):
@@ -101,7 +113,10 @@ def test_scancel_of_a_deployment_stops_every_flare_process(cluster, job, tmp_pat
         time.sleep(1)
     assert os.path.exists(os.path.join(results, "flare_job_id")), read(log)[-4000:] if os.path.exists(log) else "no log"
     running = flare_processes(results)
-    assert len(running) >= 4, (results, subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout[-6000:])
+    assert len(running) >= 4, (
+        results,
+        subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout[-6000:],
+    )
     cluster.run("scancel", job_id)
     assert cluster.wait_idle(90), cluster.run("squeue", check=False).stdout
     assert flare_processes(results) == []

@@ -21,8 +21,15 @@ SITES = ["site-1", "site-2", "site-3"]
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("jobs")
-    name, files = generate.build_job(os.path.join(ROOT, "app_configs"), "lightyear", "digits", "none", 0, seed=0,
-                                     overrides={"sites": SITES, "rounds": 2})
+    name, files = generate.build_job(
+        os.path.join(ROOT, "app_configs"),
+        "lightyear",
+        "digits",
+        "none",
+        0,
+        seed=0,
+        overrides={"sites": SITES, "rounds": 2},
+    )
     generate.write_job(files, str(tmp_path / name))
     return str(tmp_path / name)
 
@@ -48,12 +55,19 @@ exec {sys.executable} "$@"
 def run_script(tmp_path, text, *args, **env):
     script = tmp_path / "job.sbatch"
     script.write_text(text)
-    full = dict(os.environ, LIGHTYEAR_PYTHON=fake_python(tmp_path), LIGHTYEAR_RESULTS=str(tmp_path / "results"),
-                PYTHONPATH=os.path.join(ROOT, "custom"), SLURM_JOB_ID="77")
+    full = dict(
+        os.environ,
+        LIGHTYEAR_PYTHON=fake_python(tmp_path),
+        LIGHTYEAR_RESULTS=str(tmp_path / "results"),
+        PYTHONPATH=os.path.join(ROOT, "custom"),
+        SLURM_JOB_ID="77",
+    )
     full.update(env)
     if "CUDA_VISIBLE_DEVICES" not in env:
         full.pop("CUDA_VISIBLE_DEVICES", None)
-    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=full, cwd=str(tmp_path), timeout=120)
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, env=full, cwd=str(tmp_path), timeout=120
+    )
 
 
 def test_the_committed_templates_are_current():
@@ -61,10 +75,32 @@ def test_the_committed_templates_are_current():
 
 
 def test_parameters_appear_as_sbatch_directives(job, capsys):
-    text = dry_run(capsys, "simulator", job, "--partition", "gpu-a", "--account", "proj1", "--time", "1-02:00:00",
-                   "--gpu-type", "h100", "--cpus", "2", "--mem-per-cpu", "4G")
-    for line in ("#SBATCH --partition=gpu-a", "#SBATCH --account=proj1", "#SBATCH --time=1-02:00:00",
-                 "#SBATCH --gres=gpu:h100:3", "#SBATCH --cpus-per-task=6", "#SBATCH --mem-per-cpu=4G", "#SBATCH --nodes=1"):
+    text = dry_run(
+        capsys,
+        "simulator",
+        job,
+        "--partition",
+        "gpu-a",
+        "--account",
+        "proj1",
+        "--time",
+        "1-02:00:00",
+        "--gpu-type",
+        "h100",
+        "--cpus",
+        "2",
+        "--mem-per-cpu",
+        "4G",
+    )
+    for line in (
+        "#SBATCH --partition=gpu-a",
+        "#SBATCH --account=proj1",
+        "#SBATCH --time=1-02:00:00",
+        "#SBATCH --gres=gpu:h100:3",
+        "#SBATCH --cpus-per-task=6",
+        "#SBATCH --mem-per-cpu=4G",
+        "#SBATCH --nodes=1",
+    ):
         assert line in text.splitlines()
     assert f"JOB=${{1:-{job}}}" in text
 
@@ -94,7 +130,12 @@ def test_cpu_mode_asks_no_gpu_and_runs_one_thread_a_site(job, capsys, tmp_path):
 def test_a_gpu_deployment_gives_each_site_step_one_gpu_and_the_server_none(job, capsys):
     text = dry_run(capsys, "deploy", job, "--gpus", "2")
     lines = text.splitlines()
-    assert {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --gres=gpu:a100:2", "#SBATCH --signal=B:TERM@120"} <= set(lines)
+    assert {
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=3",
+        "#SBATCH --gres=gpu:a100:2",
+        "#SBATCH --signal=B:TERM@120",
+    } <= set(lines)
     assert 'SITE_GRES="--gres=gpu:1"' in lines and 'SERVER_GRES="--gres=none"' in lines
     assert "trap stop_all EXIT" in lines
 
@@ -113,14 +154,17 @@ def test_dry_run_prints_the_script_without_calling_sbatch(job, capsys, monkeypat
     assert dry_run(capsys, "deploy_cpu", job).startswith("#!/bin/bash\n#SBATCH --job-name=ly-lightyear_digits")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["simulator", "no/such/job"], "is not a folder: give a job folder"),
-    (["simulator", "JOB", "--gpus", "4"], "4 GPUs for 3 sites"),
-    (["deploy", "JOB", "--gpus", "1", "--nodes", "2"], "3 sites need 3 GPUs"),
-    (["cluster", "JOB"], "unknown mode 'cluster'"),
-    (["cpu", "JOB", "--time", "2h"], "not a SLURM time"),
-    (["simulator", "JOB", "--nodes", "2"], "one node"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["simulator", "no/such/job"], "is not a folder: give a job folder"),
+        (["simulator", "JOB", "--gpus", "4"], "4 GPUs for 3 sites"),
+        (["deploy", "JOB", "--gpus", "1", "--nodes", "2"], "3 sites need 3 GPUs"),
+        (["cluster", "JOB"], "unknown mode 'cluster'"),
+        (["cpu", "JOB", "--time", "2h"], "not a SLURM time"),
+        (["simulator", "JOB", "--nodes", "2"], "one node"),
+    ],
+)
 def test_bad_input_is_refused_with_the_fix(job, capsys, args, message):
     args = [job if a == "JOB" else a for a in args]
     assert slurm_cli.main([*args, "--description", DESCRIPTION, "--dry-run"]) == 2
@@ -164,13 +208,16 @@ def test_a_committed_script_stops_with_the_reason_when_python_or_the_job_is_miss
     assert no_job.returncode == 2 and f"{ROOT}/jobs/missing is not a folder: give a job folder" in no_job.stderr
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"templates: {cpu: {mode: simulator\n", "is not valid YAML"),
-    (b"\x89PNG\r\n\x1a\n\x00", "is not a UTF-8 text file"),
-    (b"templates: {cpu: [1, 2]}\n", "template 'cpu' must map parameters to values"),
-    (b"templates: {cpu: {gpus: 0}}\n", "template 'cpu' needs a mode"),
-    (b"defaults: 3\ntemplates: {cpu: {mode: simulator}}\n", "'defaults' must map parameters to values"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"templates: {cpu: {mode: simulator\n", "is not valid YAML"),
+        (b"\x89PNG\r\n\x1a\n\x00", "is not a UTF-8 text file"),
+        (b"templates: {cpu: [1, 2]}\n", "template 'cpu' must map parameters to values"),
+        (b"templates: {cpu: {gpus: 0}}\n", "template 'cpu' needs a mode"),
+        (b"defaults: 3\ntemplates: {cpu: {mode: simulator}}\n", "'defaults' must map parameters to values"),
+    ],
+)
 def test_a_bad_description_is_named_in_one_line(job, capsys, tmp_path, content, message):
     (tmp_path / "d.yaml").write_bytes(content)
     assert slurm_cli.main(["cpu", job, "--description", str(tmp_path / "d.yaml"), "--dry-run"]) == 2
@@ -180,7 +227,9 @@ def test_a_bad_description_is_named_in_one_line(job, capsys, tmp_path, content, 
 
 @pytest.mark.parametrize("option", ["--partition", "--account", "--gpu-type", "--time", "--mem-per-cpu"])
 def test_a_value_with_a_line_break_never_reaches_the_script(job, capsys, option):
-    assert slurm_cli.main(["cpu", job, option, "gpu\n#SBATCH --wrap=evil", "--description", DESCRIPTION, "--dry-run"]) == 2
+    assert (
+        slurm_cli.main(["cpu", job, option, "gpu\n#SBATCH --wrap=evil", "--description", DESCRIPTION, "--dry-run"]) == 2
+    )
     assert capsys.readouterr().out == ""
 
 

@@ -1,6 +1,5 @@
 """The LIGHTYEAR site executor without a FLARE run: settings checks, buffering, deadline, rejection."""
 
-
 import numpy as np
 import pytest
 from nvflare.apis.fl_constant import ReturnCode
@@ -21,14 +20,27 @@ FakeEngine = SiteEngine  # records the models a site sends, answers OK and ready
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"tau": 1.2}, "tau"), ({"gamma": 0.0}, "gamma"), ({"third_term": "x"}, "third_term"),
-     ({"peer_deadline": -1}, "peer_deadline"), ({"peer_deadline": 0.5}, "peer_deadline"),
-     ({"records_file": "../../etc/x.csv"}, "records_file"), ({"max_missed_rounds": 0}, "max_missed_rounds"),
-     ({"skill_floor": 1.0}, "skill_floor"), ({"dataset": "mnist"}, "unknown dataset"), ({"model": "resnet"}, "unknown model"),
-     ({"dataset_args": {"fraction": 0.5}}, "dataset_args"), ({"model_args": {"width": 3}}, "model_args"),
-     ({"train_args": {"loss_args": {"gama": 2}}}, "loss_args"), ({"train_args": {"momentum": 1.0}}, "momentum"),
-     ({"train_args": {"device": "tpu"}}, "device"), ({"max_abs_weight": -1}, "max_abs_weight"), ({"train_args": {"local_epochs": 0}}, "local_epochs"),
-     ({"train_args": {"epochs": 3}}, "unknown train_args"), ({"transfer_dtype": "int8"}, "transfer_dtype")],
+    [
+        ({"tau": 1.2}, "tau"),
+        ({"gamma": 0.0}, "gamma"),
+        ({"third_term": "x"}, "third_term"),
+        ({"peer_deadline": -1}, "peer_deadline"),
+        ({"peer_deadline": 0.5}, "peer_deadline"),
+        ({"records_file": "../../etc/x.csv"}, "records_file"),
+        ({"max_missed_rounds": 0}, "max_missed_rounds"),
+        ({"skill_floor": 1.0}, "skill_floor"),
+        ({"dataset": "mnist"}, "unknown dataset"),
+        ({"model": "resnet"}, "unknown model"),
+        ({"dataset_args": {"fraction": 0.5}}, "dataset_args"),
+        ({"model_args": {"width": 3}}, "model_args"),
+        ({"train_args": {"loss_args": {"gama": 2}}}, "loss_args"),
+        ({"train_args": {"momentum": 1.0}}, "momentum"),
+        ({"train_args": {"device": "tpu"}}, "device"),
+        ({"max_abs_weight": -1}, "max_abs_weight"),
+        ({"train_args": {"local_epochs": 0}}, "local_epochs"),
+        ({"train_args": {"epochs": 3}}, "unknown train_args"),
+        ({"transfer_dtype": "int8"}, "transfer_dtype"),
+    ],
 )
 def test_bad_settings_stop_the_job_at_construction(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -53,7 +65,14 @@ def make_executor(tmp_path, deadline=0.5, rounds=12, **kwargs):
     ex.neighbours = ["site-2", "site-3", "site-4"]
     ex.runtime = SiteRuntime("site-1", "digits", "cnn", seed=0, train_args=TRAIN, num_threads=1)
     ex.exchange = PeerExchange(
-        ex.neighbours, ex.neighbours, rounds, deadline, 5.0, ex.max_missed_rounds, ex.max_abs_weight, lambda level, msg: None
+        ex.neighbours,
+        ex.neighbours,
+        rounds,
+        deadline,
+        5.0,
+        ex.max_missed_rounds,
+        ex.max_abs_weight,
+        lambda level, msg: None,
     )
     ex.exchange.reference = ex.runtime.get_weights()
     return ex
@@ -122,7 +141,10 @@ def test_model_handler_buffers_by_round_and_refuses_strangers(tmp_path, peers):
     ctx = context(FakeEngine(str(tmp_path)))
     good = peers["site-2"]
     assert ex._on_model(C.TOPIC_MODEL, model_message("site-2", 1, good), ctx).get_return_code() == ReturnCode.OK
-    assert ex._on_model(C.TOPIC_MODEL, model_message("site-9", 1, good), ctx).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    assert (
+        ex._on_model(C.TOPIC_MODEL, model_message("site-9", 1, good), ctx).get_return_code()
+        == ReturnCode.BAD_REQUEST_DATA
+    )
     assert ex.exchange.buffer.rounds_held() == [1]
     ex.exchange.release(1)
     # a late model is acknowledged (so the sender stops re-sending) but not stored
@@ -189,17 +211,24 @@ def test_a_function_preserving_copy_wrecks_the_papers_average_and_is_excluded_by
     honest, copy = peers["site-2"], rescaled(peers["site-2"])
     paper, validated = make_executor(tmp_path, aggregation="paper"), make_executor(tmp_path)
     own = paper.runtime.get_weights()
-    assert paper.runtime.evaluate("val", copy)["acc"] == pytest.approx(paper.runtime.evaluate("val", honest)["acc"])  # same predictions
+    assert paper.runtime.evaluate("val", copy)["acc"] == pytest.approx(
+        paper.runtime.evaluate("val", honest)["acc"]
+    )  # same predictions
     received = {"site-2": honest, "site-3": copy}
     broken = paper.aggregate(0, own, received)
-    assert broken.fields["selected"] == broken.fields["adopted"] == ["site-2", "site-3"]  # the agreement score cannot tell them apart
+    assert (
+        broken.fields["selected"] == broken.fields["adopted"] == ["site-2", "site-3"]
+    )  # the agreement score cannot tell them apart
     assert paper.runtime.evaluate("val", broken.weights)["acc"] < 0.3  # the mean of the two is another function
     kept = validated.aggregate(0, own, received)
     fields = kept.fields
     assert fields["aggregation"] == "validated" and fields["selected"] == ["site-2", "site-3"]
     assert "site-3" in fields["excluded"] and "site-3" not in fields["adopted"] and fields["site-3_excluded"]
     own_perf, own_loss = fields["own_val_perf"], fields["own_val_loss"]
-    perf, loss = validated.runtime.evaluate("val", kept.weights)["acc"], validated.runtime.evaluate("val", kept.weights)["loss"]
+    perf, loss = (
+        validated.runtime.evaluate("val", kept.weights)["acc"],
+        validated.runtime.evaluate("val", kept.weights)["loss"],
+    )
     assert perf >= own_perf - 0.02 and loss <= 1.1 * own_loss + 0.01  # the guarantee, measured as the site measures it
     assert perf == pytest.approx(fields["adopted_val_perf"]) and fields["validation_evals"] >= 1
     for key, value in kept.weights.items():
@@ -208,9 +237,13 @@ def test_a_function_preserving_copy_wrecks_the_papers_average_and_is_excluded_by
 
 
 def test_bad_validated_aggregation_settings_stop_the_job_at_construction():
-    for kwargs, name in (({"aggregation": "mean"}, "aggregation"), ({"validation_delta": 2}, "validation_delta"),
-                         ({"max_loss_growth": -1}, "max_loss_growth"), ({"max_norm_growth": "x"}, "max_norm_growth"),
-                         ({"max_peer_share": 0}, "max_peer_share")):
+    for kwargs, name in (
+        ({"aggregation": "mean"}, "aggregation"),
+        ({"validation_delta": 2}, "validation_delta"),
+        ({"max_loss_growth": -1}, "max_loss_growth"),
+        ({"max_norm_growth": "x"}, "max_norm_growth"),
+        ({"max_peer_share": 0}, "max_peer_share"),
+    ):
         with pytest.raises(ValueError, match=name):
             LightyearExecutor(**kwargs)
 

@@ -22,12 +22,19 @@ from p2p_fakes import FAST, FULL3, FakeEngine, FakeRuntime, deliver, wire  # noq
 @pytest.mark.parametrize(
     "cls, kwargs, name",
     [
-        (BalanceExecutor, {"gamma": 0}, "gamma"), (BalanceExecutor, {"kappa": -1}, "kappa"), (BalanceExecutor, {"alpha": 1.5}, "alpha"),
-        (ScclipExecutor, {"radius": -1.0}, "radius"), (ScclipExecutor, {"remove": 1.5}, "remove"),
-        (DeftaExecutor, {"sample_size": 0}, "sample_size"), (DeftaExecutor, {"positive_slope": 2}, "positive_slope"),
-        (DeftaExecutor, {"damage_ratio": 0.5}, "damage_ratio"), (DeftaExecutor, {"asynchronous": "yes"}, "asynchronous"),
-        (DeftaExecutor, {"async_wait": 0.1}, "async_wait"), (DeftaExecutor, {"max_size_ratio": 0.5}, "max_size_ratio"),
-        (P2PFedAvgExecutor, {"sample_neighbours": 0}, "sample_neighbours"), (LightyearExecutor, {"sample_neighbours": 1.5}, "sample_neighbours"),
+        (BalanceExecutor, {"gamma": 0}, "gamma"),
+        (BalanceExecutor, {"kappa": -1}, "kappa"),
+        (BalanceExecutor, {"alpha": 1.5}, "alpha"),
+        (ScclipExecutor, {"radius": -1.0}, "radius"),
+        (ScclipExecutor, {"remove": 1.5}, "remove"),
+        (DeftaExecutor, {"sample_size": 0}, "sample_size"),
+        (DeftaExecutor, {"positive_slope": 2}, "positive_slope"),
+        (DeftaExecutor, {"damage_ratio": 0.5}, "damage_ratio"),
+        (DeftaExecutor, {"asynchronous": "yes"}, "asynchronous"),
+        (DeftaExecutor, {"async_wait": 0.1}, "async_wait"),
+        (DeftaExecutor, {"max_size_ratio": 0.5}, "max_size_ratio"),
+        (P2PFedAvgExecutor, {"sample_neighbours": 0}, "sample_neighbours"),
+        (LightyearExecutor, {"sample_neighbours": 1.5}, "sample_neighbours"),
         (P2PFedAvgExecutor, {"peer_deadline": 0}, "peer_deadline"),
     ],
 )
@@ -54,7 +61,9 @@ def test_balance_records_accepted_peers_and_distances_with_lambda_t_over_T():
     # radius at t = 0: 0.3 * exp(0) * ||own|| = 0.3 * 1.8 = 0.54
     assert row["radius"] == pytest.approx(0.54, rel=1e-5) and row["lambda"] == 0.0
     assert row["selected"] == ["site-2"] and row["site-2_accepted"] == 1 and row["site-3_accepted"] == 0
-    assert row["site-2_distance"] == pytest.approx(0.2, rel=1e-5) and row["site-3_distance"] == pytest.approx(3.6, rel=1e-5)
+    assert row["site-2_distance"] == pytest.approx(0.2, rel=1e-5) and row["site-3_distance"] == pytest.approx(
+        3.6, rel=1e-5
+    )
     np.testing.assert_allclose(ex.runtime.w["w"], 0.5 * 0.9 + 0.5 * 1.0, rtol=1e-6)
     ex.exchange.release(0)
     deliver(ex, "site-2", 1, 0.95)
@@ -151,14 +160,18 @@ def test_defta_trust_state_survives_a_restart(tmp_path):
     ex = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3)
     run_defta_rounds(ex, 4)
     state, arrays = ex.method_state()
-    save_site_checkpoint(str(tmp_path), SiteCheckpoint(3, ex.runtime.get_weights(), {}, json.loads(json.dumps(state)), arrays))
+    save_site_checkpoint(
+        str(tmp_path), SiteCheckpoint(3, ex.runtime.get_weights(), {}, json.loads(json.dumps(state)), arrays)
+    )
     ckpt = load_site_checkpoint(str(tmp_path))
 
     again = wire(DeftaExecutor(train_args=FAST, sample_size=1), FULL3, start=4)
     again.runtime.set_weights(ckpt.weights)
     again.restore_method_state(ckpt.state, ckpt.arrays)
     assert again.trust.to_dict() == ex.trust.to_dict()
-    assert again.last_used == pytest.approx(ex.last_used) and again.last_used  # round 3's aggregation is judged in round 4
+    assert (
+        again.last_used == pytest.approx(ex.last_used) and again.last_used
+    )  # round 3's aggregation is judged in round 4
     np.testing.assert_array_equal(again.backup["w"], ex.backup["w"])
     # both continue identically
     later = run_defta_rounds(ex, 3, start=4)
@@ -234,4 +247,6 @@ def test_defta_records_the_models_it_received_so_its_exclusions_can_be_scored():
     for row in rows[1:]:
         labels = defta_labels(row, ["site-2", "site-3"])
         assert labels.evaluated == {"site-2", "site-3"} and labels.flagged == {"site-2", "site-3"} - set(row["sampled"])
-    assert sum(defta_labels(r, []).flagged == {"site-3"} for r in rows[2:]) >= 3  # the far peer is left out once trust has fallen
+    assert (
+        sum(defta_labels(r, []).flagged == {"site-3"} for r in rows[2:]) >= 3
+    )  # the far peer is left out once trust has fallen

@@ -67,7 +67,9 @@ def test_the_adaptive_attacker_sends_the_most_harmful_model_the_receivers_round_
     honest = {"w": np.array([2.5, 0.0], dtype=np.float32)}
     [(targets, request)] = sent(engine)  # partial knowledge: one model for both receivers
     crafted = request[C.KEY_WEIGHTS]
-    assert targets == ["site-1", "site-2"] and crafted["w"][1] == 0.0 and crafted["w"][0] <= 2.5  # along the reverse of (0.5, 0)
+    assert (
+        targets == ["site-1", "site-2"] and crafted["w"][1] == 0.0 and crafted["w"][0] <= 2.5
+    )  # along the reverse of (0.5, 0)
     assert score(rt, honest, crafted) >= 0.9  # the receiver's selection keeps it
     adopted = crafted if aggregation == "paper" else {"w": (honest["w"] + crafted["w"]) / 2}  # one peer: weight 1/2
     drop = rt.evaluate("val", honest)["acc"] - rt.evaluate("val", adopted)["acc"]

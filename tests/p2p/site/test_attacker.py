@@ -63,7 +63,9 @@ def test_full_knowledge_adds_the_benign_in_neighbours_models_and_still_aggregate
     deliver(ex, "site-3", 0, 0.6)  # an attacker's model on the exchange is no benign knowledge
     row, engine = run_round(ex)
     known = np.array([-0.1, -0.5, -0.3, -0.2])  # own, site-3 (collusion), site-1, site-2
-    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 + known.mean() - 0.5 * known.std(ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(
+        sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 + known.mean() - 0.5 * known.std(ddof=1), rtol=1e-5
+    )
     assert row["attack_benign"] == ["site-1", "site-2"] and row["attack_known"] == 4
     assert row["selected"] == ["site-1", "site-2", "site-3"]  # the peeked models were left for the aggregation
     np.testing.assert_allclose(ex.runtime.w["w"], (0.9 + 0.7 + 0.8 + 0.6) / 4, rtol=1e-6)
@@ -110,7 +112,9 @@ def test_bad_seed_and_executor_arguments_are_refused():
     with pytest.raises(ValueError, match="flip_labels"):
         P2PFedAvgExecutor(train_args=FAST, flip_labels="yes")
     with pytest.raises(ValueError, match="not among its attackers"):
-        PeerAttacker("sf", "partial", ["site-3"]).begin_run("site-4", MESH4, 3, 0, 2.0, None, lambda *a: None, model(1.0), None, False, 5.0)
+        PeerAttacker("sf", "partial", ["site-3"]).begin_run(
+            "site-4", MESH4, 3, 0, 2.0, None, lambda *a: None, model(1.0), None, False, 5.0
+        )
 
 
 class StartEngine:
@@ -199,8 +203,20 @@ def reparametrising(kind, knowledge="partial", params=None):
     attacker = PeerAttacker(kind, knowledge, ["site-3", "site-4"], params or {}, seed=0)
     ex.attack, ex.attack_id = attacker, "attack"
     groups = [UnitGroup("w", 4, (Slot("w", 0, 1),))]
-    attacker.begin_run(ex.site, MESH4, ex.rounds, 0, ex.exchange.peer_deadline, ex.max_abs_weight, lambda level, msg: None,
-                       ex.exchange.reference, ex.exchange.codec, False, 5.0, symmetries=lambda: groups)
+    attacker.begin_run(
+        ex.site,
+        MESH4,
+        ex.rounds,
+        0,
+        ex.exchange.peer_deadline,
+        ex.max_abs_weight,
+        lambda level, msg: None,
+        ex.exchange.reference,
+        ex.exchange.codec,
+        False,
+        5.0,
+        symmetries=lambda: groups,
+    )
     return ex
 
 
@@ -236,7 +252,15 @@ def test_under_full_knowledge_each_benign_receiver_gets_a_transform_of_its_own_m
     deliver(ex, "site-2", 0, 0.8)
     row, engine = run_round(ex)
     models = by_target(engine)
-    for target, base in (("site-1", 0.7), ("site-2", 0.8), ("site-3", 0.9)):  # site-3 attacks: no model of its own was read
+    for target, base in (
+        ("site-1", 0.7),
+        ("site-2", 0.8),
+        ("site-3", 0.9),
+    ):  # site-3 attacks: no model of its own was read
         assert all(v == pytest.approx(base * 10) or v == pytest.approx(base / 10) for v in models[target]), target
-    assert row["attack_from_own"] == ["site-3"] and row["attack_benign"] == ["site-1", "site-2"] and row["attack_known"] == 2
+    assert (
+        row["attack_from_own"] == ["site-3"]
+        and row["attack_benign"] == ["site-1", "site-2"]
+        and row["attack_known"] == 2
+    )
     assert row["selected"] == ["site-1", "site-2"]  # what it read was left for its own aggregation

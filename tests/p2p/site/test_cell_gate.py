@@ -15,13 +15,25 @@ from flare_fakes import FakeCell
 OWN = "site-1.job-7"
 
 
-def frame(origin="site-2.job-7", channel=CellChannel.AUX_COMMUNICATION, topic=C.TOPIC_MODEL, size=1000, payload=b"x" * 100,
-          encrypted=False, sid=1, **extra):
+def frame(
+    origin="site-2.job-7",
+    channel=CellChannel.AUX_COMMUNICATION,
+    topic=C.TOPIC_MODEL,
+    size=1000,
+    payload=b"x" * 100,
+    encrypted=False,
+    sid=1,
+    **extra,
+):
     """One stream frame as it reaches the cell's incoming filter (before decryption)."""
     headers = {
-        MessageHeaderKey.ORIGIN: origin, MessageHeaderKey.DESTINATION: OWN,
-        MessageHeaderKey.CHANNEL: STREAM_CHANNEL, MessageHeaderKey.TOPIC: STREAM_DATA_TOPIC,
-        StreamHeaderKey.CHANNEL: channel, StreamHeaderKey.TOPIC: topic, StreamHeaderKey.STREAM_ID: sid,
+        MessageHeaderKey.ORIGIN: origin,
+        MessageHeaderKey.DESTINATION: OWN,
+        MessageHeaderKey.CHANNEL: STREAM_CHANNEL,
+        MessageHeaderKey.TOPIC: STREAM_DATA_TOPIC,
+        StreamHeaderKey.CHANNEL: channel,
+        StreamHeaderKey.TOPIC: topic,
+        StreamHeaderKey.STREAM_ID: sid,
         StreamHeaderKey.SEQUENCE: 0,
     }
     if size is not None:
@@ -66,7 +78,9 @@ def test_any_channel_from_another_site_is_bounded_but_the_server_and_the_site_it
     assert g.check(reply) is not None  # a download reply: bounded like any frame
     assert g.check(frame(origin="server.job-7", size=10**9, sid=3)) is None
     assert g.check(frame(origin="site-1", size=10**9, sid=4)) is None  # this site's parent process
-    assert g.check(frame(size=10**9, sid=5, **{MessageHeaderKey.DESTINATION: "site-3.job-7"})) is None  # passing through
+    assert (
+        g.check(frame(size=10**9, sid=5, **{MessageHeaderKey.DESTINATION: "site-3.job-7"})) is None
+    )  # passing through
 
 
 def test_before_the_run_starts_no_model_is_taken_and_the_bound_is_small():
@@ -91,9 +105,17 @@ def test_secure_messages_true_refuses_model_traffic_that_was_not_encrypted():
     assert g.check(frame(topic=C.TOPIC_PING, sid=5)) is None  # the handshake is not a model
     assert g.check(frame(origin="server.job-7", sid=6)) is None
     # an unstreamed model message (a sender bypassing the stream) is checked the same way
-    direct = Message({MessageHeaderKey.ORIGIN: "site-3.job-7", MessageHeaderKey.DESTINATION: OWN,
-                      MessageHeaderKey.CHANNEL: CellChannel.AUX_COMMUNICATION, MessageHeaderKey.TOPIC: C.TOPIC_MODEL,
-                      MessageHeaderKey.MSG_TYPE: MessageType.REQ, MessageHeaderKey.REQ_ID: "r1"}, b"x" * 100)
+    direct = Message(
+        {
+            MessageHeaderKey.ORIGIN: "site-3.job-7",
+            MessageHeaderKey.DESTINATION: OWN,
+            MessageHeaderKey.CHANNEL: CellChannel.AUX_COMMUNICATION,
+            MessageHeaderKey.TOPIC: C.TOPIC_MODEL,
+            MessageHeaderKey.MSG_TYPE: MessageType.REQ,
+            MessageHeaderKey.REQ_ID: "r1",
+        },
+        b"x" * 100,
+    )
     assert g.check(direct) is not None
     direct.headers.update({MessageHeaderKey.SECURE: True, MessageHeaderKey.ENCRYPTED: True})
     assert g.check(direct) is None

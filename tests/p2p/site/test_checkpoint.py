@@ -28,7 +28,9 @@ def good_weights():
 
 def write(folder, weights=None, round_num=2, meta=META, arrays=None):
     folder.mkdir(parents=True, exist_ok=True)
-    save_site_checkpoint(str(folder), SiteCheckpoint(round_num, good_weights() if weights is None else weights, meta, {}, arrays or {}))
+    save_site_checkpoint(
+        str(folder), SiteCheckpoint(round_num, good_weights() if weights is None else weights, meta, {}, arrays or {})
+    )
     return str(folder / CHECKPOINT_FILE)
 
 
@@ -97,7 +99,10 @@ def write_meta(folder, text: bytes):
         (lambda f: np.savez(f / CHECKPOINT_FILE, w=np.zeros(3)), "no __meta__ entry"),
         (lambda f: np.savez(f / CHECKPOINT_FILE, __meta__=np.array([object()], dtype=object)), "__meta__"),
         (lambda f: write_meta(f, b"{not json"), "not the JSON this tool writes"),
-        (lambda f: write_meta(f, json.dumps({"round": 1e9, "meta": META}).encode()), "round 1000000000.0 is not an integer"),
+        (
+            lambda f: write_meta(f, json.dumps({"round": 1e9, "meta": META}).encode()),
+            "round 1000000000.0 is not an integer",
+        ),
         (lambda f: write_meta(f, json.dumps({"round": True, "meta": META}).encode()), "round True is not an integer"),
         (lambda f: write_meta(f, b"[1, 2]"), "not the JSON object this tool writes"),
     ],
@@ -150,9 +155,13 @@ def test_a_site_resuming_from_a_bad_checkpoint_fails_with_one_line(tmp_path):
 
     from flare_fakes import SiteEngine, context
 
-    ex = P2PFedAvgExecutor(train_args={"local_epochs": 1, "batch_size": 64}, num_threads=1, compute_slots=0, resume_from="job-a")
+    ex = P2PFedAvgExecutor(
+        train_args={"local_epochs": 1, "batch_size": 64}, num_threads=1, compute_slots=0, resume_from="job-a"
+    )
     fresh = SiteRuntime("site-1", seed=0, **ex.runtime_args).get_weights()
-    poisoned = {k: np.full_like(v, np.nan) if v.dtype.kind == "f" else v for k, v in fresh.items()}  # NaN trains to a NaN loss
+    poisoned = {
+        k: np.full_like(v, np.nan) if v.dtype.kind == "f" else v for k, v in fresh.items()
+    }  # NaN trains to a NaN loss
     path = write(tmp_path / "site-1" / "job-a", poisoned, meta={"rounds": 4, "seed": 0})
     job_b = tmp_path / "site-1" / "job-b"
     job_b.mkdir()
@@ -178,5 +187,8 @@ def test_a_method_state_the_site_cannot_take_names_the_checkpoint_and_the_fix(tm
     with pytest.raises(CheckpointError) as err:
         restore_state(ckpt, str(tmp_path), "remove it", ex.restore_method_state)
     message = str(err.value)
-    assert f"the site checkpoint {tmp_path / CHECKPOINT_FILE} holds a method state this site cannot take (KeyError" in message
+    assert (
+        f"the site checkpoint {tmp_path / CHECKPOINT_FILE} holds a method state this site cannot take (KeyError"
+        in message
+    )
     assert message.endswith("; remove it")

@@ -67,4 +67,6 @@ def test_under_full_knowledge_one_bound_covers_the_colluders_and_the_benign_in_n
     row, engine = run_round(ex)
     assert 0.4 <= row["attack_wait_s"] <= 0.9
     assert row["attack_benign"] == ["site-1"] and row["attack_epsilon"] == 4
-    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 4 * (0.7 - 1.0), rtol=1e-5)  # -n x benign mean
+    np.testing.assert_allclose(
+        sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 - 4 * (0.7 - 1.0), rtol=1e-5
+    )  # -n x benign mean

@@ -17,7 +17,9 @@ PEERS = ["site-2", "site-3", "site-4"]
 
 def exchange(deadline=0.3, max_missed=2, rounds=10):
     logs = []
-    ex = PeerExchange(PEERS, PEERS, rounds, deadline, 5.0, max_missed, 1e6, lambda level, msg: logs.append((level, msg)))
+    ex = PeerExchange(
+        PEERS, PEERS, rounds, deadline, 5.0, max_missed, 1e6, lambda level, msg: logs.append((level, msg))
+    )
     ex.reference = REF
     ex.logs = logs
     return ex
@@ -29,8 +31,14 @@ def model(value=1.0):
 
 def test_hostile_models_are_rejected_on_arrival_with_a_reason():
     ex = exchange()
-    assert ex.on_model(model_message("site-2", 0, {0: np.zeros(1), "w": np.zeros((2, 2))})).get_return_code() == ReturnCode.OK
-    assert ex.on_model(model_message("site-3", 0, {"w": np.full((2, 2), 1e300), "n": np.array(1)})).get_return_code() == ReturnCode.OK
+    assert (
+        ex.on_model(model_message("site-2", 0, {0: np.zeros(1), "w": np.zeros((2, 2))})).get_return_code()
+        == ReturnCode.OK
+    )
+    assert (
+        ex.on_model(model_message("site-3", 0, {"w": np.full((2, 2), 1e300), "n": np.array(1)})).get_return_code()
+        == ReturnCode.OK
+    )
     assert ex.on_model(model_message("site-4", 0, "not a model")).get_return_code() == ReturnCode.OK
     inbox = ex.collect(0, abort=lambda: False)
     assert inbox.valid == {}
@@ -144,7 +152,18 @@ def test_collect_waits_only_for_the_round_senders_and_drops_the_others():
 
 def async_exchange(wait=0.3, rounds=10):
     logs = []
-    ex = PeerExchange(PEERS, PEERS, rounds, 5.0, 5.0, 2, 1e6, lambda level, msg: logs.append((level, msg)), asynchronous=True, async_wait=wait)
+    ex = PeerExchange(
+        PEERS,
+        PEERS,
+        rounds,
+        5.0,
+        5.0,
+        2,
+        1e6,
+        lambda level, msg: logs.append((level, msg)),
+        asynchronous=True,
+        async_wait=wait,
+    )
     ex.reference = REF
     ex.logs = logs
     return ex
@@ -205,4 +224,6 @@ def test_a_payload_larger_than_a_model_is_refused_before_it_is_decoded_or_kept(m
     assert "payload has 3 entries, this site's model 2" in inbox.rejected["site-3"]
     assert "larger than" in inbox.rejected["site-4"]
     assert payload_module.payload_size_problem(model(), REF) is None
-    assert payload_module.payload_size_problem({"w": np.zeros((2, 2), np.float64), "n": np.array(1)}, REF) is None  # float64 fits
+    assert (
+        payload_module.payload_size_problem({"w": np.zeros((2, 2), np.float64), "n": np.array(1)}, REF) is None
+    )  # float64 fits

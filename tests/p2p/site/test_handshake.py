@@ -58,15 +58,21 @@ def run(peers, timeout=0.6, logs=None):
 
 
 def test_every_neighbour_failed_stops_at_once_naming_their_reasons_without_simulator_advice():
-    peers = Peers(site_2=failed("site-2: ValueError: resume_from='job-a': /ws/site-2/job-a/site_model.npz does not exist"),
-                  site_3=failed("site-3: CheckpointError: damaged"), site_4=lambda: ping_answer("stopped", "isolated", False))
+    peers = Peers(
+        site_2=failed("site-2: ValueError: resume_from='job-a': /ws/site-2/job-a/site_model.npz does not exist"),
+        site_3=failed("site-3: CheckpointError: damaged"),
+        site_4=lambda: ping_answer("stopped", "isolated", False),
+    )
     start = time.monotonic()
     with pytest.raises(NeighboursGone) as err:
         run(peers, timeout=30)
     assert time.monotonic() - start < 5 and peers.pings == 1  # no waiting for the timeout
     message = str(err.value)
     assert "every neighbour's run ended before it was ready" in message
-    assert "site-2's run failed: site-2: ValueError: resume_from='job-a'" in message and "site-4's run stopped: isolated" in message
+    assert (
+        "site-2's run failed: site-2: ValueError: resume_from='job-a'" in message
+        and "site-4's run stopped: isolated" in message
+    )
     assert "-t " not in message and "simulator" not in message
 
 
@@ -82,7 +88,10 @@ def test_answering_but_never_ready_names_ready_timeout_not_the_simulator():
         run(Peers(site_2=failed("broken"), site_3=starting, site_4=lambda: make_reply(ReturnCode.TOPIC_UNKNOWN)))
     message = str(err.value)
     assert not isinstance(err.value, NeighboursGone)
-    assert "site-2's run failed: broken" in message and "site-3 runs this job but was not ready within ready_timeout=0.6 s" in message
+    assert (
+        "site-2's run failed: broken" in message
+        and "site-3 runs this job but was not ready within ready_timeout=0.6 s" in message
+    )
     assert "site-4 runs this job" in message and "-t " not in message
 
 
@@ -114,7 +123,9 @@ class FailedNeighbours(SiteEngine):
 
     def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
         if topic == C.TOPIC_PING:
-            return {t: ping_answer("failed", f"{t}: ValueError: resume_from='job-a': no checkpoint", False) for t in targets}
+            return {
+                t: ping_answer("failed", f"{t}: ValueError: resume_from='job-a': no checkpoint", False) for t in targets
+            }
         return super().send_aux_request(targets, topic, request, timeout, fl_ctx, optional, secure)
 
 
@@ -124,7 +135,9 @@ def test_a_healthy_site_whose_neighbours_failed_stops_saying_so_and_a_failed_sit
     graph = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3": ["site-1", "site-2"]}
     task = Shareable()
     task[C.KEY_CONFIG] = {"rounds": 2, "seed": 0, "neighbours": graph}
-    healthy = P2PFedAvgExecutor(train_args={"local_epochs": 1, "batch_size": 64}, num_threads=1, compute_slots=0, ready_timeout=60)
+    healthy = P2PFedAvgExecutor(
+        train_args={"local_epochs": 1, "batch_size": 64}, num_threads=1, compute_slots=0, ready_timeout=60
+    )
     healthy.site = "site-1"
     reply = healthy.execute(C.P2P_RUN_TASK, task, context(FailedNeighbours(str(tmp_path))), Signal())
     error = reply[C.KEY_ERROR]
@@ -132,7 +145,9 @@ def test_a_healthy_site_whose_neighbours_failed_stops_saying_so_and_a_failed_sit
     assert "site-2's run failed: site-2: ValueError: resume_from='job-a'" in error and "-t 3" not in error
     assert json.loads((tmp_path / "site_status.json").read_text())["status"] == "stopped"
 
-    broken = P2PFedAvgExecutor(train_args={"local_epochs": 1, "batch_size": 64}, num_threads=1, compute_slots=0, resume_from="job-a")
+    broken = P2PFedAvgExecutor(
+        train_args={"local_epochs": 1, "batch_size": 64}, num_threads=1, compute_slots=0, resume_from="job-a"
+    )
     broken.site = "site-2"
     assert read_answer(broken._on_ping(C.TOPIC_PING, Shareable(), None)).state == "starting"
     run_dir = tmp_path / "site-2" / "job-b"
@@ -177,8 +192,13 @@ def test_a_ping_before_the_handler_is_registered_is_no_error_line_and_other_unkn
     quiet_early_pings()  # once per process, however many sites it runs
     runner = AuxRunner(None)
     with caplog.at_level(logging.INFO):
-        assert runner._process_request(C.TOPIC_PING, Shareable(), FLContext()).get_return_code() == ReturnCode.TOPIC_UNKNOWN
+        assert (
+            runner._process_request(C.TOPIC_PING, Shareable(), FLContext()).get_return_code()
+            == ReturnCode.TOPIC_UNKNOWN
+        )
         runner._process_request("someone.else", Shareable(), FLContext())
     unknown = [r for r in caplog.records if "unknown aux message topic" in r.getMessage()]
-    assert [(r.levelname, r.getMessage().split(": ", 1)[-1]) for r in unknown] == [("ERROR", "received unknown aux message topic someone.else")]
+    assert [(r.levelname, r.getMessage().split(": ", 1)[-1]) for r in unknown] == [
+        ("ERROR", "received unknown aux message topic someone.else")
+    ]
     assert len(logging.getLogger("nvflare.private.aux_runner.AuxRunner").filters) == 1

@@ -49,9 +49,14 @@ def test_max_isolated_rounds_is_checked(value):
 @pytest.mark.parametrize(
     "value, match",
     [
-        ("", "folder path"), (3, "folder path"), ("/ckpt/{job}", "only the placeholder"), ("/ckpt/{", "valid path"),
+        ("", "folder path"),
+        (3, "folder path"),
+        ("/ckpt/{job}", "only the placeholder"),
+        ("/ckpt/{", "valid path"),
         ("{site:>200000000}", "written plainly"),  # would build a 200 MB string for every site
-        ("/ckpt/{site!r}", "written plainly"), ("/ckpt/{site[0]}", "only the placeholder"), ("/ckpt/{}", "only the placeholder"),
+        ("/ckpt/{site!r}", "written plainly"),
+        ("/ckpt/{site[0]}", "only the placeholder"),
+        ("/ckpt/{}", "only the placeholder"),
         ("/ckpt/" + "a" * 5000, "5006 characters long"),
     ],
 )
@@ -134,13 +139,21 @@ def test_resume_from_names_a_missing_checkpoint_or_another_seed(tmp_path):
     meta = {"rounds": 6, "seed": 0}
     with pytest.raises(ValueError, match=r"ckpt/site-1/site_model.npz does not exist for site-1"):
         starting_checkpoint(str(run_dir), meta, "site-1", str(tmp_path / "ckpt" / "{site}"))
-    save_site_checkpoint(str(tmp_path / "ckpt" / "site-1"), SiteCheckpoint(2, {"w": np.zeros(2)}, {"rounds": 6, "seed": 1}))
+    save_site_checkpoint(
+        str(tmp_path / "ckpt" / "site-1"), SiteCheckpoint(2, {"w": np.zeros(2)}, {"rounds": 6, "seed": 1})
+    )
     with pytest.raises(ValueError, match="seed 1, this job has seed 0"):
         starting_checkpoint(str(run_dir), meta, "site-1", str(tmp_path / "ckpt" / "{site}"))
-    save_site_checkpoint(str(tmp_path / "ckpt" / "site-1"), SiteCheckpoint(2, {"w": np.zeros(2)}, {"rounds": 4, "seed": 0}))
+    save_site_checkpoint(
+        str(tmp_path / "ckpt" / "site-1"), SiteCheckpoint(2, {"w": np.zeros(2)}, {"rounds": 4, "seed": 0})
+    )
     ckpt, source = starting_checkpoint(str(run_dir), meta, "site-1", str(tmp_path / "ckpt" / "{site}"))
-    assert ckpt.round == 2 and source == os.path.join(str(tmp_path), "ckpt", "site-1")  # more rounds: the run is extended
-    save_site_checkpoint(str(run_dir), SiteCheckpoint(4, {"w": np.ones(2)}, meta))  # the job's own, newer checkpoint wins
+    assert ckpt.round == 2 and source == os.path.join(
+        str(tmp_path), "ckpt", "site-1"
+    )  # more rounds: the run is extended
+    save_site_checkpoint(
+        str(run_dir), SiteCheckpoint(4, {"w": np.ones(2)}, meta)
+    )  # the job's own, newer checkpoint wins
     assert starting_checkpoint(str(run_dir), meta, "site-1", str(tmp_path / "ckpt" / "{site}"))[0].round == 4
 
 

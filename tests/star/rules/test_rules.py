@@ -28,7 +28,13 @@ GLOBAL = model(0.0, 0.0, 0.0)
 
 
 def test_krum_keeps_the_model_nearest_the_others_and_multi_krum_averages_m():
-    models = {"a": model(1, 0, 0), "b": model(1.1, 0, 0), "c": model(0.9, 0.1, 0), "d": model(-5, 5, 5), "e": model(1, 0.05, 0)}
+    models = {
+        "a": model(1, 0, 0),
+        "b": model(1.1, 0, 0),
+        "c": model(0.9, 0.1, 0),
+        "d": model(-5, 5, 5),
+        "e": model(1, 0.05, 0),
+    }
     agg = KrumAggregator()  # default_f(5) = 1
     decision = agg.aggregate(GLOBAL, results(models), 0, CTX)
     kept = decision.kept
@@ -37,7 +43,9 @@ def test_krum_keeps_the_model_nearest_the_others_and_multi_krum_averages_m():
     multi = KrumAggregator(f=1, m=3)
     decision = multi.aggregate(GLOBAL, results(models), 1, CTX)
     assert "d" in decision.excluded and len(decision.kept) == 3 and decision.details["f"] == 1
-    np.testing.assert_allclose(decision.weights["w"], np.mean([models[s]["w"] for s in decision.kept], axis=0), rtol=1e-6)
+    np.testing.assert_allclose(
+        decision.weights["w"], np.mean([models[s]["w"] for s in decision.kept], axis=0), rtol=1e-6
+    )
 
 
 def test_krum_settings_are_checked_at_build_and_against_the_sites():
@@ -72,7 +80,12 @@ def test_afa_block_outlives_the_round_and_is_in_the_state():
 
 
 def test_afa_settings_are_checked_at_build():
-    for bad, name in (({"xi0": 0}, "xi0"), ({"delta_xi": -1}, "delta_xi"), ({"alpha0": 0}, "alpha0"), ({"block_threshold": 1.0}, "block_threshold")):
+    for bad, name in (
+        ({"xi0": 0}, "xi0"),
+        ({"delta_xi": -1}, "delta_xi"),
+        ({"alpha0": 0}, "alpha0"),
+        ({"block_threshold": 1.0}, "block_threshold"),
+    ):
         with pytest.raises(ValueError, match=name):
             AfaAggregator(**bad)
 
@@ -90,7 +103,13 @@ def test_asmr_flags_the_outlier_and_min_gap_can_keep_everyone():
 
 
 def test_cfl_leaves_the_minority_cluster_out():
-    models = {"a": model(1, 1, 0), "b": model(1, 0.9, 0), "c": model(0.9, 1, 0.1), "d": model(-1, -1, 0), "e": model(-1, -0.9, 0)}
+    models = {
+        "a": model(1, 1, 0),
+        "b": model(1, 0.9, 0),
+        "c": model(0.9, 1, 0.1),
+        "d": model(-1, -1, 0),
+        "e": model(-1, -0.9, 0),
+    }
     agg = CflAggregator()
     decision = agg.aggregate(GLOBAL, results(models), 0, CTX)
     assert decision.kept == ["a", "b", "c"] and decision.excluded == ["d", "e"]
@@ -113,9 +132,13 @@ def test_fedcap_customises_per_site_removes_for_good_and_saves_its_state():
     np.testing.assert_allclose(second["b"]["w"], [0.9, 0.1, 0], rtol=1e-6)
     assert second["a"]["count"] == GLOBAL["count"]
     # a removed site's result is ignored whatever it sends
-    decision = agg.aggregate(GLOBAL, results({"a": model(0.2, 0.9, 0), "b": model(0.9, 0.2, 0), "c": model(0.5, 0.5, 0)}), 1, CTX)
+    decision = agg.aggregate(
+        GLOBAL, results({"a": model(0.2, 0.9, 0), "b": model(0.9, 0.2, 0), "c": model(0.5, 0.5, 0)}), 1, CTX
+    )
     assert decision.excluded == ["c"] and decision.kept == ["a", "b"]
-    np.testing.assert_allclose(decision.weights["w"], [0.5, 0.5, 0], rtol=1e-6)  # Eq. 6 over the round-0 pool, equal counts
+    np.testing.assert_allclose(
+        decision.weights["w"], [0.5, 0.5, 0], rtol=1e-6
+    )  # Eq. 6 over the round-0 pool, equal counts
 
     state = json.loads(json.dumps(agg.state()))
     assert state["fedcap"]["removed"] == {"c": 0}

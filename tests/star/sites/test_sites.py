@@ -60,16 +60,24 @@ def distance(a, b):
 
 def test_fedprox_proximal_term_pulls_training_towards_the_global_model(tmp_path):
     w0 = initial()
-    plain = from_shareable(run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "a", 0, w0)).data
-    prox = from_shareable(run(FedProxExecutor(mu=50.0, train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "b", 0, w0)).data
-    off = from_shareable(run(FedProxExecutor(mu=0.0, train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "c", 0, w0)).data
+    plain = from_shareable(
+        run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "a", 0, w0)
+    ).data
+    prox = from_shareable(
+        run(FedProxExecutor(mu=50.0, train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "b", 0, w0)
+    ).data
+    off = from_shareable(
+        run(FedProxExecutor(mu=0.0, train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "c", 0, w0)
+    ).data
     assert distance(off, plain) == 0.0  # mu = 0 is FedAvg's site
     assert distance(prox, w0) < 0.9 * distance(plain, w0)
 
 
 def test_a_site_can_send_its_update_instead_of_its_model(tmp_path):
     w0 = initial()
-    model = from_shareable(run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "a", 0, w0)).data
+    model = from_shareable(
+        run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0), tmp_path / "a", 0, w0)
+    ).data
     reply = run(StarExecutor(train_args=TRAIN, num_threads=1, compute_slots=0, send_update=True), tmp_path / "b", 0, w0)
     dxo = from_shareable(reply)
     assert dxo.data_kind == DataKind.WEIGHT_DIFF and dxo.get_meta_prop(MetaKey.NUM_STEPS_CURRENT_ROUND) > 0
@@ -127,8 +135,15 @@ def test_without_lambda_the_personal_model_is_the_shared_one(tmp_path):
     assert distance(get_weights(ex.personal), shared) == 0.0
 
 
-@pytest.mark.parametrize("cls, kwargs, name", [(FedProxExecutor, {"mu": -1}, "mu"), (PersonalExecutor, {"lam": float("nan")}, "lam"),
-                                               (PersonalExecutor, {"evaluate_received": 1}, "evaluate_received"), (StarExecutor, {"send_update": "yes"}, "send_update")])
+@pytest.mark.parametrize(
+    "cls, kwargs, name",
+    [
+        (FedProxExecutor, {"mu": -1}, "mu"),
+        (PersonalExecutor, {"lam": float("nan")}, "lam"),
+        (PersonalExecutor, {"evaluate_received": 1}, "evaluate_received"),
+        (StarExecutor, {"send_update": "yes"}, "send_update"),
+    ],
+)
 def test_bad_site_settings_stop_the_job_at_construction(cls, kwargs, name):
     with pytest.raises(ValueError, match=name):
         cls(**kwargs)

@@ -31,7 +31,9 @@ DIRECTIONS = (REVERSE, SIGN)
 :func:`harmful_direction`, entries +-1 in :func:`krum_adaptive`."""
 
 
-def largest_accepted_step(accepts: Callable[[float], bool], max_step: float, tol: float, max_evaluations: int = 16, check_honest: bool = True) -> float:
+def largest_accepted_step(
+    accepts: Callable[[float], bool], max_step: float, tol: float, max_evaluations: int = 16, check_honest: bool = True
+) -> float:
     """The largest step alpha in [0, max_step] found with ``accepts(alpha)`` True, within ``tol`` for a monotone test.
 
     ``accepts(alpha)`` says whether the model at step alpha is predicted to be accepted; alpha = 0
@@ -59,9 +61,13 @@ def largest_accepted_step(accepts: Callable[[float], bool], max_step: float, tol
     max_step = _positive("max_step", max_step)
     tol = _positive("tol", tol)
     if tol > max_step:
-        raise ValueError(f"tol ({tol}) must not exceed max_step ({max_step}); the search would test nothing below max_step")
+        raise ValueError(
+            f"tol ({tol}) must not exceed max_step ({max_step}); the search would test nothing below max_step"
+        )
     if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, (int, np.integer)) or max_evaluations < 1:
-        raise ValueError(f"max_evaluations must be an integer >= 1 (each call of accepts costs a forward pass), got {max_evaluations!r}")
+        raise ValueError(
+            f"max_evaluations must be an integer >= 1 (each call of accepts costs a forward pass), got {max_evaluations!r}"
+        )
     budget = int(max_evaluations)
 
     def test(alpha: float) -> bool:
@@ -94,8 +100,13 @@ Harm = tuple
 """How much a candidate hurts, compared lexicographically (e.g. (drop of accuracy, rise of loss))."""
 
 
-def most_harmful(families: dict, predict: Callable[[object], tuple[bool, Harm]], tol_share: float = 1.0 / 1024,
-                 max_evaluations: int = 16, expired: Callable[[], bool] | None = None) -> tuple[object | None, dict]:
+def most_harmful(
+    families: dict,
+    predict: Callable[[object], tuple[bool, Harm]],
+    tol_share: float = 1.0 / 1024,
+    max_evaluations: int = 16,
+    expired: Callable[[], bool] | None = None,
+) -> tuple[object | None, dict]:
     """The most harmful candidate the defence is predicted to accept: (candidate or None, record fields).
 
     ``families`` maps a name to ``(make, max_strength)``: ``make(s)`` builds the candidate of
@@ -115,6 +126,7 @@ def most_harmful(families: dict, predict: Callable[[object], tuple[bool, Harm]],
     best: tuple | None = None
     evaluations = 0
     for name, (make, top) in families.items():
+
         def accepts(strength, make=make, name=name) -> bool:
             nonlocal best, evaluations
             if expired is not None and expired():
@@ -134,7 +146,13 @@ def most_harmful(families: dict, predict: Callable[[object], tuple[bool, Harm]],
     if best is None or not best[0] > tuple(0.0 for _ in best[0]):
         return None, fields
     harm, name, strength, candidate = best
-    fields.update({"attack_family": name, "attack_strength": "" if strength is None else float(strength), "attack_harm": float(harm[0])})
+    fields.update(
+        {
+            "attack_family": name,
+            "attack_strength": "" if strength is None else float(strength),
+            "attack_harm": float(harm[0]),
+        }
+    )
     return candidate, fields
 
 
@@ -151,12 +169,16 @@ def harmful_direction(own_update, known_benign_updates=None, kind: str = REVERSE
         raise ValueError(f"unknown direction {kind!r}; choose one of {', '.join(DIRECTIONS)}")
     own = np.asarray(own_update)
     if own.ndim != 1 or own.size == 0:
-        raise ValueError(f"own_update must be a non-empty 1-D vector, got shape {own.shape}; flatten models with lightyear.algorithms.vectors.flatten")
+        raise ValueError(
+            f"own_update must be a non-empty 1-D vector, got shape {own.shape}; flatten models with lightyear.algorithms.vectors.flatten"
+        )
     base = check_finite("own_update", own)
     if known_benign_updates is not None and len(known_benign_updates) > 0:
         known = as_matrix(known_benign_updates)
         if known.shape[1] != base.size:
-            raise ValueError(f"known_benign_updates have {known.shape[1]} values but own_update has {base.size}; flatten models with the same keys")
+            raise ValueError(
+                f"known_benign_updates have {known.shape[1]} values but own_update has {base.size}; flatten models with the same keys"
+            )
         base = known.mean(axis=0)
     direction = -base if kind == REVERSE else -np.sign(base)
     norm = float(np.linalg.norm(direction))
@@ -224,7 +246,9 @@ def krum_adaptive(
     return lam * unit, lam
 
 
-def fedcap_adaptive(known_calibrated_updates, t_norm: float, margin: float = 0.02, direction: str = REVERSE) -> tuple[np.ndarray, float]:
+def fedcap_adaptive(
+    known_calibrated_updates, t_norm: float, margin: float = 0.02, direction: str = REVERSE
+) -> tuple[np.ndarray, float]:
     """The attack on FedCAP's detection: (crafted calibrated update, its length r).
 
     FedCAP keeps a site whose calibrated update d~ = w~ - w^t has ||d~||_2 <= T_norm and removes
@@ -249,7 +273,9 @@ def fedcap_adaptive(known_calibrated_updates, t_norm: float, margin: float = 0.0
     known = as_matrix(known_calibrated_updates)
     t_norm = check_t_norm(t_norm)
     if not _number(margin) or not 0.0 <= margin < 1.0:
-        raise ValueError(f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}")
+        raise ValueError(
+            f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}"
+        )
     unit = harmful_direction(known.mean(axis=0), kind=direction)  # all zeros when the mean has no direction
     if not unit.any():
         return unit, 0.0
@@ -271,8 +297,16 @@ ANGLES = 64
 """Angles tried between a target's direction and the harmful direction by :func:`fedcap_targeted`."""
 
 
-def fedcap_targeted(known_calibrated: dict, attackers: int, t_norm: float, alpha: float, phi: float, margin: float = 0.02,
-                    direction: str = REVERSE, angles: int = ANGLES) -> tuple[np.ndarray, dict]:
+def fedcap_targeted(
+    known_calibrated: dict,
+    attackers: int,
+    t_norm: float,
+    alpha: float,
+    phi: float,
+    margin: float = 0.02,
+    direction: str = REVERSE,
+    angles: int = ANGLES,
+) -> tuple[np.ndarray, dict]:
     """The attack on FedCAP that trades customisation weight against harm: (crafted calibrated update, settings).
 
     FedCAP gives site k the customised model w^_k = sum_i p'_ki w~_i (paper 002, Eqs. 3-5), the
@@ -296,7 +330,9 @@ def fedcap_targeted(known_calibrated: dict, attackers: int, t_norm: float, alpha
         raise ValueError("the FedCAP attack needs the benign calibrated updates (full knowledge)")
     t_norm = check_t_norm(t_norm)
     if not _number(margin) or not 0.0 <= margin < 1.0:
-        raise ValueError(f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}")
+        raise ValueError(
+            f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}"
+        )
     if isinstance(attackers, bool) or not isinstance(attackers, (int, np.integer)) or attackers < 1:
         raise ValueError(f"attackers must be an integer >= 1, got {attackers!r}")
     sites = sorted(known)
@@ -321,7 +357,7 @@ def fedcap_targeted(known_calibrated: dict, attackers: int, t_norm: float, alpha
             for k in range(len(sites)):
                 logits = alpha * np.concatenate([np.delete(cosines[k], k), np.full(attackers, to_benign[k])])
                 soft = np.exp(logits - logits.max())
-                harm += (1.0 - phi) * float(soft[len(sites) - 1:].sum() / soft.sum()) * along
+                harm += (1.0 - phi) * float(soft[len(sites) - 1 :].sum() / soft.sum()) * along
             if harm > best[0]:
                 best = (harm, target, float(a), d)
     harm, target, angle, crafted = best

@@ -32,13 +32,19 @@ def attacks() -> dict[str, Attack]:
         try:
             declared = getattr(importlib.import_module(module), attribute)
         except (ImportError, AttributeError) as exc:
-            raise ValueError(f"the entry point {entry.name} of group {GROUP} names {entry.value}, which cannot be loaded "
-                             f"({type(exc).__name__}: {exc}); fix it or reinstall the package that declares it") from None
+            raise ValueError(
+                f"the entry point {entry.name} of group {GROUP} names {entry.value}, which cannot be loaded "
+                f"({type(exc).__name__}: {exc}); fix it or reinstall the package that declares it"
+            ) from None
         if not isinstance(declared, Attack) or declared.craft is None:
-            raise ValueError(f"the entry point {entry.name} of group {GROUP} names {entry.value}: a plugin's attack must be a "
-                             "lightyear.algorithms.attacks.declaration.Attack with a craft function")
+            raise ValueError(
+                f"the entry point {entry.name} of group {GROUP} names {entry.value}: a plugin's attack must be a "
+                "lightyear.algorithms.attacks.declaration.Attack with a craft function"
+            )
         if declared.name in found:
-            raise ValueError(f"the entry point {entry.name} of group {GROUP} declares attack {declared.name!r}, which exists already")
+            raise ValueError(
+                f"the entry point {entry.name} of group {GROUP} declares attack {declared.name!r}, which exists already"
+            )
         found[declared.name] = declared
     return found
 

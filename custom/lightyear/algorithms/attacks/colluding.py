@@ -55,9 +55,11 @@ class KrumTarget:
     m: int = 1
 
     ATTACK = AdaptiveTarget(
-        params=("direction", "max_step", "tol", "max_evaluations"), partial_needs=2,
+        params=("direction", "max_step", "tol", "max_evaluations"),
+        partial_needs=2,
         partial_reason="the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' own updates and "
-                       "their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers")
+        "their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers",
+    )
     """Fang et al.'s attack on Krum (:func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`)."""
 
 
@@ -76,7 +78,8 @@ class FedCapTarget:
     ATTACK = AdaptiveTarget(
         params=("margin", "direction"),
         full_knowledge_only="the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last round's mostly "
-                            "benign models, which partial knowledge does not hold; use --knowledge full")
+        "benign models, which partial knowledge does not hold; use --knowledge full",
+    )
     """The attack on FedCAP's norm detection and customisation (:func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`)."""
 
 
@@ -100,7 +103,9 @@ def check_spec(spec: AttackSpec) -> AttackSpec:
     """Refuse what the server-side simulation cannot run, whatever the rule: label flipping (it
     happens in the attackers' training, the executor's ``flip_labels``) and no attackers."""
     if spec.kind == LF:
-        raise ValueError("label flipping (lf) happens in the attackers' training (executor argument flip_labels), not on the server; the simulated adversary takes the other attacks")
+        raise ValueError(
+            "label flipping (lf) happens in the attackers' training (executor argument flip_labels), not on the server; the simulated adversary takes the other attacks"
+        )
     if not spec.attackers:
         raise ValueError("attackers must name at least one site (the last K sites of the job)")
     return spec
@@ -118,7 +123,9 @@ def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
     return attackers + benign
 
 
-def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: KrumTarget | FedCapTarget | None = None) -> CraftedRound:
+def craft_round(
+    spec: AttackSpec, honest: Mapping[str, np.ndarray], target: KrumTarget | FedCapTarget | None = None
+) -> CraftedRound:
     """The crafted update of every attacker present in ``honest`` (site -> its honest update of
     the round, one 1-D vector per site with a usable result). ``target``: what the adaptive
     attack knows of the rule it aims at (required for it). Raises ValueError when the round
@@ -126,7 +133,9 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
     check_spec(spec)
     if spec.kind == ADAPTIVE:
         if not isinstance(target, (KrumTarget, FedCapTarget)):
-            raise ValueError("the adaptive attack in the star topology needs what the job's rule declares of itself: a KrumTarget or FedCapTarget")
+            raise ValueError(
+                "the adaptive attack in the star topology needs what the job's rule declares of itself: a KrumTarget or FedCapTarget"
+            )
         target.ATTACK.check(spec, type(target).__name__.removesuffix("Target"))
     if spec.knowledge not in (PARTIAL, FULL):
         raise ValueError(f"unknown knowledge {spec.knowledge!r}")
@@ -143,9 +152,13 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
         return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
     declared = catalogue.attack(spec.kind)
     if declared.craft is None:
-        raise ValueError(f"attack {spec.kind!r} crafts no update on the server (it acts on the training data or a whole model)")
+        raise ValueError(
+            f"attack {spec.kind!r} crafts no update on the server (it acts on the training data or a whole model)"
+        )
     if not declared.needs_known:  # each attacker transforms its own update
-        crafted = {a: declared.craft(np.asarray(honest[a], dtype=np.float64), None, n, m, **spec.params) for a in attackers}
+        crafted = {
+            a: declared.craft(np.asarray(honest[a], dtype=np.float64), None, n, m, **spec.params) for a in attackers
+        }
         settings = crafted[attackers[0]][1]
         return CraftedRound({a: c[0] for a, c in crafted.items()}, settings, known, n)
     matrix = np.stack([np.asarray(honest[s], dtype=np.float64) for s in known])
@@ -153,14 +166,18 @@ def craft_round(spec: AttackSpec, honest: Mapping[str, np.ndarray], target: Krum
     return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
 
 
-def _fedcap_attack(spec: AttackSpec, honest: Mapping[str, np.ndarray], attackers: list[str], known: list[str], target: FedCapTarget) -> CraftedRound:
+def _fedcap_attack(
+    spec: AttackSpec, honest: Mapping[str, np.ndarray], attackers: list[str], known: list[str], target: FedCapTarget
+) -> CraftedRound:
     """Every attacker sends r u in calibrated terms: its own update r u - (its offset)."""
     missing = [s for s in known + attackers if s not in target.offsets]
     if missing:
         raise ValueError(f"no calibration offset for sites {missing}: FedCapTarget.offsets needs every participant's")
     calibrated = {s: np.asarray(honest[s], dtype=np.float64) + target.offsets[s] for s in known}
     margin, direction = spec.param("margin"), spec.param("direction")
-    crafted, found = fedcap_targeted(calibrated, len(attackers), target.t_norm, target.alpha, target.phi, margin, direction)
+    crafted, found = fedcap_targeted(
+        calibrated, len(attackers), target.t_norm, target.alpha, target.phi, margin, direction
+    )
     updates = {a: crafted - target.offsets[a] for a in attackers}
     settings = {**found, "t_norm": float(target.t_norm), "margin": margin, "direction": direction}
     return CraftedRound(updates, settings, known, len(honest))
@@ -169,7 +186,9 @@ def _fedcap_attack(spec: AttackSpec, honest: Mapping[str, np.ndarray], attackers
 def _krum_attack(spec: AttackSpec, stand_in: list[np.ndarray], m: int, krum: KrumTarget) -> tuple[np.ndarray, dict]:
     n_sim = len(stand_in) + m
     if n_sim < 3:
-        raise ValueError(f"Krum cannot be simulated on {n_sim} updates (it needs 3): {len(stand_in)} known and {m} attacker(s) this round")
+        raise ValueError(
+            f"Krum cannot be simulated on {n_sim} updates (it needs 3): {len(stand_in)} known and {m} attacker(s) this round"
+        )
     f = default_f(n_sim) if krum.f is None else min(krum.f, default_f(n_sim))
     m_krum = min(krum.m, n_sim)
     direction = spec.param("direction")

@@ -64,7 +64,15 @@ class DetectionCounts:
         return DetectionCounts(self.tp + other.tp, self.fp + other.fp, self.tn + other.tn, self.fn + other.fn)
 
     def as_dict(self) -> dict:
-        return {"tp": self.tp, "fp": self.fp, "tn": self.tn, "fn": self.fn, "dacc": self.dacc, "fpr": self.fpr, "fnr": self.fnr}
+        return {
+            "tp": self.tp,
+            "fp": self.fp,
+            "tn": self.tn,
+            "fn": self.fn,
+            "dacc": self.dacc,
+            "fpr": self.fpr,
+            "fnr": self.fnr,
+        }
 
 
 def detection_counts(malicious: Iterable, evaluated: Iterable, flagged: Iterable) -> DetectionCounts:
@@ -75,10 +83,14 @@ def detection_counts(malicious: Iterable, evaluated: Iterable, flagged: Iterable
     ``flagged`` sender must have been evaluated: a defence cannot label what it did not see.
     Arguments are collections of sender names (a single string is refused: pass ``{"site-1"}``).
     """
-    bad, seen, marked = (_names(n, v) for n, v in (("malicious", malicious), ("evaluated", evaluated), ("flagged", flagged)))
+    bad, seen, marked = (
+        _names(n, v) for n, v in (("malicious", malicious), ("evaluated", evaluated), ("flagged", flagged))
+    )
     stray = marked - seen
     if stray:
-        raise ValueError(f"flagged senders {sorted(map(str, stray))} were not evaluated; pass every sender the defence looked at in evaluated")
+        raise ValueError(
+            f"flagged senders {sorted(map(str, stray))} were not evaluated; pass every sender the defence looked at in evaluated"
+        )
     attackers = bad & seen
     return DetectionCounts(
         tp=len(attackers & marked),
@@ -100,7 +112,9 @@ def pool(counts: Iterable[DetectionCounts]) -> DetectionCounts:
 
 def _names(name: str, values) -> set:
     if isinstance(values, (str, bytes)):
-        raise ValueError(f"{name} must be a collection of sender names, got the single string {values!r}; wrap it: {{{values!r}}}")
+        raise ValueError(
+            f"{name} must be a collection of sender names, got the single string {values!r}; wrap it: {{{values!r}}}"
+        )
     return set(values)
 
 

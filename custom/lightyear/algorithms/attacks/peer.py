@@ -40,8 +40,17 @@ def participants(graph: Mapping[str, Sequence[str]], receiver: str, attackers: S
     return n, max(1, min(heard, n - 1))
 
 
-def attack_model(kind: str, knowledge: str, start, honest, colluders: Mapping[str, np.ndarray], benign: Mapping[str, np.ndarray],
-                 n: int, m: int, params: dict) -> tuple[np.ndarray, dict]:
+def attack_model(
+    kind: str,
+    knowledge: str,
+    start,
+    honest,
+    colluders: Mapping[str, np.ndarray],
+    benign: Mapping[str, np.ndarray],
+    n: int,
+    m: int,
+    params: dict,
+) -> tuple[np.ndarray, dict]:
     """(the model an attacker sends, as a vector; record fields), from flat vectors.
 
     ``start``: the attacker's round-start model; ``honest``: its honestly trained model;
@@ -65,8 +74,16 @@ def attack_model(kind: str, knowledge: str, start, honest, colluders: Mapping[st
     return model, fields
 
 
-def crafted_update(kind: str, knowledge: str, own_update: np.ndarray, pooled: Sequence[np.ndarray], benign: Sequence[np.ndarray],
-                   n: int, m: int, params: dict) -> tuple[np.ndarray, dict]:
+def crafted_update(
+    kind: str,
+    knowledge: str,
+    own_update: np.ndarray,
+    pooled: Sequence[np.ndarray],
+    benign: Sequence[np.ndarray],
+    n: int,
+    m: int,
+    params: dict,
+) -> tuple[np.ndarray, dict]:
     """(the update an attacker sends, the record fields of how it was made) for an attack on updates
     (its declaration's ``craft``, :mod:`~lightyear.algorithms.attacks.catalogue`).
 
@@ -82,10 +99,14 @@ def crafted_update(kind: str, knowledge: str, own_update: np.ndarray, pooled: Se
         raise ValueError(f"unknown knowledge {knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
     declared = catalogue.attack(kind)
     if declared.craft is None:
-        raise ValueError(f"attack {kind!r} crafts no update: it acts on the training data, on a whole model, or by searching the defence")
+        raise ValueError(
+            f"attack {kind!r} crafts no update: it acts on the training data, on a whole model, or by searching the defence"
+        )
     known = None
     if declared.needs_known:
-        known = as_matrix(list(benign) if declared.benign_only and knowledge == FULL and len(benign) else list(pooled) + list(benign))
+        known = as_matrix(
+            list(benign) if declared.benign_only and knowledge == FULL and len(benign) else list(pooled) + list(benign)
+        )
     crafted, settings = declared.craft(np.asarray(own_update, dtype=np.float64), known, n, m, **params)
     fields = {RECORDED.get(k, f"attack_{k}"): v for k, v in settings.items() if k != "ddof"}
     fields["attack_honest_norm"] = float(np.linalg.norm(own_update))

@@ -74,7 +74,9 @@ class UnitGroup:
 def check_factor(factor) -> float:
     """``factor`` must be a finite number > 0 (each scaled unit is multiplied by it or its inverse)."""
     if isinstance(factor, bool) or not isinstance(factor, Real) or not math.isfinite(factor) or factor <= 0:
-        raise ValueError(f"attack_factor must be a finite number > 0 (each unit is scaled by it or by its inverse), got {factor!r}")
+        raise ValueError(
+            f"attack_factor must be a finite number > 0 (each unit is scaled by it or by its inverse), got {factor!r}"
+        )
     return float(factor)
 
 
@@ -91,14 +93,20 @@ def check_groups(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup])
             raise ValueError(f"group {group.name}: block {group.block} does not divide its {group.units} units")
         for slot in group.slots:
             if slot.key not in weights:
-                raise ValueError(f"group {group.name}: the model has no entry {slot.key!r}; the symmetries were declared for another network")
+                raise ValueError(
+                    f"group {group.name}: the model has no entry {slot.key!r}; the symmetries were declared for another network"
+                )
             sub = _sub(np.asarray(weights[slot.key]), slot)
             if not -sub.ndim <= slot.axis < sub.ndim or not 0 <= slot.offset <= sub.shape[slot.axis] - group.units:
-                raise ValueError(f"group {group.name}: entry {slot.key} (viewed as {sub.shape}) has no {group.units} units "
-                                 f"from {slot.offset} on axis {slot.axis}")
+                raise ValueError(
+                    f"group {group.name}: entry {slot.key} (viewed as {sub.shape}) has no {group.units} units "
+                    f"from {slot.offset} on axis {slot.axis}"
+                )
 
 
-def draw(groups: Sequence[UnitGroup], transform: str, factor: float, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+def draw(
+    groups: Sequence[UnitGroup], transform: str, factor: float, rng: np.random.Generator
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """(per-unit factors, permutation) for every group: what :func:`reparametrise` applies.
 
     ``rescale``: each unit of a scalable group gets ``factor`` or 1/``factor`` (a fair coin);
@@ -119,7 +127,9 @@ def draw(groups: Sequence[UnitGroup], transform: str, factor: float, rng: np.ran
     return out
 
 
-def reparametrise(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup], draws: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+def reparametrise(
+    weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup], draws: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> dict[str, np.ndarray]:
     """A copy of ``weights`` with every group's units scaled and permuted as ``draws`` say.
 
     For unit u of a group with factor c_u and permutation pi, every slot's entry becomes, along its
@@ -148,8 +158,13 @@ def reparametrise(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup]
     return out
 
 
-def reparametrised(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup], transform: str, factor: float,
-                   rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict]:
+def reparametrised(
+    weights: Mapping[str, np.ndarray],
+    groups: Sequence[UnitGroup],
+    transform: str,
+    factor: float,
+    rng: np.random.Generator,
+) -> tuple[dict[str, np.ndarray], dict]:
     """(the transformed model, record fields): :func:`draw` then :func:`reparametrise`.
 
     Fields: ``attack_transform``, ``attack_factor``, ``attack_units`` (units scaled or moved)."""

@@ -32,6 +32,7 @@ def params_of(kind: str) -> tuple[str, ...]:
     """The parameters attack ``kind`` takes (the job setting ``attack_<name>`` sets ``<name>``)."""
     return ADAPTIVE_PARAMS if kind == ADAPTIVE else catalogue.attack(kind).params
 
+
 ADAPTIVE_DEFAULTS = {"margin": 0.02, "direction": REVERSE, "max_step": None, "tol": None, "max_evaluations": 16}
 """The adaptive attack's defaults: it aims at a score ``tau + margin`` (peer-to-peer) or at a
 calibrated norm ``(1 - margin) T_norm`` (FedCAP), along ``direction``; a ``max_step`` / ``tol``
@@ -95,7 +96,9 @@ def check_params(kind: str, params: dict) -> None:
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         takes = ", ".join(f"attack_{p}" for p in allowed) or "none"
-        raise ValueError(f"attack {kind!r} takes no setting {', '.join('attack_' + str(u) for u in unknown)}; it takes {takes}")
+        raise ValueError(
+            f"attack {kind!r} takes no setting {', '.join('attack_' + str(u) for u in unknown)}; it takes {takes}"
+        )
     if kind not in BUILTIN:  # a plugin's attack checks its own settings, crafting once from a small update
         try:
             catalogue.check_craft_params(kind, params)
@@ -114,7 +117,12 @@ def check_params(kind: str, params: dict) -> None:
         elif name == "z":
             _number(name, value, lambda v: True, "a finite number (LIE's z_max; default from n and m)")
         elif name == "margin":
-            _number(name, value, lambda v: 0 <= v < 1, "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) or the norm (1 - margin) T_norm (FedCAP)")
+            _number(
+                name,
+                value,
+                lambda v: 0 <= v < 1,
+                "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) or the norm (1 - margin) T_norm (FedCAP)",
+            )
         elif name == "ddof" and (isinstance(value, bool) or value not in (0, 1)):
             raise ValueError(f"attack_ddof must be 0 or 1, got {value!r}")
         elif name == "perturbation":
@@ -149,7 +157,9 @@ class AdaptiveTarget:
         extra = sorted(set(spec.params) - set(self.params))
         if extra:
             takes = ", ".join(f"attack_{p}" for p in self.params)
-            raise ValueError(f"the adaptive attack on {method} takes no {', '.join('attack_' + p for p in extra)}; it takes {takes}")
+            raise ValueError(
+                f"the adaptive attack on {method} takes no {', '.join('attack_' + p for p in extra)}; it takes {takes}"
+            )
         if spec.knowledge == PARTIAL and self.full_knowledge_only:
             raise ValueError(self.full_knowledge_only)
         if spec.knowledge == PARTIAL and len(spec.attackers) < self.partial_needs:

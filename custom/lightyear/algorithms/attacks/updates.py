@@ -62,7 +62,15 @@ GAMMA_TOL = 1e-5
 """The search stops once the bracket around the largest feasible gamma is narrower than this."""
 MAX_DOUBLINGS = 64
 
-CRAFT_PARAMS = {LF: (), SF: (), MR: ("scale",), LIE: ("z", "ddof"), MINMAX: ("perturbation", "gamma_init", "tol"), MINSUM: ("perturbation", "gamma_init", "tol"), IPM: ("epsilon",)}
+CRAFT_PARAMS = {
+    LF: (),
+    SF: (),
+    MR: ("scale",),
+    LIE: ("z", "ddof"),
+    MINMAX: ("perturbation", "gamma_init", "tol"),
+    MINSUM: ("perturbation", "gamma_init", "tol"),
+    IPM: ("epsilon",),
+}
 
 
 def flip_label(labels, num_classes: int) -> np.ndarray:
@@ -72,12 +80,18 @@ def flip_label(labels, num_classes: int) -> np.ndarray:
     inverts a binary mask. Raises ValueError for C < 2, non-integer labels or labels outside [0, C).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
-        raise ValueError(f"num_classes must be an integer >= 2 (flipping needs another class to flip to), got {num_classes!r}")
+        raise ValueError(
+            f"num_classes must be an integer >= 2 (flipping needs another class to flip to), got {num_classes!r}"
+        )
     arr = np.asarray(labels)
     if not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"labels must be integer class indices, got dtype {arr.dtype}; cast them (e.g. mask.astype(np.int64)) first")
+        raise ValueError(
+            f"labels must be integer class indices, got dtype {arr.dtype}; cast them (e.g. mask.astype(np.int64)) first"
+        )
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= num_classes):
-        raise ValueError(f"labels must lie in [0, {num_classes}), got values from {int(arr.min())} to {int(arr.max())}; check num_classes")
+        raise ValueError(
+            f"labels must lie in [0, {num_classes}), got values from {int(arr.min())} to {int(arr.max())}; check num_classes"
+        )
     return ((arr.astype(np.int64) + 1) % int(num_classes)).astype(arr.dtype)
 
 
@@ -137,7 +151,9 @@ def perturbation_vector(known_updates, kind: str = STD, ddof: int = 0) -> np.nda
     raise ValueError(f"unknown perturbation {kind!r}; choose one of {', '.join(PERTURBATIONS)}")
 
 
-def min_max(known_updates, perturbation: str = STD, gamma_init: float = GAMMA_INIT, tol: float = GAMMA_TOL) -> tuple[np.ndarray, float]:
+def min_max(
+    known_updates, perturbation: str = STD, gamma_init: float = GAMMA_INIT, tol: float = GAMMA_TOL
+) -> tuple[np.ndarray, float]:
     """(mean + gamma * p, gamma), gamma the largest with max_i ||d_m - d_i|| <= max_ij ||d_i - d_j|| (FedCAP Eqs. 8-9).
 
     See :func:`_largest_gamma` for the search and :func:`perturbation_vector` for p. With one
@@ -156,7 +172,9 @@ def min_max(known_updates, perturbation: str = STD, gamma_init: float = GAMMA_IN
     return mean + gamma * p, gamma
 
 
-def min_sum(known_updates, perturbation: str = STD, gamma_init: float = GAMMA_INIT, tol: float = GAMMA_TOL) -> tuple[np.ndarray, float]:
+def min_sum(
+    known_updates, perturbation: str = STD, gamma_init: float = GAMMA_INIT, tol: float = GAMMA_TOL
+) -> tuple[np.ndarray, float]:
     """(mean + gamma * p, gamma), gamma the largest with sum_i ||d_m - d_i||^2 <= max_i sum_j ||d_i - d_j||^2 (FedCAP Eqs. 8, 10).
 
     Same search, edges and p as :func:`min_max`.
@@ -194,17 +212,23 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     return crafted_update(kind, own_update, known_updates, n_participants, n_attackers, **params)[0]
 
 
-def crafted_update(kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params) -> tuple[np.ndarray, dict]:
+def crafted_update(
+    kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params
+) -> tuple[np.ndarray, dict]:
     """(:func:`craft_update`'s update, the attack's settings in force): what a run records of
     each crafted round. The settings are mr ``scale``, lie ``z`` and ``ddof``, ipm ``epsilon``,
     minmax / minsum the ``gamma`` the search found; {} for lf and sf."""
     if kind == ADAPTIVE:
-        raise ValueError("the adaptive attack needs an acceptance test, not a fixed rule; use lightyear.algorithms.attacks.adaptive")
+        raise ValueError(
+            "the adaptive attack needs an acceptance test, not a fixed rule; use lightyear.algorithms.attacks.adaptive"
+        )
     if kind not in CRAFT_PARAMS:
         raise ValueError(f"unknown attack {kind!r}; craft_update handles {', '.join(CRAFT_PARAMS)}")
     unknown = sorted(set(params) - set(CRAFT_PARAMS[kind]))
     if unknown:
-        raise ValueError(f"attack {kind!r} takes no parameter {', '.join(unknown)}; it takes {', '.join(CRAFT_PARAMS[kind]) or 'none'}")
+        raise ValueError(
+            f"attack {kind!r} takes no parameter {', '.join(unknown)}; it takes {', '.join(CRAFT_PARAMS[kind]) or 'none'}"
+        )
     _check_counts(n_participants, n_attackers, allow_all=True)
     own = _update("own_update", own_update)
     known = None if kind in (LF, SF, MR) else _known(known_updates, own.size)
@@ -247,6 +271,7 @@ _CRAFT = {LF: _lf, SF: _sf, MR: _mr, LIE: _lie, IPM: _ipm, MINMAX: _searched(min
 
 def _checked(kind: str):
     """The declared ``craft`` of ``kind``: :func:`crafted_update`, with its checks."""
+
     def craft(own_update, known, n, m, **params):
         return crafted_update(kind, own_update, known, n, m, **params)
 
@@ -260,7 +285,15 @@ DECLARED = (
     Attack(LIE, "LIE (a little is enough)", CRAFT_PARAMS[LIE], _checked(LIE), needs_known=True, counts="nm"),
     Attack(MINMAX, "Min-Max", CRAFT_PARAMS[MINMAX], _checked(MINMAX), needs_known=True),
     Attack(MINSUM, "Min-Sum", CRAFT_PARAMS[MINSUM], _checked(MINSUM), needs_known=True),
-    Attack(IPM, "IPM (inner product manipulation)", CRAFT_PARAMS[IPM], _checked(IPM), needs_known=True, counts="n", benign_only=True),
+    Attack(
+        IPM,
+        "IPM (inner product manipulation)",
+        CRAFT_PARAMS[IPM],
+        _checked(IPM),
+        needs_known=True,
+        counts="n",
+        benign_only=True,
+    ),
     Attack(ADAPTIVE, "adaptive attack", needs_known=True),
 )
 """FedCAP's seven attacks and the adaptive attack (whose searches live with the components that
@@ -314,16 +347,22 @@ def _std(x: np.ndarray, ddof) -> np.ndarray:
 def _update(name: str, update) -> np.ndarray:
     arr = np.asarray(update)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D vector, got shape {arr.shape}; flatten models with lightyear.algorithms.vectors.flatten")
+        raise ValueError(
+            f"{name} must be a non-empty 1-D vector, got shape {arr.shape}; flatten models with lightyear.algorithms.vectors.flatten"
+        )
     return check_finite(name, arr)
 
 
 def _known(known_updates, size: int) -> np.ndarray:
     if known_updates is None:
-        raise ValueError("this attack needs known_updates (the attackers' own honest updates, plus the benign ones under full knowledge)")
+        raise ValueError(
+            "this attack needs known_updates (the attackers' own honest updates, plus the benign ones under full knowledge)"
+        )
     x = as_matrix(known_updates)
     if x.shape[1] != size:
-        raise ValueError(f"known_updates have {x.shape[1]} values but own_update has {size}; flatten models with the same keys")
+        raise ValueError(
+            f"known_updates have {x.shape[1]} values but own_update has {size}; flatten models with the same keys"
+        )
     return x
 
 

@@ -73,7 +73,9 @@ def summarize_predictions(
     task = "segmentation" if probs.ndim == 4 else "classification"
     if not np.all(np.isfinite(probs)):
         empty = np.zeros(0)
-        return PredictionSummary(float("nan"), float("nan"), empty, empty, task=task, finite=False, chance=_chance(probs))
+        return PredictionSummary(
+            float("nan"), float("nan"), empty, empty, task=task, finite=False, chance=_chance(probs)
+        )
     if probs.ndim == 4:
         flat, flat_labels = metrics.flatten_pixels(probs, labels)
         return PredictionSummary(
@@ -161,7 +163,9 @@ def agreement(own: PredictionSummary, peer: PredictionSummary, third_term: str =
     return AgreementScore(score=(perf + ece + third) / 3.0, performance=perf, ece=ece, third=third)
 
 
-def select_peers(scores: dict[str, float], tau: float, skills: dict[str, float] | None = None, skill_floor: float = 0.0) -> list[str]:
+def select_peers(
+    scores: dict[str, float], tau: float, skills: dict[str, float] | None = None, skill_floor: float = 0.0
+) -> list[str]:
     """S_i = { j in N(i) : A(h_i, h_j; V_i) >= tau } (Eq. 17), in sorted peer order.
 
     Cold-start guard (this toolkit's addition; ``skill_floor = 0`` is the paper's rule): with

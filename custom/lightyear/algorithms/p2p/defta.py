@@ -51,7 +51,9 @@ def defta_out_degrees(graph: Mapping[str, Sequence[str]], self_loop: bool = True
     return {site: len(targets) + int(self_loop) for site, targets in graph.items()}
 
 
-def trusted_weights(dataset_sizes: Mapping[str, int], out_degrees: Mapping[str, int], peers: Iterable[str]) -> dict[str, float]:
+def trusted_weights(
+    dataset_sizes: Mapping[str, int], out_degrees: Mapping[str, int], peers: Iterable[str]
+) -> dict[str, float]:
     """p_{i,j} = (|D_j| / d_j) / sum_{k in peers} (|D_k| / d_k) for each j in ``peers`` (DeFTA Corollary 3.3.2).
 
     ``peers`` is the set being aggregated; include the own site, as the paper does (module notes).

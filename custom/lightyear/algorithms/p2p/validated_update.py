@@ -75,14 +75,20 @@ def check_delta(delta) -> float:
 
 def check_max_loss_growth(growth) -> float:
     """``max_loss_growth``: a finite number >= 0, the relative growth of the validation loss allowed."""
-    return non_negative("max_loss_growth", growth,
-                        note="0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's")
+    return non_negative(
+        "max_loss_growth",
+        growth,
+        note="0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's",
+    )
 
 
 def check_max_norm_growth(growth) -> float:
     """``max_norm_growth``: a finite number >= 0, how much larger than the own model's an entry's norm may grow."""
-    return non_negative("max_norm_growth", growth,
-                        note="0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's")
+    return non_negative(
+        "max_norm_growth",
+        growth,
+        note="0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's",
+    )
 
 
 def check_max_peer_share(share) -> float:
@@ -216,8 +222,16 @@ class ValidatedUpdate:
         return sum(1 for c in self.candidates if c.evaluated)
 
 
-def validated_update(own: Weights, selected: Mapping[str, Weights], order: Sequence[str], gamma: float, t: int,
-                     evaluate: Callable[[dict], Evaluation], own_evaluation: Evaluation, bounds: Bounds = Bounds()) -> ValidatedUpdate:
+def validated_update(
+    own: Weights,
+    selected: Mapping[str, Weights],
+    order: Sequence[str],
+    gamma: float,
+    t: int,
+    evaluate: Callable[[dict], Evaluation],
+    own_evaluation: Evaluation,
+    bounds: Bounds = Bounds(),
+) -> ValidatedUpdate:
     """The hardened Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
 
     ``order``: the selected peers (every key of ``selected`` exactly once), in the order that breaks
@@ -230,7 +244,9 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
     if len(set(order)) != len(order) or sorted(order) != sorted(selected):
         raise ValueError(f"order must list every selected peer once: got {list(order)} for {sorted(selected)}")
     own_performance, own_loss = (float(v) for v in own_evaluation)
-    result = ValidatedUpdate(weights={k: np.array(v, copy=True) for k, v in own.items()}, own=(own_performance, own_loss))
+    result = ValidatedUpdate(
+        weights={k: np.array(v, copy=True) for k, v in own.items()}, own=(own_performance, own_loss)
+    )
     result.adopted_evaluation = result.own
     if not selected:
         return result
@@ -286,9 +302,11 @@ def validated_update(own: Weights, selected: Mapping[str, Weights], order: Seque
 def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
     if not candidate.evaluated:
         return f"the aggregate with it grew an entry's norm by {candidate.growth:.3g} (more than max_norm_growth {bounds.max_norm_growth:g})"
-    return (f"the aggregate with it scored {candidate.performance:.4g} (loss {candidate.loss:.4g}) on the own validation set "
-            f"against the own model's {own[0]:.4g} (loss {own[1]:.4g}): beyond validation_delta {bounds.delta:g} "
-            f"or max_loss_growth {bounds.max_loss_growth:g}")
+    return (
+        f"the aggregate with it scored {candidate.performance:.4g} (loss {candidate.loss:.4g}) on the own validation set "
+        f"against the own model's {own[0]:.4g} (loss {own[1]:.4g}): beyond validation_delta {bounds.delta:g} "
+        f"or max_loss_growth {bounds.max_loss_growth:g}"
+    )
 
 
 def _adopt(result: ValidatedUpdate, weights: dict, candidate: Candidate) -> ValidatedUpdate:

@@ -93,7 +93,9 @@ def asmr_detect(vectors: Mapping[str, np.ndarray], min_gap: float = 0.0) -> Asmr
     return AsmrOutcome(benign=benign, flagged=flagged, outlier_factor=of)
 
 
-def asmr(models: Mapping[str, Mapping[str, np.ndarray]], min_gap: float = 0.0) -> tuple[dict[str, np.ndarray], AsmrOutcome]:
+def asmr(
+    models: Mapping[str, Mapping[str, np.ndarray]], min_gap: float = 0.0
+) -> tuple[dict[str, np.ndarray], AsmrOutcome]:
     """ASMR on whole models: the uniform mean of the benign models, and the detection outcome.
 
     Integer entries (counters) come from the first benign site in sorted order.

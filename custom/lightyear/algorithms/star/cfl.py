@@ -78,7 +78,9 @@ def cfl_bipartition(updates: Mapping[str, np.ndarray]) -> tuple[list[str], list[
     return [names[i] for i in first], [names[i] for i in second]
 
 
-def cfl(models: Mapping[str, Mapping[str, np.ndarray]], reference: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
+def cfl(
+    models: Mapping[str, Mapping[str, np.ndarray]], reference: Mapping[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
     """The CFL baseline on whole models: (uniform mean of the majority's models, majority, minority).
 
     Updates are ``flatten(model) - flatten(reference)``, with ``reference`` the global model

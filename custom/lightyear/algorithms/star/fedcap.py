@@ -58,25 +58,33 @@ def _number(value) -> bool:
 def check_alpha(alpha: float) -> float:
     """alpha (softmax scale, Eq. 5) must be a finite number >= 0; 0 gives equal weights."""
     if not _number(alpha) or alpha < 0:
-        raise ValueError(f"alpha (FedCAP softmax scale, Eq. 5) must be a finite number >= 0, got {alpha!r}; the paper searches {{2, 5, 10}}")
+        raise ValueError(
+            f"alpha (FedCAP softmax scale, Eq. 5) must be a finite number >= 0, got {alpha!r}; the paper searches {{2, 5, 10}}"
+        )
     return float(alpha)
 
 
 def check_phi(phi: float) -> float:
     """phi (a site's weight on its own recovered model) must be a number in [0, 1]."""
     if not _number(phi) or not 0.0 <= phi <= 1.0:
-        raise ValueError(f"phi (FedCAP self weight) must be a number in [0, 1], got {phi!r}; the paper searches {{0.1, 0.2, 0.3}}")
+        raise ValueError(
+            f"phi (FedCAP self weight) must be a number in [0, 1], got {phi!r}; the paper searches {{0.1, 0.2, 0.3}}"
+        )
     return float(phi)
 
 
 def check_t_norm(t_norm: float) -> float:
     """T_norm (detection threshold on ||d~_k||_2) must be a finite number > 0."""
     if not _number(t_norm) or t_norm <= 0:
-        raise ValueError(f"t_norm (FedCAP detection threshold) must be a finite number > 0, got {t_norm!r}; the paper uses 10")
+        raise ValueError(
+            f"t_norm (FedCAP detection threshold) must be a finite number > 0, got {t_norm!r}; the paper uses 10"
+        )
     return float(t_norm)
 
 
-def customization_weights(update, pool: Mapping[str, np.ndarray], site: str | None, alpha: float = ALPHA, phi: float = PHI) -> dict[str, float]:
+def customization_weights(
+    update, pool: Mapping[str, np.ndarray], site: str | None, alpha: float = ALPHA, phi: float = PHI
+) -> dict[str, float]:
     """The weights p'_k over the pool's sites for the site whose (calibrated) update is ``update``.
 
     ``pool`` maps sites to calibrated updates d~_i. If ``site`` is in the pool it gets weight
@@ -202,10 +210,14 @@ def fedcap_customize(
     if state.recovered:
         missing = [s for s in active if s not in state.calibrated and s not in fresh]
         if missing and absent == "error":
-            raise ValueError(f"sites {missing} have no calibrated update from the last round: pass their update against the global model in fresh_updates, or absent='global'")
+            raise ValueError(
+                f"sites {missing} have no calibrated update from the last round: pass their update against the global model in fresh_updates, or absent='global'"
+            )
         for s in active:
             if s in state.calibrated or s in fresh:
-                update = state.calibrated[s] if s in state.calibrated else check_finite(f"fresh_updates[{s!r}]", fresh[s])
+                update = (
+                    state.calibrated[s] if s in state.calibrated else check_finite(f"fresh_updates[{s!r}]", fresh[s])
+                )
                 w = customization_weights(update, state.calibrated, s, alpha, phi)
                 out[s] = sum(w[i] * state.recovered[i] for i in sorted(w))
         pool = sorted(state.recovered)
@@ -245,7 +257,9 @@ def fedcap_calibrate_and_detect(
             raise ValueError(f"num_samples[{s!r}] must be a finite number > 0, got {num_samples.get(s)!r}")
     models = dict(zip(live, stack([local_models[s] for s in live], name="local_models"))) if live else {}
     if live and next(iter(models.values())).size != state.global_vector.size:
-        raise ValueError(f"local models have {next(iter(models.values())).size} values but the global model has {state.global_vector.size}")
+        raise ValueError(
+            f"local models have {next(iter(models.values())).size} values but the global model has {state.global_vector.size}"
+        )
     calibrated = {s: models[s] - state.global_vector for s in live}
     norms = {s: float(np.linalg.norm(calibrated[s])) for s in live}
     removed_now = [s for s in live if norms[s] > t_norm]

@@ -84,7 +84,9 @@ def krum_select(vectors, f: int | None = None, m: int = 1) -> list[int]:
     return [int(i) for i in order[:m]]
 
 
-def krum(models: Sequence[Mapping[str, np.ndarray]], f: int | None = None, m: int = 1) -> tuple[dict[str, np.ndarray], list[int]]:
+def krum(
+    models: Sequence[Mapping[str, np.ndarray]], f: int | None = None, m: int = 1
+) -> tuple[dict[str, np.ndarray], list[int]]:
     """(Multi-)Krum on whole models: the uniform mean of the m selected models, and their indices.
 
     Models are compared by :func:`~lightyear.algorithms.vectors.flatten` (floating entries).

@@ -50,4 +50,6 @@ def load_site(
         raise ValueError(f"coarse_dropout_holes must be an integer >= 0, got {coarse_dropout_holes!r}")
     test = eval_transform(crop_size)
     train = train_transform(crop_size, coarse_dropout_holes) if augment else test
-    return load_image_file_site(NAME, site, data_root, {"train": train, "val": test, "test": test}, NUM_CLASSES, 3, "RGB")
+    return load_image_file_site(
+        NAME, site, data_root, {"train": train, "val": test, "test": test}, NUM_CLASSES, 3, "RGB"
+    )

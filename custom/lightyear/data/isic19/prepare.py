@@ -61,8 +61,7 @@ def find_ham_metadata(raw: str, ham_metadata: str | None) -> str:
         if os.path.isfile(os.path.join(raw, name)):
             return os.path.join(raw, name)
     raise PrepareError(
-        f"no HAM10000 metadata given and none of {', '.join(HAM_METADATA_NAMES)} in {raw}: "
-        f"pass its path ({OBTAIN_HAM})"
+        f"no HAM10000 metadata given and none of {', '.join(HAM_METADATA_NAMES)} in {raw}: pass its path ({OBTAIN_HAM})"
     )
 
 
@@ -84,7 +83,9 @@ def flamby_centres(metadata: pd.DataFrame, ham: pd.DataFrame) -> pd.DataFrame:
         on="image",
     )
     # FLamby concatenates str(HAM dataset), which is "nan" for images outside HAM10000
-    merged["dataset"] = merged["prefix"] + merged["ham_dataset"].astype(object).where(merged["ham_dataset"].notna(), "nan").astype(str)
+    merged["dataset"] = merged["prefix"] + merged["ham_dataset"].astype(object).where(
+        merged["ham_dataset"].notna(), "nan"
+    ).astype(str)
     unknown = merged.loc[~merged["dataset"].isin(list(CENTRE_IDS)), "dataset"].value_counts()
     if not unknown.empty:
         raise PrepareError(
@@ -186,14 +187,14 @@ def prepare_isic19(
         os.path.join(raw, GROUND_TRUTH), ("image",) + GROUND_TRUTH_COLUMNS, "the ISIC 2019 ground truth", OBTAIN
     )
     metadata = read_table(os.path.join(raw, METADATA), ("image", "lesion_id"), "the ISIC 2019 metadata", OBTAIN)
-    ham = read_table(
-        find_ham_metadata(raw, ham_metadata), ("image_id", "dataset"), "the HAM10000 metadata", OBTAIN_HAM
-    )
+    ham = read_table(find_ham_metadata(raw, ham_metadata), ("image_id", "dataset"), "the HAM10000 metadata", OBTAIN_HAM)
 
     centres = flamby_centres(metadata, ham)
     unlabelled = centres.loc[~centres["image"].isin(ground_truth["image"]), "image"]
     if not unlabelled.empty:
-        raise PrepareError(f"{len(unlabelled)} images (e.g. {unlabelled.iloc[0]}) are in {METADATA} but not in {GROUND_TRUTH}")
+        raise PrepareError(
+            f"{len(unlabelled)} images (e.g. {unlabelled.iloc[0]}) are in {METADATA} but not in {GROUND_TRUTH}"
+        )
     labels = ground_truth_labels(ground_truth[ground_truth["image"].isin(centres["image"])])
     centres = centres.assign(label=labels.loc[centres["image"]].to_numpy()).sort_values("image", kind="stable")
     missing = [name for name in centres["image"] if not os.path.isfile(os.path.join(input_folder, f"{name}.jpg"))]
@@ -204,7 +205,12 @@ def prepare_isic19(
 
     os.makedirs(os.path.join(out, "images"), exist_ok=True)
     jobs = [
-        (os.path.join(input_folder, f"{name}.jpg"), os.path.join(out, "images", f"{name}.jpg"), image_size, color_constancy)
+        (
+            os.path.join(input_folder, f"{name}.jpg"),
+            os.path.join(out, "images", f"{name}.jpg"),
+            image_size,
+            color_constancy,
+        )
         for name in centres["image"]
     ]
     if workers > 1:

@@ -94,7 +94,9 @@ def main(argv=None) -> int:
     ap.add_argument("--job", help="run: the job folder")
     ap.add_argument("--sites", nargs="+", default=[], help="run: the sites to wait for")
     ap.add_argument("--out", help="run: the results folder")
-    ap.add_argument("--connect-timeout", type=float, default=600.0, help="seconds for the server and every site to come up")
+    ap.add_argument(
+        "--connect-timeout", type=float, default=600.0, help="seconds for the server and every site to come up"
+    )
     ap.add_argument("--job-timeout", type=float, default=0.0, help="seconds to wait for the job (0: until it ends)")
     ap.add_argument("--keep-running", action="store_true", help="run: leave the system up afterwards")
     args = ap.parse_args(argv)

@@ -33,11 +33,17 @@ DESCRIPTION = os.path.join("slurm", "templates.yaml")
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="lightyear-slurm", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    ap = argparse.ArgumentParser(
+        prog="lightyear-slurm",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     ap.add_argument("mode", nargs="?", help="a template of the description (simulator, cpu, deploy, deploy_cpu)")
     ap.add_argument("job", nargs="?", help="the FLARE job folder (e.g. jobs/lightyear_digits)")
-    ap.add_argument("--description", help="the template description (default: the package's app_configs/slurm/templates.yaml)")
+    ap.add_argument(
+        "--description", help="the template description (default: the package's app_configs/slurm/templates.yaml)"
+    )
     ap.add_argument("--check", action="store_true", help="only compare slurm/*.sbatch with the description's output")
     ap.add_argument("--partition")
     ap.add_argument("--account")
@@ -82,7 +88,10 @@ def main(argv=None) -> int:
         base = template(load_description(description), args.mode)
         if args.job is None:
             raise SlurmInputError(f"give the job folder: lightyear-slurm {args.mode} jobs/<job>")
-        given = {k: getattr(args, k) for k in ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu")}
+        given = {
+            k: getattr(args, k)
+            for k in ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu")
+        }
         given = {k: (v or None) if k == "gpu_type" else v for k, v in given.items() if v is not None}
         sites = site_names(args.job)
         params = for_job(base, len(sites), given)
@@ -96,7 +105,10 @@ def main(argv=None) -> int:
 
         def announce(job_id: str) -> None:
             print(f"submitted SLURM job {job_id} ({script})")
-            print(f"results: {results}-{job_id}   log: {os.path.join(os.path.abspath(args.out), f'ly-{name}-{job_id}.out')}", flush=True)
+            print(
+                f"results: {results}-{job_id}   log: {os.path.join(os.path.abspath(args.out), f'ly-{name}-{job_id}.out')}",
+                flush=True,
+            )
 
         job_id, status = slurm_submit.submit(script, wait=args.wait, on_id=announce)
         if args.wait:

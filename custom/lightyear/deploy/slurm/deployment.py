@@ -116,11 +116,17 @@ set -e
 
 def script(p: SlurmParams, target: Target) -> str:
     """The batch script's text for the deploy template ``p``."""
-    tasks = "${SLURM_NTASKS:-$(( ${SLURM_NNODES:-1} * ${SLURM_NTASKS_PER_NODE:-1} ))}" if p.gpus else "${SLURM_NTASKS:-1}"
-    lines = header(target, p.name, directives(p)) + preamble(target) + [
-        f"CPUS=${{SLURM_CPUS_PER_TASK:-{p.cpus}}}",
-        f"TASKS={tasks}",
-        f'SERVER_GRES="{"--gres=none" if p.gpus else ""}"',
-        f'SITE_GRES="{"--gres=gpu:1" if p.gpus else ""}"',
-    ]
+    tasks = (
+        "${SLURM_NTASKS:-$(( ${SLURM_NNODES:-1} * ${SLURM_NTASKS_PER_NODE:-1} ))}" if p.gpus else "${SLURM_NTASKS:-1}"
+    )
+    lines = (
+        header(target, p.name, directives(p))
+        + preamble(target)
+        + [
+            f"CPUS=${{SLURM_CPUS_PER_TASK:-{p.cpus}}}",
+            f"TASKS={tasks}",
+            f'SERVER_GRES="{"--gres=none" if p.gpus else ""}"',
+            f'SITE_GRES="{"--gres=gpu:1" if p.gpus else ""}"',
+        ]
+    )
     return "\n".join(lines) + "\n" + _SETUP + _START

@@ -39,7 +39,9 @@ def check_time(value) -> str:
 def check_gres(value) -> str:
     """A SLURM ``--gres`` value: ``name[:type][:count]``, comma-separated (``gpu:1``, ``gpu:a100:2``)."""
     if not isinstance(value, str) or not _GRES.fullmatch(value):
-        raise SlurmInputError(f"--gres {value!r:.80} is not a SLURM gres: use e.g. gpu:1 or gpu:a100:2 (letters, digits, ':', ',', '_', '.', '-')")
+        raise SlurmInputError(
+            f"--gres {value!r:.80} is not a SLURM gres: use e.g. gpu:1 or gpu:a100:2 (letters, digits, ':', ',', '_', '.', '-')"
+        )
     return value
 
 
@@ -80,7 +82,9 @@ class SlurmParams:
         for label, value in (("partition", self.partition), ("account", self.account), ("gpu-type", self.gpu_type)):
             if value is not None and (not isinstance(value, str) or not _NAME.fullmatch(value)):
                 raise SlurmInputError(f"--{label} {value!r} is not a valid SLURM name (letters, digits, '_', '.', '-')")
-        if self.mem_per_cpu is not None and (not isinstance(self.mem_per_cpu, str) or not _MEM.fullmatch(self.mem_per_cpu)):
+        if self.mem_per_cpu is not None and (
+            not isinstance(self.mem_per_cpu, str) or not _MEM.fullmatch(self.mem_per_cpu)
+        ):
             raise SlurmInputError(f"--mem-per-cpu {self.mem_per_cpu!r} is not a SLURM size: use e.g. 4G or 4000M")
         if self.mode == "simulator":
             self._check_simulator()
@@ -90,24 +94,34 @@ class SlurmParams:
 
     def _check_simulator(self) -> None:
         if self.nodes != 1:
-            raise SlurmInputError(f"the simulator runs on one node, got --nodes {self.nodes}: use the deploy mode for several nodes")
+            raise SlurmInputError(
+                f"the simulator runs on one node, got --nodes {self.nodes}: use the deploy mode for several nodes"
+            )
         if self.gpus > self.sites:
-            raise SlurmInputError(f"{self.gpus} GPUs for {self.sites} sites: each site process uses one GPU, so "
-                                  f"{self.gpus - self.sites} would idle (FLARE's simulator refuses more GPU groups than "
-                                  f"sites): use --gpus {self.sites}")
+            raise SlurmInputError(
+                f"{self.gpus} GPUs for {self.sites} sites: each site process uses one GPU, so "
+                f"{self.gpus - self.sites} would idle (FLARE's simulator refuses more GPU groups than "
+                f"sites): use --gpus {self.sites}"
+            )
 
     def _check_deploy(self) -> None:
         if self.gpus:
             total = self.nodes * self.gpus
             if total < self.sites:
-                raise SlurmInputError(f"{self.sites} sites need {self.sites} GPUs (one a site) but {self.nodes} node(s) x "
-                                      f"{self.gpus} GPUs give {total}: use --nodes {math.ceil(self.sites / self.gpus)}")
+                raise SlurmInputError(
+                    f"{self.sites} sites need {self.sites} GPUs (one a site) but {self.nodes} node(s) x "
+                    f"{self.gpus} GPUs give {total}: use --nodes {math.ceil(self.sites / self.gpus)}"
+                )
             if (self.nodes - 1) * self.gpus >= self.sites:
-                raise SlurmInputError(f"{self.nodes} nodes x {self.gpus} GPUs for {self.sites} sites leave a node without a "
-                                      f"site: use --nodes {math.ceil(self.sites / self.gpus)}")
+                raise SlurmInputError(
+                    f"{self.nodes} nodes x {self.gpus} GPUs for {self.sites} sites leave a node without a "
+                    f"site: use --nodes {math.ceil(self.sites / self.gpus)}"
+                )
         elif self.nodes > self.sites + 1:
-            raise SlurmInputError(f"{self.nodes} nodes for a server and {self.sites} sites leave a node idle: "
-                                  f"use --nodes {self.sites + 1} or fewer")
+            raise SlurmInputError(
+                f"{self.nodes} nodes for a server and {self.sites} sites leave a node idle: "
+                f"use --nodes {self.sites + 1} or fewer"
+            )
 
 
 def load_description(path: str) -> dict[str, SlurmParams]:
@@ -125,13 +139,17 @@ def load_description(path: str) -> dict[str, SlurmParams]:
     out = {}
     for name, entry in spec["templates"].items():
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise SlurmInputError(f"{path}: template name {name!r:.60} must be letters, digits, '_', '.' or '-' (it names a script)")
+            raise SlurmInputError(
+                f"{path}: template name {name!r:.60} must be letters, digits, '_', '.' or '-' (it names a script)"
+            )
         if entry is not None and not isinstance(entry, dict):
             raise SlurmInputError(f"{path}: template {name!r} must map parameters to values, got {entry!r:.60}")
         values = {**defaults, **(entry or {})}
         unknown = set(map(str, values)) - set(PARAMETERS) - {"mode", "description"}
         if unknown:
-            raise SlurmInputError(f"{path}: template {name!r} has unknown keys {sorted(unknown)}; known: {', '.join(PARAMETERS)}")
+            raise SlurmInputError(
+                f"{path}: template {name!r} has unknown keys {sorted(unknown)}; known: {', '.join(PARAMETERS)}"
+            )
         if "mode" not in values:
             raise SlurmInputError(f"{path}: template {name!r} needs a mode: {' or '.join(MODES)}")
         out[name] = SlurmParams(name=name, **values).checked()

@@ -28,8 +28,10 @@ def unfinished(folder: str, sites: list[str]) -> tuple[str | None, list[str]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lightyear.deploy.slurm.results",
-                                 description="Print a run's summary; exit 1 unless every site finished.")
+    ap = argparse.ArgumentParser(
+        prog="python -m lightyear.deploy.slurm.results",
+        description="Print a run's summary; exit 1 unless every site finished.",
+    )
     ap.add_argument("folder", help="the results folder (a simulator workspace or a downloaded job)")
     ap.add_argument("sites", nargs="+", help="the sites the job deployed to")
     args = ap.parse_args(argv)

@@ -29,7 +29,9 @@ def sbatch_lines(options: dict) -> list[str]:
     """
     for key, value in options.items():
         if value is not None and control_characters(str(value)):
-            raise SlurmInputError(f"the #SBATCH --{key} value {str(value)!r:.80} holds a line break or control character: remove it")
+            raise SlurmInputError(
+                f"the #SBATCH --{key} value {str(value)!r:.80} holds a line break or control character: remove it"
+            )
     return [f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None]
 
 
@@ -84,7 +86,7 @@ def header(target: Target, template: str, options: dict) -> list[str]:
 def preamble(target: Target) -> list[str]:
     """Strict mode, the job folder, ``$PYTHON`` with its folder first on PATH (FLARE's start
     scripts call ``python3``), ``nvflare`` through it, and ``$RESULTS`` created."""
-    job = f"${{1:-{q(target.job)}}}" if target.job else '${1:?give the job folder: sbatch SCRIPT jobs/<job>}'
+    job = f"${{1:-{q(target.job)}}}" if target.job else "${1:?give the job folder: sbatch SCRIPT jobs/<job>}"
     root = q(target.results) if target.results else '"${SLURM_SUBMIT_DIR:-$PWD}/slurm_results"'
     lines = [
         "set -euo pipefail",
@@ -92,7 +94,7 @@ def preamble(target: Target) -> list[str]:
         'case "$JOB" in /*) ;; *) JOB="${SLURM_SUBMIT_DIR:-$PWD}/$JOB" ;; esac',
         *python_lines(target.python or "python3", target.custom),
         'FOUND=$(command -v "$PYTHON") || { echo "no Python $PYTHON: activate the environment or set LIGHTYEAR_PYTHON" >&2; exit 2; }',
-        'PYTHON=$FOUND',
+        "PYTHON=$FOUND",
         'export PATH="$(dirname "$PYTHON"):$PATH"',
         'nvflare() { "$PYTHON" -m nvflare.cli "$@"; }',
         'SITES=($("$PYTHON" -m lightyear.deploy.slurm.job sites "$JOB")) || exit 2',

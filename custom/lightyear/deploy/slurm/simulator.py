@@ -66,6 +66,6 @@ set -e
 
 def script(p: SlurmParams, target: Target) -> str:
     """The batch script's text for the simulator template ``p``."""
-    lines = header(target, p.name, directives(p)) + preamble(target) + ['N=${#SITES[@]}']
+    lines = header(target, p.name, directives(p)) + preamble(target) + ["N=${#SITES[@]}"]
     body = _GPU_GROUPS if p.gpus else '\nRUN_ARGS=(-t "$N")\n'
     return "\n".join(lines) + "\n" + body + _RUN

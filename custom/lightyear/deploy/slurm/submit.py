@@ -19,8 +19,10 @@ def sbatch_command() -> str:
     """The ``sbatch`` on PATH, else :class:`SubmitError` saying what to do."""
     path = shutil.which("sbatch")
     if not path:
-        raise SubmitError("sbatch not found on PATH: run on a SLURM login node (or install SLURM's client), "
-                          "or print the script with --dry-run and submit it yourself")
+        raise SubmitError(
+            "sbatch not found on PATH: run on a SLURM login node (or install SLURM's client), "
+            "or print the script with --dry-run and submit it yourself"
+        )
     return path
 
 

@@ -37,10 +37,17 @@ class BalanceExecutor(P2PExecutor):
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
-        weights, accepted, distances = balance_update(own, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
+        weights, accepted, distances = balance_update(
+            own, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha
+        )
         own_norm = float(np.linalg.norm(flatten(own, float_keys(own))))
         radius = balance_threshold(own_norm, round_num, self.rounds, self.gamma, self.kappa)
-        fields = {"selected": accepted, "n_selected": len(accepted), "radius": radius, "lambda": round_num / self.rounds}
+        fields = {
+            "selected": accepted,
+            "n_selected": len(accepted),
+            "radius": radius,
+            "lambda": round_num / self.rounds,
+        }
         for peer in self.in_neighbours:
             fields[f"{peer}_distance"] = distances.get(peer, "")
             fields[f"{peer}_accepted"] = int(peer in accepted) if peer in distances else ""
@@ -59,7 +66,9 @@ class BalanceExecutor(P2PExecutor):
 
         def predict(crafted: dict) -> tuple[bool, dict]:
             received = {**others, **{n: crafted for n in names}}
-            weights, accepted, _ = balance_update(receiver, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha)
+            weights, accepted, _ = balance_update(
+                receiver, received, round_num, self.rounds, self.gamma, self.kappa, self.alpha
+            )
             return names[0] in accepted, weights
 
         return predict
@@ -72,11 +81,17 @@ def balance_labels(row: dict, peers) -> Labelling:
 
 
 METHOD = Method(
-    "balance", P2P, "BALANCE (Fang et al., CCS 2024): accept a neighbour within gamma exp(-kappa t/T) of the own model's norm; "
+    "balance",
+    P2P,
+    "BALANCE (Fang et al., CCS 2024): accept a neighbour within gamma exp(-kappa t/T) of the own model's norm; "
     "alpha own + (1 - alpha) mean(accepted)",
     site="lightyear.p2p.methods.balance.BalanceExecutor",
     site_args={"gamma": "balance_gamma", "kappa": "balance_kappa", "alpha": "balance_alpha"},
-    detection=Detection(balance_labels, ("round", "selected", "rejected"), "_distance",
-                        "not accepted (distance above the acceptance radius) or rejected"),
+    detection=Detection(
+        balance_labels,
+        ("round", "selected", "rejected"),
+        "_distance",
+        "not accepted (distance above the acceptance radius) or rejected",
+    ),
     adaptive=PEER_ADAPTIVE,
 )

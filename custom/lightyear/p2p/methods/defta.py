@@ -103,7 +103,9 @@ class DeftaExecutor(P2PExecutor):
         return self.trust
 
     def _rng(self, round_num: int) -> np.random.Generator:
-        return np.random.default_rng([self.seed & 0xFFFFFFFF, round_num, zlib.crc32(self.site.encode()), SAMPLING_STREAM])
+        return np.random.default_rng(
+            [self.seed & 0xFFFFFFFF, round_num, zlib.crc32(self.site.encode()), SAMPLING_STREAM]
+        )
 
     def local_update(self, round_num: int) -> dict:
         rt, trust = self.runtime, self._trust()
@@ -143,7 +145,9 @@ class DeftaExecutor(P2PExecutor):
         """AsyncDeFTA's exchange (``asynchronous``) keeps the newest model of each sender."""
         return self.asynchronous, self.async_wait
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation:
+    def aggregate(
+        self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None
+    ) -> Aggregation:
         start = time.perf_counter()
         inbox = inbox or Inbox()
         if self.asynchronous:
@@ -159,7 +163,9 @@ class DeftaExecutor(P2PExecutor):
             degrees[peer] = self._degree(peer, inbox.sent_round.get(peer, round_num))
         weights, used = defta_aggregate(self.site, own, models, sizes, degrees)
         self.last_used = {p: w for p, w in used.items() if p != self.site}
-        return Aggregation(weights=weights, fields=self._fields(received, models, used, staleness), score_s=time.perf_counter() - start)
+        return Aggregation(
+            weights=weights, fields=self._fields(received, models, used, staleness), score_s=time.perf_counter() - start
+        )
 
     def _fields(self, received: dict, models: dict, used: dict, staleness: dict) -> dict:
         trust, decision = self._trust(), self.decision
@@ -199,10 +205,12 @@ class DeftaExecutor(P2PExecutor):
                 )
             self.trust = trust
         self.last_used = {str(p): float(w) for p, w in (state.get("last_used") or {}).items()}
-        backup = {k[len(BACKUP):]: v for k, v in arrays.items() if k.startswith(BACKUP)}
+        backup = {k[len(BACKUP) :]: v for k, v in arrays.items() if k.startswith(BACKUP)}
         problems = model_problems(backup, self.runtime.get_weights(), self.max_abs_weight) if backup else []
         if problems:  # the backup replaces the model after a damaged round: it must be one
-            raise ValueError(f"the checkpoint's backup model does not fit this site's model ({'; '.join(problems[:3])})")
+            raise ValueError(
+                f"the checkpoint's backup model does not fit this site's model ({'; '.join(problems[:3])})"
+            )
         self.backup = backup or None
 
 
@@ -219,11 +227,23 @@ def defta_labels(row: dict, peers) -> Labelling:
 
 
 METHOD = Method(
-    "defta", P2P, "DeFTA (Zhou et al.): out-degree-corrected trusted averaging, the decentralised trust system "
+    "defta",
+    P2P,
+    "DeFTA (Zhou et al.): out-degree-corrected trusted averaging, the decentralised trust system "
     "(trust-weighted sampling, model backup), optional asynchronous variant",
     site="lightyear.p2p.methods.defta.DeftaExecutor",
-    site_args={"sample_size": "defta_sample_size", "positive_slope": "defta_positive_slope", "damage_ratio": "defta_damage_ratio",
-               "asynchronous": "asynchronous", "async_wait": "async_wait", "max_size_ratio": "defta_max_size_ratio"},
-    detection=Detection(defta_labels, ("round", "received", "selected", "rejected"), "",
-                        "received but not aggregated (outside the trust-weighted sample, blocked peers included) or rejected"),
+    site_args={
+        "sample_size": "defta_sample_size",
+        "positive_slope": "defta_positive_slope",
+        "damage_ratio": "defta_damage_ratio",
+        "asynchronous": "asynchronous",
+        "async_wait": "async_wait",
+        "max_size_ratio": "defta_max_size_ratio",
+    },
+    detection=Detection(
+        defta_labels,
+        ("round", "received", "selected", "rejected"),
+        "",
+        "received but not aggregated (outside the trust-weighted sample, blocked peers included) or rejected",
+    ),
 )

@@ -79,8 +79,10 @@ class LightyearExecutor(P2PExecutor):
         self.normalize_entropy = bool(normalize_entropy)
         self.skill_floor = check_skill_floor(skill_floor)
         if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)} (validated: adopt only a validated "
-                             f"aggregate; paper: Eq. 18 as published), got {aggregation!r}")
+            raise ValueError(
+                f"aggregation must be one of {', '.join(AGGREGATIONS)} (validated: adopt only a validated "
+                f"aggregate; paper: Eq. 18 as published), got {aggregation!r}"
+            )
         self.aggregation = aggregation
         self.bounds = Bounds(validation_delta, max_loss_growth, max_norm_growth, max_peer_share)
         super().__init__(**kwargs)
@@ -98,7 +100,11 @@ class LightyearExecutor(P2PExecutor):
                 rejected[peer] = f"{type(exc).__name__}: {exc}"
         own_skill = skill(own_summary)
         warming_up = self.skill_floor > 0 and not own_skill >= self.skill_floor
-        selected = [] if warming_up else select_peers({p: s.score for p, s in scores.items()}, self.tau, skills, self.skill_floor)
+        selected = (
+            []
+            if warming_up
+            else select_peers({p: s.score for p, s in scores.items()}, self.tau, skills, self.skill_floor)
+        )
         score_s = time.perf_counter() - start
 
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
@@ -117,8 +123,16 @@ class LightyearExecutor(P2PExecutor):
                 measured[id(candidate)] = self.runtime.evaluate("val", candidate)
                 return _performance_and_loss(measured[id(candidate)])
 
-            update = validated_update(own, {p: received[p] for p in selected}, order, self.gamma, round_num,
-                                      validation, _performance_and_loss(own_metrics), self.bounds)
+            update = validated_update(
+                own,
+                {p: received[p] for p in selected},
+                order,
+                self.gamma,
+                round_num,
+                validation,
+                _performance_and_loss(own_metrics),
+                self.bounds,
+            )
             weights = update.weights
             val_metrics = measured.get(id(weights)) if update.adopted else own_metrics
             fields.update(validation_fields(update, self.neighbours))
@@ -173,10 +187,13 @@ class LightyearExecutor(P2PExecutor):
                 return keep, decayed_mean_update(receiver, list(selected.values()), self.gamma, t=round_num)
             ranked = {**scores, **{n: score for n in names}}
             order = sorted(selected, key=lambda p: (-ranked[p], p))
-            update = validated_update(receiver, selected, order, self.gamma, round_num, self._validation, own, self.bounds)
+            update = validated_update(
+                receiver, selected, order, self.gamma, round_num, self._validation, own, self.bounds
+            )
             return any(n in update.adopted for n in names), update.weights
 
         return predict
+
 
 def _performance_and_loss(found: dict) -> tuple[float, float]:
     """(Dice or accuracy, loss) of an evaluation's metrics."""
@@ -214,25 +231,47 @@ SETTINGS = {"defaults": {"skill_floor": 0.5}, "tasks": {"segmentation": {"tau": 
 paper's tau of 0.6 and no guard on segmentation."""
 
 METHOD = Method(
-    "lightyear", P2P, "agreement-scored selection (Eqs. 12-17), round-decayed aggregation (Eq. 18) that adopts only an "
+    "lightyear",
+    P2P,
+    "agreement-scored selection (Eqs. 12-17), round-decayed aggregation (Eq. 18) that adopts only an "
     "aggregate the site validated on its own data",
-    site=SITE, site_args=SITE_ARGS, **SETTINGS,
-    detection=Detection(lightyear_labels, ("round", "selected", "rejected"), "_score",
-                        "not selected (agreement score < tau or below the skill floor), excluded after averaging, or rejected"),
-    adaptive=PEER_ADAPTIVE, featured=True,
+    site=SITE,
+    site_args=SITE_ARGS,
+    **SETTINGS,
+    detection=Detection(
+        lightyear_labels,
+        ("round", "selected", "rejected"),
+        "_score",
+        "not selected (agreement score < tau or below the skill floor), excluded after averaging, or rejected",
+    ),
+    adaptive=PEER_ADAPTIVE,
+    featured=True,
 )
 
 PAPER_METHOD = Method(
-    "lightyear_paper", P2P, "the same selection and Eq. 18 exactly as published, for reproducing the paper",
-    site=SITE, site_args=SITE_ARGS, fixed={"aggregation": PAPER}, **SETTINGS,
-    detection=Detection(lightyear_labels, ("round", "selected", "rejected"), "_score",
-                        "not selected (agreement score < tau or below the skill floor) or rejected"),
+    "lightyear_paper",
+    P2P,
+    "the same selection and Eq. 18 exactly as published, for reproducing the paper",
+    site=SITE,
+    site_args=SITE_ARGS,
+    fixed={"aggregation": PAPER},
+    **SETTINGS,
+    detection=Detection(
+        lightyear_labels,
+        ("round", "selected", "rejected"),
+        "_score",
+        "not selected (agreement score < tau or below the skill floor) or rejected",
+    ),
     adaptive=PEER_ADAPTIVE,
 )
 
 LOCAL_METHOD = Method(
-    "local", P2P, "every site trains alone: the bar any collaboration must clear",
-    site=SITE, site_args={"tau": "tau", "gamma": "gamma", "third_term": "third_term"}, controller_fixed={"topology": "none"},
+    "local",
+    P2P,
+    "every site trains alone: the bar any collaboration must clear",
+    site=SITE,
+    site_args={"tau": "tau", "gamma": "gamma", "third_term": "third_term"},
+    controller_fixed={"topology": "none"},
     omit=("sample_neighbours", "ready_timeout", "topology_args", "start_timeout", "secure_messages"),
 )
 """Local training: LIGHTYEAR's site with no neighbour (the topology ``none``)."""

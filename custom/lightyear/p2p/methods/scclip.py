@@ -64,10 +64,16 @@ def scclip_labels(row: dict, peers) -> Labelling:
 
 
 METHOD = Method(
-    "scclip", P2P, "self-centred clipping of the differences to the own model (ClippedGossip, He et al.); "
+    "scclip",
+    P2P,
+    "self-centred clipping of the differences to the own model (ClippedGossip, He et al.); "
     "optional remove-then-clip (Yang and Ghaderi, AAAI 2024)",
     site="lightyear.p2p.methods.scclip.ScclipExecutor",
     site_args={"radius": "scclip_radius", "remove": "scclip_remove"},
-    detection=Detection(scclip_labels, ("round", "clipped", "removed", "rejected"), "_distance",
-                        "clipped (scale < 1) or removed, or rejected"),
+    detection=Detection(
+        scclip_labels,
+        ("round", "clipped", "removed", "rejected"),
+        "_distance",
+        "clipped (scale < 1) or removed, or rejected",
+    ),
 )

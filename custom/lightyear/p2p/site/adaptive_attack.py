@@ -45,8 +45,9 @@ def performance(metrics: dict) -> float:
     return metrics["dice"] if "dice" in metrics else metrics["acc"]
 
 
-def adaptive_models(spec, site: str, inputs, colluders: dict, benign: dict, counts: dict, groups: list, seed: int,
-                    expired=None) -> tuple[dict, dict]:
+def adaptive_models(
+    spec, site: str, inputs, colluders: dict, benign: dict, counts: dict, groups: list, seed: int, expired=None
+) -> tuple[dict, dict]:
     """(a PerReceiver of the models to send, record fields) of the adaptive attack (module docstring).
 
     ``counts``: receiver -> (n, m) (:func:`~lightyear.algorithms.attacks.peer.participants`);
@@ -83,8 +84,9 @@ def adaptive_models(spec, site: str, inputs, colluders: dict, benign: dict, coun
 
         rng_seed = [seed & 0xFFFFFFFF, inputs.round_num, spec.attackers.index(site), stream]
         families = candidate_families(model, others, own_update, keys, groups, spec.param("max_step"), rng_seed)
-        crafted, fields = most_harmful(families, harm, max_evaluations=spec.params.get("max_evaluations", MAX_EVALUATIONS),
-                                       expired=expired)
+        crafted, fields = most_harmful(
+            families, harm, max_evaluations=spec.params.get("max_evaluations", MAX_EVALUATIONS), expired=expired
+        )
         evaluations += fields["attack_evaluations"]
         out[receiver] = honest if crafted is None else crafted
         if crafted is not None:
@@ -93,14 +95,19 @@ def adaptive_models(spec, site: str, inputs, colluders: dict, benign: dict, coun
             chosen.append(fields["attack_family"])
         if not full:
             shared = out[receiver]
-    fields = {"attack_harmed": found, "attack_harm": float(np.mean(harms)) if harms else 0.0,
-              "attack_family": ";".join(sorted(set(chosen))), "attack_evaluations": evaluations,
-              "attack_known": len(benign) + len(colluders)}
+    fields = {
+        "attack_harmed": found,
+        "attack_harm": float(np.mean(harms)) if harms else 0.0,
+        "attack_family": ";".join(sorted(set(chosen))),
+        "attack_evaluations": evaluations,
+        "attack_known": len(benign) + len(colluders),
+    }
     return out, fields
 
 
-def candidate_families(model: dict, others: dict, own_update: np.ndarray, keys: list[str], groups: list, max_step,
-                       rng_seed: list) -> dict:
+def candidate_families(
+    model: dict, others: dict, own_update: np.ndarray, keys: list[str], groups: list, max_step, rng_seed: list
+) -> dict:
     """name -> (make(strength), max strength) for :func:`~lightyear.algorithms.attacks.adaptive.most_harmful`."""
     base = flatten(model, keys)
     updates = [flatten(w, keys) - base for w in others.values()]
@@ -111,9 +118,15 @@ def candidate_families(model: dict, others: dict, own_update: np.ndarray, keys: 
     if float(np.linalg.norm(direction)) > ZERO_NORM:
         families["reverse"] = (lambda s: unflatten(base + s * direction, model, keys), float(top))
     if any(g.scalable for g in groups):
-        families["rescale"] = (lambda s: reparametrised(model, groups, RESCALE, 1.0 + s, np.random.default_rng(rng_seed))[0], MAX_RESCALE)
+        families["rescale"] = (
+            lambda s: reparametrised(model, groups, RESCALE, 1.0 + s, np.random.default_rng(rng_seed))[0],
+            MAX_RESCALE,
+        )
     if groups:
-        families["permute"] = (lambda s: reparametrised(model, groups, PERMUTE, 1.0, np.random.default_rng(rng_seed))[0], None)
+        families["permute"] = (
+            lambda s: reparametrised(model, groups, PERMUTE, 1.0, np.random.default_rng(rng_seed))[0],
+            None,
+        )
     return families
 
 

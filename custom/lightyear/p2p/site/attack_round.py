@@ -72,8 +72,17 @@ class AttackInputs:
 class PeerAttack:
     """One attacking site's attack during one run."""
 
-    def __init__(self, spec: AttackSpec, site: str, graph: dict, peer_deadline: float, collusion: Collusion, log: Callable[[str, str], None],
-                 seed: int = 0, symmetries: Callable[[], list] | None = None):
+    def __init__(
+        self,
+        spec: AttackSpec,
+        site: str,
+        graph: dict,
+        peer_deadline: float,
+        collusion: Collusion,
+        log: Callable[[str, str], None],
+        seed: int = 0,
+        symmetries: Callable[[], list] | None = None,
+    ):
         """``symmetries()``: the site network's unit groups (``lightyear.models.model_symmetries``),
         asked once by a reparametrisation; ``seed``: the job's, from which its draws are made."""
         self.spec, self.site, self.collusion, self.log = spec, site, collusion, log
@@ -89,9 +98,15 @@ class PeerAttack:
         """(the model to send this round, or a PerReceiver of them; the attack's record fields)."""
         spec, r = self.spec, inputs.round_num
         counts = self.counts(inputs.receivers or [self.site])
-        seen = [c for r, c in counts.items() if r not in spec.attackers] or list(counts.values())  # as the benign receivers see it
-        fields = {"attack": spec.kind, "attack_knowledge": spec.knowledge,
-                  "attack_n": _joined(n for n, _ in seen), "attack_m": _joined(m for _, m in seen)}
+        seen = [c for r, c in counts.items() if r not in spec.attackers] or list(
+            counts.values()
+        )  # as the benign receivers see it
+        fields = {
+            "attack": spec.kind,
+            "attack_knowledge": spec.knowledge,
+            "attack_n": _joined(n for n, _ in seen),
+            "attack_m": _joined(m for _, m in seen),
+        }
         colluders, refused, benign = {}, {}, {}
         began = time.monotonic()
         needs_known = catalogue.attack(spec.kind).needs_known
@@ -102,11 +117,16 @@ class PeerAttack:
             benign_senders = [s for s in inputs.senders if s not in spec.attackers]
             left = max(0.0, began + self.wait - time.monotonic())
             benign = inputs.exchange.peek(r, benign_senders, left, inputs.abort)
-        fields.update({"attack_colluders": sorted(colluders), "attack_refused": sorted(refused), "attack_benign": sorted(benign)})
+        fields.update(
+            {"attack_colluders": sorted(colluders), "attack_refused": sorted(refused), "attack_benign": sorted(benign)}
+        )
         fields["attack_wait_s"] = time.monotonic() - began
         missing = sorted(set(self.collusion.colluders) - set(colluders) - set(refused)) if needs_known else []
         if missing:
-            self.log("warning", f"round {r}: no model from the other attackers {missing} within {self.wait:g} s; crafting without them")
+            self.log(
+                "warning",
+                f"round {r}: no model from the other attackers {missing} within {self.wait:g} s; crafting without them",
+            )
         with inputs.compute():
             if spec.kind in REPARAMETRISATIONS:
                 weights, made = self._reparametrise(inputs, benign)
@@ -114,12 +134,24 @@ class PeerAttack:
                 if self.groups is None:
                     self.groups = self._symmetries() if self._symmetries is not None else []
                 until = time.monotonic() + self.wait  # the search ends in time for the receivers' deadline
-                weights, made = adaptive_models(spec, self.site, inputs, colluders, benign, counts, self.groups, self.seed,
-                                                expired=lambda: time.monotonic() > until)
+                weights, made = adaptive_models(
+                    spec,
+                    self.site,
+                    inputs,
+                    colluders,
+                    benign,
+                    counts,
+                    self.groups,
+                    self.seed,
+                    expired=lambda: time.monotonic() > until,
+                )
             else:
                 weights, made = self._craft_each(inputs, colluders, benign, counts)
         fields.update(made)
-        self.log("info", f"round {r}: {spec.kind} attack ({spec.knowledge} knowledge, {made['attack_known']} known models) sends a crafted model")
+        self.log(
+            "info",
+            f"round {r}: {spec.kind} attack ({spec.knowledge} knowledge, {made['attack_known']} known models) sends a crafted model",
+        )
         return weights, fields
 
     def _craft_each(self, inputs: AttackInputs, colluders: dict, benign: dict, counts: dict) -> tuple[dict, dict]:
@@ -130,6 +162,7 @@ class PeerAttack:
 
         def uses(n: int, m: int) -> tuple[int, int]:
             return (n if "n" in counted else 0, m if "m" in counted else 0)
+
         benign_counts = {r: c for r, c in counts.items() if r not in self.spec.attackers} or counts
         key = {r: uses(*c) for r, c in benign_counts.items()}
         made: dict[tuple[int, int], tuple[dict, dict]] = {}
@@ -147,7 +180,11 @@ class PeerAttack:
         spec = self.spec
         if self.groups is None:
             self.groups = self._symmetries()
-        factor, per_receiver, full = spec.param("factor", DEFAULT_FACTOR), spec.param("per_receiver", True), spec.knowledge == FULL
+        factor, per_receiver, full = (
+            spec.param("factor", DEFAULT_FACTOR),
+            spec.param("per_receiver", True),
+            spec.knowledge == FULL,
+        )
         out, fields, from_own, shared = PerReceiver(), {}, [], None
         for stream, receiver in enumerate(inputs.receivers):
             base = benign.get(receiver) if full else None
@@ -156,8 +193,17 @@ class PeerAttack:
                 if shared is not None:  # without per_receiver: one draw of the honest model for all
                     out[receiver] = shared
                     continue
-            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, inputs.round_num, spec.attackers.index(self.site), stream if per_receiver else 0])
-            out[receiver], fields = reparametrised(inputs.honest if base is None else base, self.groups, spec.kind, factor, rng)
+            rng = np.random.default_rng(
+                [
+                    self.seed & 0xFFFFFFFF,
+                    inputs.round_num,
+                    spec.attackers.index(self.site),
+                    stream if per_receiver else 0,
+                ]
+            )
+            out[receiver], fields = reparametrised(
+                inputs.honest if base is None else base, self.groups, spec.kind, factor, rng
+            )
             if base is None and not per_receiver:
                 shared = out[receiver]
         fields = fields or {"attack_transform": spec.kind, "attack_factor": float(factor), "attack_units": 0}
@@ -168,9 +214,15 @@ class PeerAttack:
         spec, honest = self.spec, inputs.honest
         keys = float_keys(honest)
         vector, fields = attack_model(
-            spec.kind, spec.knowledge, flatten(inputs.start, keys), flatten(honest, keys),
-            {p: flatten(w, keys) for p, w in colluders.items()}, {p: flatten(w, keys) for p, w in benign.items()},
-            n, m, spec.params,
+            spec.kind,
+            spec.knowledge,
+            flatten(inputs.start, keys),
+            flatten(honest, keys),
+            {p: flatten(w, keys) for p, w in colluders.items()},
+            {p: flatten(w, keys) for p, w in benign.items()},
+            n,
+            m,
+            spec.params,
         )
         return unflatten(vector, honest, keys), fields
 

@@ -27,7 +27,14 @@ from lightyear.p2p.site.payload import PayloadCodec
 
 
 class PeerAttacker(FLComponent):
-    def __init__(self, kind: str, knowledge: str = PARTIAL, attackers: list | None = None, params: dict | None = None, seed: int = 0):
+    def __init__(
+        self,
+        kind: str,
+        knowledge: str = PARTIAL,
+        attackers: list | None = None,
+        params: dict | None = None,
+        seed: int = 0,
+    ):
         """Args:
         kind: the attack (sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or
             rescale_permute; lf is ``flip_labels``).
@@ -39,9 +46,13 @@ class PeerAttacker(FLComponent):
             attacker, the round and the receiver; no other attack draws at random.
         """
         super().__init__()
-        self.spec = AttackSpec(kind, knowledge, () if attackers is None else attackers, {} if params is None else params)
+        self.spec = AttackSpec(
+            kind, knowledge, () if attackers is None else attackers, {} if params is None else params
+        )
         if kind == LF:
-            raise ValueError("label flipping (lf) is no PeerAttacker: give the attackers' executor the argument flip_labels=true instead")
+            raise ValueError(
+                "label flipping (lf) is no PeerAttacker: give the attackers' executor the argument flip_labels=true instead"
+            )
         if not self.spec.attackers:
             raise ValueError("attackers must list the attacking sites (this one included), got none")
         self.seed = integer("seed", seed)
@@ -54,7 +65,9 @@ class PeerAttacker(FLComponent):
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         if event_type == EventType.START_RUN:
-            fl_ctx.get_engine().register_aux_message_handler(topic=C.TOPIC_COLLUDE, message_handle_func=self._on_collude)
+            fl_ctx.get_engine().register_aux_message_handler(
+                topic=C.TOPIC_COLLUDE, message_handle_func=self._on_collude
+            )
 
     def _on_collude(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         collusion = self.collusion
@@ -66,16 +79,33 @@ class PeerAttacker(FLComponent):
             self.log_warning(fl_ctx, f"refused a collusion message: {type(exc).__name__}: {exc}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
 
-    def begin_run(self, site: str, graph: dict, rounds: int, start_round: int, peer_deadline: float, max_abs_weight, log,
-                  reference: dict, codec: PayloadCodec, secure: bool, send_timeout: float, symmetries=None) -> None:
+    def begin_run(
+        self,
+        site: str,
+        graph: dict,
+        rounds: int,
+        start_round: int,
+        peer_deadline: float,
+        max_abs_weight,
+        log,
+        reference: dict,
+        codec: PayloadCodec,
+        secure: bool,
+        send_timeout: float,
+        symmetries=None,
+    ) -> None:
         """The run starts on ``site`` and its model ``reference`` is known: build the attack and
         take the other attackers' messages (checked against ``reference``, read with ``codec``).
         ``symmetries()``: the site network's unit groups, for a reparametrisation."""
         if site not in self.spec.attackers:
-            raise ValueError(f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; regenerate the job")
+            raise ValueError(
+                f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; regenerate the job"
+            )
         collusion = Collusion(site, self.spec.attackers, rounds, max_abs_weight, log, start_round=start_round)
         collusion.open(reference, codec, secure, send_timeout)
-        self.attack = PeerAttack(self.spec, site, graph, peer_deadline, collusion, log, seed=self.seed, symmetries=symmetries)
+        self.attack = PeerAttack(
+            self.spec, site, graph, peer_deadline, collusion, log, seed=self.seed, symmetries=symmetries
+        )
         self.collusion = collusion
 
     def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]:
@@ -89,6 +119,8 @@ def attack_problem(attack_id: str, component, rule) -> str | None:
         found = "no component" if component is None else f"a {type(component).__name__}"
         return f"attack_id {attack_id!r} names {found} in this site's config; it must name a lightyear.p2p.site.attacker.PeerAttacker component"
     if component.kind == ADAPTIVE and not hasattr(rule, "predicted_outcome"):
-        return (f"the adaptive attack predicts the round of LIGHTYEAR or BALANCE, and this site runs {type(rule).__name__}; "
-                "choose another attack or one of those methods")
+        return (
+            f"the adaptive attack predicts the round of LIGHTYEAR or BALANCE, and this site runs {type(rule).__name__}; "
+            "choose another attack or one of those methods"
+        )
     return None

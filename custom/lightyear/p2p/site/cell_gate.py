@@ -174,7 +174,10 @@ class PeerGate:
     def _report(self, message, headers: Mapping, reason: str) -> None:
         """Log the refusal, and tell a stream's sender, once per stream (or unstreamed message)."""
         stream = headers.get(StreamHeaderKey.STREAM_ID)
-        key = (headers.get(MessageHeaderKey.ORIGIN), stream if stream is not None else headers.get(MessageHeaderKey.REQ_ID))
+        key = (
+            headers.get(MessageHeaderKey.ORIGIN),
+            stream if stream is not None else headers.get(MessageHeaderKey.REQ_ID),
+        )
         with self._lock:
             if key in self._reported:
                 return

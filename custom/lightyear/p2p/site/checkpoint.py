@@ -76,8 +76,11 @@ def read_checkpoint_meta(folder: str, fix: str = DEFAULT_FIX) -> SiteCheckpoint 
 
 
 def load_site_checkpoint(
-    folder: str, reference: Mapping[str, np.ndarray] | None = None, max_abs: float | None = None,
-    rounds: int | None = None, fix: str = DEFAULT_FIX,
+    folder: str,
+    reference: Mapping[str, np.ndarray] | None = None,
+    max_abs: float | None = None,
+    rounds: int | None = None,
+    fix: str = DEFAULT_FIX,
 ) -> SiteCheckpoint | None:
     """The checkpoint in ``folder``, checked, or None if there is none.
 
@@ -95,13 +98,23 @@ def load_site_checkpoint(
         entries = _headers(zf, path, fix)
         problems = _header_problems(entries, reference)
         if problems:
-            raise CheckpointError(f"the site checkpoint {path} does not fit this site's model ({_joined(problems)}); {fix}")
-        ckpt.weights = {k[len(_WEIGHT):]: _read(zf, name, path, fix) for k, (name, _, _) in entries.items() if k.startswith(_WEIGHT)}
-        ckpt.arrays = {k[len(_EXTRA):]: _read(zf, name, path, fix) for k, (name, _, _) in entries.items() if k.startswith(_EXTRA)}
+            raise CheckpointError(
+                f"the site checkpoint {path} does not fit this site's model ({_joined(problems)}); {fix}"
+            )
+        ckpt.weights = {
+            k[len(_WEIGHT) :]: _read(zf, name, path, fix)
+            for k, (name, _, _) in entries.items()
+            if k.startswith(_WEIGHT)
+        }
+        ckpt.arrays = {
+            k[len(_EXTRA) :]: _read(zf, name, path, fix) for k, (name, _, _) in entries.items() if k.startswith(_EXTRA)
+        }
     if reference is not None:
         problems = model_problems(ckpt.weights, reference, max_abs)
         if problems:
-            raise CheckpointError(f"the site checkpoint {path} does not fit this site's model ({_joined(problems)}); {fix}")
+            raise CheckpointError(
+                f"the site checkpoint {path} does not fit this site's model ({_joined(problems)}); {fix}"
+            )
     return ckpt
 
 
@@ -114,7 +127,9 @@ def _archive(path: str, fix: str) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise _damaged(path, "not an .npz archive" if isinstance(exc, zipfile.BadZipFile) else type(exc).__name__, fix) from None
+        raise _damaged(
+            path, "not an .npz archive" if isinstance(exc, zipfile.BadZipFile) else type(exc).__name__, fix
+        ) from None
 
 
 def _meta(zf: zipfile.ZipFile, path: str, fix: str) -> SiteCheckpoint:
@@ -130,7 +145,11 @@ def _meta(zf: zipfile.ZipFile, path: str, fix: str) -> SiteCheckpoint:
         meta = json.loads(bytes(np.asarray(raw, dtype=np.uint8)).decode())
     except (ValueError, TypeError, RecursionError):
         raise _damaged(path, f"its {_META} entry is not the JSON this tool writes", fix) from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("meta", {}), dict) or not isinstance(meta.get("state", {}), dict):
+    if (
+        not isinstance(meta, dict)
+        or not isinstance(meta.get("meta", {}), dict)
+        or not isinstance(meta.get("state", {}), dict)
+    ):
         raise _damaged(path, f"its {_META} entry is not the JSON object this tool writes", fix)
     number = meta.get("round")
     if isinstance(number, bool) or not isinstance(number, int):
@@ -141,7 +160,9 @@ def _meta(zf: zipfile.ZipFile, path: str, fix: str) -> SiteCheckpoint:
 def _check_round(number: int, rounds: int | None, path: str, fix: str) -> None:
     if number < 0 or (rounds is not None and number >= rounds):
         last = "" if rounds is None else f" (this job's rounds are 0..{rounds - 1})"
-        raise CheckpointError(f"the site checkpoint {path} holds round {number}, outside the rounds a job runs{last}; {fix}")
+        raise CheckpointError(
+            f"the site checkpoint {path} holds round {number}, outside the rounds a job runs{last}; {fix}"
+        )
 
 
 def _headers(zf: zipfile.ZipFile, path: str, fix: str) -> dict[str, tuple[str, tuple, np.dtype]]:
@@ -176,7 +197,7 @@ def _header_problems(entries: dict, reference: Mapping[str, np.ndarray] | None) 
     shape than the model's, array state larger than twice the model."""
     problems, state_bytes = [], 0
     if reference is not None:
-        held = {k[len(_WEIGHT):] for k in entries if k.startswith(_WEIGHT)}
+        held = {k[len(_WEIGHT) :] for k in entries if k.startswith(_WEIGHT)}
         missing, extra = sorted(set(reference) - held), sorted(held - set(reference))
         problems += [f"missing weights {_listed(missing)}"] if missing else []
         problems += [f"unexpected weights {_listed(extra)}"] if extra else []
@@ -185,10 +206,10 @@ def _header_problems(entries: dict, reference: Mapping[str, np.ndarray] | None) 
             problems.append(f"{_shown(_label(key))}: dtype {dtype} is no number")
         elif key.startswith(_EXTRA):
             state_bytes += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-        elif reference is not None and key[len(_WEIGHT):] in reference:
-            expected = np.shape(reference[key[len(_WEIGHT):]])
+        elif reference is not None and key[len(_WEIGHT) :] in reference:
+            expected = np.shape(reference[key[len(_WEIGHT) :]])
             if shape != expected:
-                problems.append(f"{key[len(_WEIGHT):]}: shape {shape} != expected {expected}")
+                problems.append(f"{key[len(_WEIGHT) :]}: shape {shape} != expected {expected}")
     if reference is not None:
         allowed = 2 * sum(np.asarray(v).nbytes for v in reference.values()) + STATE_SLACK_BYTES
         if state_bytes > allowed:
@@ -206,7 +227,7 @@ def _read(zf: zipfile.ZipFile, name: str, path: str, fix: str) -> np.ndarray:
 
 def _label(key: str) -> str:
     """A weight by its name in the model, array state by its entry name."""
-    return key[len(_WEIGHT):] if key.startswith(_WEIGHT) else key
+    return key[len(_WEIGHT) :] if key.startswith(_WEIGHT) else key
 
 
 def _shown(value) -> str:

@@ -31,7 +31,15 @@ from lightyear.p2p.site.payload import PayloadCodec
 class Collusion:
     """One attacker's end of the side channel: ``colluders`` are the other attackers."""
 
-    def __init__(self, site: str, attackers, rounds: int, max_abs_weight: float | None, log: Callable[[str, str], None], start_round: int = 0):
+    def __init__(
+        self,
+        site: str,
+        attackers,
+        rounds: int,
+        max_abs_weight: float | None,
+        log: Callable[[str, str], None],
+        start_round: int = 0,
+    ):
         self.site = site
         self.colluders = sorted(set(attackers) - {site})
         self.max_abs_weight = max_abs_weight
@@ -53,7 +61,9 @@ class Collusion:
         """Handle one collusion message; the reply only tells the sender whether to send it again."""
         sender = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
         if sender not in self.colluders:
-            self.log("warning", f"refused a collusion message from {str(sender)[:80]!r}: not another attacker of this run")
+            self.log(
+                "warning", f"refused a collusion message from {str(sender)[:80]!r}: not another attacker of this run"
+            )
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if self.reference is None:
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)
@@ -67,7 +77,9 @@ class Collusion:
             self.log("warning", f"refused the collusion message of {sender} for round {round_num}: {item.reason}")
         return make_reply(ReturnCode.OK)
 
-    def gather(self, round_num: int, timeout: float, abort: Callable[[], bool]) -> tuple[dict[str, dict], dict[str, str]]:
+    def gather(
+        self, round_num: int, timeout: float, abort: Callable[[], bool]
+    ) -> tuple[dict[str, dict], dict[str, str]]:
         """(valid models, refused senders with the reason) of this round from the colluders, after
         waiting at most ``timeout`` s; the round is then closed (later messages are refused as late)."""
         self.buffer.wait_for(round_num, self.colluders, timeout, abort=abort)
@@ -99,16 +111,32 @@ class Collusion:
             request[C.KEY_PAYLOAD] = self.codec.marker
             timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
             try:
-                replies = engine.send_aux_request(
-                    targets=sorted(pending), topic=C.TOPIC_COLLUDE, request=request, timeout=timeout, fl_ctx=fl_ctx, secure=self.secure,
-                ) or {}
+                replies = (
+                    engine.send_aux_request(
+                        targets=sorted(pending),
+                        topic=C.TOPIC_COLLUDE,
+                        request=request,
+                        timeout=timeout,
+                        fl_ctx=fl_ctx,
+                        secure=self.secure,
+                    )
+                    or {}
+                )
             except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
-                self.log("warning", f"round {round_num}: sending to the other attackers failed ({type(exc).__name__}: {exc})")
+                self.log(
+                    "warning", f"round {round_num}: sending to the other attackers failed ({type(exc).__name__}: {exc})"
+                )
                 replies = {}
             for peer, reply in replies.items():
-                if isinstance(reply, Shareable) and reply.get_return_code() in (ReturnCode.OK, ReturnCode.BAD_REQUEST_DATA):
+                if isinstance(reply, Shareable) and reply.get_return_code() in (
+                    ReturnCode.OK,
+                    ReturnCode.BAD_REQUEST_DATA,
+                ):
                     pending.discard(peer)
             if pending:
                 time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
         if pending:
-            self.log("warning", f"round {round_num}: the other attackers {sorted(pending)} did not take this attacker's model")
+            self.log(
+                "warning",
+                f"round {round_num}: the other attackers {sorted(pending)} did not take this attacker's model",
+            )

@@ -65,7 +65,9 @@ def num_samples_problem(value) -> str | None:
     return None
 
 
-def checked_model(request: Shareable, reference: dict, codec: PayloadCodec, max_abs_weight: float | None) -> tuple[dict | None, list[str]]:
+def checked_model(
+    request: Shareable, reference: dict, codec: PayloadCodec, max_abs_weight: float | None
+) -> tuple[dict | None, list[str]]:
     """(the model a message carries, [why it is unacceptable]): its payload bounded by the size of
     ``reference`` before anything is decoded, cast, copied or kept, then decoded by ``codec`` and
     checked by :func:`~lightyear.algorithms.model_check.model_problems`."""
@@ -154,7 +156,9 @@ class PeerExchange:
         self.reference: dict | None = reference
         self.num_samples: int | None = num_samples  # sent with every model when set
         self.secure = bool(secure)  # True: every model is encrypted for its receiver (lightyear.p2p.secure_messages)
-        self.codec = codec or PayloadCodec()  # how payloads are read (and marked when sent); see lightyear.p2p.site.payload
+        self.codec = (
+            codec or PayloadCodec()
+        )  # how payloads are read (and marked when sent); see lightyear.p2p.site.payload
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
@@ -179,7 +183,9 @@ class PeerExchange:
         size_problem = None if claimed is None else num_samples_problem(claimed)
         if size_problem:
             problems.append(size_problem)
-        item = Rejected("; ".join(problems)) if problems else Delivery(weights, None if claimed is None else int(claimed))
+        item = (
+            Rejected("; ".join(problems)) if problems else Delivery(weights, None if claimed is None else int(claimed))
+        )
         if self.asynchronous:
             reason = item.reason if isinstance(item, Rejected) else None
             status = self.latest.put(round_num, sender, item, rejected_reason=reason)
@@ -193,7 +199,11 @@ class PeerExchange:
         return make_reply(ReturnCode.OK)
 
     def collect(
-        self, round_num: int, abort: Callable[[], bool], senders: list[str] | None = None, wait_for: list[str] | None = None
+        self,
+        round_num: int,
+        abort: Callable[[], bool],
+        senders: list[str] | None = None,
+        wait_for: list[str] | None = None,
     ) -> Inbox:
         """Wait for this round's models until ``peer_deadline``; skip neighbours that missed
         ``max_missed_rounds`` in a row; return what arrived, checked.
@@ -245,7 +255,10 @@ class PeerExchange:
         if waited:
             inbox.late.append(peer)
         if was < self.max_missed_rounds <= self.missed[peer]:
-            self.log("warning", f"{peer} missed {self.missed[peer]} rounds in a row: no longer waited for (still accepted if it returns)")
+            self.log(
+                "warning",
+                f"{peer} missed {self.missed[peer]} rounds in a row: no longer waited for (still accepted if it returns)",
+            )
 
     def _back(self, peer: str, round_num: int) -> None:
         if self.missed[peer] >= self.max_missed_rounds:
@@ -301,7 +314,9 @@ class PeerExchange:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         return sent
 
-    def _send(self, round_num: int, weights: dict, engine, sent: dict, targets: list[str], stop: threading.Event) -> None:
+    def _send(
+        self, round_num: int, weights: dict, engine, sent: dict, targets: list[str], stop: threading.Event
+    ) -> None:
         """Re-send only to those that did not answer OK, until ``peer_deadline`` (or ``stop``);
         one request for all targets of the same model."""
         fl_ctx = engine.new_context()
@@ -334,9 +349,17 @@ class PeerExchange:
             request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
         timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
         try:
-            return engine.send_aux_request(
-                targets=targets, topic=C.TOPIC_MODEL, request=request, timeout=timeout, fl_ctx=fl_ctx, secure=self.secure,
-            ) or {}
+            return (
+                engine.send_aux_request(
+                    targets=targets,
+                    topic=C.TOPIC_MODEL,
+                    request=request,
+                    timeout=timeout,
+                    fl_ctx=fl_ctx,
+                    secure=self.secure,
+                )
+                or {}
+            )
         except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
             self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")
             return {}

@@ -61,8 +61,24 @@ from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.exchange import Inbox, PeerExchange
-from lightyear.p2p.site.handshake import ABORTED, FAILED, FINISHED, READY, STARTING, STOPPED, BackgroundHandshake, NeighboursGone, ping_answer, quiet_early_pings
-from lightyear.p2p.site.isolation import DEFAULT_MAX_ISOLATED_ROUNDS, IsolationWatch, SiteIsolated, check_max_isolated_rounds
+from lightyear.p2p.site.handshake import (
+    ABORTED,
+    FAILED,
+    FINISHED,
+    READY,
+    STARTING,
+    STOPPED,
+    BackgroundHandshake,
+    NeighboursGone,
+    ping_answer,
+    quiet_early_pings,
+)
+from lightyear.p2p.site.isolation import (
+    DEFAULT_MAX_ISOLATED_ROUNDS,
+    IsolationWatch,
+    SiteIsolated,
+    check_max_isolated_rounds,
+)
 from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.p2p.site.resume import check_resume_from, find_checkpoint, resume_into
@@ -141,7 +157,9 @@ class P2PExecutor(Executor):
         super().__init__()
         quiet_early_pings()  # built before the job cell takes messages: a peer's early ping is no ERROR
         # bad settings stop the job before it starts
-        self.runtime_args = runtime_arguments(dataset, model, dataset_args, model_args, train_args, data_root, num_threads)
+        self.runtime_args = runtime_arguments(
+            dataset, model, dataset_args, model_args, train_args, data_root, num_threads
+        )
         self.peer_deadline = positive_seconds("peer_deadline", peer_deadline)
         self.ready_timeout = positive_seconds("ready_timeout", ready_timeout)
         self.send_timeout = positive_seconds("send_timeout", send_timeout)
@@ -178,10 +196,14 @@ class P2PExecutor(Executor):
         self.site = ""
         self._abort = lambda: False
         self.delivery: DeliveryWatch | None = None
-        self.gate = PeerGate(lambda level, message: getattr(self.logger, level)(message))  # see lightyear.p2p.site.cell_gate
+        self.gate = PeerGate(
+            lambda level, message: getattr(self.logger, level)(message)
+        )  # see lightyear.p2p.site.cell_gate
 
     # ------------------------------------------------------------------ the rule
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation:
+    def aggregate(
+        self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None
+    ) -> Aggregation:
         """Build the new own model from the own model and the valid models received this round
         (``inbox``: the whole round's :class:`~lightyear.p2p.site.exchange.Inbox`)."""
         raise NotImplementedError
@@ -231,7 +253,10 @@ class P2PExecutor(Executor):
             if self.malfunction_id:
                 self.malfunction = engine.get_component(self.malfunction_id)
                 if self.malfunction is None or not hasattr(self.malfunction, "corrupt"):
-                    self.system_panic(f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config", fl_ctx)
+                    self.system_panic(
+                        f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config",
+                        fl_ctx,
+                    )
             if self.attack_id:
                 self.attack = engine.get_component(self.attack_id)
                 problem = attack_problem(self.attack_id, self.attack, self)
@@ -295,16 +320,33 @@ class P2PExecutor(Executor):
         checkpoint = os.path.join(self.run_dir or "", CHECKPOINT_FILE)
         try:
             if self.run_dir is not None:
-                write_site_status(self.run_dir, self.site, status, reason, self.last_round, checkpoint if os.path.exists(checkpoint) else "")
+                write_site_status(
+                    self.run_dir,
+                    self.site,
+                    status,
+                    reason,
+                    self.last_round,
+                    checkpoint if os.path.exists(checkpoint) else "",
+                )
         except OSError as exc:
             self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
 
     def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
         """One round with this site's collaborators (:class:`~lightyear.p2p.site.round.SiteRound`)."""
         step = SiteRound(
-            site=self.site, rule=self, runtime=self.runtime, exchange=self.exchange, slots=self.slots,
-            isolation=self.isolation, malfunction=self.malfunction, peer_deadline=self.peer_deadline,
-            neighbours=len(self.neighbours), log=self._log(fl_ctx), abort=self._abort, attack=self.attack, flip_labels=self.flip_labels,
+            site=self.site,
+            rule=self,
+            runtime=self.runtime,
+            exchange=self.exchange,
+            slots=self.slots,
+            isolation=self.isolation,
+            malfunction=self.malfunction,
+            peer_deadline=self.peer_deadline,
+            neighbours=len(self.neighbours),
+            log=self._log(fl_ctx),
+            abort=self._abort,
+            attack=self.attack,
+            flip_labels=self.flip_labels,
             before_send=self.before_send,
         )
         self.before_send = None  # once: the start handshake
@@ -336,19 +378,31 @@ class P2PExecutor(Executor):
         self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
         with self.slots.hold(self._abort):
             self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
-        initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded initial model
+        initial = (
+            self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None
+        )  # the seeded initial model
         if found is not None:  # checked against the freshly built model before anything of it is used
             checkpoint = resume_into(self.runtime, self.restore_method_state, source, fix, self.max_abs_weight, rounds)
             self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
-        secure = secure_messages.resolve(config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site)
+        secure = secure_messages.resolve(
+            config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site
+        )
         reference = self.runtime.get_weights()
         self.gate.open(payload_limit(reference), secure, fl_ctx.get_engine())
         asynchronous, async_wait = self.exchange_mode()
         # until the exchange exists, a peer's model is answered "not ready" and sent again
         self.exchange = PeerExchange(
-            send_to, receive_from, rounds, self.peer_deadline, self.send_timeout,
-            self.max_missed_rounds, self.max_abs_weight, self._log(fl_ctx), start_round=start,
-            asynchronous=asynchronous, async_wait=async_wait,
+            send_to,
+            receive_from,
+            rounds,
+            self.peer_deadline,
+            self.send_timeout,
+            self.max_missed_rounds,
+            self.max_abs_weight,
+            self._log(fl_ctx),
+            start_round=start,
+            asynchronous=asynchronous,
+            async_wait=async_wait,
             reference=reference,
             codec=PayloadCodec(self.transfer_dtype, initial),
             secure=secure,
@@ -356,12 +410,28 @@ class P2PExecutor(Executor):
         )
         if self.attack is not None:  # the other attackers' models are taken from now on
             runtime = self.runtime
-            self.attack.begin_run(self.site, graph, rounds, start, self.peer_deadline, self.max_abs_weight, self._log(fl_ctx),
-                                  reference=reference, codec=self.exchange.codec, secure=secure, send_timeout=self.send_timeout,
-                                  symmetries=lambda: model_symmetries(runtime.model_name, reference, runtime.model_args))
-        self.log_info(fl_ctx, f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}")
+            self.attack.begin_run(
+                self.site,
+                graph,
+                rounds,
+                start,
+                self.peer_deadline,
+                self.max_abs_weight,
+                self._log(fl_ctx),
+                reference=reference,
+                codec=self.exchange.codec,
+                secure=secure,
+                send_timeout=self.send_timeout,
+                symmetries=lambda: model_symmetries(runtime.model_name, reference, runtime.model_args),
+            )
+        self.log_info(
+            fl_ctx,
+            f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}",
+        )
         self.ready, self.state = True, READY
-        greeting = BackgroundHandshake(fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx))
+        greeting = BackgroundHandshake(
+            fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx)
+        )
 
         def greeted() -> None:  # before the first send
             for peer in set(greeting.join()) & set(self.exchange.missed):  # not waited for until they send
@@ -370,7 +440,15 @@ class P2PExecutor(Executor):
         self.before_send = greeted
 
         log = RoundLog(os.path.join(run_dir, self.records_file))
-        kind = self.attack.kind if self.attack is not None else LF if self.flip_labels else self.malfunction.kind if self.malfunction is not None else "none"
+        kind = (
+            self.attack.kind
+            if self.attack is not None
+            else LF
+            if self.flip_labels
+            else self.malfunction.kind
+            if self.malfunction is not None
+            else "none"
+        )
         val = test = {}
         for round_num in range(start, rounds):
             if abort_signal.triggered:
@@ -390,4 +468,11 @@ class P2PExecutor(Executor):
         if start >= rounds:
             val, test = self.runtime.evaluate("val"), self.runtime.evaluate("test")
         self.exchange.wait_sent(self.send_timeout)
-        return {"site": self.site, "malfunction": kind, "rounds": rounds, "last_round": rounds - 1, "val": val, "test": test}
+        return {
+            "site": self.site,
+            "malfunction": kind,
+            "rounds": rounds,
+            "last_round": rounds - 1,
+            "val": val,
+            "test": test,
+        }

@@ -59,7 +59,9 @@ class Answer:
         if self.state == SILENT:
             return f"{peer} did not answer (it is not running this job)"
         if self.state == STARTING:
-            return f"{peer} runs this job but was not ready within ready_timeout={ready_timeout:g} s (raise ready_timeout)"
+            return (
+                f"{peer} runs this job but was not ready within ready_timeout={ready_timeout:g} s (raise ready_timeout)"
+            )
         return f"{peer}'s run {self.state}" + (f": {self.reason}" if self.reason else "")
 
 
@@ -89,8 +91,13 @@ def read_answer(reply) -> Answer:
 
 
 def handshake(
-    engine, fl_ctx, neighbours: list[str], ready_timeout: float, abort: Callable[[], bool],
-    log: Callable[[str, str], None], pause: float = 0.5,
+    engine,
+    fl_ctx,
+    neighbours: list[str],
+    ready_timeout: float,
+    abort: Callable[[], bool],
+    log: Callable[[str, str], None],
+    pause: float = 0.5,
 ) -> list[str]:
     """Wait until every neighbour is ready, at most ``ready_timeout`` s; return those that are not
     (the run goes on without waiting for them). Raises when none is ready (see the module docstring)."""
@@ -98,9 +105,17 @@ def handshake(
     pending = set(neighbours)
     deadline = time.monotonic() + ready_timeout
     while pending and not abort():
-        replies = engine.send_aux_request(
-            targets=sorted(pending), topic=C.TOPIC_PING, request=Shareable(), timeout=3.0, fl_ctx=fl_ctx, optional=True
-        ) or {}
+        replies = (
+            engine.send_aux_request(
+                targets=sorted(pending),
+                topic=C.TOPIC_PING,
+                request=Shareable(),
+                timeout=3.0,
+                fl_ctx=fl_ctx,
+                optional=True,
+            )
+            or {}
+        )
         for peer in sorted(pending):
             answer = read_answer(replies.get(peer))
             if answer.state != SILENT or answers[peer].state == SILENT:  # a silent ping does not undo an answer
@@ -123,7 +138,15 @@ class BackgroundHandshake:
     takes most of the start). :meth:`join` waits for it before the first model is sent and returns
     the neighbours not ready, or raises what the handshake raised."""
 
-    def __init__(self, engine, fl_ctx, neighbours: list[str], ready_timeout: float, abort: Callable[[], bool], log: Callable[[str, str], None]):
+    def __init__(
+        self,
+        engine,
+        fl_ctx,
+        neighbours: list[str],
+        ready_timeout: float,
+        abort: Callable[[], bool],
+        log: Callable[[str, str], None],
+    ):
         new_context = getattr(engine, "new_context", None)
         context = new_context() if callable(new_context) else fl_ctx  # a context of the thread's own
         self._not_ready: list[str] = []
@@ -148,7 +171,9 @@ class BackgroundHandshake:
 def _none_ready(neighbours: list[str], answers: dict[str, Answer], ready_timeout: float) -> RuntimeError:
     described = "; ".join(answers[p].describe(p, ready_timeout) for p in neighbours)
     if all(answers[p].state in ENDED for p in neighbours):
-        return NeighboursGone(f"every neighbour's run ended before it was ready, so this site would only train alone: {described}")
+        return NeighboursGone(
+            f"every neighbour's run ended before it was ready, so this site would only train alone: {described}"
+        )
     message = f"no neighbour was ready within ready_timeout={ready_timeout:g} s: {described}"
     if any(answers[p].state == SILENT for p in neighbours):
         message += ". " + p2p_simulator_advice(len(neighbours) + 1)

@@ -85,7 +85,9 @@ def payload_size_problem(payload: Any, reference: Mapping[str, np.ndarray]) -> s
             size += len(value)
     limit = payload_limit(reference)
     if size > limit:
-        return f"payload of {size} bytes is larger than the {limit} bytes a model of this site takes (twice its own size)"
+        return (
+            f"payload of {size} bytes is larger than the {limit} bytes a model of this site takes (twice its own size)"
+        )
     return None
 
 
@@ -161,8 +163,8 @@ class PayloadCodec:
         if marker != self.marker:
             if isinstance(marker, str) and marker.startswith(FLOAT16_DELTA + "@"):
                 return None, [
-                    f"delta on another initial model ({marker[len(FLOAT16_DELTA) + 1:][:16]!r}, this site's "
-                    f"{self.marker[len(FLOAT16_DELTA) + 1:]!r}): the sites built different seeded initial models "
+                    f"delta on another initial model ({marker[len(FLOAT16_DELTA) + 1 :][:16]!r}, this site's "
+                    f"{self.marker[len(FLOAT16_DELTA) + 1 :]!r}): the sites built different seeded initial models "
                     "(different seed or torch version?); use transfer_dtype float16"
                 ]
             return None, [

@@ -46,13 +46,17 @@ def check_resume_from(value) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or "\0" in value:
-        raise ValueError(f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r:.80}")
+        raise ValueError(
+            f"resume_from must be a folder path (with {{site}} for the site's name) or null, got {value!r:.80}"
+        )
     if len(value) > MAX_RESUME_FROM:
         raise ValueError(f"resume_from is {len(value)} characters long; a folder path has at most {MAX_RESUME_FROM}")
     try:
         fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(value) if name is not None]
     except ValueError as exc:
-        raise ValueError(f"resume_from {value!r:.80} is not a valid path template ({exc}); write {{site}} for the site's name") from None
+        raise ValueError(
+            f"resume_from {value!r:.80} is not a valid path template ({exc}); write {{site}} for the site's name"
+        ) from None
     for name, spec, conv in fields:
         if name != "site" or spec or conv:
             shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
@@ -67,7 +71,9 @@ def resume_folder(resume_from: str, site: str, workspace_root: str) -> str:
     return folder if os.path.isabs(folder) else os.path.join(workspace_root, folder)
 
 
-def find_checkpoint(run_dir: str, meta: dict, site: str, resume_from: str | None) -> tuple[SiteCheckpoint | None, str, str]:
+def find_checkpoint(
+    run_dir: str, meta: dict, site: str, resume_from: str | None
+) -> tuple[SiteCheckpoint | None, str, str]:
     """(the checkpoint this site continues from, without its arrays; the folder; the fix its errors
     name); (None, "", "") for round 0. Cheap: reads the round and the job settings only.
 

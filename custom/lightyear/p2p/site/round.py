@@ -77,7 +77,9 @@ class RoundRule(Protocol):
 
     def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]: ...
 
-    def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None) -> Aggregation: ...
+    def aggregate(
+        self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None
+    ) -> Aggregation: ...
 
 
 @dataclass
@@ -129,19 +131,34 @@ class SiteRound:
             outgoing, applied = self.malfunction.corrupt(own, round_num, self.site)
             self.log("info", f"round {round_num}: malfunction sends a {applied} model")
         if self.attack is not None:  # the own model stays honest: only what is sent is crafted
-            inputs = AttackInputs(round_num, start, own, senders, engine, exchange, rule, lambda: self.slots.hold(self.abort), self.abort,
-                                  receivers=receivers)
+            inputs = AttackInputs(
+                round_num,
+                start,
+                own,
+                senders,
+                engine,
+                exchange,
+                rule,
+                lambda: self.slots.hold(self.abort),
+                self.abort,
+                receivers=receivers,
+            )
             outgoing, attack_fields = self.attack.outgoing(inputs)
             applied = self.attack.kind
         outgoing = encoded(exchange.codec, outgoing)
         sent = exchange.send(round_num, outgoing, engine, targets=receivers)
 
-        inbox: Inbox = exchange.collect(round_num, self.abort, senders=senders, wait_for=rule.awaited_senders(round_num, senders))
+        inbox: Inbox = exchange.collect(
+            round_num, self.abort, senders=senders, wait_for=rule.awaited_senders(round_num, senders)
+        )
         if abort_signal.triggered:
             return None
         t2 = time.perf_counter()
         if inbox.late:
-            self.log("warning", f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round")
+            self.log(
+                "warning",
+                f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round",
+            )
         for peer, reason in inbox.rejected.items():
             self.log("warning", f"round {round_num}: rejected the model of {peer}: {reason}")
 
@@ -180,7 +197,9 @@ class SiteRound:
                 "slot_wait_s": self.slots.waited_s,
                 "round_start": round_start,
                 "round_end": time.time(),
-                "model_bytes": num_bytes(next(iter(outgoing.values()), {}) if isinstance(outgoing, PerReceiver) else outgoing),
+                "model_bytes": num_bytes(
+                    next(iter(outgoing.values()), {}) if isinstance(outgoing, PerReceiver) else outgoing
+                ),
                 "sent_bytes": sent["bytes"],
                 "send_s": sent["send_s"],
                 "neighbours": self.neighbours,

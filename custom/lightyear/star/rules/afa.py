@@ -17,7 +17,16 @@ alpha0 = beta0 = 3, block threshold 0.95.
 from __future__ import annotations
 
 from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
-from lightyear.algorithms.star.afa import BLOCK_THRESHOLD, DELTA_XI, PRIOR, XI0, AfaReputation, afa_round, check_block_threshold, check_xi
+from lightyear.algorithms.star.afa import (
+    BLOCK_THRESHOLD,
+    DELTA_XI,
+    PRIOR,
+    XI0,
+    AfaReputation,
+    afa_round,
+    check_block_threshold,
+    check_xi,
+)
 from lightyear.algorithms.vectors import flatten, unflatten
 from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
@@ -59,9 +68,14 @@ class AfaAggregator(StarAggregator):
             weights=outcome.weights,
             similarity=outcome.similarity,
         )
-        self.log_info(fl_ctx, f"round {round_num}: AFA kept {outcome.good}, removed {outcome.bad}, ignored blocked {ignored}")
+        self.log_info(
+            fl_ctx, f"round {round_num}: AFA kept {outcome.good}, removed {outcome.bad}, ignored blocked {ignored}"
+        )
         for site in outcome.newly_blocked:
-            self.log_warning(fl_ctx, f"round {round_num}: AFA blocked {site} for good (P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})")
+            self.log_warning(
+                fl_ctx,
+                f"round {round_num}: AFA blocked {site} for good (P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})",
+            )
         return decision
 
     def state(self) -> dict:
@@ -71,7 +85,20 @@ class AfaAggregator(StarAggregator):
         return sorted(self.reputation.blocked)
 
 
-METHOD = Method("afa", STAR, "removes updates dissimilar to the aggregate; Beta reputations block sites for good",
-                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.afa.AfaAggregator",
-                rule_args={"xi0": "xi0", "delta_xi": "delta_xi", "alpha0": "alpha0", "beta0": "beta0", "block_threshold": "block_threshold"},
-                detection=Detection(excluded_labels, STAR_RECORD, "", "removed by the similarity test or blocked, or rejected by the server"))
+METHOD = Method(
+    "afa",
+    STAR,
+    "removes updates dissimilar to the aggregate; Beta reputations block sites for good",
+    site="lightyear.star.executor.StarExecutor",
+    rule="lightyear.star.rules.afa.AfaAggregator",
+    rule_args={
+        "xi0": "xi0",
+        "delta_xi": "delta_xi",
+        "alpha0": "alpha0",
+        "beta0": "beta0",
+        "block_threshold": "block_threshold",
+    },
+    detection=Detection(
+        excluded_labels, STAR_RECORD, "", "removed by the similarity test or blocked, or rejected by the server"
+    ),
+)

@@ -31,6 +31,17 @@ class AsmrAggregator(StarAggregator):
         return self.decide(mean, outcome.benign, outcome.flagged, outlier_factor=outcome.outlier_factor)
 
 
-METHOD = Method("asmr", STAR, "angular outlier factors split at the largest gap; the rest averaged",
-                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.asmr.AsmrAggregator", rule_args={"min_gap": "min_gap"},
-                detection=Detection(excluded_labels, STAR_RECORD, "", "flagged (below the largest gap of the outlier factors), or rejected by the server"))
+METHOD = Method(
+    "asmr",
+    STAR,
+    "angular outlier factors split at the largest gap; the rest averaged",
+    site="lightyear.star.executor.StarExecutor",
+    rule="lightyear.star.rules.asmr.AsmrAggregator",
+    rule_args={"min_gap": "min_gap"},
+    detection=Detection(
+        excluded_labels,
+        STAR_RECORD,
+        "",
+        "flagged (below the largest gap of the outlier factors), or rejected by the server",
+    ),
+)

@@ -23,6 +23,11 @@ class CflAggregator(StarAggregator):
         return self.decide(mean, majority, minority)
 
 
-METHOD = Method("cfl", STAR, "bipartition of the updates by cosine similarity; the larger cluster averaged",
-                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.cfl.CflAggregator",
-                detection=Detection(excluded_labels, STAR_RECORD, "", "in the smaller cluster, or rejected by the server"))
+METHOD = Method(
+    "cfl",
+    STAR,
+    "bipartition of the updates by cosine similarity; the larger cluster averaged",
+    site="lightyear.star.executor.StarExecutor",
+    rule="lightyear.star.rules.cfl.CflAggregator",
+    detection=Detection(excluded_labels, STAR_RECORD, "", "in the smaller cluster, or rejected by the server"),
+)

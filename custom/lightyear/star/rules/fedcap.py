@@ -92,7 +92,9 @@ class FedCapAggregator(StarAggregator):
         for site, model in sent.items():
             vector = flatten(model, keys)
             if vector.size != reference.size:
-                raise ValueError(f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}")
+                raise ValueError(
+                    f"the model sent to {site} has {vector.size} floating values but FedCAP's w^t has {reference.size}"
+                )
             offsets[site] = vector - reference
         return FedCapTarget(self.t_norm, offsets, self.alpha, self.phi)
 
@@ -108,11 +110,19 @@ class FedCapAggregator(StarAggregator):
         vectors = {s: flatten(r["weights"]) for s, r in results.items()}
         counts = {s: r["num_samples"] for s, r in results.items()}
         found = fedcap_calibrate_and_detect(self.fedcap, vectors, counts, self.t_norm)
-        decision = self.decide(unflatten(self.fedcap.global_vector, global_weights), found.kept, found.removed_now + found.ignored,
-                               removed_now=found.removed_now, norms=found.norms)
+        decision = self.decide(
+            unflatten(self.fedcap.global_vector, global_weights),
+            found.kept,
+            found.removed_now + found.ignored,
+            removed_now=found.removed_now,
+            norms=found.norms,
+        )
         self.log_info(fl_ctx, f"round {round_num}: FedCAP kept {found.kept}; calibrated update norms {found.norms}")
         for site in found.removed_now:
-            self.log_warning(fl_ctx, f"round {round_num}: FedCAP removed {site} for good (||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})")
+            self.log_warning(
+                fl_ctx,
+                f"round {round_num}: FedCAP removed {site} for good (||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})",
+            )
         return decision
 
     def state(self) -> dict:
@@ -129,11 +139,22 @@ class FedCapAggregator(StarAggregator):
         return out
 
 
-METHOD = Method("fedcap", STAR, "a customised model per site, calibrated updates, permanent removal above a norm, a personal model on each site",
-                site="lightyear.star.sites.personal.PersonalExecutor", site_args={"lam": "lam"},
-                rule="lightyear.star.rules.fedcap.FedCapAggregator", rule_args={"alpha": "alpha", "phi": "phi", "t_norm": "t_norm"},
-                datasets={"digits": {"t_norm": 20.0}},
-                detection=Detection(excluded_labels, STAR_RECORD, "", "removed (||d~|| > T_norm, for good) or excluded, or rejected by the server",
-                                    per_client=True),
-                adaptive=FedCapAggregator.ADAPTIVE)
+METHOD = Method(
+    "fedcap",
+    STAR,
+    "a customised model per site, calibrated updates, permanent removal above a norm, a personal model on each site",
+    site="lightyear.star.sites.personal.PersonalExecutor",
+    site_args={"lam": "lam"},
+    rule="lightyear.star.rules.fedcap.FedCapAggregator",
+    rule_args={"alpha": "alpha", "phi": "phi", "t_norm": "t_norm"},
+    datasets={"digits": {"t_norm": 20.0}},
+    detection=Detection(
+        excluded_labels,
+        STAR_RECORD,
+        "",
+        "removed (||d~|| > T_norm, for good) or excluded, or rejected by the server",
+        per_client=True,
+    ),
+    adaptive=FedCapAggregator.ADAPTIVE,
+)
 """FedCAP; on digits T_norm is 20 (a benign calibrated update measured 8.6-13.9 there, docs/methods.md)."""

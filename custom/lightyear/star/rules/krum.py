@@ -67,7 +67,18 @@ class KrumAggregator(StarAggregator):
         return decision
 
 
-METHOD = Method("krum", STAR, "the model nearest its n - f - 2 closest others (multi-Krum: the mean of the m best)",
-                site="lightyear.star.executor.StarExecutor", rule="lightyear.star.rules.krum.KrumAggregator", rule_args={"f": "f", "m": "m"},
-                detection=Detection(excluded_labels, STAR_RECORD, "", "not among the m models with the lowest Krum scores, or rejected by the server"),
-                adaptive=KrumAggregator.ADAPTIVE)
+METHOD = Method(
+    "krum",
+    STAR,
+    "the model nearest its n - f - 2 closest others (multi-Krum: the mean of the m best)",
+    site="lightyear.star.executor.StarExecutor",
+    rule="lightyear.star.rules.krum.KrumAggregator",
+    rule_args={"f": "f", "m": "m"},
+    detection=Detection(
+        excluded_labels,
+        STAR_RECORD,
+        "",
+        "not among the m models with the lowest Krum scores, or rejected by the server",
+    ),
+    adaptive=KrumAggregator.ADAPTIVE,
+)

@@ -31,10 +31,17 @@ class FedProxExecutor(StarExecutor):
 
     def train_round(self, task: StarTask) -> dict:
         reference = parameter_snapshot(self.runtime.model)  # w^t, as received
-        return self.runtime.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.mu), **self.data_options())
+        return self.runtime.train(
+            task.round_num, regularizer=lambda model: proximal_term(model, reference, self.mu), **self.data_options()
+        )
 
 
-METHOD = Method("fedprox", STAR, "FedAvg; each site adds mu/2 ||w - w_global||^2 to its loss",
-                site="lightyear.star.sites.fedprox.FedProxExecutor", site_args={"mu": "mu"},
-                rule="lightyear.star.aggregator.FedAvgAggregator")
+METHOD = Method(
+    "fedprox",
+    STAR,
+    "FedAvg; each site adds mu/2 ||w - w_global||^2 to its loss",
+    site="lightyear.star.sites.fedprox.FedProxExecutor",
+    site_args={"mu": "mu"},
+    rule="lightyear.star.aggregator.FedAvgAggregator",
+)
 """FedProx (Li et al. 2020): FedAvg on the server, the proximal term on the sites."""

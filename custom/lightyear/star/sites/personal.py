@@ -50,7 +50,9 @@ def check_lam(lam) -> float:
     try:
         return check_mu(lam)
     except ValueError:
-        raise ValueError(f"lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) must be a finite number >= 0, got {lam!r}") from None
+        raise ValueError(
+            f"lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) must be a finite number >= 0, got {lam!r}"
+        ) from None
 
 
 def save_personal(folder: str, weights: dict, round_num: int) -> str:
@@ -68,10 +70,12 @@ def load_personal(folder: str) -> tuple[dict, int] | None:
         return None
     try:
         with np.load(path, allow_pickle=False) as data:
-            weights = {k[len(_WEIGHT):]: data[k] for k in data.files if k.startswith(_WEIGHT)}
+            weights = {k[len(_WEIGHT) :]: data[k] for k in data.files if k.startswith(_WEIGHT)}
             return weights, int(data[_ROUND])
     except Exception as exc:  # noqa: BLE001 - any damage is reported the same way
-        raise RuntimeError(f"the personal model {path} cannot be read ({exc}); delete it to start from the initial model") from exc
+        raise RuntimeError(
+            f"the personal model {path} cannot be read ({exc}); delete it to start from the initial model"
+        ) from exc
 
 
 class PersonalExecutor(StarExecutor):
@@ -109,14 +113,24 @@ class PersonalExecutor(StarExecutor):
         rt = self.runtime
         reference = parameter_snapshot(rt.model)  # the received model, frozen
         options = self.data_options()  # an attacker's personal model learns from its flipped labels too
-        personal = rt.train(task.round_num, regularizer=lambda model: proximal_term(model, reference, self.lam), model=self.personal, **options)
+        personal = rt.train(
+            task.round_num,
+            regularizer=lambda model: proximal_term(model, reference, self.lam),
+            model=self.personal,
+            **options,
+        )
         stats = rt.train(task.round_num, **options)
         save_personal(self.run_dir, get_weights(self.personal), task.round_num)
         self.personal_round = task.round_num
         return {**stats, "personal_train_loss": personal["train_loss"]}
 
 
-METHOD = Method("ditto", STAR, "FedAvg; each site also trains a personal model with lam/2 ||v - w_global||^2 and reports it",
-                site="lightyear.star.sites.personal.PersonalExecutor", site_args={"lam": "lam"},
-                rule="lightyear.star.aggregator.FedAvgAggregator")
+METHOD = Method(
+    "ditto",
+    STAR,
+    "FedAvg; each site also trains a personal model with lam/2 ||v - w_global||^2 and reports it",
+    site="lightyear.star.sites.personal.PersonalExecutor",
+    site_args={"lam": "lam"},
+    rule="lightyear.star.aggregator.FedAvgAggregator",
+)
 """Ditto (Li et al. 2021): FedAvg on the server, a personal model on every site."""
