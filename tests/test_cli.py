@@ -151,3 +151,32 @@ def test_a_folder_name_that_is_empty_or_holds_a_line_break_is_refused_before_any
     assert err.startswith(f"{command}: error: ") and err.count("\n") == 1, err
     assert ("line break" in err) if out.strip() else ("is empty" in err)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_closed_output_pipe_stops_the_command_quietly(tmp_path):
+    """``lightyear-sweep SPEC --dry-run | head``: once head has read enough, the rest of the listing
+    goes nowhere; the command stops with SIGPIPE's status and no traceback."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "datasets: [digits]\nmethods: [fedavg, krum, afa, cfl]\nmalfunctions: [ana, sfa]\nfaulty: [0, 1, 2, 3]\n"
+    )
+    code = "import sys; from lightyear.experiments.sweep import main; sys.exit(main(sys.argv[1:]))"
+    args = [sys.executable, "-c", code, str(spec), "--out", str(tmp_path / "out"), "--dry-run"]
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the command writes anything
+    with open(tmp_path / "err", "w") as err:
+        done = subprocess.run(args, stdout=writer, stderr=err, cwd=ROOT, timeout=120)
+    os.close(writer)
+    assert done.returncode == 141, (tmp_path / "err").read_text()
+    assert "Traceback" not in (tmp_path / "err").read_text()
+
+
+def test_a_broken_pipe_that_is_not_the_output_keeps_its_traceback():
+    def main(argv=None):
+        raise BrokenPipeError("a worker's pipe")
+
+    with pytest.raises(BrokenPipeError):
+        cli.command("prog")(main)()

@@ -9,9 +9,11 @@ Each ``main`` is wrapped with :func:`command`. The errors a user can cause and f
 - ``OSError`` carrying a file name (a path the user gave that is missing, unreadable, a folder
   where a file is expected, on a full disk...): the path and the operating system's reason.
 
-Anything else is a bug and keeps its traceback. Input files are read with :func:`read_text`,
-which says "X is not a UTF-8 text file" instead of failing deep inside a parser, and output
-folders are checked with :func:`output_folder` before anything is written.
+When the reader of the output goes away (``lightyear-sweep SPEC --dry-run | head``), the command stops
+quietly with the status of SIGPIPE, as shell tools do. Anything else is a bug and keeps its traceback.
+Input files are read with :func:`read_text`, which says "X is not a UTF-8 text file" instead of failing
+deep inside a parser, and output folders are checked with :func:`output_folder` before anything is
+written.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import errno
 import functools
 import math
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -71,6 +74,16 @@ def fail(prog: str, message: str) -> int:
     return 2
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reading end was closed (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this platform, or stdout is not a file
+        return False
+
+
 def command(prog: str):
     """Decorate a console script's ``main(argv=None)`` so that user errors end in one line and exit status 2."""
 
@@ -81,6 +94,13 @@ def command(prog: str):
                 return main(argv)
             except UserError as exc:
                 return fail(prog, str(exc))
+            except BrokenPipeError:
+                if not _stdout_reader_gone():
+                    raise  # another pipe broke: a bug, keep the traceback
+                # the reader of the output went away (``... --dry-run | head``): stop as a shell tool does,
+                # quietly, with the status of SIGPIPE; stdout goes nowhere so that the exit flush cannot fail
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return 128 + signal.SIGPIPE
             except OSError as exc:
                 if exc.filename is None:
                     raise  # not about a path the user gave: a bug, keep the traceback
