@@ -4,21 +4,17 @@ keeps its traceback; and every console script answers --help and a nonsense argu
 import argparse
 import importlib
 import os
-import re
 
 import pytest
 
 from lightyear import cli
 
-from repo import ROOT
+from repo import ROOT, console_scripts
 
 
 def scripts():
     """[project.scripts] of pyproject.toml, and the Job API front end (python -m lightyear.jobs.job_api)."""
-    with open(os.path.join(ROOT, "pyproject.toml")) as f:
-        section = f.read().split("[project.scripts]", 1)[1].split("\n[", 1)[0]  # tomllib is Python 3.11+
-    found = dict(re.findall(r'^([\w-]+)\s*=\s*"([\w.:]+)"', section, re.M))
-    return {**found, "python -m lightyear.jobs.job_api": "lightyear.jobs.job_api:main"}
+    return {**console_scripts(), "python -m lightyear.jobs.job_api": "lightyear.jobs.job_api:main"}
 
 
 def entry(target):

@@ -17,19 +17,9 @@ import sysconfig
 
 import pytest
 
-from repo import ROOT
+from repo import ROOT, console_scripts
 
-SCRIPTS = (
-    "lightyear-jobs",
-    "lightyear-summary",
-    "lightyear-sweep",
-    "lightyear-report",
-    "lightyear-allow",
-    "lightyear-slurm",
-    "lightyear-poc",
-    "lightyear-simulate",
-    "lightyear-detection",
-)
+SCRIPTS = tuple(console_scripts())  # every console script pyproject.toml installs
 
 
 def run(argv, **kwargs):
