@@ -35,7 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "custom"))
 
-from star_vs_p2p import build_jobs, phases, run_job, site_rows  # noqa: E402  (this folder is on sys.path as a script)
+from star_vs_p2p import build_jobs, job_arguments, phases, run_job, site_rows  # noqa: E402  (this folder is on sys.path as a script)
 
 from lightyear.cli import command, output_folder  # noqa: E402
 from lightyear.flare.cpu_profile import PROFILE_FILE  # noqa: E402
@@ -141,17 +141,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
-    parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")
-    parser.add_argument("--seed", type=generate.seed_arg, default=0)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="a setting of both jobs")
-    parser.add_argument(
-        "--p2p-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the peer-to-peer job only"
-    )
-    parser.add_argument(
-        "--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only"
-    )
+    job_arguments(parser)
     parser.add_argument("--keep", help="copy each run's workspace here")
     parser.add_argument("--swarm", action="store_true", help="profile FLARE's Swarm Learning on the star job too")
     parser.add_argument(

@@ -220,11 +220,8 @@ def measure(job: str, topology: str, sites: int, keep: str | None, files: dict |
         shutil.rmtree(ws, ignore_errors=True)
 
 
-@command(PROG)
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which pair of jobs to build (:func:`build_jobs`), shared with the profile."""
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--star", default="fedavg", help="the star method (default fedavg)")
     parser.add_argument("--p2p", default="lightyear", help="the peer-to-peer method (default lightyear)")
@@ -236,6 +233,14 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--star-set", action="append", default=[], metavar="KEY=JSON", help="a setting of the star job only"
     )
+
+
+@command(PROG)
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    job_arguments(parser)
     parser.add_argument("--repeat", type=pairs, default=1, help="pairs to run, star then p2p each time (at least 1)")
     parser.add_argument("--keep", help="copy each run's workspace here")
     parser.add_argument(
