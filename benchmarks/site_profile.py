@@ -94,7 +94,8 @@ def print_table(title: str, table: dict, total: float, floor: float = 0.0) -> No
             continue
         blocked = max(0.0, row["active_s"] - row["cpu_s"] - row["runqueue_s"])
         print(
-            f"  {name:<24}{row['cpu_s']:>9.2f}{row['cpu_s'] / max(total, 1e-9):>8.1%}{row['runqueue_s']:>9.2f}{blocked:>11.2f}"
+            f"  {name:<24}{row['cpu_s']:>9.2f}{row['cpu_s'] / max(total, 1e-9):>8.1%}"
+            f"{row['runqueue_s']:>9.2f}{blocked:>11.2f}"
         )
 
 
@@ -108,7 +109,8 @@ def report(label: str, topology: str, ws: str, run: dict) -> dict:
     profiles = read_profiles(ws)
     sites = [p for name, p in profiles.items() if name != "server"]
     print(
-        f"\n{label}: wall {run['wall_s']:.1f} s, exit code {run['rc']}, {len(sites)} site profiles, peak PSS {run['peak_pss_GiB']:.2f} GiB"
+        f"\n{label}: wall {run['wall_s']:.1f} s, exit code {run['rc']}, {len(sites)} site profiles, "
+        f"peak PSS {run['peak_pss_GiB']:.2f} GiB"
     )
     if not sites:
         print("  no cpu_profile.json written")
@@ -118,9 +120,11 @@ def report(label: str, topology: str, ws: str, run: dict) -> dict:
     total = s["user_s"] + s["system_s"]
     print(
         f"  a site, mean: CPU {total:.2f} s (user {s['user_s']:.2f}, system {s['system_s']:.2f}), minor faults "
-        f"{s['minor_faults']:.0f}, peak RSS {s['peak_rss_MiB']:.0f} MiB, anonymous at the end {s['rss_anon_MiB']:.0f} MiB, "
+        f"{s['minor_faults']:.0f}, peak RSS {s['peak_rss_MiB']:.0f} MiB, "
+        f"anonymous at the end {s['rss_anon_MiB']:.0f} MiB, "
         f"threads up to {s['max_threads']:.0f}; peak anonymous {s['peak_anonymous_MiB']:.0f} MiB (during "
-        f"{', '.join(sorted({p for site in sites for p in site['phases_at_peak_anonymous']}))}); wall train_s {walls['train']:.2f}, score_s {walls['score']:.2f}, "
+        f"{', '.join(sorted({p for site in sites for p in site['phases_at_peak_anonymous']}))}); "
+        f"wall train_s {walls['train']:.2f}, score_s {walls['score']:.2f}, "
         f"aggregate_s {walls['aggregate']:.2f}, eval_s {walls['eval']:.2f}, slot_wait_s {walls['slot_wait']:.2f}"
     )
     print_table("phase (a site)", mean_table(sites, "phases"), total)

@@ -97,7 +97,8 @@ def main(argv=None) -> int:
     sites = [f"site-{k}" for k in range(1, args.sites + 1)]
     params = sum(int(np.prod(s)) for s in DIGITS_CNN.values())
     print(
-        f"{args.sites} sites, {params:,} float32 parameters a model ({params * 4 / 1e6:.2f} MB), {args.rounds} timed rounds"
+        f"{args.sites} sites, {params:,} float32 parameters a model ({params * 4 / 1e6:.2f} MB), "
+        f"{args.rounds} timed rounds"
     )
     print(f"{'rule':<26} {'median s/round':>15} {'max s/round':>12} {'median CPU s/round':>19}")
     for name, rule in rules(args.sites).items():

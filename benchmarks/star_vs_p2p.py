@@ -261,7 +261,8 @@ def main(argv=None) -> int:
     both = parse_set(args.set)
     columns = ["wall_s", "startup_s", *(f"{p}_s" for p in PHASES), "peak_pss_GiB", "acc"]
     print(
-        f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, *_ in jobs.values())} ({jobs['p2p'][1]} sites); settings {both}"
+        f"{os.cpu_count()} CPUs; jobs {', '.join(os.path.basename(p) for p, *_ in jobs.values())} "
+        f"({jobs['p2p'][1]} sites); settings {both}"
     )
     print(f"{'run':<22}" + "".join(f"{c:>13}" for c in columns))
     ratios, swarm_ratios = [], []

@@ -98,7 +98,8 @@ def test_the_plugins_rules_give_the_hand_worked_answers(plugin):
         from lightyear_example.trimmed_mean import trimmed_mean
         from lightyear_example.zero import craft
         own = {"w": np.array([1.0, 5.0], np.float32)}
-        print(coordinate_median(own, [{"w": np.array([2.0, 0.0], np.float32)}, {"w": np.array([9.0, 3.0], np.float32)}])["w"].tolist())
+        print(coordinate_median(own, [{"w": np.array([2.0, 0.0], np.float32)},
+                                      {"w": np.array([9.0, 3.0], np.float32)}])["w"].tolist())
         models = [{"w": np.array([v], np.float32)} for v in (1.0, 2.0, 3.0, 100.0, 4.0)]
         print(trimmed_mean(models, 0.2)["w"].tolist(), trimmed_mean(models, 0.0)["w"].tolist())
         print(craft(np.array([1.0, -2.0]), None, 4, 1)[0].tolist())
@@ -135,7 +136,8 @@ def test_the_plugins_network_declares_symmetries_that_keep_its_outputs(plugin):
         from lightyear.models import build_model, model_symmetries
         net = build_model("mlp", 4, seed=0)
         weights = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
-        moved, _ = reparametrised(weights, model_symmetries("mlp", weights), "rescale_permute", 100.0, np.random.default_rng(0))
+        moved, _ = reparametrised(weights, model_symmetries("mlp", weights), "rescale_permute", 100.0,
+                                  np.random.default_rng(0))
         x = torch.randn(8, 16)
         before = net(x)
         net.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in moved.items()})

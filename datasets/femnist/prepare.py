@@ -25,7 +25,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--raw",
         required=True,
-        help="LEAF's data/femnist/data folder (or any folder holding all_data_*.json, or train/ and test/ JSON folders)",
+        help="LEAF's data/femnist/data folder "
+        "(or any folder holding all_data_*.json, or train/ and test/ JSON folders)",
     )
     add_out_and_seed(parser, "femnist", seed_of="the writer choice and the splits")
     parser.add_argument(

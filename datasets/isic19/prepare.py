@@ -1,6 +1,7 @@
 """Prepare Fed-ISIC2019 for LIGHTYEAR: FLamby's 6 centres as sites, resized images and split.csv.
 
-    python datasets/isic19/prepare.py --raw /data/isic2019 --ham-metadata FLamby/flamby/datasets/fed_isic2019/HAM10000_metadata \
+    python datasets/isic19/prepare.py --raw /data/isic2019 \
+        --ham-metadata FLamby/flamby/datasets/fed_isic2019/HAM10000_metadata \
         --out $LIGHTYEAR_DATA_ROOT/isic19
 
 See datasets/isic19/README.md for the raw data and the options.
@@ -30,12 +31,14 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--raw",
         required=True,
-        help="folder with ISIC_2019_Training_Input/, ISIC_2019_Training_GroundTruth.csv and ISIC_2019_Training_Metadata.csv",
+        help="folder with ISIC_2019_Training_Input/, ISIC_2019_Training_GroundTruth.csv "
+        "and ISIC_2019_Training_Metadata.csv",
     )
     parser.add_argument(
         "--ham-metadata",
         default=None,
-        help="the HAM10000 metadata file (FLamby's flamby/datasets/fed_isic2019/HAM10000_metadata); default: HAM10000_metadata[.csv|.tab] in --raw",
+        help="the HAM10000 metadata file (FLamby's flamby/datasets/fed_isic2019/HAM10000_metadata); "
+        "default: HAM10000_metadata[.csv|.tab] in --raw",
     )
     add_out_and_seed(parser, "isic19", seed_of="the splits")
     add_fractions(parser)

@@ -133,7 +133,10 @@ def test_job_folder_sites_come_from_the_deploy_map(tmp_path):
 def test_job_id_and_status_are_read_from_nvflares_json_envelope():
     from lightyear.deploy.flare_cli import _find
 
-    failed = '{"status": "error", "error_code": "JOB_FAILED", "data": {"job_id": "0ff8", "status": "FINISHED:FAILED_TO_RUN"}}'
+    failed = (
+        '{"status": "error", "error_code": "JOB_FAILED", '
+        '"data": {"job_id": "0ff8", "status": "FINISHED:FAILED_TO_RUN"}}'
+    )
     assert (
         _find("Connecting to FLARE ...\n" + failed, "status") == "FINISHED:FAILED_TO_RUN"
     )  # not the envelope's "error"

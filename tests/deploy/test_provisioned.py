@@ -111,5 +111,6 @@ def test_the_committed_provisioning_example_is_what_the_project_writer_makes(tmp
     write_project(str(written), site_names(8), server="fl-server.example.org")
     committed = os.path.join(ROOT, "app_configs", "deploy", "project.yml")
     assert open(committed).read() == written.read_text(), (
-        "regenerate it: python -m lightyear.deploy.project --sites 8 --server fl-server.example.org --out app_configs/deploy/project.yml"
+        "regenerate it: python -m lightyear.deploy.project --sites 8 --server fl-server.example.org "
+        "--out app_configs/deploy/project.yml"
     )

@@ -68,7 +68,8 @@ def test_killing_the_server_mid_run_stops_every_site_and_ends_their_job_processe
         )
         ended = wait_for(lambda: not site_jobs(), 400, "every site's job process to end")
         print(
-            f"server killed; every site stopped {stopped - killed:.0f} s later, their job processes ended {ended - killed:.0f} s later"
+            f"server killed; every site stopped {stopped - killed:.0f} s later, "
+            f"their job processes ended {ended - killed:.0f} s later"
         )
 
         for site, run_dir in run_dirs.items():

@@ -29,7 +29,8 @@ run = os.path.join(ws, "server", "simulate_job")
 os.makedirs(run, exist_ok=True)
 row = "site,malfunction,status,acc,last_round,reason\n"
 if mode == "failed":
-    open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,failed,nan,,ValueError: no data\nsite-2,none,dropped,nan,,\nmean_benign,n=0,,nan,,\n")
+    open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,failed,nan,,ValueError: no data\n"
+        "site-2,none,dropped,nan,,\nmean_benign,n=0,,nan,,\n")
 elif mode == "finished":
     open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n")
 elif mode == "crash":
@@ -42,11 +43,13 @@ elif mode == "race":  # FLARE's start race the first time (a site never started)
         open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,dropped,nan,,the run was stopped\n"
             "site-2,none,dropped,nan,,did not start within start_timeout=300 s\n")
     else:
-        open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\nsite-2,none,finished,0.8,2,\n")
+        open(os.path.join(run, "summary.csv"), "w").write(row + "site-1,none,finished,0.9,2,\n"
+            "site-2,none,finished,0.8,2,\n")
 elif mode == "stuck":
     sleep = [sys.executable, "-c", "import time; time.sleep(600)", "--simulator_root", ws]
     worker = subprocess.Popen(sleep, start_new_session=True)
-    orphan = subprocess.run([sys.executable, "-c", f"import subprocess; print(subprocess.Popen({sleep!r}, start_new_session=True, stdout=-3, stderr=-3).pid)"],
+    orphan = subprocess.run([sys.executable, "-c", f"import subprocess; print(subprocess.Popen({sleep!r}, "
+                             "start_new_session=True, stdout=-3, stderr=-3).pid)"],
                             capture_output=True, text=True).stdout.strip()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # FLARE's simulator handles Ctrl-C only
     print("started", worker.pid, orphan, flush=True)
@@ -108,7 +111,8 @@ def test_a_run_in_which_a_site_never_started_starts_again_once_in_a_fresh_worksp
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     assert (
-        "site-2 never started (did not start within start_timeout): FLARE's start race, not the job; the failed attempt "
+        "site-2 never started (did not start within start_timeout): FLARE's start race, not the job; "
+        "the failed attempt "
         f"is kept in {tmp_path / 'ws.failed-start'}, and the run starts again once in a fresh workspace"
     ) in err
     assert (tmp_path / "attempts").read_text() == "2"

@@ -149,7 +149,8 @@ def test_the_report_has_the_attack_tables_results_and_detection(sweep, capsys):
         "digits - attack sf (partial knowledge): test accuracy (%)" in text
         and "| krum | **75.0 ± 11.2** | **55.0 ± 9.6** |" in text
     )
-    # detection: site-4 attacks; seed 0 excludes it and site-3 (1, 1, 2, 0), seed 1 keeps it and excludes 2 and 3 (0, 2, 1, 1)
+    # detection: site-4 attacks; seed 0 excludes it and site-3 (1, 1, 2, 0), seed 1 keeps it and excludes 2
+    # and 3 (0, 2, 1, 1)
     assert "**digits - attack_partial: detection DAcc / FPR / FNR (%)" in text
     assert "| krum | 50.0 / 50.0 / - | 50.0 / 50.0 / 50.0 |" in text
     assert (out / "detection" / "digits_attack_full_detection.md").exists()

@@ -210,8 +210,8 @@ def test_slurm_script_runs_one_task_per_run(tmp_path, fake, capsys):
     for line in ("#SBATCH --array=0-1", "#SBATCH --gres=gpu:1", "#SBATCH --time=01:00:00", "#SBATCH --cpus-per-task=2"):
         assert line in text
     assert (
-        f'-m lightyear.experiments.sweep {out / "spec.json"} --out {out} --configs {CONFIGS} --task "$SLURM_ARRAY_TASK_ID"'
-        in text
+        f"-m lightyear.experiments.sweep {out / 'spec.json'} --out {out} --configs {CONFIGS} "
+        '--task "$SLURM_ARRAY_TASK_ID"' in text
     )
     assert "sbatch " + str(out / "sweep.sbatch") in capsys.readouterr().out
     assert not (out / "runs").exists()

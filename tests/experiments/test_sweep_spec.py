@@ -224,7 +224,8 @@ def test_adaptive_runs_only_where_the_generator_takes_them():
         ({"attacks": None}, "needs 'attacks'"),
         (
             {"methods": ["fedavg", "scclip"], "attacks": ["adaptive"]},
-            "attack adaptive has no run: the adaptive attack adapts only to lightyear, lightyear_paper, balance, krum, fedcap, not fedavg; ",
+            "attack adaptive has no run: the adaptive attack adapts only to lightyear, lightyear_paper, balance, krum, "
+            "fedcap, not fedavg; ",
         ),
         ({"methods": ["fedcap"], "attacks": ["adaptive"]}, "partial knowledge does not hold; use --knowledge full"),
         ({"methods": ["krum"], "attacks": ["adaptive"], "attackers": [1]}, "needs at least 2 attackers"),

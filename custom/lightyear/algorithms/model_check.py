@@ -50,7 +50,8 @@ def _problems(received: Any, reference: Mapping[str, np.ndarray], max_abs: float
     bad_keys = [k for k in received if not isinstance(k, str)]
     if bad_keys:
         return [
-            f"parameter names must be strings, got {len(bad_keys)} of type {sorted({type(k).__name__ for k in bad_keys})}"
+            f"parameter names must be strings, got {len(bad_keys)} "
+            f"of type {sorted({type(k).__name__ for k in bad_keys})}"
         ]
     problems = []
     missing = sorted(set(reference) - set(received))

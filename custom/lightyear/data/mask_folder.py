@@ -129,7 +129,8 @@ class MaskFolderDataset(Dataset):
                 )
             if mask.size and int(mask.max()) >= num_classes:
                 raise ValueError(
-                    f"{dataset}: mask {mask_path} has value {int(mask.max())}, expected class indices 0..{num_classes - 1}"
+                    f"{dataset}: mask {mask_path} has value {int(mask.max())}, "
+                    f"expected class indices 0..{num_classes - 1}"
                 )
             image_arrays.append(image)
             mask_arrays.append(mask)

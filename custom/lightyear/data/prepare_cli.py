@@ -25,7 +25,8 @@ def fractions(text: str) -> tuple[float, float, float]:
 
 
 def add_out_and_seed(parser: argparse.ArgumentParser, dataset: str, seed_of: str) -> None:
-    """Add ``--out`` (default ``$LIGHTYEAR_DATA_ROOT/<dataset>``) and ``--seed``, the seed of ``seed_of`` (default 0)."""
+    """Add ``--out`` (default ``$LIGHTYEAR_DATA_ROOT/<dataset>``) and ``--seed``, the seed of ``seed_of``
+    (default 0)."""
     parser.add_argument("--out", default=None, help=f"output folder (default: ${DATA_ROOT_ENV}/{dataset})")
     parser.add_argument("--seed", type=int, default=0, help=f"seed of {seed_of} (default 0)")
 

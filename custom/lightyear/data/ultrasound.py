@@ -132,7 +132,8 @@ def site_patient_splits(patients: list[str], fractions, seed: int, site: str) ->
     ordered = sorted(patients)
     if len(ordered) < 3:
         raise ValueError(
-            f"ultrasound {site} has {len(ordered)} patients; a train/val/test split by patient needs at least 3 (use fewer sites)"
+            f"ultrasound {site} has {len(ordered)} patients; "
+            "a train/val/test split by patient needs at least 3 (use fewer sites)"
         )
     parts = split_indices(len(ordered), fractions, seed=(int(seed) * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF)
     return {ordered[i]: split for split, idx in parts.items() for i in idx}

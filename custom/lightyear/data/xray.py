@@ -225,7 +225,8 @@ def choose_images(
             break
     if len(chosen) < num_images:
         raise ValueError(
-            f"only {len(chosen)} images qualify (Dice-RCA threshold, metadata join, one per subject: {one_per_subject}, "
+            f"only {len(chosen)} images qualify "
+            f"(Dice-RCA threshold, metadata join, one per subject: {one_per_subject}, "
             f"{missing} missing JPGs), fewer than the {num_images} asked for"
         )
     return pd.DataFrame(chosen), missing

@@ -17,7 +17,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="lightyear-allow",
         description="Append lightyear. (and the FLARE classes its jobs use) to each participant's component "
-        "allow list, keeping the rest of its resources.json (a link is updated at its target, the file keeps its mode).",
+        "allow list, keeping the rest of its resources.json "
+        "(a link is updated at its target, the file keeps its mode).",
     )
     ap.add_argument("folders", nargs="+", help="participant folders (startup kits) or their local/ folders")
     args = ap.parse_args(argv)

@@ -25,7 +25,8 @@ def nvflare_command() -> list[str]:
     """How to run ``nvflare`` with this interpreter's installation; a clear error when it is missing."""
     if importlib.util.find_spec("nvflare") is None:
         raise FlareCommandError(
-            f"nvflare is not installed for {sys.executable}: install this package with its dependencies (pip install -e .) "
+            f"nvflare is not installed for {sys.executable}: "
+            "install this package with its dependencies (pip install -e .) "
             "or pip install nvflare==2.9.*"
         )
     beside = os.path.join(os.path.dirname(sys.executable), "nvflare")

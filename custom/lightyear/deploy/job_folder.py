@@ -37,7 +37,8 @@ def read_job(path: str) -> JobFolder:
     meta_path = os.path.join(path, "meta.json")
     if not os.path.isdir(path):
         raise JobFolderError(
-            f"{path} is not a folder: give a job folder (e.g. jobs/lightyear_digits, or one made with lightyear-jobs --out)"
+            f"{path} is not a folder: "
+            "give a job folder (e.g. jobs/lightyear_digits, or one made with lightyear-jobs --out)"
         )
     if not os.path.isfile(meta_path):
         raise JobFolderError(
@@ -67,7 +68,8 @@ def read_job(path: str) -> JobFolder:
     name = meta.get("name") or os.path.basename(os.path.abspath(path))
     if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
         raise JobFolderError(
-            f"{meta_path}: the job name {name!r:.80} must be letters, digits, '_', '.' or '-' (it names folders): regenerate the job"
+            f"{meta_path}: the job name {name!r:.80} must be letters, digits, '_', '.' or '-' "
+            "(it names folders): regenerate the job"
         )
     return JobFolder(os.path.abspath(path), name, sites, min_clients)
 

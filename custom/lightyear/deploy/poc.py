@@ -137,7 +137,8 @@ def run_job(poc: Poc, job: JobFolder, out: str, timeout: float) -> bool:
     missing = [s for s in job.sites if s not in written]
     if missing:
         log(
-            f"{job.name}: no run folder of {', '.join(missing)}: the job never started there (rerun with --keep-workspace "
+            f"{job.name}: no run folder of {', '.join(missing)}: "
+            "the job never started there (rerun with --keep-workspace "
             "and read the POC's <site>/log.txt)"
         )
     log(f"{job.name}: records and logs in {out} (lightyear-summary {out})")

@@ -53,7 +53,8 @@ def simulator_command(argv=None) -> tuple[list[str], str, set[str]]:
 
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Allow this toolkit's components in the simulator workspace, then run nvflare simulator on the job.",
+        description="Allow this toolkit's components in the simulator workspace, "
+        "then run nvflare simulator on the job.",
         epilog="Every other option (-t, -n, -c, -gpu, -l, ...) goes to nvflare simulator unchanged.",
     )
     parser.add_argument("job_folder", help="a job folder (jobs/<job> or one written by lightyear-jobs --out)")

@@ -98,7 +98,8 @@ def no_detection() -> list[str]:
 
 
 def rule_for(method: str) -> Rule | None:
-    """The method's labelling rule (its declaration's); None for a method without detection; an error for an unknown one."""
+    """The method's labelling rule (its declaration's); None for a method without detection; an error for an
+    unknown one."""
     known = registry.methods()
     if method not in known:
         raise DetectionError(
@@ -195,14 +196,16 @@ def _check_columns(path: str, rows: list[dict], rule: Rule, method: str) -> None
     for column in rule.needs:
         if column not in header:
             raise DetectionError(
-                f"{path} has no column '{column}', which the {method} detection rule reads: the run was written by an older toolkit; run it again"
+                f"{path} has no column '{column}', which the {method} detection rule reads: "
+                "the run was written by an older toolkit; run it again"
             )
     if rule.peer_suffix and "senders" in header:
         for row in rows:
             for sender in sorted(names(row["senders"]), key=site_key):
                 if f"{sender}{rule.peer_suffix}" not in header:
                     raise DetectionError(
-                        f"{path} has no column '{sender}{rule.peer_suffix}' for the sender {sender}, which the {method} detection rule reads"
+                        f"{path} has no column '{sender}{rule.peer_suffix}' for the sender {sender}, "
+                        f"which the {method} detection rule reads"
                     )
 
 
@@ -220,7 +223,8 @@ def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
         decisions += [_decide(run, rule, path, row["round"], site, row) for row in rows]
     if run.benign and not found:
         raise DetectionError(
-            f"no benign site of {run.name} wrote its records (looked for {run.rounds_csv(run.benign[0])}): has the run started?"
+            f"no benign site of {run.name} wrote its records (looked for {run.rounds_csv(run.benign[0])}): "
+            "has the run started?"
         )
     return sorted(decisions, key=lambda d: (d.round, site_key(d.receiver)))
 

@@ -237,7 +237,8 @@ def write_section(tables: list[DetectionTable], left_out: dict[str, str], path: 
         "## Detection",
         "",
         "DAcc / FPR / FNR (%, FedCAP Sec. VI-C) of the senders each method left out (docs/methods.md, "
-        '"Detection metrics"): counts pooled over rounds, benign receivers and seeds; per run: `runs/<run>/detection.csv`.',
+        '"Detection metrics"): counts pooled over rounds, benign receivers and seeds; '
+        "per run: `runs/<run>/detection.csv`.",
         "",
     ]
     lines += [to_markdown(t) for t in tables] or ["No finished run.", ""]

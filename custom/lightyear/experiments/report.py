@@ -104,7 +104,8 @@ def report(
     finished = [r for r in runs if r.finished]
     if not finished:
         raise ReportError(
-            f"none of the {len(runs) + len(skipped)} runs in {sweep_dir} has finished (no summary.csv with a usable row of a "
+            f"none of the {len(runs) + len(skipped)} runs in {sweep_dir} has finished "
+            "(no summary.csv with a usable row of a "
             f"finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt"
         )
     out = output_folder(out)
@@ -156,7 +157,8 @@ def report(
     written["detection"] = detection_tables.write_detection(finished, out, log)
     written["report"] = [write_index(out, runs, all_tables, written, left_out, len(skipped))]
     log(
-        f"{len(finished)}/{len(runs) + len(skipped)} runs finished; {len(all_tables)} tables, {len(written['figures'])} figures, "
+        f"{len(finished)}/{len(runs) + len(skipped)} runs finished; "
+        f"{len(all_tables)} tables, {len(written['figures'])} figures, "
         f"{len(items)} runs with peer selection -> {written['report'][0]}"
     )
     return written
@@ -169,7 +171,8 @@ def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), u
     lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs) + unreadable} runs finished)", ""]
     if missing:
         lines += [
-            f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; see `{STATUS_HINT}` in the sweep folder.",
+            f"Not finished (no summary, or no benign site finished; left out): {', '.join(missing)}; "
+            f"see `{STATUS_HINT}` in the sweep folder.",
             "",
         ]
     if left_out:

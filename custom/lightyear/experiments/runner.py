@@ -110,7 +110,8 @@ def matches_job(folder: str, files: dict) -> bool:
 
 
 def resources_file(configs: str) -> dict:
-    """The repository's ``workspace/local/resources.json`` next to ``configs``, or FLARE's default policy plus this package."""
+    """The repository's ``workspace/local/resources.json`` next to ``configs``, or FLARE's default policy plus
+    this package."""
     path = os.path.join(os.path.dirname(os.path.abspath(configs)), "workspace", "local", "resources.json")
     return generate.load_json(path) if os.path.isfile(path) else component_policy.with_package({})[0]
 

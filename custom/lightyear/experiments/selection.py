@@ -7,9 +7,9 @@ method that logs its choice of peers, ``;``-separated) and ``site-J_score`` colu
 J's model was scored that round (``site-J_score`` not empty) or J is in ``selected``. A site is
 never a candidate of itself. Selection quality counts, over the benign sites, faulty peers and
 rounds of the runs of a malfunction kind (or attack: the ``malfunction`` column then names it),
-the opportunities and how many of them were taken (``fraction = selections / opportunities``). **Rounds to exclusion** of a run is the number of
-rounds before every benign site stopped selecting faulty peers for good: 0 if none ever did, and
-empty (never) when one still did in the last round.
+the opportunities and how many of them were taken (``fraction = selections / opportunities``).
+**Rounds to exclusion** of a run is the number of rounds before every benign site stopped selecting
+faulty peers for good: 0 if none ever did, and empty (never) when one still did in the last round.
 
 Figures come from whole records only: a ``rounds.csv`` with a row cut short or without a round
 number gives its run no selection figures (a :class:`~lightyear.records.RecordsError` naming the

@@ -207,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "spec",
-        help="the sweep description (.yaml or .json), or the name of one shipped in app_configs/sweeps/ (e.g. digits_dynamic)",
+        help="the sweep description (.yaml or .json), "
+        "or the name of one shipped in app_configs/sweeps/ (e.g. digits_dynamic)",
     )
     p.add_argument("--out", required=True, help="the sweep folder (runs go to OUT/runs/<run>/)")
     p.add_argument(
@@ -215,7 +216,8 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="simulator runs at a time (default 1; FLARE's simulators can cross-wire their site workers when several run on one machine: see docs/jobs-and-settings.md)",
+        help="simulator runs at a time (default 1; FLARE's simulators can cross-wire their site workers "
+        "when several run on one machine: see docs/jobs-and-settings.md)",
     )
     p.add_argument("--dry-run", action="store_true", help="list the runs and which are done; run nothing")
     p.add_argument(
@@ -251,7 +253,8 @@ def spec_path(spec: str, configs: str) -> str:
         else []
     )
     raise SweepError(
-        f"no sweep description {spec!r}: give a .yaml or .json file, or the name of a shipped sweep ({', '.join(names) or 'none'})"
+        f"no sweep description {spec!r}: give a .yaml or .json file, "
+        f"or the name of a shipped sweep ({', '.join(names) or 'none'})"
     )
 
 
@@ -351,7 +354,8 @@ def main(argv=None) -> int:
     if script is not None:
         path = slurm.write_script(script, out)
         print(
-            f"wrote {path}: {len(spec.runs)} array tasks, one run each ({len(done)} already done are skipped by their task)"
+            f"wrote {path}: {len(spec.runs)} array tasks, one run each "
+            f"({len(done)} already done are skipped by their task)"
         )
         print(
             f"submit with:  sbatch {path}"

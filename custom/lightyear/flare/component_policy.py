@@ -137,7 +137,8 @@ def _write_in_place(target: str, resources: dict) -> None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as e:
         raise AllowListError(
-            f"cannot write in {folder} ({e.strerror}): run lightyear-allow as the participant's owner, or make the folder writable"
+            f"cannot write in {folder} ({e.strerror}): "
+            "run lightyear-allow as the participant's owner, or make the folder writable"
         ) from None
     try:
         with os.fdopen(fd, "w") as f:

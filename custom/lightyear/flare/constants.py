@@ -8,7 +8,8 @@ TOPIC_PING = "lightyear.ping"
 TOPIC_MODEL = "lightyear.model"
 TOPIC_PROGRESS = "lightyear.progress"
 TOPIC_COLLUDE = "lightyear.collude"
-"""Simulated attackers' side channel: their honestly trained models, shared among them (lightyear.p2p.site.collusion)."""
+"""Simulated attackers' side channel: their honestly trained models, shared among them
+(lightyear.p2p.site.collusion)."""
 MODEL_TOPICS = (TOPIC_MODEL, TOPIC_COLLUDE)
 """Peer topics whose messages carry a model."""
 

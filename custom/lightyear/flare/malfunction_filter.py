@@ -98,6 +98,7 @@ class MalfunctionFilter(Filter):
         dxo.add_filter_history(type(self).__name__)
         self.log_info(
             fl_ctx,
-            f"malfunction round {round_num}: sent {applied} {'update' if dxo.data_kind == DataKind.WEIGHT_DIFF else 'model'}",
+            f"malfunction round {round_num}: sent {applied} "
+            f"{'update' if dxo.data_kind == DataKind.WEIGHT_DIFF else 'model'}",
         )
         return dxo.update_shareable(shareable)

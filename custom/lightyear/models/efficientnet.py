@@ -99,7 +99,8 @@ _SQUEEZE = re.compile(r"^(features\.\d+\.\d+\.block)\.(\d)\.fc1\.weight$")
 
 
 def _conv_bn(prefix: str) -> tuple[Slot, ...]:
-    """A convolution's output channels and its BatchNorm (torchvision's Conv2dNormActivation ``prefix``), as producers."""
+    """A convolution's output channels and its BatchNorm (torchvision's Conv2dNormActivation ``prefix``),
+    as producers."""
     return (
         Slot(f"{prefix}.0.weight", 0, 1),
         *(Slot(f"{prefix}.1.{name}", 0, 1) for name in ("weight", "bias", "running_mean", "running_var")),

@@ -163,7 +163,8 @@ class TransUNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-2:] != (self.img_size, self.img_size):
             raise ValueError(
-                f"this TransUNet was built for {self.img_size}x{self.img_size} inputs (img_size), got {tuple(x.shape[-2:])}"
+                f"this TransUNet was built for {self.img_size}x{self.img_size} inputs (img_size), "
+                f"got {tuple(x.shape[-2:])}"
             )
         skips = []
         for stage in self.encoder:

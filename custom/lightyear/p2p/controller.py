@@ -53,7 +53,8 @@ def check_progress_timeout(progress_timeout: float, peer_deadline: float) -> flo
     their neighbours dies."""
     if progress_timeout < 2.0 * peer_deadline:
         raise ValueError(
-            f"progress_timeout={progress_timeout:g} s is shorter than 2 x peer_deadline={peer_deadline:g} s: healthy sites "
+            f"progress_timeout={progress_timeout:g} s is shorter than 2 x peer_deadline={peer_deadline:g} s: "
+            "healthy sites "
             "waiting for a dead neighbour would be dropped. Raise progress_timeout (or leave it out: it then defaults "
             f"to 2 x peer_deadline + {COMPUTE_ALLOWANCE_S:g} s) or lower peer_deadline"
         )

@@ -120,7 +120,8 @@ def check_graph(graph: Mapping[str, Sequence[str]], sites: Sequence[str]) -> Non
             set(names) - _reachable(in_neighbours(graph), start)
         )
         raise ValueError(
-            f"the graph is not strongly connected: {cut} cannot exchange models (directly or through others) with {start!r}; "
+            f"the graph is not strongly connected: {cut} cannot exchange models "
+            f"(directly or through others) with {start!r}; "
             "add edges so every site reaches every other, or use topology 'none' to train each site alone"
         )
 
@@ -243,7 +244,8 @@ def _random_directed(n: int, degree, rng: np.random.Generator) -> set[tuple[int,
         raise ValueError(f"random needs at least 2 sites, got {n}; use topology 'none' for a single site")
     if not 1 <= degree <= n - 1:
         raise ValueError(
-            f"random with {n} sites needs 1 <= degree <= {n - 1} (each site must send to someone, and to at most every other), got {degree}"
+            f"random with {n} sites needs 1 <= degree <= {n - 1} "
+            f"(each site must send to someone, and to at most every other), got {degree}"
         )
     pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
     m = min(max(round(degree * n), n), len(pairs))
@@ -252,6 +254,7 @@ def _random_directed(n: int, degree, rng: np.random.Generator) -> set[tuple[int,
         if _connected(n, edges):
             return edges
     raise ValueError(
-        f"found no strongly connected directed graph on {n} sites with average out-degree {degree} in {MAX_TRIES} draws; "
+        f"found no strongly connected directed graph on {n} sites with average out-degree {degree} "
+        f"in {MAX_TRIES} draws; "
         f"raise degree (e.g. to {min(n - 1, math.ceil(degree) + 1)}) or try another seed"
     )

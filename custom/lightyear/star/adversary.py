@@ -80,7 +80,8 @@ def describe(record: dict) -> str:
         return f"round {record['round']}: no attacker sent a usable result; nothing crafted"
     settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record["settings"].items())
     return (
-        f"round {record['round']}: {record['kind']} ({record['knowledge']} knowledge of {record['known']}) crafted for {record['crafted']}"
+        f"round {record['round']}: {record['kind']} ({record['knowledge']} knowledge of {record['known']}) "
+        f"crafted for {record['crafted']}"
         f" of {record['participants']} participants" + (f"; {settings}" if settings else "")
     )
 
@@ -115,7 +116,8 @@ class SimulatedAdversary(FLComponent):
         self.seed = integer("seed", seed)
         if self.spec.kind in REPARAMETRISATIONS and not isinstance(model, str):
             raise ValueError(
-                f"the {self.spec.kind} attack transforms the job's network: give the adversary model (the job's model name)"
+                f"the {self.spec.kind} attack transforms the job's network: "
+                "give the adversary model (the job's model name)"
             )
         if model_args is not None:
             mapping("model_args", model_args, note="of the network's settings")

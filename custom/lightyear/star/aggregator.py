@@ -2,9 +2,9 @@
 
 A star aggregator gets every result of a round at once (robust rules such as Krum need them
 all) and returns the new global model. The rules themselves are plain functions in
-:mod:`lightyear.algorithms`; each rule's component is in its own module
-(``lightyear.star.rules``: ``krum``, ``afa``, ``asmr``, ``cfl``, ``fedcap``). FedProx and Ditto aggregate with :class:`FedAvgAggregator`: their
-difference is on the sites.
+:mod:`lightyear.algorithms`; each rule's component is in its own module (``lightyear.star.rules``:
+``krum``, ``afa``, ``asmr``, ``cfl``, ``fedcap``). FedProx and Ditto aggregate with
+:class:`FedAvgAggregator`: their difference is on the sites.
 """
 
 from __future__ import annotations

@@ -130,7 +130,8 @@ class StarController(Controller):
         allowed = model_options(model)
         if allowed is not None and set(self.model_args) - allowed:
             raise ValueError(
-                f"model_args {sorted(set(self.model_args) - allowed)} are not options of model {model!r}; allowed: {sorted(allowed)}"
+                f"model_args {sorted(set(self.model_args) - allowed)} are not options of model {model!r}; "
+                f"allowed: {sorted(allowed)}"
             )
         self.aggregator: StarAggregator | None = None
         self._run_dir = ""
@@ -172,7 +173,10 @@ class StarController(Controller):
         """Take the job's adversary; the reason the run cannot start, or ""."""
         if not isinstance(component, SimulatedAdversary):
             found = "no component" if component is None else f"a {type(component).__name__}"
-            return f"adversary_id {self.adversary_id!r} names {found}, not a SimulatedAdversary: add the component to the server config or drop adversary_id"
+            return (
+                f"adversary_id {self.adversary_id!r} names {found}, not a SimulatedAdversary: "
+                "add the component to the server config or drop adversary_id"
+            )
         try:
             component.bind(self.aggregator)
         except ValueError as exc:
@@ -259,7 +263,8 @@ class StarController(Controller):
             if len(results) < round_need:
                 self.log_error(
                     fl_ctx,
-                    f"round {round_num}: only {len(results)} valid results, {round_need} needed: the global model is kept",
+                    f"round {round_num}: only {len(results)} valid results, {round_need} needed: "
+                    "the global model is kept",
                 )
                 self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue

@@ -171,7 +171,8 @@ def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
         )
     if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
         raise ValueError(
-            f"targets must lie in [0, {num_classes}), got values from {int(targets.min())} to {int(targets.max())}; check num_classes"
+            f"targets must lie in [0, {num_classes}), got values from {int(targets.min())} to {int(targets.max())}; "
+            "check num_classes"
         )
     return (targets + 1) % num_classes
 

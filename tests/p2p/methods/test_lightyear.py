@@ -200,7 +200,8 @@ def test_cold_start_guard_trains_alone_until_the_own_model_is_clearly_better_tha
 
 
 def rescaled(weights, factor=100.0, seed=0):
-    """A copy of a digits CNN that computes exactly what ``weights`` computes (every unit scaled by factor or 1/factor)."""
+    """A copy of a digits CNN that computes exactly what ``weights`` computes (every unit scaled by factor or
+    1/factor)."""
     from lightyear.algorithms.attacks.reparametrise import reparametrised
     from lightyear.models import model_symmetries
 

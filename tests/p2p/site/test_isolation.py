@@ -1,4 +1,5 @@
-"""A site cut off from every neighbour (the relaying server died) stops and ends its job process; a new job resumes from its checkpoint."""
+"""A site cut off from every neighbour (the relaying server died) stops and ends its job process; a new job
+resumes from its checkpoint."""
 
 import csv
 import json

@@ -66,7 +66,8 @@ def largest_accepted_step(
         )
     if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, (int, np.integer)) or max_evaluations < 1:
         raise ValueError(
-            f"max_evaluations must be an integer >= 1 (each call of accepts costs a forward pass), got {max_evaluations!r}"
+            "max_evaluations must be an integer >= 1 (each call of accepts costs a forward pass), "
+            f"got {max_evaluations!r}"
         )
     budget = int(max_evaluations)
 
@@ -170,14 +171,16 @@ def harmful_direction(own_update, known_benign_updates=None, kind: str = REVERSE
     own = np.asarray(own_update)
     if own.ndim != 1 or own.size == 0:
         raise ValueError(
-            f"own_update must be a non-empty 1-D vector, got shape {own.shape}; flatten models with lightyear.algorithms.vectors.flatten"
+            f"own_update must be a non-empty 1-D vector, got shape {own.shape}; "
+            "flatten models with lightyear.algorithms.vectors.flatten"
         )
     base = check_finite("own_update", own)
     if known_benign_updates is not None and len(known_benign_updates) > 0:
         known = as_matrix(known_benign_updates)
         if known.shape[1] != base.size:
             raise ValueError(
-                f"known_benign_updates have {known.shape[1]} values but own_update has {base.size}; flatten models with the same keys"
+                f"known_benign_updates have {known.shape[1]} values but own_update has {base.size}; "
+                "flatten models with the same keys"
             )
         base = known.mean(axis=0)
     direction = -base if kind == REVERSE else -np.sign(base)

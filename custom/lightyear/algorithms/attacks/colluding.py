@@ -57,8 +57,9 @@ class KrumTarget:
     ATTACK = AdaptiveTarget(
         params=("direction", "max_step", "tol", "max_evaluations"),
         partial_needs=2,
-        partial_reason="the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' own updates and "
-        "their crafted copies, which needs at least 2 attackers; use --knowledge full or more attackers",
+        partial_reason="the adaptive attack on Krum under partial knowledge simulates Krum on the attackers' "
+        "own updates and their crafted copies, which needs at least 2 attackers; "
+        "use --knowledge full or more attackers",
     )
     """Fang et al.'s attack on Krum (:func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`)."""
 
@@ -77,10 +78,11 @@ class FedCapTarget:
 
     ATTACK = AdaptiveTarget(
         params=("margin", "direction"),
-        full_knowledge_only="the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last round's mostly "
-        "benign models, which partial knowledge does not hold; use --knowledge full",
+        full_knowledge_only="the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last "
+        "round's mostly benign models, which partial knowledge does not hold; use --knowledge full",
     )
-    """The attack on FedCAP's norm detection and customisation (:func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`)."""
+    """The attack on FedCAP's norm detection and customisation
+    (:func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`)."""
 
 
 @dataclass
@@ -104,7 +106,9 @@ def check_spec(spec: AttackSpec) -> AttackSpec:
     happens in the attackers' training, the executor's ``flip_labels``) and no attackers."""
     if spec.kind == LF:
         raise ValueError(
-            "label flipping (lf) happens in the attackers' training (executor argument flip_labels), not on the server; the simulated adversary takes the other attacks"
+            "label flipping (lf) happens in the attackers' training (executor argument flip_labels), "
+            "not on the server; "
+            "the simulated adversary takes the other attacks"
         )
     if not spec.attackers:
         raise ValueError("attackers must name at least one site (the last K sites of the job)")
@@ -134,7 +138,8 @@ def craft_round(
     if spec.kind == ADAPTIVE:
         if not isinstance(target, (KrumTarget, FedCapTarget)):
             raise ValueError(
-                "the adaptive attack in the star topology needs what the job's rule declares of itself: a KrumTarget or FedCapTarget"
+                "the adaptive attack in the star topology needs what the job's rule declares of itself: "
+                "a KrumTarget or FedCapTarget"
             )
         target.ATTACK.check(spec, type(target).__name__.removesuffix("Target"))
     if spec.knowledge not in (PARTIAL, FULL):
@@ -187,7 +192,8 @@ def _krum_attack(spec: AttackSpec, stand_in: list[np.ndarray], m: int, krum: Kru
     n_sim = len(stand_in) + m
     if n_sim < 3:
         raise ValueError(
-            f"Krum cannot be simulated on {n_sim} updates (it needs 3): {len(stand_in)} known and {m} attacker(s) this round"
+            f"Krum cannot be simulated on {n_sim} updates (it needs 3): "
+            f"{len(stand_in)} known and {m} attacker(s) this round"
         )
     f = default_f(n_sim) if krum.f is None else min(krum.f, default_f(n_sim))
     m_krum = min(krum.m, n_sim)

@@ -49,13 +49,15 @@ class Attack:
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
             raise ValueError(
-                f"an attack's name must be lower-case letters, digits and '_', starting with a letter; got {self.name!r}"
+                "an attack's name must be lower-case letters, digits and '_', starting with a letter; "
+                f"got {self.name!r}"
             )
         if self.counts not in COUNTS:
             raise ValueError(f"attack {self.name}: counts must be one of {COUNTS}, got {self.counts!r}")
         if self.craft is not None and not callable(self.craft):
             raise ValueError(
-                f"attack {self.name}: craft must be a function (own_update, known, n, m, **params) -> (update, settings)"
+                f"attack {self.name}: "
+                "craft must be a function (own_update, known, n, m, **params) -> (update, settings)"
             )
         if self.needs_known:
             object.__setattr__(self, "uses_knowledge", True)

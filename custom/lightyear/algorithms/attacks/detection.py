@@ -89,7 +89,8 @@ def detection_counts(malicious: Iterable, evaluated: Iterable, flagged: Iterable
     stray = marked - seen
     if stray:
         raise ValueError(
-            f"flagged senders {sorted(map(str, stray))} were not evaluated; pass every sender the defence looked at in evaluated"
+            f"flagged senders {sorted(map(str, stray))} were not evaluated; "
+            "pass every sender the defence looked at in evaluated"
         )
     attackers = bad & seen
     return DetectionCounts(

@@ -100,7 +100,8 @@ def crafted_update(
     declared = catalogue.attack(kind)
     if declared.craft is None:
         raise ValueError(
-            f"attack {kind!r} crafts no update: it acts on the training data, on a whole model, or by searching the defence"
+            f"attack {kind!r} crafts no update: "
+            "it acts on the training data, on a whole model, or by searching the defence"
         )
     known = None
     if declared.needs_known:

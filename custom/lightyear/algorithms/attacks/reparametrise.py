@@ -11,9 +11,10 @@ worse model. These transforms are the attack family ``rescale``, ``permute`` and
 (``docs/attacks.md``).
 
 Which units admit which symmetry is a property of the network; each network declares its groups
-(:class:`UnitGroup`, built by each network module's ``symmetries``, :func:`lightyear.models.model_symmetries`). A group is a set of ``units`` hidden
-units and the entries (:class:`Slot`) that carry them: producers (``power`` +1, multiplied by c),
-readers (``power`` -1, divided by c) and entries that only move with the unit (``power`` 0, e.g. a
+(:class:`UnitGroup`, built by each network module's ``symmetries``,
+:func:`lightyear.models.model_symmetries`). A group is a set of ``units`` hidden units and the
+entries (:class:`Slot`) that carry them: producers (``power`` +1, multiplied by c), readers
+(``power`` -1, divided by c) and entries that only move with the unit (``power`` 0, e.g. a
 BatchNorm's running statistics). Units of a group may only be permuted within contiguous blocks of
 ``block`` units (a GroupNorm group, an attention head).
 """
@@ -94,7 +95,8 @@ def check_groups(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup])
         for slot in group.slots:
             if slot.key not in weights:
                 raise ValueError(
-                    f"group {group.name}: the model has no entry {slot.key!r}; the symmetries were declared for another network"
+                    f"group {group.name}: the model has no entry {slot.key!r}; "
+                    "the symmetries were declared for another network"
                 )
             sub = _sub(np.asarray(weights[slot.key]), slot)
             if not -sub.ndim <= slot.axis < sub.ndim or not 0 <= slot.offset <= sub.shape[slot.axis] - group.units:

@@ -121,7 +121,8 @@ def check_params(kind: str, params: dict) -> None:
                 name,
                 value,
                 lambda v: 0 <= v < 1,
-                "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) or the norm (1 - margin) T_norm (FedCAP)",
+                "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) "
+                "or the norm (1 - margin) T_norm (FedCAP)",
             )
         elif name == "ddof" and (isinstance(value, bool) or value not in (0, 1)):
             raise ValueError(f"attack_ddof must be 0 or 1, got {value!r}")

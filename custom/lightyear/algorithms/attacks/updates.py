@@ -90,7 +90,8 @@ def flip_label(labels, num_classes: int) -> np.ndarray:
         )
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= num_classes):
         raise ValueError(
-            f"labels must lie in [0, {num_classes}), got values from {int(arr.min())} to {int(arr.max())}; check num_classes"
+            f"labels must lie in [0, {num_classes}), got values from {int(arr.min())} to {int(arr.max())}; "
+            "check num_classes"
         )
     return ((arr.astype(np.int64) + 1) % int(num_classes)).astype(arr.dtype)
 
@@ -175,7 +176,8 @@ def min_max(
 def min_sum(
     known_updates, perturbation: str = STD, gamma_init: float = GAMMA_INIT, tol: float = GAMMA_TOL
 ) -> tuple[np.ndarray, float]:
-    """(mean + gamma * p, gamma), gamma the largest with sum_i ||d_m - d_i||^2 <= max_i sum_j ||d_i - d_j||^2 (FedCAP Eqs. 8, 10).
+    """(mean + gamma * p, gamma), gamma the largest with sum_i ||d_m - d_i||^2 <= max_i sum_j ||d_i - d_j||^2
+    (FedCAP Eqs. 8, 10).
 
     Same search, edges and p as :func:`min_max`.
     """
@@ -227,7 +229,8 @@ def crafted_update(
     unknown = sorted(set(params) - set(CRAFT_PARAMS[kind]))
     if unknown:
         raise ValueError(
-            f"attack {kind!r} takes no parameter {', '.join(unknown)}; it takes {', '.join(CRAFT_PARAMS[kind]) or 'none'}"
+            f"attack {kind!r} takes no parameter {', '.join(unknown)}; "
+            f"it takes {', '.join(CRAFT_PARAMS[kind]) or 'none'}"
         )
     _check_counts(n_participants, n_attackers, allow_all=True)
     own = _update("own_update", own_update)
@@ -348,7 +351,8 @@ def _update(name: str, update) -> np.ndarray:
     arr = np.asarray(update)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(
-            f"{name} must be a non-empty 1-D vector, got shape {arr.shape}; flatten models with lightyear.algorithms.vectors.flatten"
+            f"{name} must be a non-empty 1-D vector, got shape {arr.shape}; "
+            "flatten models with lightyear.algorithms.vectors.flatten"
         )
     return check_finite(name, arr)
 
@@ -356,7 +360,8 @@ def _update(name: str, update) -> np.ndarray:
 def _known(known_updates, size: int) -> np.ndarray:
     if known_updates is None:
         raise ValueError(
-            "this attack needs known_updates (the attackers' own honest updates, plus the benign ones under full knowledge)"
+            "this attack needs known_updates "
+            "(the attackers' own honest updates, plus the benign ones under full knowledge)"
         )
     x = as_matrix(known_updates)
     if x.shape[1] != size:

@@ -235,8 +235,9 @@ def validated_update(
     """The hardened Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
 
     ``order``: the selected peers (every key of ``selected`` exactly once), in the order that breaks
-    ties between equal validation losses when the whole aggregate fails; ``evaluate(weights) -> (performance, loss)`` on the own
-    validation set; ``own_evaluation``: the own model's.
+    ties between equal validation losses when the whole aggregate fails;
+    ``evaluate(weights) -> (performance, loss)`` on the own validation set; ``own_evaluation``: the
+    own model's.
     """
     check_gamma(gamma)
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
@@ -301,9 +302,13 @@ def validated_update(
 
 def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
     if not candidate.evaluated:
-        return f"the aggregate with it grew an entry's norm by {candidate.growth:.3g} (more than max_norm_growth {bounds.max_norm_growth:g})"
+        return (
+            f"the aggregate with it grew an entry's norm by {candidate.growth:.3g} "
+            f"(more than max_norm_growth {bounds.max_norm_growth:g})"
+        )
     return (
-        f"the aggregate with it scored {candidate.performance:.4g} (loss {candidate.loss:.4g}) on the own validation set "
+        f"the aggregate with it scored {candidate.performance:.4g} (loss {candidate.loss:.4g}) "
+        "on the own validation set "
         f"against the own model's {own[0]:.4g} (loss {own[1]:.4g}): beyond validation_delta {bounds.delta:g} "
         f"or max_loss_growth {bounds.max_loss_growth:g}"
     )

@@ -58,11 +58,13 @@ def check_xi(xi0: float, delta_xi: float) -> tuple[float, float]:
     """xi0 must be a finite number > 0 (authors: 2) and delta_xi a finite number > 0 (authors: 0.25)."""
     if not _number(xi0) or xi0 <= 0:
         raise ValueError(
-            f"xi0 (initial threshold in standard deviations) must be a finite number > 0, got {xi0!r}; the authors use 2"
+            f"xi0 (initial threshold in standard deviations) must be a finite number > 0, got {xi0!r}; "
+            "the authors use 2"
         )
     if not _number(delta_xi) or delta_xi <= 0:
         raise ValueError(
-            f"delta_xi (threshold increment per pass) must be a finite number > 0, got {delta_xi!r}; the authors use 0.25"
+            f"delta_xi (threshold increment per pass) must be a finite number > 0, got {delta_xi!r}; "
+            "the authors use 0.25"
         )
     return float(xi0), float(delta_xi)
 

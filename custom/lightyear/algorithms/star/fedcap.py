@@ -59,7 +59,8 @@ def check_alpha(alpha: float) -> float:
     """alpha (softmax scale, Eq. 5) must be a finite number >= 0; 0 gives equal weights."""
     if not _number(alpha) or alpha < 0:
         raise ValueError(
-            f"alpha (FedCAP softmax scale, Eq. 5) must be a finite number >= 0, got {alpha!r}; the paper searches {{2, 5, 10}}"
+            f"alpha (FedCAP softmax scale, Eq. 5) must be a finite number >= 0, got {alpha!r}; "
+            "the paper searches {2, 5, 10}"
         )
     return float(alpha)
 
@@ -211,7 +212,8 @@ def fedcap_customize(
         missing = [s for s in active if s not in state.calibrated and s not in fresh]
         if missing and absent == "error":
             raise ValueError(
-                f"sites {missing} have no calibrated update from the last round: pass their update against the global model in fresh_updates, or absent='global'"
+                f"sites {missing} have no calibrated update from the last round: "
+                "pass their update against the global model in fresh_updates, or absent='global'"
             )
         for s in active:
             if s in state.calibrated or s in fresh:
@@ -258,7 +260,8 @@ def fedcap_calibrate_and_detect(
     models = dict(zip(live, stack([local_models[s] for s in live], name="local_models"))) if live else {}
     if live and next(iter(models.values())).size != state.global_vector.size:
         raise ValueError(
-            f"local models have {next(iter(models.values())).size} values but the global model has {state.global_vector.size}"
+            f"local models have {next(iter(models.values())).size} values "
+            f"but the global model has {state.global_vector.size}"
         )
     calibrated = {s: models[s] - state.global_vector for s in live}
     norms = {s: float(np.linalg.norm(calibrated[s])) for s in live}

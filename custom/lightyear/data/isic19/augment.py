@@ -97,7 +97,8 @@ class RandomFlip:
 
 
 class CoarseDropout:
-    """With probability ``p``, zero ``holes`` squares of ``size`` pixels at random places (albumentations CoarseDropout)."""
+    """With probability ``p``, zero ``holes`` squares of ``size`` pixels at random places
+    (albumentations CoarseDropout)."""
 
     def __init__(self, holes: int, size: int = 16, p: float = 0.5):
         self.holes, self.size, self.p = holes, size, p

@@ -113,7 +113,8 @@ def ground_truth_labels(ground_truth: pd.DataFrame) -> pd.Series:
     unk = labels == GROUND_TRUTH_COLUMNS.index("UNK")
     if unk.any():
         raise PrepareError(
-            f"{int(unk.sum())} images (e.g. {ground_truth['image'].iloc[int(np.flatnonzero(unk)[0])]}) are labelled UNK; "
+            f"{int(unk.sum())} images "
+            f"(e.g. {ground_truth['image'].iloc[int(np.flatnonzero(unk)[0])]}) are labelled UNK; "
             "Fed-ISIC2019 has the 8 classes " + ", ".join(CLASSES)
         )
     return pd.Series(labels, index=ground_truth["image"].to_numpy(), name="label")

@@ -106,7 +106,8 @@ def main(argv=None) -> int:
         def announce(job_id: str) -> None:
             print(f"submitted SLURM job {job_id} ({script})")
             print(
-                f"results: {results}-{job_id}   log: {os.path.join(os.path.abspath(args.out), f'ly-{name}-{job_id}.out')}",
+                f"results: {results}-{job_id}   "
+                f"log: {os.path.join(os.path.abspath(args.out), f'ly-{name}-{job_id}.out')}",
                 flush=True,
             )
 

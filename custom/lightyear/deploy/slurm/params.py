@@ -40,7 +40,8 @@ def check_gres(value) -> str:
     """A SLURM ``--gres`` value: ``name[:type][:count]``, comma-separated (``gpu:1``, ``gpu:a100:2``)."""
     if not isinstance(value, str) or not _GRES.fullmatch(value):
         raise SlurmInputError(
-            f"--gres {value!r:.80} is not a SLURM gres: use e.g. gpu:1 or gpu:a100:2 (letters, digits, ':', ',', '_', '.', '-')"
+            f"--gres {value!r:.80} is not a SLURM gres: "
+            "use e.g. gpu:1 or gpu:a100:2 (letters, digits, ':', ',', '_', '.', '-')"
         )
     return value
 

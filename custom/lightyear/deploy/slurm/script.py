@@ -93,7 +93,10 @@ def preamble(target: Target) -> list[str]:
         f"JOB={job}",
         'case "$JOB" in /*) ;; *) JOB="${SLURM_SUBMIT_DIR:-$PWD}/$JOB" ;; esac',
         *python_lines(target.python or "python3", target.custom),
-        'FOUND=$(command -v "$PYTHON") || { echo "no Python $PYTHON: activate the environment or set LIGHTYEAR_PYTHON" >&2; exit 2; }',
+        (
+            'FOUND=$(command -v "$PYTHON") || '
+            '{ echo "no Python $PYTHON: activate the environment or set LIGHTYEAR_PYTHON" >&2; exit 2; }'
+        ),
         "PYTHON=$FOUND",
         'export PATH="$(dirname "$PYTHON"):$PATH"',
         'nvflare() { "$PYTHON" -m nvflare.cli "$@"; }',

@@ -31,10 +31,11 @@ def directives(p: SlurmParams) -> dict:
     }
 
 
-_GPU_GROUPS = r"""
+_GPU_GROUPS = """
 IFS=, read -ra GPU_IDS <<< "${CUDA_VISIBLE_DEVICES:-}"
 if [ "${#GPU_IDS[@]}" -eq 0 ] || [ "${GPU_IDS[0]}" = "NoDevFiles" ]; then
-  echo "no GPU in this allocation (CUDA_VISIBLE_DEVICES is empty): submit with --gres=gpu:N, or use the cpu template" >&2
+  echo "no GPU in this allocation (CUDA_VISIBLE_DEVICES is empty): submit with --gres=gpu:N, \
+or use the cpu template" >&2
   exit 2
 fi
 for g in "${GPU_IDS[@]}"; do

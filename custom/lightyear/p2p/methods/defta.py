@@ -200,7 +200,8 @@ class DeftaExecutor(P2PExecutor):
             trust = DeftaTrust.from_dict(state["trust"])
             if set(trust.peers) != set(self.in_neighbours):
                 raise ValueError(
-                    f"the checkpoint's trust state is for peers {list(trust.peers)}, but this site now hears {self.in_neighbours}; "
+                    f"the checkpoint's trust state is for peers {list(trust.peers)}, "
+                    f"but this site now hears {self.in_neighbours}; "
                     "delete the site checkpoint to start this site from round 0"
                 )
             self.trust = trust

@@ -1,4 +1,5 @@
-"""The adaptive attack of a peer-to-peer attacker: per receiver, the most harmful model the receiver is predicted to adopt.
+"""The adaptive attack of a peer-to-peer attacker: per receiver, the most harmful model the receiver is
+predicted to adopt.
 
 The attacker runs the receiver's defence itself (the rule's ``predicted_outcome``: LIGHTYEAR's
 selection and aggregation, validated or as in the paper, or BALANCE's radius and mean) on its own

@@ -3,24 +3,25 @@
 Called by :class:`~lightyear.p2p.site.round.SiteRound` after the attacker trained honestly and
 before it sends (see ``docs/attacks-p2p.md``):
 
-1. attacks that use other updates (their declaration ``needs_known``, :mod:`~lightyear.algorithms.attacks.catalogue`) share
-   the honest model with the other attackers and wait for theirs
-   (:class:`~lightyear.p2p.site.collusion.Collusion`); under full knowledge the attacker also
-   waits for this round's models of its benign in-neighbours, which the exchange receives anyway
-   (:meth:`~lightyear.p2p.site.exchange.PeerExchange.peek` leaves them for the round's
-   aggregation). Both waits end at one deadline, :data:`WAIT_SHARE` of ``peer_deadline`` after the
-   attacker finished training, so the benign receivers, who wait ``peer_deadline`` for it, still
-   get its model in time;
+1. attacks that use other updates (their declaration ``needs_known``,
+   :mod:`~lightyear.algorithms.attacks.catalogue`) share the honest model with the other attackers
+   and wait for theirs (:class:`~lightyear.p2p.site.collusion.Collusion`); under full knowledge the
+   attacker also waits for this round's models of its benign in-neighbours, which the exchange
+   receives anyway (:meth:`~lightyear.p2p.site.exchange.PeerExchange.peek` leaves them for the
+   round's aggregation). Both waits end at one deadline, :data:`WAIT_SHARE` of ``peer_deadline``
+   after the attacker finished training, so the benign receivers, who wait ``peer_deadline`` for it,
+   still get its model in time;
    A reparametrisation under full knowledge also waits for its benign in-neighbours' models: the
    models of its receivers, which it transforms;
 2. with a compute slot held, the model to send is computed from flat vectors
    (:func:`~lightyear.algorithms.attacks.peer.attack_model`), for each distinct (n, m) that the
    receivers see (:func:`~lightyear.algorithms.attacks.peer.participants`); the adaptive attack
    predicts each receiver's round with the site's rule (``predicted_outcome`` of the LIGHTYEAR and
-   BALANCE executors; :mod:`lightyear.p2p.site.adaptive_attack`). A reparametrisation (``lightyear.algorithms.attacks.reparametrise``) transforms the
-   honest model (partial knowledge) or each receiver's own model of the round (full knowledge; the
-   honest model for a receiver whose model did not arrive), with a new draw for every receiver
-   unless ``attack_per_receiver`` is false.
+   BALANCE executors; :mod:`lightyear.p2p.site.adaptive_attack`). A reparametrisation
+   (``lightyear.algorithms.attacks.reparametrise``) transforms the honest model (partial knowledge)
+   or each receiver's own model of the round (full knowledge; the honest model for a receiver whose
+   model did not arrive), with a new draw for every receiver unless ``attack_per_receiver`` is
+   false.
 
 When receivers get different models, the attack returns a
 :class:`~lightyear.p2p.site.exchange.PerReceiver`. The site keeps aggregating on its honest model;
@@ -150,7 +151,8 @@ class PeerAttack:
         fields.update(made)
         self.log(
             "info",
-            f"round {r}: {spec.kind} attack ({spec.knowledge} knowledge, {made['attack_known']} known models) sends a crafted model",
+            f"round {r}: {spec.kind} attack ({spec.knowledge} knowledge, {made['attack_known']} known models) "
+            "sends a crafted model",
         )
         return weights, fields
 

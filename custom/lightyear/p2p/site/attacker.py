@@ -41,7 +41,8 @@ class PeerAttacker(FLComponent):
         knowledge: ``partial`` (the attackers pool their honest updates) or ``full`` (also this
             round's models of the benign in-neighbours).
         attackers: every attacking site of the run (the colluders), this one included.
-        params: the attack's parameters (``attack_<param>`` settings; :func:`~lightyear.algorithms.attacks.settings.params_of`).
+        params: the attack's parameters (``attack_<param>`` settings;
+            :func:`~lightyear.algorithms.attacks.settings.params_of`).
         seed: the job seed: a reparametrisation draws its factors and permutations from it, the
             attacker, the round and the receiver; no other attack draws at random.
         """
@@ -51,7 +52,8 @@ class PeerAttacker(FLComponent):
         )
         if kind == LF:
             raise ValueError(
-                "label flipping (lf) is no PeerAttacker: give the attackers' executor the argument flip_labels=true instead"
+                "label flipping (lf) is no PeerAttacker: "
+                "give the attackers' executor the argument flip_labels=true instead"
             )
         if not self.spec.attackers:
             raise ValueError("attackers must list the attacking sites (this one included), got none")
@@ -99,7 +101,8 @@ class PeerAttacker(FLComponent):
         ``symmetries()``: the site network's unit groups, for a reparametrisation."""
         if site not in self.spec.attackers:
             raise ValueError(
-                f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; regenerate the job"
+                f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; "
+                "regenerate the job"
             )
         collusion = Collusion(site, self.spec.attackers, rounds, max_abs_weight, log, start_round=start_round)
         collusion.open(reference, codec, secure, send_timeout)
@@ -117,10 +120,14 @@ def attack_problem(attack_id: str, component, rule) -> str | None:
     """Why the component ``attack_id`` names cannot attack on a site whose rule is ``rule``, or None."""
     if not isinstance(component, PeerAttacker):
         found = "no component" if component is None else f"a {type(component).__name__}"
-        return f"attack_id {attack_id!r} names {found} in this site's config; it must name a lightyear.p2p.site.attacker.PeerAttacker component"
+        return (
+            f"attack_id {attack_id!r} names {found} in this site's config; "
+            "it must name a lightyear.p2p.site.attacker.PeerAttacker component"
+        )
     if component.kind == ADAPTIVE and not hasattr(rule, "predicted_outcome"):
         return (
-            f"the adaptive attack predicts the round of LIGHTYEAR or BALANCE, and this site runs {type(rule).__name__}; "
+            "the adaptive attack predicts the round of LIGHTYEAR or BALANCE, "
+            f"and this site runs {type(rule).__name__}; "
             "choose another attack or one of those methods"
         )
     return None

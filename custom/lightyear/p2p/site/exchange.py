@@ -257,7 +257,8 @@ class PeerExchange:
         if was < self.max_missed_rounds <= self.missed[peer]:
             self.log(
                 "warning",
-                f"{peer} missed {self.missed[peer]} rounds in a row: no longer waited for (still accepted if it returns)",
+                f"{peer} missed {self.missed[peer]} rounds in a row: "
+                "no longer waited for (still accepted if it returns)",
             )
 
     def _back(self, peer: str, round_num: int) -> None:

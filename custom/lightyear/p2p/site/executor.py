@@ -254,7 +254,8 @@ class P2PExecutor(Executor):
                 self.malfunction = engine.get_component(self.malfunction_id)
                 if self.malfunction is None or not hasattr(self.malfunction, "corrupt"):
                     self.system_panic(
-                        f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config",
+                        f"malfunction_id {self.malfunction_id!r} "
+                        "names no MalfunctionFilter component in this site's config",
                         fl_ctx,
                     )
             if self.attack_id:
@@ -426,7 +427,8 @@ class P2PExecutor(Executor):
             )
         self.log_info(
             fl_ctx,
-            f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, device {self.runtime.trainer.device}",
+            f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, "
+            f"device {self.runtime.trainer.device}",
         )
         self.ready, self.state = True, READY
         greeting = BackgroundHandshake(

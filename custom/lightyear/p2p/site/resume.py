@@ -61,7 +61,8 @@ def check_resume_from(value) -> str | None:
         if name != "site" or spec or conv:
             shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
             raise ValueError(
-                f"resume_from may hold only the placeholder {{site}}, written plainly (no format spec or conversion), got {shown[:60]!r}"
+                "resume_from may hold only the placeholder {site}, written plainly (no format spec or conversion), "
+                f"got {shown[:60]!r}"
             )
     return value
 
@@ -97,12 +98,14 @@ def find_checkpoint(
             )
         if found.meta.get("seed") != meta["seed"]:
             raise ValueError(
-                f"resume_from: the checkpoint in {folder} comes from a job with seed {found.meta.get('seed')!r:.40}, this job "
+                f"resume_from: the checkpoint in {folder} "
+                f"comes from a job with seed {found.meta.get('seed')!r:.40}, this job "
                 f"has seed {meta['seed']}: resume only with the same seed"
             )
     if not 0 <= found.round < meta["rounds"]:
         raise CheckpointError(
-            f"the site checkpoint {os.path.join(folder, CHECKPOINT_FILE)} holds round {found.round}, outside this job's "
+            f"the site checkpoint {os.path.join(folder, CHECKPOINT_FILE)} holds round {found.round}, "
+            "outside this job's "
             f"rounds 0..{meta['rounds'] - 1}; {fix}"
         )
     return found, folder, fix

@@ -53,7 +53,8 @@ class Runtime(Protocol):
 
 
 class Malfunction(Protocol):
-    """What a faulty site sends instead of its model (:class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`)."""
+    """What a faulty site sends instead of its model
+    (:class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`)."""
 
     def corrupt(self, weights: dict, round_num: int, site: str) -> tuple[dict, str]: ...
 
@@ -157,7 +158,8 @@ class SiteRound:
         if inbox.late:
             self.log(
                 "warning",
-                f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; skipped this round",
+                f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; "
+                "skipped this round",
             )
         for peer, reason in inbox.rejected.items():
             self.log("warning", f"round {round_num}: rejected the model of {peer}: {reason}")

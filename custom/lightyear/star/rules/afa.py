@@ -74,7 +74,8 @@ class AfaAggregator(StarAggregator):
         for site in outcome.newly_blocked:
             self.log_warning(
                 fl_ctx,
-                f"round {round_num}: AFA blocked {site} for good (P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})",
+                f"round {round_num}: AFA blocked {site} for good "
+                f"(P(reputation < 0.5) = {self.reputation.prob_bad(site):.3f})",
             )
         return decision
 

@@ -121,7 +121,8 @@ class FedCapAggregator(StarAggregator):
         for site in found.removed_now:
             self.log_warning(
                 fl_ctx,
-                f"round {round_num}: FedCAP removed {site} for good (||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})",
+                f"round {round_num}: FedCAP removed {site} for good "
+                f"(||d~|| = {found.norms[site]:.3g} > T_norm = {self.t_norm:g})",
             )
         return decision
 

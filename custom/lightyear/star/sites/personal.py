@@ -51,7 +51,9 @@ def check_lam(lam) -> float:
         return check_mu(lam)
     except ValueError:
         raise ValueError(
-            f"lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) must be a finite number >= 0, got {lam!r}"
+            "lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) "
+            "must be a finite number >= 0, "
+            f"got {lam!r}"
         ) from None
 
 
