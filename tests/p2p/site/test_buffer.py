@@ -39,9 +39,10 @@ def test_release_frees_and_refuses_late_models():
     buf.put(0, "site-2", "a")
     buf.put(1, "site-2", "b")
     buf.release(0)
-    assert buf.rounds_held() == [1]
+    assert buf.models_held() == 1  # round 0's model is gone, round 1's kept
     assert buf.put(0, "site-3", "late") == pb.LATE
-    assert buf.rounds_held() == [1]
+    assert buf.models_held() == 1
+    assert buf.wait_for(1, ["site-2"], timeout=0) == {"site-2": "b"}
 
 
 def test_abort_stops_waiting():

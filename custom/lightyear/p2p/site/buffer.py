@@ -95,10 +95,6 @@ class PeerModelBuffer:
             for r in [r for r in self._models if r <= round_num]:
                 del self._models[r]
 
-    def rounds_held(self) -> list[int]:
-        with self._cond:
-            return sorted(self._models)
-
     def models_held(self) -> int:
         with self._cond:
             return sum(len(v) for v in self._models.values())
