@@ -1,11 +1,8 @@
-"""lightyear-sweep: runs, failures, skipping finished runs, Ctrl-C, SLURM scripts; one real resumed sweep.
+"""lightyear-sweep runs: failures, skipping finished runs, FLARE's start race, Ctrl-C, parallel runs,
+attack sweeps, progress and failure reasons; one real resumed sweep (extended tier).
 
-Most tests use a stand-in for ``nvflare simulator`` ($LIGHTYEAR_NVFLARE) that behaves by the
-job's seed: seed 1 fails the way FLARE does (ERROR lines, exit 0, no summary), seed 4 writes a
-summary in which every site dropped, seeds 5 and 6 meet FLARE's start race (a worker dies at
-start) the first time and every time, seed 2 hangs with a
-child process and a site worker in a session of its own, as FLARE starts them (to check that
-Ctrl-C ends both), any other seed writes a summary after two progress records.
+Most tests run the stand-in for ``nvflare simulator`` of :mod:`sweep_fakes`, which behaves by the
+job's seed.
 """
 
 import json
@@ -21,78 +18,7 @@ from lightyear.experiments import progress, report, runner, sweep
 from lightyear.experiments.results import load_sweep
 from lightyear.experiments.selection import counts, run_selection
 
-from repo import ROOT
-
-CONFIGS = os.path.join(ROOT, "app_configs")
-CUSTOM = os.path.join(ROOT, "custom")
-
-FAKE = r"""
-import json, os, subprocess, sys, time
-job, ws = sys.argv[2], sys.argv[sys.argv.index("-w") + 1]
-meta = json.load(open(os.path.join(job, "meta.json")))
-seed = meta["lightyear"]["seed"]
-print("fake simulator", meta["name"], "sites", sys.argv[sys.argv.index("-t") + 1], flush=True)
-run = os.path.join(ws, "server", "simulate_job")
-os.makedirs(run, exist_ok=True)
-if seed == 1:
-    print("2026-01-01 - ERROR - received unknown aux message topic lightyear.ping")
-    print("2026-01-01 - ERROR - site-2 failed: CUDA out of memory")
-    sys.exit(0)
-if seed == 4:  # peer-to-peer runs whose sites all dropped still write a summary
-    print("2026-01-01 - ERROR - the peer-to-peer run failed: site-1: ValueError: no data")
-    with open(os.path.join(run, "summary.csv"), "w") as f:
-        f.write("site,malfunction,status,acc\nsite-1,none,dropped,nan\nmean_benign,n=0,,nan\nstd_benign,n=0,,nan\n")
-    sys.exit(0)
-if seed in (5, 6):  # FLARE's start race: a worker died at start (seed 5: the first time only)
-    count = os.path.join(os.path.dirname(ws), "attempts")
-    attempt = int(open(count).read()) + 1 if os.path.exists(count) else 1
-    open(count, "w").write(str(attempt))
-    if attempt == 1 or seed == 6:
-        print("2026-01-01 - SimulatorRunner - ERROR - Subprocess died for client site-2 before send, exit code: 1")
-        sys.exit(0)
-if seed == 2:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-    open(os.path.join(ws, "pids"), "w").write(f"{os.getpid()} {child.pid} {worker.pid}")
-    time.sleep(600)
-for rnd in range(2):
-    with open(os.path.join(run, "progress.jsonl"), "a") as f:
-        f.write(json.dumps({"round": rnd, "site": "site-1"}) + "\n")
-    time.sleep(0.1)
-with open(os.path.join(run, "summary.csv"), "w") as f:
-    f.write("site,malfunction,status,acc\nsite-1,none,finished,0.5\nmean_benign,n=1,,0.5\nstd_benign,n=1,,0.0\n")
-"""
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    path = tmp_path / "fake_nvflare"
-    path.write_text(f"#!{sys.executable}\n{FAKE}")
-    path.chmod(0o755)
-    monkeypatch.setenv("LIGHTYEAR_NVFLARE", str(path))
-    return path
-
-
-def write_spec(tmp_path, seeds, name="s.json", **extra):
-    spec = {
-        "datasets": ["digits"],
-        "methods": ["fedavg"],
-        "faulty": [0],
-        "seeds": seeds,
-        "set": {"sites": ["site-1", "site-2"], "rounds": 2},
-        **extra,
-    }
-    path = tmp_path / name
-    path.write_text(json.dumps(spec))
-    return str(path)
-
-
-def statuses(out):
-    return {n: r["status"] for n, r in json.loads((out / "sweep_status.json").read_text())["runs"].items()}
-
-
-def env():
-    return {**os.environ, "PYTHONPATH": CUSTOM + os.pathsep + os.environ.get("PYTHONPATH", "")}
+from sweep_fakes import CONFIGS, env, statuses, write_spec
 
 
 def test_failed_run_is_recorded_and_the_sweep_goes_on_then_resumes(tmp_path, fake, capsys):
@@ -189,69 +115,12 @@ def test_finished_runs_with_other_settings_are_not_mixed_in(tmp_path, fake, caps
     assert "used other settings than the spec now gives (fedavg_digits_clean_s0)" in capsys.readouterr().err
 
 
-def test_bad_spec_stops_before_anything_is_written(tmp_path, capsys):
-    path = write_spec(tmp_path, [0], methods=["nope"])
-    assert sweep.main([path, "--out", str(tmp_path / "out"), "--configs", CONFIGS]) == 2
-    assert "unknown methods nope" in capsys.readouterr().err and not (tmp_path / "out").exists()
-    path = write_spec(tmp_path, [0], set={"tau": 3})
-    assert sweep.main([path, "--out", str(tmp_path / "out"), "--configs", CONFIGS]) == 2
-    assert "run fedavg_digits_clean_s0: " in capsys.readouterr().err
-
-
-def test_slurm_script_runs_one_task_per_run(tmp_path, fake, capsys):
-    out = tmp_path / "out"
-    spec = write_spec(tmp_path, [0, 3])
-    assert (
-        sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--gres", "gpu:1", "--time", "01:00:00"])
-        == 0
-    )
-    text = (out / "sweep.sbatch").read_text()
-    assert text.startswith("#!/bin/bash\n")
-    for line in ("#SBATCH --array=0-1", "#SBATCH --gres=gpu:1", "#SBATCH --time=01:00:00", "#SBATCH --cpus-per-task=2"):
-        assert line in text
-    assert (
-        f"-m lightyear.experiments.sweep {out / 'spec.json'} --out {out} --configs {CONFIGS} "
-        '--task "$SLURM_ARRAY_TASK_ID"' in text
-    )
-    assert "sbatch " + str(out / "sweep.sbatch") in capsys.readouterr().out
-    assert not (out / "runs").exists()
-    no_gres = sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"])
-    assert no_gres == 0 and "sbatch --gres=gpu:1" in (out / "sweep.sbatch").read_text()
-    # what array task 1 runs
-    assert sweep.main([str(out / "spec.json"), "--out", str(out), "--configs", CONFIGS, "--task", "1"]) == 0
-    assert statuses(out) == {"fedavg_digits_clean_s3": "finished"}
-    assert sweep.main([str(out / "spec.json"), "--out", str(out), "--configs", CONFIGS, "--task", "2"]) == 2
-
-
 def test_failure_reason_skips_noise_and_falls_back_to_the_last_line(tmp_path):
     (tmp_path / "log.txt").write_text(
         "start\nx - ERROR - received unknown aux message topic lightyear.ping\nlast words\n"
     )
     assert runner.failure_reason(str(tmp_path), 0) == "last words"
     assert runner.failure_reason(str(tmp_path), 1) == "exit code 1: last words"
-
-
-def test_slurm_never_replaces_a_spec_or_script_no_sweep_wrote(tmp_path, fake, capsys):
-    out = tmp_path / "out"
-    out.mkdir()
-    spec = write_spec(tmp_path, [0])
-    for name in ("spec.json", "sweep.sbatch"):
-        (out / name).write_text("mine\n")
-        assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 2
-        err = capsys.readouterr().err
-        assert f"holds {name}, which no sweep wrote" in err and "--force" in err and err.count("\n") == 1
-        assert (out / name).read_text() == "mine\n" and not (out / "sweep.json").exists()
-        (out / name).unlink()
-    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0
-    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0  # its own files: replaced
-    (out / "sweep.sbatch").write_text("mine\n")
-    assert sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--slurm", "--force"]) == 0
-    assert "lightyear.experiments.sweep" in (out / "sweep.sbatch").read_text()
-    own = out / "spec.json"  # a spec read from the sweep folder itself stays as written
-    own.write_text(json.dumps({"datasets": ["digits"], "methods": ["fedavg"], "faulty": [0], "seeds": [0]}))
-    (out / "sweep.json").unlink()
-    assert sweep.main([str(own), "--out", str(out), "--configs", CONFIGS, "--slurm"]) == 0
-    assert "name" not in json.loads(own.read_text())
 
 
 def test_a_dry_run_over_a_damaged_summary_lists_the_run_to_do(tmp_path, fake, capsys):
@@ -360,82 +229,6 @@ def test_real_sweep_killed_and_resumed_and_faulty_peer_never_selected(tmp_path):
     assert [line.split(" | ")[0] for line in table[-2:]] == ["| fedavg", "| lightyear"]
 
 
-def refused(capsys, argv, message):
-    """lightyear-sweep ARGV ends in one line naming the problem, exit status 2."""
-    assert sweep.main(argv) == 2
-    err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1 and err.startswith("lightyear-sweep: error: "), err
-
-
-def test_a_binary_or_unreadable_spec_is_named(tmp_path, capsys):
-    (tmp_path / "spec.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
-    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "spec.yaml is not a UTF-8 text file")
-    (tmp_path / "spec.yaml").write_text("datasets: [digits\nmethods: all\n")
-    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "is not valid YAML")
-    (tmp_path / "spec.yaml").write_text("datasets: [[digits]]\nmethods: all\nfaulty: [0]\n")
-    refused(capsys, [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")], "'datasets' must list plain values")
-    (tmp_path / "spec.yaml").write_text("")  # an empty file: YAML reads it as nothing at all
-    refused(
-        capsys,
-        [str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")],
-        "spec.yaml must hold a mapping with the keys name, datasets",
-    )
-    assert not (tmp_path / "o").exists()
-
-
-def test_an_out_that_cannot_be_a_folder_is_refused_before_anything_is_written(tmp_path, capsys):
-    spec = write_spec(tmp_path, [0])
-    (tmp_path / "FILE").write_text("mine")
-    for extra in ([], ["--slurm"]):
-        refused(
-            capsys,
-            [spec, "--out", str(tmp_path / "FILE"), "--configs", CONFIGS, *extra],
-            "is a file: give the sweep folder",
-        )
-    assert (tmp_path / "FILE").read_text() == "mine"
-    refused(capsys, [spec, "--out", "/proc/x", "--configs", CONFIGS, "--slurm"], "--out /proc/x cannot be created")
-
-
-@pytest.mark.parametrize(
-    "option, value, message",
-    [
-        ("--gres", "gpu:1\n#SBATCH --wrap=evil", "is not a SLURM gres"),
-        ("--gres", "gpu:1 --wrap=x", "is not a SLURM gres"),
-        ("--time", "01:00:00\n#SBATCH --wrap=evil", "is not a SLURM time"),
-    ],
-)
-def test_no_value_can_add_a_line_to_the_batch_script(tmp_path, capsys, option, value, message):
-    spec = write_spec(tmp_path, [0])
-    refused(capsys, [spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", option, value], message)
-    assert not (tmp_path / "o").exists()
-    refused(
-        capsys,
-        [spec, "--out", str(tmp_path / "o\n#SBATCH --wrap=evil"), "--configs", CONFIGS, "--slurm"],
-        "holds a line break",
-    )
-    assert (
-        sweep.main(
-            [spec, "--out", str(tmp_path / "o"), "--configs", CONFIGS, "--slurm", "--gres", "gpu:a100:2,mps:100"]
-        )
-        == 0
-    )
-    assert "#SBATCH --gres=gpu:a100:2,mps:100\n" in (tmp_path / "o" / "sweep.sbatch").read_text()
-
-
-def test_the_sweep_uses_the_packages_configurations_anywhere(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    spec = write_spec(tmp_path, [0])
-    assert sweep.main([spec, "--out", str(tmp_path / "o"), "--dry-run"]) == 0
-    assert "todo  fedavg_digits_clean_s0" in capsys.readouterr().out
-    assert sweep.main(["digits_baselines", "--out", str(tmp_path / "o"), "--dry-run"]) == 0  # a shipped sweep, by name
-    assert "nothing was written" in capsys.readouterr().out and not (tmp_path / "o").exists()
-    refused(
-        capsys,
-        ["digits_nope", "--out", str(tmp_path / "o")],
-        "no sweep description 'digits_nope': give a .yaml or .json file, or the name",
-    )
-
-
 def test_an_attack_sweep_runs_attack_jobs(tmp_path, fake, capsys):
     out = tmp_path / "out"
     path = write_spec(
@@ -472,13 +265,3 @@ def test_an_attackers_row_never_makes_a_run_finished(tmp_path):
         "site,malfunction,status,acc\nsite-1,none,finished,0.5\nsite-2,none,finished,0.9\n"
     )
     assert runner.is_finished(str(folder))
-
-
-def test_every_run_of_the_shipped_adaptive_sweep_generates(tmp_path, capsys):
-    assert sweep.main(["digits_adaptive", "--out", str(tmp_path / "out"), "--configs", CONFIGS, "--dry-run"]) == 0
-    text = capsys.readouterr().out
-    assert (
-        "todo  krum_digits_adaptive5_full_s0" in text
-        and "16 runs: 0 done, 16 to run" in text
-        and "todo  fedcap_digits_adaptive3_full_s0" in text
-    )

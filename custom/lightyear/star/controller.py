@@ -38,14 +38,11 @@ rule left out or shut out for good (:meth:`StarController.stats`, via
 
 from __future__ import annotations
 
-import json
+import functools
 import math
-import os
 
-import numpy as np
 from nvflare.apis.client import Client
 from nvflare.apis.controller_spec import Task
-from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.fl_context import FLContext
 from nvflare.apis.impl.controller import Controller
 from nvflare.apis.shareable import Shareable
@@ -55,12 +52,13 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import integer, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
-from lightyear.records import atomic_write, format_table, save_npz_atomic, summarize_sites, write_summary
+from lightyear.records import format_table
+from lightyear.star import round_results, run_files
 from lightyear.star.adversary import ADVERSARY_FILE, SimulatedAdversary
 from lightyear.star.aggregator import StarAggregator
 from lightyear.star.messages import task_data
 from lightyear.star.per_site_tasks import wait_like_broadcast
-from lightyear.star.results import capped_counts, result_model, valid_num_samples
+from lightyear.star.results import valid_num_samples
 
 
 def default_min_clients(n_sites: int) -> int:
@@ -123,7 +121,6 @@ class StarController(Controller):
         self.adversary: SimulatedAdversary | None = None
         self._refused = ""  # why the run cannot start (set at START_RUN)
         self._attack: dict | None = None  # the adversary's record of the current round
-        self._rejected: list[str] = []  # the results the checks refused this round
         self.history: list[dict] = []  # every round's decision of the rule (aggregator_state.json)
         from lightyear.training.settings import model_options
 
@@ -286,25 +283,10 @@ class StarController(Controller):
         final = self.aggregator.site_models(sites, global_weights, self.rounds, fl_ctx)
         sent = {s: (final or {}).get(s, global_weights) for s in sites}
         tasks = self._run_tasks(C.STAR_EVAL_TASK, self.rounds, sent, final is not None, need, abort_signal, fl_ctx)
-        for task in tasks:
-            for ct in task.client_tasks:
-                result = ct.result
-                if (
-                    isinstance(result, Shareable)
-                    and result.get_return_code() == ReturnCode.OK
-                    and isinstance(result.get(C.KEY_RESULT), dict)
-                ):
-                    self._finals.append(self._final_row(ct.client.name, result[C.KEY_RESULT]))
+        self._finals += round_results.final_rows(tasks, self.rounds - 1, self.adversary)
         evaluated = {f["site"] for f in self._finals}
         self._note(sites_answered=len(evaluated), not_answered=sorted(set(sites) - evaluated))
         return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
-
-    def _final_row(self, site: str, result: dict) -> dict:
-        """A site's final evaluation as a summary row; an attacker's ``malfunction`` is the attack."""
-        row = dict(result, site=site, status="finished", last_round=self.rounds - 1)
-        if self.adversary is not None and site in self.adversary.attackers:
-            row["malfunction"] = self.adversary.spec.kind
-        return row
 
     def _keep_decision(self, round_num: int, decision) -> None:
         """The rule's decision into the history (with the results the checks refused, which the
@@ -328,14 +310,7 @@ class StarController(Controller):
         )
 
     def _save_round(self, global_weights: dict) -> None:
-        save_npz_atomic(os.path.join(self._run_dir, "global_model.npz"), global_weights)
-        state = {**({"history": self.history} if self.history else {}), **self.aggregator.state()}
-        if state:
-            blob = json.dumps(state, default=float).encode()
-            atomic_write(os.path.join(self._run_dir, "aggregator_state.json"), lambda f: f.write(blob))
-        arrays = self.aggregator.state_arrays()
-        if arrays:
-            save_npz_atomic(os.path.join(self._run_dir, "aggregator_state.npz"), arrays)
+        run_files.save_round(self._run_dir, global_weights, self.history, self.aggregator)
 
     def _run_tasks(
         self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext
@@ -363,14 +338,7 @@ class StarController(Controller):
     def _write_summary(self, fl_ctx: FLContext) -> None:
         if not self._sites:
             return
-        done = {f["site"] for f in self._finals}
-        missing = [
-            {"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}}
-            for s in self._sites
-            if s not in done
-        ]
-        rows = summarize_sites(self._finals + missing)
-        path = write_summary(rows, self._run_dir)
+        rows, path = run_files.write_final_summary(self._finals, self._sites, self._run_dir)
         self.log_info(
             fl_ctx, f"final test metrics of each site's evaluated model (written to {path}):\n{format_table(rows)}"
         )
@@ -378,71 +346,32 @@ class StarController(Controller):
     def _collect(
         self, tasks, global_weights: dict, round_num: int, fl_ctx: FLContext, sent: dict | None = None
     ) -> dict:
-        """The round's valid results, checked against the global model; results are keyed by the
-        identity FLARE authenticated and cast to the global model's dtypes. ``tasks`` is a Task
-        or a list of them; ``sent`` maps each site to the model it was sent (default: the global
-        model), to which a ``WEIGHT_DIFF`` result is added."""
+        """The round's valid results (:mod:`lightyear.star.round_results`), the attackers' crafted
+        by the adversary first. ``tasks`` is a Task or a list of them; ``sent`` maps each site to
+        the model it was sent (default: the global model), to which a ``WEIGHT_DIFF`` result is added."""
         tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
-        sent = {
-            ct.client.name: (sent or {}).get(ct.client.name, global_weights)
-            for task in tasks
-            for ct in task.client_tasks
-        }
-        raw = {}
+        sent = round_results.sent_models(tasks, sent, global_weights)
         self._rejected = []
-        for ct in (ct for task in tasks for ct in task.client_tasks):
-            site, result = ct.client.name, ct.result
-            if not (isinstance(result, Shareable) and result.get_return_code() == ReturnCode.OK):
-                rc = result.get_return_code() if isinstance(result, Shareable) else "no result"
-                reason = result.get(C.KEY_ERROR, "") if isinstance(result, Shareable) else ""
-                self.log_warning(fl_ctx, f"round {round_num}: {site} returned {rc} {reason}")
-                continue
-            raw[site] = result
+        warn = functools.partial(self.log_warning, fl_ctx)
+        raw = round_results.answered(tasks, round_num, warn)
         if self.adversary is not None:
             raw = self._craft(raw, sent, global_weights, round_num, fl_ctx)
-        claimed, models = {}, {}
-        for site, result in raw.items():
-            weights, n, problems = result_model(result, sent[site], global_weights, self.max_abs_weight)
-            if not valid_num_samples(n):
-                problems.append(f"num_samples must be a finite positive number, got {n!r}")
-            if problems:
-                self.log_warning(fl_ctx, f"round {round_num}: rejected the result of {site}: {'; '.join(problems)}")
-                self._rejected.append(site)
-                continue
-            claimed[site] = float(n)
-            models[site] = {k: np.asarray(v).astype(global_weights[k].dtype, copy=False) for k, v in weights.items()}
-            models[site].update(
-                {
-                    k: global_weights[k]
-                    for k in global_weights
-                    if not np.issubdtype(global_weights[k].dtype, np.floating)
-                }
-            )
-        counts = capped_counts(claimed, self.max_sample_ratio)
-        for site in counts:
-            if counts[site] < claimed[site]:
-                self.log_warning(
-                    fl_ctx, f"round {round_num}: {site} claimed {claimed[site]:g} samples; capped at {counts[site]:g}"
-                )
-        return {s: {"weights": models[s], "num_samples": counts[s]} for s in models}
+        results, self._rejected = round_results.checked(
+            raw, sent, global_weights, round_num, self.max_abs_weight, self.max_sample_ratio, warn
+        )
+        return results
 
     def _craft(self, raw: dict, sent: dict, reference: dict, round_num: int, fl_ctx: FLContext) -> dict:
         """The round's OK results with the attackers' replaced by the adversary's crafted ones; if
         crafting fails, without the attackers' results (module docstring). The round's record is
         logged, appended to ``adversary.jsonl`` and kept for the history."""
-        try:
-            raw, record = self.adversary.rewrite(raw, sent, reference, round_num, self.max_abs_weight)
-        except Exception as exc:  # noqa: BLE001 - a failed simulation must not stop the run
-            dropped = [s for s in raw if s in self.adversary.attackers]
-            raw = {s: r for s, r in raw.items() if s not in dropped}
-            record = self.adversary.failure(round_num, exc, dropped)
+        raw, record = round_results.crafted(self.adversary, raw, sent, reference, round_num, self.max_abs_weight)
         self.adversary.log_round(record, fl_ctx)
         self._attack = record
         if not self._run_dir:  # not started (in-process tests): nowhere to write
             return raw
         try:
-            with open(os.path.join(self._run_dir, ADVERSARY_FILE), "a") as f:
-                f.write(json.dumps(record, default=float) + "\n")
+            run_files.append_attack_record(self._run_dir, record)
         except OSError as exc:
             self.log_error(
                 fl_ctx, f"round {round_num}: could not append to {ADVERSARY_FILE} ({exc}); the history keeps the record"

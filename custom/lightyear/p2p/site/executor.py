@@ -1,6 +1,7 @@
 """Site side of the peer-to-peer topology: the rounds run on the sites, not on the server.
 
-One long task (``lightyear_p2p_run``) carries the neighbour lists, rounds and seed. Each round a
+One long task (``lightyear_p2p_run``) carries the neighbour lists, rounds and seed (what a site sets
+up from it before its first round: :mod:`lightyear.p2p.site.run_start`). Each round a
 site trains locally, sends its model to its out-neighbours (client-to-client messages), waits
 for its in-neighbours' models of that round until ``peer_deadline`` (the exchange and its checks
 are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
@@ -50,13 +51,10 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
-from lightyear.algorithms.attacks.updates import LF
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import boolean, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
-from lightyear.models import model_symmetries
-from lightyear.p2p import secure_messages
-from lightyear.p2p.site.attacker import PeerAttacker, attack_problem
+from lightyear.p2p.site.attacker import PeerAttacker
 from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
@@ -65,10 +63,8 @@ from lightyear.p2p.site.handshake import (
     ABORTED,
     FAILED,
     FINISHED,
-    READY,
     STARTING,
     STOPPED,
-    BackgroundHandshake,
     NeighboursGone,
     ping_answer,
     quiet_early_pings,
@@ -79,14 +75,15 @@ from lightyear.p2p.site.isolation import (
     SiteIsolated,
     check_max_isolated_rounds,
 )
-from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, PayloadCodec, check_transfer_dtype, payload_limit
+from lightyear.p2p.site.payload import TRANSFER_DTYPES, check_transfer_dtype
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.p2p.site.resume import check_resume_from, find_checkpoint, resume_into
+from lightyear.p2p.site.resume import check_resume_from
 from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
+from lightyear.p2p.site.run_start import bind_attacker, bind_malfunction, run_kind, start_run
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
-from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
+from lightyear.training.site_runtime import runtime_arguments
 
 __all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
 
@@ -250,20 +247,10 @@ class P2PExecutor(Executor):
             engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
             engine.register_aux_message_handler(topic=C.TOPIC_MODEL, message_handle_func=self._on_model)
             self.site = fl_ctx.get_identity_name()
-            if self.malfunction_id:
-                self.malfunction = engine.get_component(self.malfunction_id)
-                if self.malfunction is None or not hasattr(self.malfunction, "corrupt"):
-                    self.system_panic(
-                        f"malfunction_id {self.malfunction_id!r} "
-                        "names no MalfunctionFilter component in this site's config",
-                        fl_ctx,
-                    )
-            if self.attack_id:
-                self.attack = engine.get_component(self.attack_id)
-                problem = attack_problem(self.attack_id, self.attack, self)
-                if problem:
-                    self.attack = None
-                    self.system_panic(problem, fl_ctx)
+            if self.malfunction_id and (problem := bind_malfunction(self, engine)):
+                self.system_panic(problem, fl_ctx)
+            if self.attack_id and (problem := bind_attacker(self, engine)):
+                self.system_panic(problem, fl_ctx)
         elif event_type in (EventType.AFTER_SEND_TASK_RESULT, EventType.END_RUN) and self.delivery is not None:
             self.delivery.disarm()
 
@@ -361,96 +348,10 @@ class P2PExecutor(Executor):
         return lambda level, message: getattr(self, f"log_{level}")(fl_ctx, message)
 
     def _run(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        rounds, seed = int(config["rounds"]), int(config["seed"])
-        graph = config.get("neighbours", {})
-        send_to = sorted(graph.get(self.site, []))
-        receive_from = sorted(s for s, outs in graph.items() if self.site in outs and s != self.site)
-        self.neighbours = sorted(set(send_to) | set(receive_from))
-        self.in_neighbours = receive_from
-        self.rounds, self.seed = rounds, seed
-        self.sampling = RoundSampling(graph, seed, self.sample_neighbours) if graph else None
-        self._abort = lambda: abort_signal.triggered
-        run_dir = self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
-        meta = {"rounds": rounds, "seed": seed}
-        found, source, fix = find_checkpoint(run_dir, meta, self.site, self.resume_from)  # before the model: fails fast
-        start = 0 if found is None else found.round + 1
-        self.last_round = start - 1
-        self.isolation = IsolationWatch(self.max_isolated_rounds)
-        self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
-        with self.slots.hold(self._abort):
-            self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
-        initial = (
-            self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None
-        )  # the seeded initial model
-        if found is not None:  # checked against the freshly built model before anything of it is used
-            checkpoint = resume_into(self.runtime, self.restore_method_state, source, fix, self.max_abs_weight, rounds)
-            self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
-        secure = secure_messages.resolve(
-            config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), self.site
-        )
-        reference = self.runtime.get_weights()
-        self.gate.open(payload_limit(reference), secure, fl_ctx.get_engine())
-        asynchronous, async_wait = self.exchange_mode()
-        # until the exchange exists, a peer's model is answered "not ready" and sent again
-        self.exchange = PeerExchange(
-            send_to,
-            receive_from,
-            rounds,
-            self.peer_deadline,
-            self.send_timeout,
-            self.max_missed_rounds,
-            self.max_abs_weight,
-            self._log(fl_ctx),
-            start_round=start,
-            asynchronous=asynchronous,
-            async_wait=async_wait,
-            reference=reference,
-            codec=PayloadCodec(self.transfer_dtype, initial),
-            secure=secure,
-            num_samples=self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
-        )
-        if self.attack is not None:  # the other attackers' models are taken from now on
-            runtime = self.runtime
-            self.attack.begin_run(
-                self.site,
-                graph,
-                rounds,
-                start,
-                self.peer_deadline,
-                self.max_abs_weight,
-                self._log(fl_ctx),
-                reference=reference,
-                codec=self.exchange.codec,
-                secure=secure,
-                send_timeout=self.send_timeout,
-                symmetries=lambda: model_symmetries(runtime.model_name, reference, runtime.model_args),
-            )
-        self.log_info(
-            fl_ctx,
-            f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, "
-            f"device {self.runtime.trainer.device}",
-        )
-        self.ready, self.state = True, READY
-        greeting = BackgroundHandshake(
-            fl_ctx.get_engine(), fl_ctx, self.neighbours, self.ready_timeout, self._abort, self._log(fl_ctx)
-        )
-
-        def greeted() -> None:  # before the first send
-            for peer in set(greeting.join()) & set(self.exchange.missed):  # not waited for until they send
-                self.exchange.missed[peer] = self.max_missed_rounds
-
-        self.before_send = greeted
-
+        start, meta = start_run(self, config, fl_ctx, abort_signal)  # everything before the first round
+        rounds, run_dir = self.rounds, self.run_dir
         log = RoundLog(os.path.join(run_dir, self.records_file))
-        kind = (
-            self.attack.kind
-            if self.attack is not None
-            else LF
-            if self.flip_labels
-            else self.malfunction.kind
-            if self.malfunction is not None
-            else "none"
-        )
+        kind = run_kind(self)
         val = test = {}
         for round_num in range(start, rounds):
             if abort_signal.triggered:

@@ -1,0 +1,48 @@
+"""The files the star server writes into its job's run directory.
+
+Each round's global model (``global_model.npz``) and the rule's state (``aggregator_state.json``,
+with the controller's history of the rule's decisions, plus ``aggregator_state.npz`` for a rule with
+array state) are replaced atomically; an attack job's rounds are appended to ``adversary.jsonl``
+(:data:`~lightyear.star.adversary.ADVERSARY_FILE`); the final test metrics go to
+``summary.csv``/``summary.json``, with a ``dropped`` row for each site that sent no final result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from lightyear.records import atomic_write, save_npz_atomic, summarize_sites, write_summary
+from lightyear.star.adversary import ADVERSARY_FILE
+from lightyear.star.aggregator import StarAggregator
+
+
+def save_round(run_dir: str, global_weights: dict, history: list[dict], aggregator: StarAggregator) -> None:
+    """The round's global model and the rule's state (with ``history`` when there is one)."""
+    save_npz_atomic(os.path.join(run_dir, "global_model.npz"), global_weights)
+    state = {**({"history": history} if history else {}), **aggregator.state()}
+    if state:
+        blob = json.dumps(state, default=float).encode()
+        atomic_write(os.path.join(run_dir, "aggregator_state.json"), lambda f: f.write(blob))
+    arrays = aggregator.state_arrays()
+    if arrays:
+        save_npz_atomic(os.path.join(run_dir, "aggregator_state.npz"), arrays)
+
+
+def append_attack_record(run_dir: str, record: dict) -> None:
+    """One round's adversary record as a line of ``adversary.jsonl`` (an OSError is the caller's)."""
+    with open(os.path.join(run_dir, ADVERSARY_FILE), "a") as f:
+        f.write(json.dumps(record, default=float) + "\n")
+
+
+def write_final_summary(finals: list[dict], sites: list[str], run_dir: str) -> tuple[list[dict], str]:
+    """(the summary rows, the CSV's path): the final evaluations, and a ``dropped`` row for each
+    site of ``sites`` without one."""
+    done = {f["site"] for f in finals}
+    missing = [
+        {"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}}
+        for s in sites
+        if s not in done
+    ]
+    rows = summarize_sites(finals + missing)
+    return rows, write_summary(rows, run_dir)
