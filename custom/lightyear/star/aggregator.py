@@ -16,7 +16,6 @@ from nvflare.apis.fl_context import FLContext
 
 from lightyear.algorithms.aggregation import weighted_average
 from lightyear.checks import boolean
-from lightyear.flare.declarations import STAR, Method
 
 
 @dataclass
@@ -92,13 +91,3 @@ class FedAvgAggregator(StarAggregator):
         sites = sorted(results)
         weights = [float(results[s]["num_samples"]) if self.weigh_by_samples else 1.0 for s in sites]
         return RuleDecision(weighted_average([results[s]["weights"] for s in sites], weights))
-
-
-METHOD = Method(
-    "fedavg",
-    STAR,
-    "sample-weighted mean on the server",
-    site="lightyear.star.executor.StarExecutor",
-    rule="lightyear.star.aggregator.FedAvgAggregator",
-)
-"""Star FedAvg (McMahan et al. 2017): it excludes no sender, so it has no detection figures."""

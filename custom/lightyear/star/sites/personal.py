@@ -32,7 +32,6 @@ import os
 import numpy as np
 
 from lightyear.checks import boolean
-from lightyear.flare.declarations import STAR, Method
 from lightyear.records import save_npz_atomic
 from lightyear.star.executor import StarExecutor
 from lightyear.star.messages import StarTask
@@ -125,14 +124,3 @@ class PersonalExecutor(StarExecutor):
         save_personal(self.run_dir, get_weights(self.personal), task.round_num)
         self.personal_round = task.round_num
         return {**stats, "personal_train_loss": personal["train_loss"]}
-
-
-METHOD = Method(
-    "ditto",
-    STAR,
-    "FedAvg; each site also trains a personal model with lam/2 ||v - w_global||^2 and reports it",
-    site="lightyear.star.sites.personal.PersonalExecutor",
-    site_args={"lam": "lam"},
-    rule="lightyear.star.aggregator.FedAvgAggregator",
-)
-"""Ditto (Li et al. 2021): FedAvg on the server, a personal model on every site."""
