@@ -1,7 +1,7 @@
 """Prepare Fed-ISIC2019 for LIGHTYEAR: FLamby's 6 centres as sites, resized images and split.csv.
 
-    python datasets/isic19/prepare.py --raw /data/isic2019 \
-        --ham-metadata FLamby/flamby/datasets/fed_isic2019/HAM10000_metadata \
+    python datasets/isic19/prepare.py --raw /data/isic2019 \\
+        --ham-metadata FLamby/flamby/datasets/fed_isic2019/HAM10000_metadata \\
         --out $LIGHTYEAR_DATA_ROOT/isic19
 
 See datasets/isic19/README.md for the raw data and the options.

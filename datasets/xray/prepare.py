@@ -1,6 +1,6 @@
 """Prepare the xray dataset (MIMIC-CXR-JPG lungs from CheXmask, 5 sites): see datasets/xray/README.md.
 
-python datasets/xray/prepare.py --chexmask <CheXmask folder or MIMIC-CXR-JPG.csv> \
+python datasets/xray/prepare.py --chexmask <CheXmask folder or MIMIC-CXR-JPG.csv> \\
     --mimic <MIMIC-CXR-JPG folder> [--out DIR] [--seed 0]
 """
 

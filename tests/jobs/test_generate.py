@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from lightyear.jobs import registry
-from lightyear.jobs import generate
+from lightyear.jobs import generate, registry
 
 from repo import ROOT
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 
 
@@ -63,7 +63,10 @@ def test_placeholders_are_typed():
         ({"method": "lightyear", "dataset": "digits", "malfunction": "sfa", "faulty": 9}, "between 0 and 8"),
         ({"method": "lightyear", "dataset": "digits", "overrides": {"tau": 2}}, r"tau must be a number in \[0, 1\]"),
         ({"method": "lightyear", "dataset": "digits", "overrides": {"rounds": 0}}, "rounds must be a positive integer"),
-        ({"method": "fedavg", "dataset": "digits", "overrides": {"train_args": {"optimizer": "lbfgs"}}}, "optimizer must be one of"),
+        (
+            {"method": "fedavg", "dataset": "digits", "overrides": {"train_args": {"optimizer": "lbfgs"}}},
+            "optimizer must be one of",
+        ),
     ],
 )
 def test_bad_requests_name_the_problem(kwargs, message):
@@ -72,7 +75,24 @@ def test_bad_requests_name_the_problem(kwargs, message):
 
 
 def test_cli_writes_a_job(tmp_path, capsys):
-    rc = generate.main(["--configs", CONFIGS, "--out", str(tmp_path), "--method", "fedavg", "--dataset", "digits", "--malfunction", "ana", "--faulty", "1", "--set", "rounds=2"])
+    rc = generate.main(
+        [
+            "--configs",
+            CONFIGS,
+            "--out",
+            str(tmp_path),
+            "--method",
+            "fedavg",
+            "--dataset",
+            "digits",
+            "--malfunction",
+            "ana",
+            "--faulty",
+            "1",
+            "--set",
+            "rounds=2",
+        ]
+    )
     assert rc == 0
     server = json.load(open(tmp_path / "fedavg_digits_ana1" / "app" / "config" / "config_fed_server.json"))
     assert server["workflows"][0]["args"]["rounds"] == 2
@@ -104,7 +124,9 @@ def test_bad_settings_are_refused_when_the_job_is_generated(overrides, message):
 
 
 def test_a_sparse_random_topology_is_a_job_setting():
-    _, files = generate.build_job(CONFIGS, "lightyear", "digits", overrides={"topology": "random", "topology_args": {"degree": 3}})
+    _, files = generate.build_job(
+        CONFIGS, "lightyear", "digits", overrides={"topology": "random", "topology_args": {"degree": 3}}
+    )
     args = files["app/config/config_fed_server.json"]["workflows"][0]["args"]
     assert args["topology"] == "random" and args["topology_args"] == {"degree": 3}
 
@@ -189,7 +211,9 @@ def test_method_defaults_reach_the_executor(method):
     from lightyear.jobs.settings import placeholders
 
     _, template = generate.method_templates(registry.method(method))
-    assert {p for p in placeholders(template) if p.startswith(method + "_")}  # every method here has settings of its own
+    assert {
+        p for p in placeholders(template) if p.startswith(method + "_")
+    }  # every method here has settings of its own
     args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
     site = build_component(files["app/config/config_fed_client.json"]["executors"][0]["executor"])
     for key, value in args.items():
@@ -202,7 +226,14 @@ def test_method_defaults_reach_the_executor(method):
     "overrides, message",
     [
         ({"topology": "k_regular", "topology_args": {"k": 1}}, "never connected"),
-        ({"topology": "k_regular", "topology_args": {"k": 3}, "sites": ["site-1", "site-2", "site-3", "site-4", "site-5"]}, "n \\* k must be even"),
+        (
+            {
+                "topology": "k_regular",
+                "topology_args": {"k": 3},
+                "sites": ["site-1", "site-2", "site-3", "site-4", "site-5"],
+            },
+            "n \\* k must be even",
+        ),
         ({"topology": "random", "topology_args": {"degree": 0.5}}, "1 <= degree"),
         ({"topology": "ring", "topology_args": {"k": 2}}, "takes no arguments"),
         ({"topology": "star"}, "topology must be one of full, ring"),
@@ -229,7 +260,10 @@ def test_gpu_datasets_ask_one_gpu_per_site_and_none_for_the_server(dataset):
     sites = [s for s in meta["deploy_map"]["app"] if s != "server"]
     if dataset in GPU_DATASETS:
         for site in sites:  # what FLARE's scheduler asks each site's resource manager
-            assert get_resource_manager_spec(meta, site) == {"num_of_gpus": 1, "mem_per_gpu_in_GiB": GPU_DATASETS[dataset]}
+            assert get_resource_manager_spec(meta, site) == {
+                "num_of_gpus": 1,
+                "mem_per_gpu_in_GiB": GPU_DATASETS[dataset],
+            }
         assert get_resource_manager_spec(meta, "server") == {}
     else:
         assert meta["resource_spec"] == {}
@@ -241,7 +275,12 @@ def test_a_gpu_job_can_be_generated_for_cpu_and_a_bad_spec_is_refused():
     with pytest.raises(ValueError, match="num_of_gpus must be an integer"):
         generate.build_job(CONFIGS, "lightyear", "isic19", overrides={"site_resource_spec": {"num_of_gpus": "1"}})
     with pytest.raises(ValueError, match="mem_per_gpu_in_GiB must be a number"):
-        generate.build_job(CONFIGS, "lightyear", "isic19", overrides={"site_resource_spec": {"num_of_gpus": 1, "mem_per_gpu_in_GiB": -2}})
+        generate.build_job(
+            CONFIGS,
+            "lightyear",
+            "isic19",
+            overrides={"site_resource_spec": {"num_of_gpus": 1, "mem_per_gpu_in_GiB": -2}},
+        )
 
 
 # lightyear-jobs on the command line: every bad input is one line, exit status 2, nothing written
@@ -268,10 +307,13 @@ def one_line_refusal(capsys, out, *args):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--set", "train_args={bad json"], "train_args is not valid JSON: Expecting property name enclosed in double quotes at column 2"),
+        (
+            ["--set", "train_args={bad json"],
+            "train_args is not valid JSON: Expecting property name enclosed in double quotes at column 2",
+        ),
         (["--set", "train_args=[1,2]"], r"train_args must be a JSON object \(such as \{"),
         (["--set", "model_args=5"], "model_args must be a JSON object"),
-        (["--set", "sites=[\"site-1\", "], "sites is not valid JSON"),
+        (["--set", 'sites=["site-1", '], "sites is not valid JSON"),
         (["--set", "sites=5"], "sites must be a JSON list of strings \\(site names"),
         (["--set", 'sites=["a",null]'], "sites must be a JSON list of strings \\(site names"),
         (["--set", "sites=[]"], "a job needs two sites"),
@@ -286,7 +328,10 @@ def one_line_refusal(capsys, out, *args):
         (["--set", "rounds=-1"], "rounds must be a positive integer"),
         (["--set", "rounds=1e9"], "rounds must be a positive integer"),
         (["--set", "tensorboard=flase"], "tensorboard must be true or false"),
-        (["--set", "task_check_period=1"], "has no setting 'task_check_period'"),  # FLARE's Controller argument our controller does not pass on
+        (
+            ["--set", "task_check_period=1"],
+            "has no setting 'task_check_period'",
+        ),  # FLARE's Controller argument our controller does not pass on
         (["--set", "novalue"], "--set takes KEY=VALUE"),
         (["--malfunction", "sfa", "--faulty", "9"], "between 0 and 8"),
         (["--faulty", "2"], "--faulty needs --malfunction"),
@@ -300,9 +345,11 @@ def test_the_cli_refuses_a_bad_request_in_one_line_and_writes_nothing(tmp_path, 
 
 @pytest.mark.parametrize(
     "method, setting, message",
-    [("balance", "balance_gamma=-3", "gamma must be a number > 0"),
-     ("defta", "defta_sample_size=0", "sample_size must be an integer >= 1"),
-     ("fedavg", "transfer_dtype=float16", "the fedavg job on digits has no setting 'transfer_dtype'")],
+    [
+        ("balance", "balance_gamma=-3", "gamma must be a number > 0"),
+        ("defta", "defta_sample_size=0", "sample_size must be an integer >= 1"),
+        ("fedavg", "transfer_dtype=float16", "the fedavg job on digits has no setting 'transfer_dtype'"),
+    ],
 )
 def test_a_method_setting_is_refused_with_the_components_message(tmp_path, capsys, method, setting, message):
     status, err = run_cli(capsys, "--method", method, "--dataset", "digits", "--set", setting, out=tmp_path)
@@ -310,8 +357,20 @@ def test_a_method_setting_is_refused_with_the_components_message(tmp_path, capsy
 
 
 def test_settings_no_template_names_reach_the_job(tmp_path, capsys):
-    args = ["--method", "lightyear", "--dataset", "digits", "--set", "max_abs_weight=1e3", "--set", "compute_slots=2",
-            "--set", 'train_args={"lr": 0.001}', "--set", "third_term=sharpness"]
+    args = [
+        "--method",
+        "lightyear",
+        "--dataset",
+        "digits",
+        "--set",
+        "max_abs_weight=1e3",
+        "--set",
+        "compute_slots=2",
+        "--set",
+        'train_args={"lr": 0.001}',
+        "--set",
+        "third_term=sharpness",
+    ]
     assert run_cli(capsys, *args, out=tmp_path)[0] == 0
     client = json.load(open(tmp_path / "lightyear_digits" / "app" / "config" / "config_fed_client.json"))
     executor = client["executors"][0]["executor"]["args"]
@@ -347,19 +406,27 @@ def test_a_folder_the_generator_did_not_write_is_never_replaced_without_force(tm
 def test_a_file_where_the_job_folder_goes_is_refused_even_with_force(tmp_path, capsys):
     (tmp_path / "lightyear_digits").write_text("mine")
     status, err = run_cli(capsys, "--method", "lightyear", "--dataset", "digits", "--force", out=tmp_path)
-    assert status == 2 and "is a file, not a job folder" in err and (tmp_path / "lightyear_digits").read_text() == "mine"
+    assert (
+        status == 2 and "is a file, not a job folder" in err and (tmp_path / "lightyear_digits").read_text() == "mine"
+    )
 
 
 def test_a_damaged_configuration_is_named(tmp_path, capsys):
     configs = tmp_path / "configs"
     shutil.copytree(CONFIGS, configs)
     (configs / "datasets" / "digits.json").write_bytes(b"\xff\xfe{")
-    status, err = run_cli(capsys, "--configs", str(configs), "--method", "fedavg", "--dataset", "digits", out=tmp_path / "J")
+    status, err = run_cli(
+        capsys, "--configs", str(configs), "--method", "fedavg", "--dataset", "digits", out=tmp_path / "J"
+    )
     assert status == 2 and "the dataset file" in err and "is not a UTF-8 text file" in err
     (configs / "datasets" / "digits.json").write_text('{"sites": [}')
-    status, err = run_cli(capsys, "--configs", str(configs), "--method", "fedavg", "--dataset", "digits", out=tmp_path / "J")
+    status, err = run_cli(
+        capsys, "--configs", str(configs), "--method", "fedavg", "--dataset", "digits", out=tmp_path / "J"
+    )
     assert status == 2 and "is not valid JSON: Expecting value at line 1 column 12" in err
-    status, err = run_cli(capsys, "--configs", str(tmp_path), "--method", "fedavg", "--dataset", "digits", out=tmp_path / "J")
+    status, err = run_cli(
+        capsys, "--configs", str(tmp_path), "--method", "fedavg", "--dataset", "digits", out=tmp_path / "J"
+    )
     assert status == 2 and "is not an app_configs folder" in err
 
 
@@ -387,7 +454,9 @@ def test_a_setting_of_any_json_type_is_taken_or_refused_never_a_crash(method):
     from lightyear.jobs.settings import known_settings
 
     templates = list(generate.method_templates(registry.method(method)))
-    nested = [{"train_args": {"lr": v}} for v in SETTING_VALUES] + [{"topology_args": {"degree": v}, "topology": "random"} for v in SETTING_VALUES]
+    nested = [{"train_args": {"lr": v}} for v in SETTING_VALUES] + [
+        {"topology_args": {"degree": v}, "topology": "random"} for v in SETTING_VALUES
+    ]
     cases = [{key: value} for key in sorted(known_settings(templates, True)) for value in SETTING_VALUES] + nested
     for overrides in cases:
         try:

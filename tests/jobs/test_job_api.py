@@ -15,6 +15,7 @@ from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc, prepare_s
 from lightyear.jobs.flare_job import GeneratedRecipe
 
 from repo import ROOT
+
 CONFIGS = os.path.join(ROOT, "app_configs")
 NVFLARE = os.path.join(os.path.dirname(sys.executable), "nvflare")
 TINY = {"sites": ["site-1", "site-2", "site-3"], "rounds": 2}
@@ -37,12 +38,20 @@ def allows_package(resources_file):
 
 @pytest.mark.parametrize(
     "method, malfunction, faulty",
-    [("lightyear", "none", 0), ("fedavg", "none", 0), ("lightyear", "sfa", 2), ("krum", "ana", 1), ("defta", "dynamic", 3)],
+    [
+        ("lightyear", "none", 0),
+        ("fedavg", "none", 0),
+        ("lightyear", "sfa", 2),
+        ("krum", "ana", 1),
+        ("defta", "dynamic", 3),
+    ],
 )
 def test_the_exported_folder_is_the_generators_file_for_file(tmp_path, method, malfunction, faulty):
     name, files = generate.build_job(CONFIGS, method, "digits", malfunction, faulty)
     generate.write_job(files, str(tmp_path / "generated" / name))
-    GeneratedRecipe.build(CONFIGS, method, "digits", malfunction=malfunction, faulty=faulty).export(str(tmp_path / "exported"))
+    GeneratedRecipe.build(CONFIGS, method, "digits", malfunction=malfunction, faulty=faulty).export(
+        str(tmp_path / "exported")
+    )
     exported, generated = folder(tmp_path / "exported" / name), folder(tmp_path / "generated" / name)
     assert sorted(exported) == sorted(generated)
     assert exported == generated
@@ -52,9 +61,24 @@ def test_the_exported_folder_is_the_generators_file_for_file(tmp_path, method, m
 
 def test_the_command_line_exports_with_flares_export_flags(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "lightyear.jobs.job_api", "--method", "krum", "--dataset", "camelyon17",
-         "--set", "rounds=3", "--export", "--export-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "lightyear.jobs.job_api",
+            "--method",
+            "krum",
+            "--dataset",
+            "camelyon17",
+            "--set",
+            "rounds=3",
+            "--export",
+            "--export-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "UserWarning" not in proc.stderr
@@ -114,7 +138,10 @@ def test_the_poc_env_allows_the_package_in_server_and_sites_before_starting(tmp_
     def start(poc_workspace, gpu_ids, excluded, services_list):
         from lightyear.jobs.environments import poc_participant_dirs
 
-        seen["allowed"] = {os.path.basename(d): allows_package(os.path.join(d, "local", "resources.json")) for d in poc_participant_dirs(poc_workspace)}
+        seen["allowed"] = {
+            os.path.basename(d): allows_package(os.path.join(d, "local", "resources.json"))
+            for d in poc_participant_dirs(poc_workspace)
+        }
 
     class Sessions:
         def submit_job(self, job):
@@ -135,10 +162,31 @@ def test_the_poc_env_allows_the_package_in_server_and_sites_before_starting(tmp_
 @pytest.mark.simulator
 def test_sim_env_runs_a_tiny_peer_to_peer_job_in_a_fresh_workspace(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "lightyear.jobs.job_api", "--method", "lightyear", "--dataset", "digits",
-         "--set", json.dumps(TINY["sites"]).join(["sites=", ""]), "--set", "rounds=2",
-         "--set", "start_timeout=240", "--set", "ready_timeout=240", "--env", "sim", "--workspace", str(tmp_path / "ws")],
-        capture_output=True, text=True, timeout=400, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "lightyear.jobs.job_api",
+            "--method",
+            "lightyear",
+            "--dataset",
+            "digits",
+            "--set",
+            json.dumps(TINY["sites"]).join(["sites=", ""]),
+            "--set",
+            "rounds=2",
+            "--set",
+            "start_timeout=240",
+            "--set",
+            "ready_timeout=240",
+            "--env",
+            "sim",
+            "--workspace",
+            str(tmp_path / "ws"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
     )
     run = tmp_path / "ws" / "lightyear_digits"
     summary = run / "server" / "simulate_job" / "summary.json"
@@ -154,15 +202,28 @@ def test_plain_simulator_in_a_fresh_workspace_names_the_fix_and_lightyear_simula
     job = tmp_path / "jobs" / name
     generate.write_job(files, str(job))
     ws = tmp_path / "ws"
-    refused = subprocess.run([NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "3"], capture_output=True, text=True, timeout=200, cwd=str(tmp_path))
+    refused = subprocess.run(
+        [NVFLARE, "simulator", str(job), "-w", str(ws), "-t", "3"],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        cwd=str(tmp_path),
+    )
     out = refused.stdout + refused.stderr
     assert refused.returncode != 0
     assert "not in allow_list" in out and "Component 'lightyear." in out  # one of the toolkit's components is refused
     # FLARE's refusal quotes the component's configuration, which names the fix
     assert REFUSAL_FIX.format(package="lightyear") in out and "lightyear-allow WS/local" in out
-    ran = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lightyear-simulate"), str(job), "-w", str(ws), "-t", "3"],
-                         capture_output=True, text=True, timeout=400, cwd=str(tmp_path))
-    assert ran.returncode == 0 and (ws / "server" / "simulate_job" / "summary.json").exists(), (ran.stdout + ran.stderr)[-3000:]
+    ran = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "lightyear-simulate"), str(job), "-w", str(ws), "-t", "3"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=str(tmp_path),
+    )
+    assert ran.returncode == 0 and (ws / "server" / "simulate_job" / "summary.json").exists(), (
+        ran.stdout + ran.stderr
+    )[-3000:]
     assert allows_package(ws / "local" / "resources.json")
 
 
@@ -180,8 +241,13 @@ def status_of(argv):
 
 @pytest.mark.parametrize(
     "setting, message",
-    [("train_args={bad json", "train_args is not valid JSON"), ("train_args=[1,2]", "train_args must be a JSON object"),
-     ("sites=5", "sites must be a JSON list"), ('sites=["a",null]', "sites must be a JSON list"), ("tua=0.9", "did you mean 'tau'")],
+    [
+        ("train_args={bad json", "train_args is not valid JSON"),
+        ("train_args=[1,2]", "train_args must be a JSON object"),
+        ("sites=5", "sites must be a JSON list"),
+        ('sites=["a",null]', "sites must be a JSON list"),
+        ("tua=0.9", "did you mean 'tau'"),
+    ],
 )
 def test_the_job_api_refuses_bad_settings_in_one_line(capsys, setting, message):
     assert status_of(["--method", "lightyear", "--dataset", "digits", "--set", setting]) == 2
@@ -198,15 +264,33 @@ def test_a_wait_no_timer_can_keep_is_refused_before_a_poc_starts(capsys, wait, m
 
 def test_export_dir_without_export_is_refused_instead_of_running_the_job(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "lightyear.jobs.job_api", "--method", "lightyear", "--dataset", "digits", "--export-dir", str(tmp_path / "x")],
-        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "lightyear.jobs.job_api",
+            "--method",
+            "lightyear",
+            "--dataset",
+            "digits",
+            "--export-dir",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(tmp_path),
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "--export-dir only says where --export writes the job: add --export" in proc.stderr and "Traceback" not in proc.stderr
-    assert not (tmp_path / "x").exists() and not os.path.exists(os.path.join("/tmp/nvflare/simulation", "lightyear_digits", "startup"))
+    assert (
+        "--export-dir only says where --export writes the job: add --export" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
+    assert not (tmp_path / "x").exists() and not os.path.exists(
+        os.path.join("/tmp/nvflare/simulation", "lightyear_digits", "startup")
+    )
 
 
-STUCK_SIMULATOR = r'''
+STUCK_SIMULATOR = r"""
 import os, subprocess, sys, time
 from lightyear.jobs import job_api
 
@@ -221,12 +305,13 @@ class Recipe:
         sleep = [sys.executable, "-c", "import time; time.sleep(600)", "-o", marker]
         subprocess.Popen(sleep, start_new_session=True)  # a site worker, in a session of its own as FLARE starts them
         # a worker whose parent is gone: still a descendant of this command (it adopts orphans)
-        subprocess.run([sys.executable, "-c", f"import subprocess; subprocess.Popen({sleep!r}, start_new_session=True)"])
+        starts = f"import subprocess; subprocess.Popen({sleep!r}, start_new_session=True)"
+        subprocess.run([sys.executable, "-c", starts])
         print("started", flush=True)
         time.sleep(600)
 
 sys.exit(job_api.run_simulator(Recipe(), Env()))
-'''
+"""
 
 
 def marked(marker):
@@ -242,7 +327,9 @@ def test_sigterm_stops_the_simulator_and_every_worker_it_started_and_nothing_els
     sleep = [sys.executable, "-c", "import time; time.sleep(600)", "-o"]
     # this user's processes beside the run, not started by it: one naming <workspace>_victim, one the workspace itself
     decoys = [subprocess.Popen(sleep + [arg], start_new_session=True) for arg in (marker + "_victim", marker)]
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ws")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "ws")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "started"
         workers = set(marked(marker)) - {d.pid for d in decoys}
@@ -298,11 +385,17 @@ class ResultEnv:
         return os.path.join(self.workspace_root, "job")
 
 
-@pytest.mark.parametrize("rows, status", [
-    ("site-1,none,failed,nan,,CheckpointError: damaged\nsite-2,none,dropped,nan,,\n", 1),
-    ("site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n", 0),
-], ids=["every-site-failed", "a-site-finished"])
+@pytest.mark.parametrize(
+    "rows, status",
+    [
+        ("site-1,none,failed,nan,,CheckpointError: damaged\nsite-2,none,dropped,nan,,\n", 1),
+        ("site-1,none,finished,0.9,2,\nsite-2,none,failed,nan,,x\n", 0),
+    ],
+    ids=["every-site-failed", "a-site-finished"],
+)
 def test_a_simulator_run_in_which_no_site_finished_exits_1(tmp_path, capsys, rows, status):
     assert job_api.run_simulator(SummaryRecipe(rows), ResultEnv(str(tmp_path))) == status
     err = capsys.readouterr().err
-    assert ("the run failed: no site finished (site-1 failed (CheckpointError: damaged), site-2 dropped" in err) == (status == 1), err
+    assert ("the run failed: no site finished (site-1 failed (CheckpointError: damaged), site-2 dropped" in err) == (
+        status == 1
+    ), err

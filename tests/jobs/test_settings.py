@@ -8,6 +8,7 @@ import pytest
 
 from lightyear.jobs import generate
 from lightyear.jobs.settings import component_class, fill, layered_settings, toolkit_components
+
 from repo import ROOT
 
 CONFIGS = os.path.join(ROOT, "app_configs")
@@ -65,19 +66,30 @@ def test_a_misspelt_setting_is_refused_naming_the_nearest():
 
 
 def test_main_refuses_an_unknown_key_with_exit_status_2(tmp_path, capsys):
-    assert generate.main(["--method", "lightyear", "--dataset", "digits", "--set", "tua=0.9", "--out", str(tmp_path)]) == 2
+    assert (
+        generate.main(["--method", "lightyear", "--dataset", "digits", "--set", "tua=0.9", "--out", str(tmp_path)]) == 2
+    )
     err = capsys.readouterr().err
     assert "did you mean 'tau'" in err and err.count("\n") == 1
     assert not os.listdir(tmp_path)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--set", "tau=0.5", "--set", "tau=0.9"], "--set tau is given twice: give each setting once"),
-    (["--set", "train_args=null"], "train_args=null would drop the dataset's train_args"),
-    (["--set", "rounds=" + "9" * 5000], "--set rounds: a number of 5000 characters is out of range"),
-    (["--attack", "mr", "--attackers", "0", "--set", "attack_scale=3"], "--set attack_scale does nothing in a job with --attackers 0"),
-    (["--attack", "mr", "--attackers", "2", "--set", "attack_scale=" + "9" * 30], "attack_scale: the whole number 1e+30 is out of range"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--set", "tau=0.5", "--set", "tau=0.9"], "--set tau is given twice: give each setting once"),
+        (["--set", "train_args=null"], "train_args=null would drop the dataset's train_args"),
+        (["--set", "rounds=" + "9" * 5000], "--set rounds: a number of 5000 characters is out of range"),
+        (
+            ["--attack", "mr", "--attackers", "0", "--set", "attack_scale=3"],
+            "--set attack_scale does nothing in a job with --attackers 0",
+        ),
+        (
+            ["--attack", "mr", "--attackers", "2", "--set", "attack_scale=" + "9" * 30],
+            "attack_scale: the whole number 1e+30 is out of range",
+        ),
+    ],
+)
 def test_a_setting_that_would_be_dropped_or_overflow_is_refused(argv, message, tmp_path, capsys):
     assert generate.main(["--method", "lightyear", "--dataset", "digits", "--out", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
@@ -93,7 +105,9 @@ def test_train_args_given_change_only_their_keys():
 
 
 def test_a_constructor_argument_no_template_names_reaches_its_component():
-    _, files = generate.build_job(CONFIGS, "lightyear", "digits", overrides={"max_abs_weight": 1000.0, "compute_slots": 2})
+    _, files = generate.build_job(
+        CONFIGS, "lightyear", "digits", overrides={"max_abs_weight": 1000.0, "compute_slots": 2}
+    )
     args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
     assert (args["max_abs_weight"], args["compute_slots"]) == (1000.0, 2)
     with pytest.raises(ValueError, match="records_file"):
@@ -102,10 +116,15 @@ def test_a_constructor_argument_no_template_names_reaches_its_component():
 
 @pytest.mark.parametrize(
     "sites, message",
-    [([], "needs two sites"), (["site-1"], "needs two sites"), (["../evil", "site-2"], "not allowed"),
-     (["a", None], "sites must be a JSON list of strings"), (5, "sites must be a JSON list of strings"),
-     (["server", "site-2"], "not 'server'"),
-     (["site-1", "site-1"], "more than once")],
+    [
+        ([], "needs two sites"),
+        (["site-1"], "needs two sites"),
+        (["../evil", "site-2"], "not allowed"),
+        (["a", None], "sites must be a JSON list of strings"),
+        (5, "sites must be a JSON list of strings"),
+        (["server", "site-2"], "not 'server'"),
+        (["site-1", "site-1"], "more than once"),
+    ],
 )
 def test_bad_site_lists_are_refused(sites, message):
     with pytest.raises(ValueError, match=message):

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import copy
 
-from lightyear.checks import int_in, integer, raising
-from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
 from lightyear.algorithms.attacks import catalogue
-from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec, params_of
 from lightyear.algorithms.attacks.colluding import check_spec
+from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
+from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec, params_of
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
+from lightyear.checks import int_in, integer, raising
 from lightyear.flare.component_policy import with_refusal_fix
 from lightyear.jobs import registry
 from lightyear.jobs.settings import SettingError
@@ -64,6 +64,7 @@ ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
 CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"
 SERVER = "app/config/config_fed_server.json"
 
+
 def adaptive_methods() -> list[str]:
     """The methods an adaptive attack targets: those that declare one (``Method.adaptive``)."""
     return registry.with_adaptive_attack()
@@ -76,8 +77,10 @@ def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
         return spec
     declared = registry.method(method).adaptive
     if declared is None:
-        raise ValueError(f"the adaptive attack adapts to a method's acceptance rule and {method} declares none it targets: "
-                         f"choose --method {', '.join(adaptive_methods())}, or another --attack")
+        raise ValueError(
+            f"the adaptive attack adapts to a method's acceptance rule and {method} declares none it targets: "
+            f"choose --method {', '.join(adaptive_methods())}, or another --attack"
+        )
     return declared.check(spec, method)
 
 
@@ -92,7 +95,7 @@ def split_params(overrides: dict | None) -> tuple[dict, dict]:
     params, rest = {}, {}
     for key, value in (overrides or {}).items():
         if key.startswith(PREFIX):
-            params[key[len(PREFIX):]] = value
+            params[key[len(PREFIX) :]] = value
         else:
             rest[key] = value
     return params, rest
@@ -103,21 +106,36 @@ def check_request(attack: str, attackers, knowledge: str | None, malfunction: st
     if attack != NONE and attack not in catalogue.names():
         raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(catalogue.names())}")
     if attack == NONE:
-        given = ["--attackers"] * bool(attackers) + ["--knowledge"] * (knowledge is not None) + [f"--set {PREFIX}{p}" for p in params]
+        given = (
+            ["--attackers"] * bool(attackers)
+            + ["--knowledge"] * (knowledge is not None)
+            + [f"--set {PREFIX}{p}" for p in params]
+        )
         if given:
             raise SettingError(f"{given[0]} needs --attack ({', '.join(catalogue.names())})")
         return
     if malfunction != NONE or faulty:
-        raise SettingError("--attack cannot go with --malfunction or --faulty: a site is either faulty or attacking; "
-                           "give --attack KIND --attackers K alone")
+        raise SettingError(
+            "--attack cannot go with --malfunction or --faulty: a site is either faulty or attacking; "
+            "give --attack KIND --attackers K alone"
+        )
     with raising(SettingError):
         integer("--attackers", attackers)
     if knowledge is not None and knowledge not in KNOWLEDGE:
         raise SettingError(f"unknown knowledge {knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
 
 
-def attack_spec(method: str, topology: str, settings: dict, attack: str, attackers: int, knowledge: str | None,
-                params: dict, graph: dict | None = None, graph_topology: str = "full") -> AttackSpec | None:
+def attack_spec(
+    method: str,
+    topology: str,
+    settings: dict,
+    attack: str,
+    attackers: int,
+    knowledge: str | None,
+    params: dict,
+    graph: dict | None = None,
+    graph_topology: str = "full",
+) -> AttackSpec | None:
     """The job's attack, checked (module docstring); None for a job without attack (or with K = 0).
 
     ``graph`` is the peer-to-peer communication graph (site -> out-neighbours) of topology
@@ -127,19 +145,25 @@ def attack_spec(method: str, topology: str, settings: dict, attack: str, attacke
         return None
     sites = list(settings["sites"])
     if not 0 <= attackers <= len(sites) - 1:
-        raise SettingError(f"--attackers must be between 0 and {len(sites) - 1} (the {len(sites)} sites of {settings['dataset']} "
-                           f"less one benign site), got {attackers}")
-    names = sites[len(sites) - attackers:] if attackers else []
+        raise SettingError(
+            f"--attackers must be between 0 and {len(sites) - 1} (the {len(sites)} sites of {settings['dataset']} "
+            f"less one benign site), got {attackers}"
+        )
+    names = sites[len(sites) - attackers :] if attackers else []
     if not names and params:
-        raise SettingError(f"--set {PREFIX}{sorted(params)[0]} does nothing in a job with --attackers 0 (a clean job): "
-                           "leave it out, or give --attackers K >= 1")
+        raise SettingError(
+            f"--set {PREFIX}{sorted(params)[0]} does nothing in a job with --attackers 0 (a clean job): "
+            "leave it out, or give --attackers K >= 1"
+        )
     try:
         spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
     except ValueError as exc:
         raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and attack not in uses_knowledge():
-        raise SettingError(f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
-                           f"(full knowledge is for {', '.join(uses_knowledge())})")
+        raise SettingError(
+            f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
+            f"(full knowledge is for {', '.join(uses_knowledge())})"
+        )
     if attack == LF:
         with raising(SettingError):
             note = "label flipping trains on (y + 1) mod num_classes"
@@ -163,8 +187,10 @@ def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> 
     (its one receiver is the server), a network that declares no exact symmetry, and rescaling a network
     none of whose units admits it."""
     if topology == "star" and spec.params.get("per_receiver"):
-        raise SettingError(f"--set {PREFIX}per_receiver=true: the star topology has one receiver, the server, so every attacker "
-                           "sends one model; leave the setting out (it is for peer-to-peer jobs)")
+        raise SettingError(
+            f"--set {PREFIX}per_receiver=true: the star topology has one receiver, the server, so every attacker "
+            "sends one model; leave the setting out (it is for peer-to-peer jobs)"
+        )
     if spec.kind not in REPARAMETRISATIONS:
         return
     from lightyear.models import build_model, model_symmetries  # torch: only for a reparametrisation job
@@ -174,11 +200,15 @@ def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> 
     weights = {key: value.detach().numpy() for key, value in network.state_dict().items()}
     groups = model_symmetries(settings["model"], weights, args)
     if not groups:
-        raise SettingError(f"--attack {spec.kind}: {settings['model']} declares no hidden unit with an exact symmetry (its module's "
-                           "symmetries() returns none), so the attack would send the honest model; choose another attack")
+        raise SettingError(
+            f"--attack {spec.kind}: {settings['model']} declares no hidden unit with an exact symmetry (its module's "
+            "symmetries() returns none), so the attack would send the honest model; choose another attack"
+        )
     if spec.kind in (RESCALE, RESCALE_PERMUTE) and not any(group.scalable for group in groups):
-        raise SettingError(f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
-                           "positively homogeneous); use --attack permute")
+        raise SettingError(
+            f"--attack {spec.kind}: no unit of {settings['model']} admits an exact rescaling (its activations are not "
+            "positively homogeneous); use --attack permute"
+        )
 
 
 def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> None:
@@ -188,8 +218,9 @@ def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> No
         if not [s for s in senders.get(site, []) if s not in attackers]:
             heard = ", ".join(senders.get(site, [])) or "nobody"
             raise SettingError(
-                f"--knowledge full: attacker {site} receives no benign site's model on the {topology} topology (it hears from "
-                f"{heard}), so it cannot know benign updates: use --knowledge partial, fewer --attackers, or a topology in "
+                f"--knowledge full: attacker {site} receives no benign site's model on the {topology} topology "
+                f"(it hears from {heard}), so it cannot know benign updates: use --knowledge partial, fewer "
+                "--attackers, or a topology in "
                 "which every attacker has a benign in-neighbour (e.g. --set topology=full)"
             )
 
@@ -200,7 +231,13 @@ def job_suffix(spec: AttackSpec) -> str:
 
 
 def component(spec: AttackSpec, seed: int, cid: str, path: str, model: dict | None = None) -> dict:
-    args = {"kind": spec.kind, "knowledge": spec.knowledge, "attackers": list(spec.attackers), "params": dict(spec.params), "seed": seed}
+    args = {
+        "kind": spec.kind,
+        "knowledge": spec.knowledge,
+        "attackers": list(spec.attackers),
+        "params": dict(spec.params),
+        "seed": seed,
+    }
     return {"id": cid, "path": path, "args": {**args, **(model or {})}}
 
 
@@ -222,7 +259,11 @@ def wire(files: dict, topology: str, spec: AttackSpec, seed: int, settings: dict
         faulty.setdefault("components", []).append(component(spec, seed, ATTACK_ID, PEER_ATTACKER))
     else:
         server = copy.deepcopy(files[SERVER])
-        model = {"model": settings["model"], "model_args": settings.get("model_args") or {}} if spec.kind in REPARAMETRISATIONS else None
+        model = (
+            {"model": settings["model"], "model_args": settings.get("model_args") or {}}
+            if spec.kind in REPARAMETRISATIONS
+            else None
+        )
         server.setdefault("components", []).append(component(spec, seed, ADVERSARY_ID, ADVERSARY, model))
         for workflow in server["workflows"]:
             workflow.setdefault("args", {})["adversary_id"] = ADVERSARY_ID
@@ -268,9 +309,17 @@ def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
 
 def add_arguments(parser) -> None:
     """``--attack``, ``--attackers``, ``--knowledge`` (shared by lightyear-jobs and the Job API)."""
-    parser.add_argument("--attack", help=f"attack of the last K sites: {', '.join(catalogue.names())}; its settings: --set attack_<param>=VALUE")
-    parser.add_argument("--attackers", type=int, help="number of attacking sites (the last K sites), 0 to sites - 1; needs --attack")
-    parser.add_argument("--knowledge", help="what the attackers know: partial (their own honest updates; default) or full (also the benign ones)")
+    parser.add_argument(
+        "--attack",
+        help=f"attack of the last K sites: {', '.join(catalogue.names())}; its settings: --set attack_<param>=VALUE",
+    )
+    parser.add_argument(
+        "--attackers", type=int, help="number of attacking sites (the last K sites), 0 to sites - 1; needs --attack"
+    )
+    parser.add_argument(
+        "--knowledge",
+        help="what the attackers know: partial (their own honest updates; default) or full (also the benign ones)",
+    )
 
 
 def job_arguments(args) -> dict:

@@ -62,7 +62,10 @@ def poc_participant_dirs(poc_workspace: str) -> list[str]:
 
 def allow_in_poc(poc_workspace: str) -> list[str]:
     """Allow the package in every participant of the prepared POC; returns the files written."""
-    return [allow_package(os.path.join(d, LOCAL), registry.plugin_packages())[0] for d in poc_participant_dirs(poc_workspace)]
+    return [
+        allow_package(os.path.join(d, LOCAL), registry.plugin_packages())[0]
+        for d in poc_participant_dirs(poc_workspace)
+    ]
 
 
 class LightyearPocEnv(PocEnv):
@@ -93,6 +96,8 @@ class LightyearPocEnv(PocEnv):
             examples_dir=None,
         )
         allow_in_poc(self.poc_workspace)
-        flare_poc._start_poc(poc_workspace=self.poc_workspace, gpu_ids=self.gpu_ids, excluded=[self.username], services_list=[])
+        flare_poc._start_poc(
+            poc_workspace=self.poc_workspace, gpu_ids=self.gpu_ids, excluded=[self.username], services_list=[]
+        )
         time.sleep(flare_poc.SERVICE_START_TIMEOUT)
         return self._get_session_manager().submit_job(job)

@@ -52,7 +52,9 @@ class GeneratedJobConfig(FedJobConfig):
         is replaced only when it holds this job (its meta.json has this name)."""
         folder = os.path.join(os.path.abspath(job_root), self.job_name)
         if os.path.exists(folder) and not _holds_job(folder, self.job_name):
-            raise JobFolderExists(f"{folder} exists and is not the folder of job {self.job_name}: choose another --export-dir")
+            raise JobFolderExists(
+                f"{folder} exists and is not the folder of job {self.job_name}: choose another --export-dir"
+            )
         write_job(self.files, folder)
 
 

@@ -39,9 +39,9 @@ import sys
 import tempfile
 
 from lightyear import configs as config_folders
-from lightyear.checks import boolean, raising
-from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear import data as data_registry
+from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.checks import boolean, raising
 from lightyear.cli import command, folder_name, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
@@ -54,10 +54,10 @@ from lightyear.jobs.settings import (
     SettingError,
     build_components,
     check_dict_settings,
-    check_value_range,
     check_override_keys,
     check_site_names,
     check_site_resources,
+    check_value_range,
     constructor_default,
     fill,
     known_settings,
@@ -88,7 +88,10 @@ def method_templates(method: Method) -> tuple[dict, dict]:
     args.update({arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.site_args.items()})
     executor["args"] = {**args, **method.fixed}
     workflow = server["workflows"][0]
-    workflow["args"] = {**{k: v for k, v in workflow["args"].items() if k not in method.omit}, **method.controller_fixed}
+    workflow["args"] = {
+        **{k: v for k, v in workflow["args"].items() if k not in method.omit},
+        **method.controller_fixed,
+    }
     if method.rule is not None:
         rule = server["components"][0]
         rule["path"] = method.rule
@@ -101,7 +104,9 @@ def datasets(configs: str) -> list[str]:
     installed plugins' (whose settings are in their module, :func:`lightyear.data.plugin_settings`)."""
     folder = os.path.join(configs, "datasets")
     files = {f[:-5] for f in os.listdir(folder) if f.endswith(".json")}
-    return sorted(files | {name for name in data_registry.datasets() if data_registry.plugin_settings(name) is not None})
+    return sorted(
+        files | {name for name in data_registry.datasets() if data_registry.plugin_settings(name) is not None}
+    )
 
 
 def dataset_settings_of(configs: str, dataset: str):
@@ -116,7 +121,12 @@ def malfunction_component(settings: dict, kind: str, seed: int) -> dict:
     """The faulty sites' filter; its settings a job does not give keep the filter's defaults."""
     args = {"kind": kind}
     args.update({arg: settings[key] for key, arg in MALFUNCTION_KEYS.items() if key in settings})
-    args.update(seed=seed, model=settings["model"], model_args=settings.get("model_args", {}), num_classes=settings["num_classes"])
+    args.update(
+        seed=seed,
+        model=settings["model"],
+        model_args=settings.get("model_args", {}),
+        num_classes=settings["num_classes"],
+    )
     args["in_channels"] = settings.get("in_channels", 1)
     return {"id": "malfunction", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": args}
 
@@ -164,8 +174,18 @@ def job_name(method: str, dataset: str, malfunction: str = NONE, faulty: int = 0
     return name if malfunction == NONE or faulty == 0 else f"{name}_{malfunction}{faulty}"
 
 
-def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, faulty: int = 0, seed: int = DEFAULT_SEED,
-              overrides: dict | None = None, attack: str = NONE, attackers: int = 0, knowledge: str | None = None) -> tuple[str, dict]:
+def build_job(
+    configs: str,
+    method: str,
+    dataset: str,
+    malfunction: str = NONE,
+    faulty: int = 0,
+    seed: int = DEFAULT_SEED,
+    overrides: dict | None = None,
+    attack: str = NONE,
+    attackers: int = 0,
+    knowledge: str | None = None,
+) -> tuple[str, dict]:
     """Return (job name, {relative path: JSON object}) for one job folder (``attack``, ``attackers``,
     ``knowledge`` and the ``attack_<param>`` overrides: :mod:`lightyear.jobs.attacks`).
 
@@ -177,14 +197,18 @@ def build_job(configs: str, method: str, dataset: str, malfunction: str = NONE, 
             check_value_range(key, value)
         params, overrides = attacks.split_params(overrides)
         attacks.check_request(attack, attackers, knowledge, malfunction, faulty, params)
-        return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides, (attack, attackers, knowledge, params))
+        return _build_job(
+            configs, method, dataset, malfunction, faulty, seed, overrides, (attack, attackers, knowledge, params)
+        )
     except SettingError:
         raise
     except ValueError as exc:  # a component's constructor refusing one of its arguments, in its own words
         raise SettingError(str(exc)) from exc
 
 
-def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict, attack: tuple) -> tuple[str, dict]:
+def _build_job(
+    configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict, attack: tuple
+) -> tuple[str, dict]:
     if method not in methods():
         raise SettingError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     if dataset not in datasets(configs):
@@ -199,7 +223,9 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
     server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
     dataset_settings = dataset_settings_of(configs, dataset)
     if not isinstance(dataset_settings, dict):
-        raise SettingError(f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings")
+        raise SettingError(
+            f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings"
+        )
     settings = layered_settings(declared.layers, dataset, dataset_settings, overrides)
     settings["seed"] = seed
     graph = check_settings(settings, topology) or (None, None)
@@ -213,7 +239,9 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
         server = fill(server_template, settings)
         client = fill(client_template, settings)
     except KeyError as exc:
-        raise SettingError(f"{exc.args[0]}: give it in app_configs/datasets/{dataset}.json, the method's declaration or with --set") from None
+        raise SettingError(
+            f"{exc.args[0]}: give it in app_configs/datasets/{dataset}.json, the method's declaration or with --set"
+        ) from None
     if settings.get("tensorboard"):
         client.setdefault("components", []).extend(analytics.client_components())
         server.setdefault("components", []).extend(analytics.server_components())
@@ -228,11 +256,16 @@ def _build_job(configs: str, method: str, dataset: str, malfunction: str, faulty
     if faulty_sites:
         deploy["app_faulty"] = faulty_sites
         component = malfunction_component(settings, malfunction, seed)
-        files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(faulty_client_config(client, topology, component))
+        files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(
+            faulty_client_config(client, topology, component)
+        )
     build_components(list(files.values()), len(sites))
     if spec:  # wired after the build: AttackSpec checked the attack's settings; its components are not built here
         faulty_sites, app_faulty = list(spec.attackers), attacks.wire(files, topology, spec, seed, settings)
-        deploy = {"app": ["server"] + [s for s in sites if s not in app_faulty], **({"app_faulty": app_faulty} if app_faulty else {})}
+        deploy = {
+            "app": ["server"] + [s for s in sites if s not in app_faulty],
+            **({"app_faulty": app_faulty} if app_faulty else {}),
+        }
     files["meta.json"] = {
         "name": name,
         "resource_spec": resource_spec(sites, settings.get("site_resource_spec")),
@@ -309,23 +342,39 @@ def seed_arg(text: str) -> int:
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments that choose one job, shared with :mod:`lightyear.jobs.job_api`."""
-    parser.add_argument("--configs", help="a folder of method and dataset configurations (default: the package's app_configs)")
+    parser.add_argument(
+        "--configs", help="a folder of method and dataset configurations (default: the package's app_configs)"
+    )
     parser.add_argument("--malfunction", default=NONE, help=f"malfunction of the faulty sites: {', '.join(KINDS)}")
     parser.add_argument("--faulty", type=int, default=0, help="number of faulty sites (the last K sites)")
     attacks.add_arguments(parser)
     parser.add_argument("--seed", type=seed_arg, default=DEFAULT_SEED, help="job seed (0 to 2**32 - 1)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a setting with a JSON value, e.g. --set rounds=3 --set 'train_args={\"lr\": 0.001}'")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting with a JSON value, e.g. --set rounds=3 --set 'train_args={\"lr\": 0.001}'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lightyear-jobs", description="Generate FLARE job folders from the method and dataset configurations.")
+    parser = argparse.ArgumentParser(
+        prog="lightyear-jobs", description="Generate FLARE job folders from the method and dataset configurations."
+    )
     add_job_arguments(parser)
     parser.add_argument("--out", help="where job folders go (default: jobs/ of the repository checkout, else ./jobs)")
-    parser.add_argument("--method", help="one method (the toolkit's or an installed plugin's: docs/extending.md); default: every committed job")
+    parser.add_argument(
+        "--method",
+        help="one method (the toolkit's or an installed plugin's: docs/extending.md); default: every committed job",
+    )
     parser.add_argument("--dataset", help="one dataset (app_configs/datasets/<name>.json, or an installed plugin's)")
-    parser.add_argument("--force", action="store_true", help="replace an existing folder even if lightyear-jobs did not write it")
-    parser.add_argument("--check", action="store_true", help="only compare the committed jobs with the generator's output")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing folder even if lightyear-jobs did not write it"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only compare the committed jobs with the generator's output"
+    )
     return parser
 
 
@@ -333,7 +382,9 @@ def committed_jobs_folder(out: str | None, what: str) -> str:
     """``out``, else ``jobs/`` of the checkout around the current folder."""
     if out:
         return os.path.abspath(out)
-    root = config_folders.require_checkout(what, "run it in the repository, or give --out (and --method and --dataset for one job)")
+    root = config_folders.require_checkout(
+        what, "run it in the repository, or give --out (and --method and --dataset for one job)"
+    )
     return os.path.join(root, "jobs")
 
 
@@ -349,13 +400,24 @@ def main(argv=None) -> int:
         problems = diff_committed(configs, out)
         for p in problems:
             print(p)
-        print("committed jobs match the generator" if not problems else f"{len(problems)} differences: run lightyear-jobs")
+        print(
+            "committed jobs match the generator" if not problems else f"{len(problems)} differences: run lightyear-jobs"
+        )
         return 1 if problems else 0
     if args.method or args.dataset:
         if not (args.method and args.dataset):
             parser.error("--method and --dataset go together")
         overrides = parse_set(args.set)
-        name, files = build_job(configs, args.method, args.dataset, args.malfunction, args.faulty, args.seed, overrides, **attacks.job_arguments(args))
+        name, files = build_job(
+            configs,
+            args.method,
+            args.dataset,
+            args.malfunction,
+            args.faulty,
+            args.seed,
+            overrides,
+            **attacks.job_arguments(args),
+        )
         root = config_folders.checkout_root()
         out = os.path.abspath(args.out) if args.out else os.path.join(root or os.getcwd(), "jobs")
         folder = os.path.join(out, name)
@@ -364,8 +426,10 @@ def main(argv=None) -> int:
         print(folder)
         return 0
     if args.set or args.malfunction != NONE or args.faulty or args.seed != DEFAULT_SEED or attacks.given(args):
-        parser.error("--set, --malfunction, --faulty, --attack, --attackers, --knowledge and --seed need --method and --dataset "
-                     "(without them every committed job is rewritten)")
+        parser.error(
+            "--set, --malfunction, --faulty, --attack, --attackers, --knowledge and --seed need --method and --dataset "
+            "(without them every committed job is rewritten)"
+        )
     out = committed_jobs_folder(args.out, "lightyear-jobs without --method")
     for name in write_committed(configs, output_folder(out)):
         print(os.path.join(out, name))

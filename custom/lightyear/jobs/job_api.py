@@ -31,8 +31,10 @@ Usage::
 
     python -m lightyear.jobs.job_api --method lightyear --dataset digits --env sim --workspace /tmp/ws
     python -m lightyear.jobs.job_api --method fedavg --dataset camelyon17 --env sim --gpus 0,1
-    python -m lightyear.jobs.job_api --method lightyear --dataset digits --malfunction sfa --faulty 2 --export --export-dir /tmp/jobs
-    python -m lightyear.jobs.job_api --method krum --dataset digits --env prod --startup-kit /path/admin@example.org --wait
+    python -m lightyear.jobs.job_api --method lightyear --dataset digits --malfunction sfa --faulty 2 \\
+        --export --export-dir /tmp/jobs
+    python -m lightyear.jobs.job_api --method krum --dataset digits --env prod \\
+        --startup-kit /path/admin@example.org --wait
 """
 
 from __future__ import annotations
@@ -75,9 +77,14 @@ def check_export_flags() -> None:
     from nvflare.recipe.spec import DEFAULT_EXPORT_DIR, _peek_recipe_args
 
     export, export_dir = _peek_recipe_args()
-    lone = (EXPORT_FLAGS is not None and EXPORT_FLAGS[1] and not EXPORT_FLAGS[0]) or (not export and export_dir != DEFAULT_EXPORT_DIR)
+    lone = (EXPORT_FLAGS is not None and EXPORT_FLAGS[1] and not EXPORT_FLAGS[0]) or (
+        not export and export_dir != DEFAULT_EXPORT_DIR
+    )
     if lone:
-        raise UserError("--export-dir only says where --export writes the job: add --export to write the folder, or leave --export-dir out to run the job")
+        raise UserError(
+            "--export-dir only says where --export writes the job: add --export to write the folder, "
+            "or leave --export-dir out to run the job"
+        )
 
 
 def gpus_asked(meta: dict) -> int:
@@ -115,12 +122,16 @@ def _make_env(args, recipe: GeneratedRecipe):
             kwargs["workspace_root"] = os.path.abspath(args.workspace)
         return LightyearSimEnv(**kwargs)
     if args.env == "poc":
-        return LightyearPocEnv(clients=sites, num_clients=len(sites), gpu_ids=gpus, workspace=args.workspace, username=args.username)
+        return LightyearPocEnv(
+            clients=sites, num_clients=len(sites), gpu_ids=gpus, workspace=args.workspace, username=args.username
+        )
     if not args.startup_kit:
         raise UserError("--env prod needs --startup-kit: the admin's startup kit folder of the running deployment")
     if not os.path.isdir(os.path.join(args.startup_kit, "startup")):
-        raise UserError(f"--startup-kit {args.startup_kit} is not an admin startup kit (no startup/ folder in it): "
-                        "give the admin's kit of the running deployment, e.g. prod_00/admin@org")
+        raise UserError(
+            f"--startup-kit {args.startup_kit} is not an admin startup kit (no startup/ folder in it): "
+            "give the admin's kit of the running deployment, e.g. prod_00/admin@org"
+        )
     return ProdEnv(startup_kit_location=args.startup_kit, username=args.username, login_timeout=args.login_timeout)
 
 
@@ -134,13 +145,26 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dataset", required=True, help="a dataset (app_configs/datasets/<name>.json)")
     add_job_arguments(ap)
     ap.add_argument("--env", choices=ENVS, default="sim", help="where the job runs (default: sim)")
-    ap.add_argument("--workspace", help="sim: the workspace root (the run goes to WORKSPACE/<job name>); poc: the POC folder")
-    ap.add_argument("--gpus", help="sim/poc: comma-separated GPU ids; in sim every site gets its own group, dealt over them")
+    ap.add_argument(
+        "--workspace", help="sim: the workspace root (the run goes to WORKSPACE/<job name>); poc: the POC folder"
+    )
+    ap.add_argument(
+        "--gpus", help="sim/poc: comma-separated GPU ids; in sim every site gets its own group, dealt over them"
+    )
     ap.add_argument("--startup-kit", help="prod: the admin startup kit of the running deployment")
-    ap.add_argument("--username", default="admin@nvidia.com", help="poc/prod: the admin user (default: FLARE's POC admin)")
+    ap.add_argument(
+        "--username", default="admin@nvidia.com", help="poc/prod: the admin user (default: FLARE's POC admin)"
+    )
     ap.add_argument("--login-timeout", type=seconds(positive=True), default=10.0, help="prod: seconds to log in")
-    ap.add_argument("--wait", type=seconds(), nargs="?", const=0.0, metavar="SECONDS",
-                    help="poc/prod: wait for the job to finish (at most SECONDS; 0 or none given: no limit) and download its result")
+    ap.add_argument(
+        "--wait",
+        type=seconds(),
+        nargs="?",
+        const=0.0,
+        metavar="SECONDS",
+        help="poc/prod: wait for the job to finish (at most SECONDS; 0 or none given: no limit) "
+        "and download its result",
+    )
     return ap
 
 
@@ -166,8 +190,11 @@ def _run_simulator(recipe: GeneratedRecipe, env) -> int:
             raise
         # FLARE's simulator ends its workers on KeyboardInterrupt (and then reports a failed run); end what is left
         survivors = process_tree.stop_tree(family)
-        print(f"{PROG}: interrupted ({', '.join(received) or 'Ctrl-C'}): the simulator and its sites were stopped"
-              + (f"; still running: {survivors}" if survivors else ""), file=sys.stderr)
+        print(
+            f"{PROG}: interrupted ({', '.join(received) or 'Ctrl-C'}): the simulator and its sites were stopped"
+            + (f"; still running: {survivors}" if survivors else ""),
+            file=sys.stderr,
+        )
         return 130
     print(f"job {run.get_job_id()} (sim)")
     print(f"results: {env.get_job_result(run.get_job_id())}")
@@ -189,8 +216,14 @@ def main(argv=None) -> int:
         raise UserError("--wait is for --env poc and prod: a simulator run always runs to the end")
     configs = config_folders.checked_configs(args.configs)
     recipe = GeneratedRecipe.build(
-        configs, args.method, args.dataset, malfunction=args.malfunction, faulty=args.faulty,
-        seed=args.seed, overrides=parse_set(args.set), **attacks.job_arguments(args),
+        configs,
+        args.method,
+        args.dataset,
+        malfunction=args.malfunction,
+        faulty=args.faulty,
+        seed=args.seed,
+        overrides=parse_set(args.set),
+        **attacks.job_arguments(args),
     )
     env = make_env(args, recipe)
     if args.env == "sim":

@@ -48,10 +48,14 @@ def _load(target: str, where: str) -> Method:
     try:
         found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
-        raise RegistryError(f"{where} names {target}, which cannot be loaded ({type(exc).__name__}: {exc}); "
-                            "fix the entry point or reinstall the package that declares it") from None
+        raise RegistryError(
+            f"{where} names {target}, which cannot be loaded ({type(exc).__name__}: {exc}); "
+            "fix the entry point or reinstall the package that declares it"
+        ) from None
     if not isinstance(found, Method):
-        raise RegistryError(f"{where} names {target}, a {type(found).__name__}, not a lightyear.flare.declarations.Method")
+        raise RegistryError(
+            f"{where} names {target}, a {type(found).__name__}, not a lightyear.flare.declarations.Method"
+        )
     return found
 
 
@@ -65,8 +69,10 @@ def methods() -> dict[str, Method]:
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         method = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")
         if method.name in found:
-            raise RegistryError(f"the entry point {entry.name} of group {GROUP} declares method {method.name!r}, which exists "
-                                "already; give the plugin's method another name")
+            raise RegistryError(
+                f"the entry point {entry.name} of group {GROUP} declares method {method.name!r}, which exists "
+                "already; give the plugin's method another name"
+            )
         found[method.name] = method
     return dict(sorted(found.items()))
 

@@ -38,6 +38,7 @@ from lightyear.jobs import registry
 class SettingError(UserError):
     """A job setting that cannot work; the message names the setting and what is allowed."""
 
+
 PLACEHOLDER_PREFIX = "${"
 
 GENERATOR_DEFAULTS = {"tensorboard": True}
@@ -71,7 +72,11 @@ DICT_EXAMPLES = {
 }
 """An example value of each dict setting, for the messages."""
 
-JSON_SETTINGS = {**DICT_EXAMPLES, "sites": '["site-1", "site-2"]', "site_resource_spec": '{"num_of_gpus": 1, "mem_per_gpu_in_GiB": 2}'}
+JSON_SETTINGS = {
+    **DICT_EXAMPLES,
+    "sites": '["site-1", "site-2"]',
+    "site_resource_spec": '{"num_of_gpus": 1, "mem_per_gpu_in_GiB": 2}',
+}
 """Settings whose ``--set`` value must be JSON (never a bare string), with an example."""
 
 RESERVED = {"seed": "the seed is set with --seed N"}
@@ -87,8 +92,10 @@ def parse_set(items: list[str]) -> dict:
             raise SettingError(f"--set takes KEY=VALUE (a JSON value), got {item!r}: e.g. --set rounds=3")
         key = key.strip()
         if key in overrides:
-            raise SettingError(f"--set {key} is given twice: give each setting once (for {', '.join(DICT_SETTINGS)} "
-                               "put every key in one JSON object)")
+            raise SettingError(
+                f"--set {key} is given twice: give each setting once (for {', '.join(DICT_SETTINGS)} "
+                "put every key in one JSON object)"
+            )
         try:
             overrides[key] = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -162,7 +169,9 @@ def check_value_range(key: str, value) -> None:
         for inner in value:
             check_value_range(key, inner)
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_INTEGER:
-        raise SettingError(f"{key}: the whole number {value:.3g} is out of range (at most {LARGEST_INTEGER} in magnitude)")
+        raise SettingError(
+            f"{key}: the whole number {value:.3g} is out of range (at most {LARGEST_INTEGER} in magnitude)"
+        )
 
 
 def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, overrides: dict | None) -> dict:
@@ -170,8 +179,10 @@ def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, ov
     for key, value in (overrides or {}).items():
         check_value_range(key, value)
         if key in DICT_SETTINGS and value is None:
-            raise SettingError(f"{key}=null would drop the dataset's {key}: give the keys to change, "
-                               f"e.g. --set '{key}={DICT_EXAMPLES[key]}'")
+            raise SettingError(
+                f"{key}=null would drop the dataset's {key}: give the keys to change, "
+                f"e.g. --set '{key}={DICT_EXAMPLES[key]}'"
+            )
     settings = dict(GENERATOR_DEFAULTS)
     settings.update(method_meta.get("defaults", {}))
     settings.update(dataset_settings)
@@ -222,7 +233,11 @@ def direct_arguments(templates: list) -> dict[str, dict]:
             for name in constructor_arguments(component_class(component["path"])):
                 if name not in given and name not in NOT_SETTABLE:
                     owners.setdefault(name, []).append(component)
-    return {name: found[0] for name, found in owners.items() if len(found) == 1 and name not in named and name not in RESERVED}
+    return {
+        name: found[0]
+        for name, found in owners.items()
+        if len(found) == 1 and name not in named and name not in RESERVED
+    }
 
 
 def known_settings(templates: list, malfunction: bool) -> set[str]:

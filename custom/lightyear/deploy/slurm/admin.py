@@ -12,7 +12,7 @@ processes.
 
 Usage (the deploy batch script runs it)::
 
-    python -m lightyear.deploy.slurm.admin run --kit KITS/admin@lightyear.org --job JOB \
+    python -m lightyear.deploy.slurm.admin run --kit KITS/admin@lightyear.org --job JOB \\
         --sites site-1 site-2 --out RESULTS
     python -m lightyear.deploy.slurm.admin shutdown --kit KITS/admin@lightyear.org
 """
