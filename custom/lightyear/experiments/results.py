@@ -29,7 +29,7 @@ from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.cli import UserError
 from lightyear.experiments.runner import RUNS, summary_path
 from lightyear.jobs import registry
-from lightyear.jobs.generate import load_json
+from lightyear.jobs.folders import load_json
 from lightyear.records import table_rows
 
 SUMMARY_ROWS = ("mean_benign", "std_benign")

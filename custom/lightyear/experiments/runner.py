@@ -23,6 +23,7 @@ from lightyear.flare import component_policy
 from lightyear.flare.process_tree import Family
 from lightyear.flare.start_race import never_started
 from lightyear.jobs import generate
+from lightyear.jobs.folders import load_json
 from lightyear.records import table_rows
 
 RUNS = "runs"
@@ -73,7 +74,7 @@ def is_finished(folder: str) -> bool:
 def faulty_sites(folder: str) -> set[str]:
     """The faulty or attacking sites of the run's job (``job/meta.json``); none when it cannot be read."""
     try:
-        info = generate.load_json(os.path.join(folder, "job", "meta.json")).get("lightyear", {})
+        info = load_json(os.path.join(folder, "job", "meta.json")).get("lightyear", {})
         return {s for s in info.get("faulty_sites", []) if isinstance(s, str)}
     except (OSError, ValueError, AttributeError, TypeError):
         return set()
@@ -102,7 +103,7 @@ def matches_job(folder: str, files: dict) -> bool:
     for rel, obj in files.items():
         path = os.path.join(folder, "job", rel)
         try:
-            if generate.load_json(path) != json.loads(json.dumps(obj)):
+            if load_json(path) != json.loads(json.dumps(obj)):
                 return False
         except (OSError, ValueError):
             return False
@@ -113,7 +114,7 @@ def resources_file(configs: str) -> dict:
     """The repository's ``workspace/local/resources.json`` next to ``configs``, or FLARE's default policy plus
     this package."""
     path = os.path.join(os.path.dirname(os.path.abspath(configs)), "workspace", "local", "resources.json")
-    return generate.load_json(path) if os.path.isfile(path) else component_policy.with_package({})[0]
+    return load_json(path) if os.path.isfile(path) else component_policy.with_package({})[0]
 
 
 def prepare(folder: str, files: dict, resources: dict) -> None:

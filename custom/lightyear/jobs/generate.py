@@ -5,7 +5,7 @@ A method declares itself (:class:`~lightyear.flare.declarations.Method`, found t
 :mod:`lightyear.jobs.registry`): its topology, its classes, the job settings its constructors take
 and its own settings. Its job's configurations are its topology's shared templates
 (``app_configs/templates/<topology>/config_fed_server.json`` and ``config_fed_client.json``) with
-the method's classes and arguments put in (:func:`method_templates`): a string value ``"${name}"``
+the method's classes and arguments put in (:mod:`lightyear.jobs.catalog`): a string value ``"${name}"``
 is replaced by the job's setting ``name`` with its JSON type, and an argument whose setting no layer
 gives is left out (the constructor's default applies). Where each setting comes from, and how a job
 is checked by building every component of it as FLARE will: :mod:`lightyear.jobs.settings`.
@@ -39,18 +39,16 @@ import sys
 import tempfile
 
 from lightyear import configs as config_folders
-from lightyear import data as data_registry
 from lightyear.algorithms.malfunctions import KINDS, NONE
 from lightyear.checks import boolean, raising
 from lightyear.cli import command, folder_name, output_folder
 from lightyear.flare import analytics
 from lightyear.flare.component_policy import with_refusal_fix
-from lightyear.flare.declarations import Method
 from lightyear.jobs import attacks, registry
-from lightyear.jobs.folders import check_replaceable, load_json, write_job
+from lightyear.jobs.catalog import committed_jobs, dataset_settings_of, datasets, method_templates, methods
+from lightyear.jobs.folders import check_replaceable, write_job
 from lightyear.jobs.settings import (
     MALFUNCTION_KEYS,
-    PLACEHOLDER_PREFIX,
     SettingError,
     build_components,
     check_dict_settings,
@@ -69,52 +67,6 @@ from lightyear.jobs.settings import (
 from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 
 DEFAULT_SEED = 0
-
-
-def methods(configs: str | None = None) -> list[str]:
-    """The known methods (the registry: the toolkit's and installed plugins'; ``configs`` holds no method)."""
-    return registry.names()
-
-
-def method_templates(method: Method) -> tuple[dict, dict]:
-    """(server, client) configuration templates of ``method``: its topology's shared templates
-    (``app_configs/templates/<topology>/``, the package's) with the method's classes and arguments."""
-    folder = os.path.join(config_folders.bundled(), "templates", method.topology)
-    server = load_json(os.path.join(folder, "config_fed_server.json"), "the server template")
-    client = load_json(os.path.join(folder, "config_fed_client.json"), "the client template")
-    executor = client["executors"][0]["executor"]
-    executor["path"] = method.site
-    args = {k: v for k, v in executor["args"].items() if k not in method.omit}
-    args.update({arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.site_args.items()})
-    executor["args"] = {**args, **method.fixed}
-    workflow = server["workflows"][0]
-    workflow["args"] = {
-        **{k: v for k, v in workflow["args"].items() if k not in method.omit},
-        **method.controller_fixed,
-    }
-    if method.rule is not None:
-        rule = server["components"][0]
-        rule["path"] = method.rule
-        rule["args"] = {arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.rule_args.items()}
-    return server, client
-
-
-def datasets(configs: str) -> list[str]:
-    """The datasets a job can use: those with a settings file in ``configs/datasets/`` and the
-    installed plugins' (whose settings are in their module, :func:`lightyear.data.plugin_settings`)."""
-    folder = os.path.join(configs, "datasets")
-    files = {f[:-5] for f in os.listdir(folder) if f.endswith(".json")}
-    return sorted(
-        files | {name for name in data_registry.datasets() if data_registry.plugin_settings(name) is not None}
-    )
-
-
-def dataset_settings_of(configs: str, dataset: str):
-    """The dataset's job settings: its settings file, or a plugin's ``SETTINGS``."""
-    path = os.path.join(configs, "datasets", f"{dataset}.json")
-    if not os.path.isfile(path) and data_registry.plugin_settings(dataset) is not None:
-        return data_registry.plugin_settings(dataset)
-    return load_json(path, "the dataset file")
 
 
 def malfunction_component(settings: dict, kind: str, seed: int) -> dict:
@@ -282,13 +234,6 @@ def _build_job(
         },
     }
     return name, files
-
-
-def committed_jobs(configs: str) -> list[tuple[str, str]]:
-    """Every (method, dataset) pair of the toolkit's own: the job folders kept under ``jobs/``
-    (installed plugins' methods and datasets have none there)."""
-    files = sorted(f[:-5] for f in os.listdir(os.path.join(configs, "datasets")) if f.endswith(".json"))
-    return [(m, d) for m in registry.builtin_names() for d in files]
 
 
 def write_committed(configs: str, out: str) -> list[str]:
