@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from importlib.metadata import entry_points
 
 from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION, SiteData
+from lightyear.plugins import module_table
 
 DATASETS: dict[str, str] = {
     "digits": "lightyear.data.digits",
@@ -33,14 +33,7 @@ GROUP = "lightyear.datasets"
 @functools.cache
 def datasets() -> dict[str, str]:
     """name -> module of every known dataset: the toolkit's, then installed plugins'."""
-    found = dict(DATASETS)
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        if entry.name in found:
-            raise ValueError(
-                f"the entry point {entry.name} of group {GROUP} names a dataset that exists already; rename it"
-            )
-        found[entry.name] = entry.value
-    return found
+    return module_table(DATASETS, GROUP, "dataset")
 
 
 def plugin_settings(name: str) -> dict | None:

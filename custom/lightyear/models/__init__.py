@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 
 import numpy as np
 import torch
 from torch import nn
 
 from lightyear.algorithms.attacks.reparametrise import UnitGroup
+from lightyear.plugins import module_table
 
 MODELS: dict[str, str] = {
     "cnn": "lightyear.models.femnist_cnn",
@@ -35,14 +35,7 @@ GROUP = "lightyear.models"
 @functools.cache
 def models() -> dict[str, str]:
     """name -> module of every known network: the toolkit's, then installed plugins'."""
-    found = dict(MODELS)
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        if entry.name in found:
-            raise ValueError(
-                f"the entry point {entry.name} of group {GROUP} names a network that exists already; rename it"
-            )
-        found[entry.name] = entry.value
-    return found
+    return module_table(MODELS, GROUP, "network")
 
 
 def build_model(name: str, num_classes: int, in_channels: int = 1, seed: int | None = None, **kwargs) -> nn.Module:
