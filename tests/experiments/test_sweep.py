@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from lightyear.experiments import progress, report, runner, sweep
+from lightyear.experiments import progress, report, run_outcome, runner, sweep
 from lightyear.experiments.results import load_sweep
 from lightyear.experiments.selection import counts, run_selection
 
@@ -265,3 +265,44 @@ def test_an_attackers_row_never_makes_a_run_finished(tmp_path):
         "site,malfunction,status,acc\nsite-1,none,finished,0.5\nsite-2,none,finished,0.9\n"
     )
     assert runner.is_finished(str(folder))
+
+
+def test_a_run_that_writes_nothing_is_stopped_and_the_sweep_goes_on(tmp_path, fake, capsys):
+    """Seed 2 hangs with a child and a site worker of its own session; the limit stops all three."""
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, [2, 0])
+    argv = [spec, "--out", str(out), "--configs", CONFIGS, "--plain", "--stall-timeout", "0.05"]
+    assert sweep.main(argv) == 1
+    assert statuses(out) == {"fedavg_digits_clean_s2": "failed", "fedavg_digits_clean_s0": "finished"}
+    status = json.loads((out / "runs" / "fedavg_digits_clean_s2" / "status.json").read_text())
+    assert status["reason"].startswith("stalled: wrote nothing for 0:0"), status["reason"]
+    assert "(--stall-timeout), stopped after round 0; last output: fake simulator" in status["reason"]
+    assert status["wall_s"] < 60
+    for pid in (out / "runs" / "fedavg_digits_clean_s2" / "ws" / "pids").read_text().split():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
+    assert "FAILED   fedavg_digits_clean_s2" in capsys.readouterr().out
+
+
+def test_a_run_is_stalled_only_while_it_writes_nothing(tmp_path):
+    folder = tmp_path / "runs" / "r"
+    folder.mkdir(parents=True)
+    (folder / "log.txt").write_text("start\n")
+    seen = {}
+    assert run_outcome.stall_reason(str(tmp_path), "r", seen, 0.0) is None  # first look: nothing to compare
+    with open(folder / "log.txt", "a") as f:
+        f.write("round 1\n")
+    assert run_outcome.stall_reason(str(tmp_path), "r", seen, 0.0) is None  # it wrote: not stalled
+    assert run_outcome.stall_reason(str(tmp_path), "r", seen, None) is None  # no limit
+    assert run_outcome.stall_reason(str(tmp_path), "r", seen, 3600.0) is None  # not for long enough
+    assert run_outcome.stall_reason(str(tmp_path), "r", seen, 0.0).startswith("stalled: wrote nothing for")
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_a_stall_timeout_that_is_no_number_of_minutes_is_refused(tmp_path, capsys, value):
+    argv = [write_spec(tmp_path, [0]), "--out", str(tmp_path / "o"), "--stall-timeout", value]
+    with pytest.raises(SystemExit) as exit_:
+        sweep.main(argv)
+    assert exit_.value.code == 2
+    assert "--stall-timeout must be a number of minutes >= 0 (0: never)" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -141,6 +141,19 @@ def nvflare_command() -> str:
     return found
 
 
+def activity(folder: str) -> tuple[int, int]:
+    """What a live run has written so far: the sizes of its ``log.txt`` (everything FLARE prints) and of
+    the server's ``progress.jsonl``; a run whose figures stop changing has stalled."""
+    sizes = []
+    progress_file = os.path.join(folder, "ws", "server", "simulate_job", "progress.jsonl")
+    for path in (os.path.join(folder, "log.txt"), progress_file):
+        try:
+            sizes.append(os.path.getsize(path))
+        except OSError:
+            sizes.append(-1)
+    return sizes[0], sizes[1]
+
+
 def child_env() -> dict:
     """This environment with the folder holding ``lightyear`` first on PYTHONPATH (for FLARE's processes)."""
     import lightyear

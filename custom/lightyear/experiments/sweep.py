@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -30,13 +31,15 @@ import time
 
 from lightyear import configs as config_folders
 from lightyear.cli import UserError, command, folder_name, output_folder
-from lightyear.experiments import progress, run_status, runner, slurm
+from lightyear.experiments import progress, run_outcome, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
 
 SPEC_COPY = "spec.json"
 PLAN = "sweep.json"
 LOCK = ".sweep.lock"
 PROG = "lightyear-sweep"
+STALL_MINUTES = 60.0
+"""Default of ``--stall-timeout``: minutes a run may go without writing anything before it is stopped."""
 
 
 class SweepError(UserError):
@@ -86,9 +89,20 @@ def take_lock(out: str) -> str:
 
 
 def execute(
-    spec: SweepSpec, todo: list, out: str, configs: str, parallel: int = 1, display=None, poll: float = 1.0
+    spec: SweepSpec,
+    todo: list,
+    out: str,
+    configs: str,
+    parallel: int = 1,
+    display=None,
+    poll: float = 1.0,
+    stall_after: float | None = STALL_MINUTES * 60,
 ) -> dict:
-    """Run ``todo`` (from :func:`plan`) ``parallel`` at a time; return the gathered status."""
+    """Run ``todo`` (from :func:`plan`) ``parallel`` at a time; return the gathered status.
+
+    A run that writes nothing (:func:`~lightyear.experiments.runner.activity`) for ``stall_after``
+    seconds (None: no limit) is stopped with every process it started and recorded as failed with
+    that reason, so that one hung simulator costs the sweep one limit, not the rest of the sweep."""
     display = display or progress.PlainDisplay()
     names = [r.name for r in spec.runs]
     resources = runner.resources_file(configs)
@@ -99,6 +113,8 @@ def execute(
     tally = {"done": len(names) - len(todo), "failed": 0, "walls": run_status.known_walls(out, names)}
     retried: set[str] = set()  # runs started again after FLARE's start race (once each)
     files_of: dict[str, dict] = {}
+    seen: dict[str, tuple] = {}  # name -> (what the run had written, when that last changed)
+    stalled: dict[str, str] = {}  # name -> why it was stopped
     # SIGINT too: a sweep started in the background of a script inherits SIGINT ignored, and
     # `kill -INT` must still stop its runs
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -119,14 +135,22 @@ def execute(
             time.sleep(poll)
             for name, (run, proc, started) in list(running.items()):
                 if proc.poll() is None:
-                    continue
+                    why = run_outcome.stall_reason(out, name, seen, stall_after)
+                    if why is None:
+                        continue
+                    runner.stop(proc)
+                    stalled[name] = why
                 del running[name]
+                seen.pop(name, None)
                 wall = time.monotonic() - started
-                if name not in retried and _start_again(out, run, display):
+                if name in stalled:
+                    run_outcome.record_stall(out, run, stalled.pop(name), wall, display)
+                    tally["failed"] += 1
+                elif name not in retried and run_outcome.start_again(out, run, display):
                     retried.add(name)
                     pending.insert(0, (run, files_of[name]))
                     continue
-                if _finish(out, run, proc, wall, display):
+                elif run_outcome.finish(out, run, proc, wall, display):
                     tally["done"] += 1
                     tally["walls"].append(wall)
                 else:
@@ -151,44 +175,6 @@ def execute(
             signal.signal(s, handler)
     display.close()
     return run_status.write_sweep_status(out, names)
-
-
-def _start_again(out: str, run, display) -> bool:
-    """Whether the ended run failed only because a site never started (FLARE's start race); then
-    its attempt is kept aside, the sweep says so, and the run is to start again in a fresh workspace."""
-    folder = runner.run_dir(out, run.name)
-    if runner.is_finished(folder):
-        return False
-    why = runner.start_race(folder)
-    if why is None:
-        return False
-    aside = runner.set_aside(folder)
-    display.event(
-        f"RESTART  {run.name}: {why}: FLARE's start race, not the job; starting it again once in a fresh "
-        f"workspace (the failed attempt: {aside})"
-    )
-    return True
-
-
-def _finish(out: str, run, proc, wall: float, display) -> bool:
-    folder = runner.run_dir(out, run.name)
-    fields = {"wall_s": round(wall, 1), "ended": run_status.now()}
-    if runner.is_finished(folder):
-        dropped = runner.unfinished_sites(folder)
-        if dropped:
-            fields["not_finished_sites"] = dropped
-        run_status.write_run_status(folder, run.name, run_status.FINISHED, **fields)
-        display.event(
-            f"finished {run.name} in {progress.clock(wall)}"
-            + (f" ({', '.join(dropped)} did not finish)" if dropped else "")
-        )
-        return True
-    reason = runner.failure_reason(folder, proc.returncode)
-    run_status.write_run_status(folder, run.name, run_status.FAILED, reason=reason, **fields)
-    display.event(
-        f"FAILED   {run.name} after {progress.clock(wall)}: {reason} (log: {os.path.join(folder, 'log.txt')})"
-    )
-    return False
 
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
@@ -218,6 +204,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="simulator runs at a time (default 1; FLARE's simulators can cross-wire their site workers "
         "when several run on one machine: see docs/jobs-and-settings.md)",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_MINUTES,
+        metavar="MIN",
+        help=f"stop a run that writes nothing to its log or progress for MIN minutes and record it as failed "
+        f"(default {STALL_MINUTES:g}; 0: never)",
     )
     p.add_argument("--dry-run", action="store_true", help="list the runs and which are done; run nothing")
     p.add_argument(
@@ -314,6 +308,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.parallel < 1:
         parser().error("--parallel must be at least 1")
+    if not math.isfinite(args.stall_timeout) or args.stall_timeout < 0:
+        parser().error(f"--stall-timeout must be a number of minutes >= 0 (0: never), got {args.stall_timeout:g}")
     out = os.path.abspath(folder_name(args.out))
     check_out(out)
     configs = config_folders.checked_configs(args.configs)
@@ -368,7 +364,8 @@ def main(argv=None) -> int:
     lock = None
     try:
         lock = take_lock(out) if args.task is None else None
-        status = execute(spec, todo, out, configs, args.parallel, display)
+        stall_after = args.stall_timeout * 60 if args.stall_timeout > 0 else None
+        status = execute(spec, todo, out, configs, args.parallel, display, stall_after=stall_after)
     except KeyboardInterrupt:
         print("interrupted: the running simulator was stopped; run the same command again to continue", file=sys.stderr)
         return 130
