@@ -71,6 +71,26 @@ def test_fedcap_per_client_counts_judge_each_client_once_at_the_end_of_the_run(t
     assert (client.dacc, client.fpr, client.fnr) == (0.75, pytest.approx(1 / 3), 0.0)
 
 
+def test_per_client_counts_judge_a_removed_client_by_the_round_that_removed_it(tmp_path):
+    """FedCAP's records name a removed site only in the round that removed it. site-4 attacks.
+    r0: keeps all four (site-4 missed); r1: removes site-4 and site-3, leaves out site-2 this round;
+    r2: keeps site-1 and site-2, the removed two are no longer named. Per client, each by its last
+    decision: site-4 removed (TP), site-3 removed (FP), site-2 kept again and site-1 kept (TN):
+    (1, 1, 2, 0). Judged by r2 alone, the removed attacker would vanish: (0, 0, 2, 0)."""
+    run = make_run(tmp_path / "fedcap", "fedcap", ["site-4"], topology="star")
+    write_history(
+        run,
+        [
+            {"round": 0, "kept": SITES4, "excluded": [], "rejected": []},
+            {"round": 1, "kept": ["site-1"], "excluded": ["site-2", "site-3", "site-4"], "rejected": []},
+            {"round": 2, "kept": ["site-1", "site-2"], "excluded": [], "rejected": []},
+        ],
+    )
+    found = run_detection(open_run(str(run)))
+    assert found.total == counts(1, 2, 6, 1)
+    assert found.per_client() == counts(1, 1, 2, 0)
+
+
 def test_detection_csv_has_decisions_then_pools(tmp_path):
     found = run_detection(open_run(str(lightyear_run(tmp_path / "run"))))
     rows = list(csv.DictReader(open(detection.write_csv(found, str(tmp_path / "detection.csv")))))

@@ -144,12 +144,22 @@ class RunDetection:
         }
 
     def per_client(self) -> DetectionCounts:
-        """Each client judged once, by the last round's decision of every receiver: flagged if that
-        round left it out (for FedCAP, removed for good at some point), the way FedCAP's Table III
-        counts; pooled over the receivers."""
-        last = max((d.round for d in self.decisions), default=None)
+        """Each client judged once per receiver, by the last decision that receiver made about it,
+        the way FedCAP's Table III counts: flagged if that decision left it out. A client removed
+        for good is judged by the round that removed it, since a rule's records name a removed
+        client in that round only (FedCAP's) or in every later round too; pooled over receivers."""
+        last: dict[tuple[str, str], bool] = {}
+        for d in sorted(self.decisions, key=lambda d: d.round):
+            for client in d.evaluated:
+                last[(d.receiver, client)] = client in d.flagged
+        receivers = sorted({receiver for receiver, _ in last}, key=site_key)
         return pool(
-            detection_counts(self.run.faulty_sites, d.evaluated, d.flagged) for d in self.decisions if d.round == last
+            detection_counts(
+                self.run.faulty_sites,
+                {c for (r, c) in last if r == receiver},
+                {c for (r, c), flagged in last.items() if r == receiver and flagged},
+            )
+            for receiver in receivers
         )
 
     def by_receiver(self) -> dict[str, DetectionCounts]:
