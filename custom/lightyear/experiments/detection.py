@@ -148,18 +148,13 @@ class RunDetection:
         the way FedCAP's Table III counts: flagged if that decision left it out. A client removed
         for good is judged by the round that removed it, since a rule's records name a removed
         client in that round only (FedCAP's) or in every later round too; pooled over receivers."""
-        last: dict[tuple[str, str], bool] = {}
+        judged: dict[str, dict[str, bool]] = {}
         for d in sorted(self.decisions, key=lambda d: d.round):
             for client in d.evaluated:
-                last[(d.receiver, client)] = client in d.flagged
-        receivers = sorted({receiver for receiver, _ in last}, key=site_key)
+                judged.setdefault(d.receiver, {})[client] = client in d.flagged
         return pool(
-            detection_counts(
-                self.run.faulty_sites,
-                {c for (r, c) in last if r == receiver},
-                {c for (r, c), flagged in last.items() if r == receiver and flagged},
-            )
-            for receiver in receivers
+            detection_counts(self.run.faulty_sites, set(last), {c for c, flagged in last.items() if flagged})
+            for _, last in sorted(judged.items(), key=lambda item: site_key(item[0]))
         )
 
     def by_receiver(self) -> dict[str, DetectionCounts]:
