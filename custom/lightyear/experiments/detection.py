@@ -154,7 +154,7 @@ class RunDetection:
                 judged.setdefault(d.receiver, {})[client] = client in d.flagged
         return pool(
             detection_counts(self.run.faulty_sites, set(last), {c for c, flagged in last.items() if flagged})
-            for _, last in sorted(judged.items(), key=lambda item: site_key(item[0]))
+            for last in judged.values()
         )
 
     def by_receiver(self) -> dict[str, DetectionCounts]:
