@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from torch.utils.data import Dataset
+if TYPE_CHECKING:  # a type only: job generation and the commands run without importing torch
+    from torch.utils.data import Dataset
 
 CLASSIFICATION = "classification"
 SEGMENTATION = "segmentation"
