@@ -45,14 +45,23 @@ def build_wheel(tmp_path) -> str:
     return str(tmp_path / "wheels" / wheel)
 
 
+def dependency_folders() -> list[str]:
+    """Every folder this interpreter imports installed packages from: its own site-packages and those
+    it reaches through .pth files or --system-site-packages (an environment layered on another, as
+    on a cluster's or a GPU image's PyTorch), which a .pth file naming only the first would miss."""
+    here = sysconfig.get_paths()
+    found = [here["purelib"], here["platlib"]]
+    found += [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages") and os.path.isdir(p)]
+    return list(dict.fromkeys(found))
+
+
 def fresh_venv(folder) -> str:
     """A virtual environment without pip whose Python also sees this interpreter's installed packages."""
     run([sys.executable, "-m", "venv", "--without-pip", str(folder)])
     python = os.path.join(folder, "bin", "python")
     site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
-    here = sysconfig.get_paths()
     with open(os.path.join(site, "_dependencies.pth"), "w") as f:
-        f.write("\n".join(dict.fromkeys([here["purelib"], here["platlib"]])) + "\n")
+        f.write("\n".join(dependency_folders()) + "\n")
     return python
 
 
