@@ -164,19 +164,18 @@ class SiteRound:
         for peer, reason in inbox.rejected.items():
             self.log("warning", f"round {round_num}: rejected the model of {peer}: {reason}")
 
-        with self.slots.hold(self.abort):
+        with self.slots.hold(self.abort):  # one slot for aggregation and evaluation: one queueing, not two
             a0 = time.perf_counter()
             outcome = rule.aggregate(round_num, own, inbox.valid, inbox=inbox)
             aggregate_s = time.perf_counter() - a0 - outcome.score_s
-        exchange.release(round_num)
-        for peer, reason in outcome.rejected.items():
-            self.log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
-        with self.slots.hold(self.abort):
+            exchange.release(round_num)
             e0 = time.perf_counter()
             rt.set_weights(outcome.weights)
             val = dict(outcome.val_metrics) if outcome.val_metrics is not None else rt.evaluate("val")
             test = rt.evaluate("test")
             eval_s = time.perf_counter() - e0
+        for peer, reason in outcome.rejected.items():
+            self.log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
 
         row = {"round": round_num, "site": self.site, "malfunction": applied}
         row.update(outcome.fields)
