@@ -40,6 +40,7 @@ FakeEngine = SiteEngine  # records the models a site sends, answers OK and ready
         ({"train_args": {"local_epochs": 0}}, "local_epochs"),
         ({"train_args": {"epochs": 3}}, "unknown train_args"),
         ({"transfer_dtype": "int8"}, "transfer_dtype"),
+        ({"align_units": "yes"}, "align_units"),
     ],
 )
 def test_bad_settings_stop_the_job_at_construction(kwargs, name):
@@ -235,6 +236,34 @@ def test_a_function_preserving_copy_wrecks_the_papers_average_and_is_excluded_by
     for key, value in kept.weights.items():
         if value.dtype.kind == "f":
             assert np.linalg.norm(value) <= 1.1 * np.linalg.norm(own[key]) + 1e-6
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A model trained well past chance on the receiving site's data (where a bad average shows)."""
+    rt = SiteRuntime("site-1", "digits", "cnn", seed=0, train_args={"local_epochs": 4, "batch_size": 16}, num_threads=1)
+    rt.train(0)
+    return rt.get_weights()
+
+
+def test_aligned_units_put_a_permuted_copy_of_the_own_model_back_before_averaging(tmp_path, trained, peers):
+    from lightyear.algorithms.attacks.reparametrise import reparametrised
+    from lightyear.models import model_symmetries
+
+    own = trained  # the receiver's model; an attacker with full knowledge sends it back permuted
+    copy = reparametrised(own, model_symmetries("cnn", own), "permute", 1.0, np.random.default_rng(5))[0]
+    plain, aligning = (make_executor(tmp_path, aggregation="paper", align_units=a) for a in (False, True))
+    accuracy = lambda weights: plain.runtime.evaluate("val", weights)["acc"]  # noqa: E731
+    assert accuracy(copy) == pytest.approx(accuracy(own))  # the same predictions
+    received = {"site-2": peers["site-2"], "site-3": copy}
+    broken, fixed = plain.aggregate(0, own, received), aligning.aggregate(0, own, received)
+    assert broken.fields["adopted"] == fixed.fields["adopted"] == ["site-2", "site-3"]
+    assert fixed.fields["site-3_realigned"] > 500 and fixed.fields["site-4_realigned"] == ""
+    # aligned, the copy is the own model again: the step is towards the honest peer and the own model
+    honest = aligning.aligned(own, {"site-2": peers["site-2"]})[0]["site-2"]
+    for key, value in own.items():
+        np.testing.assert_allclose(fixed.weights[key], (honest[key] + value) / 2, rtol=1e-5, atol=1e-6)
+    assert accuracy(fixed.weights) > accuracy(broken.weights)
 
 
 def test_bad_validated_aggregation_settings_stop_the_job_at_construction():

@@ -147,17 +147,23 @@ def reparametrise(
     out = {k: np.array(v, copy=True) for k, v in weights.items()}
     for group, (scales, order) in zip(groups, draws):
         for slot in group.slots:
-            entry = out[slot.key]
-            work = entry.astype(np.float64).reshape(slot.view) if slot.view is not None else entry.astype(np.float64)
-            sub = work[slot.part] if slot.part is not None else work
-            index = [slice(None)] * sub.ndim
-            index[slot.axis] = slice(slot.offset, slot.offset + group.units)
-            shape = [1] * sub.ndim
-            shape[slot.axis] = group.units
-            units = sub[tuple(index)] * np.power(scales, slot.power).reshape(shape)
-            sub[tuple(index)] = np.take(units, order, axis=slot.axis)  # sub is a view of work
-            out[slot.key] = work.reshape(entry.shape).astype(entry.dtype)
+            out[slot.key] = transform_entry(out[slot.key], slot, group.units, scales, order)
     return out
+
+
+def transform_entry(entry: np.ndarray, slot: Slot, units: int, scales: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """A new ``entry`` (its dtype and shape) with the ``units`` that ``slot`` locates scaled by
+    ``scales ** slot.power`` and reordered: new unit k is old unit ``order[k]``."""
+    entry = np.asarray(entry)
+    work = entry.astype(np.float64).reshape(slot.view) if slot.view is not None else entry.astype(np.float64)
+    sub = work[slot.part] if slot.part is not None else work
+    index = [slice(None)] * sub.ndim
+    index[slot.axis] = slice(slot.offset, slot.offset + units)
+    shape = [1] * sub.ndim
+    shape[slot.axis] = units
+    moved = sub[tuple(index)] * np.power(scales, slot.power).reshape(shape)
+    sub[tuple(index)] = np.take(moved, order, axis=slot.axis)  # sub is a view of work
+    return work.reshape(entry.shape).astype(entry.dtype)
 
 
 def reparametrised(

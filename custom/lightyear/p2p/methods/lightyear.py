@@ -9,7 +9,9 @@ neighbour selected it keeps its own model.
 aggregate the site has validated itself, with the guarantee of
 :mod:`lightyear.algorithms.p2p.validated_update`; ``paper`` is Eq. 18 exactly, for reproducing the
 paper (a model that predicts like an honest one but sits elsewhere in parameter space then wrecks
-the average; ``docs/attacks.md``).
+the average; ``docs/attacks.md``). ``align_units`` (off by default) first moves every selected
+model along its network's exact symmetries to the point closest to the own model
+(:mod:`lightyear.algorithms.p2p.unit_alignment`): the same function, averaged unit by unit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 import time
 
 from lightyear.algorithms.attacks.detection import Labelling, filled, names
+from lightyear.algorithms.model_check import model_problems
 from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
 from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
 from lightyear.algorithms.p2p.validated_update import (
@@ -28,6 +31,7 @@ from lightyear.algorithms.p2p.validated_update import (
     Bounds,
     validated_update,
 )
+from lightyear.checks import boolean
 from lightyear.flare.declarations import P2P, Detection, Method
 from lightyear.p2p.site.adaptive_attack import PEER_ADAPTIVE
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
@@ -51,6 +55,7 @@ class LightyearExecutor(P2PExecutor):
         max_loss_growth: float = DEFAULT_MAX_LOSS_GROWTH,
         max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH,
         max_peer_share: float = DEFAULT_MAX_PEER_SHARE,
+        align_units: bool = False,
         **kwargs,
     ):
         """Args:
@@ -69,6 +74,8 @@ class LightyearExecutor(P2PExecutor):
             ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validated_update.Bounds`):
             the largest drop of validation accuracy (Dice), relative growth of the validation loss
             and of an entry's norm, and weight of one received model in an aggregate.
+        align_units: align every selected model's hidden units to the own model's before averaging
+            (:mod:`~lightyear.algorithms.p2p.unit_alignment`; the network's declared symmetries).
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
         """
         self.tau = check_tau(tau)
@@ -85,7 +92,32 @@ class LightyearExecutor(P2PExecutor):
             )
         self.aggregation = aggregation
         self.bounds = Bounds(validation_delta, max_loss_growth, max_norm_growth, max_peer_share)
+        self.align_units = boolean(
+            "align_units", align_units, note="true aligns each selected model's units to the own model's"
+        )
+        self._symmetries: list | None = None
         super().__init__(**kwargs)
+
+    def aligned(self, own: dict, models: dict[str, dict]) -> tuple[dict[str, dict], dict[str, int]]:
+        """(``models`` with their units aligned to ``own``, units each moved to another position);
+        a model whose alignment fails or is not a valid model stays as it came (logged)."""
+        from lightyear.algorithms.p2p.unit_alignment import aligned  # SciPy: only when aligning
+        from lightyear.models import model_symmetries
+
+        if self._symmetries is None:
+            self._symmetries = model_symmetries(self.runtime.model_name, own, self.runtime.model_args)
+        out, moved = {}, {}
+        for peer, weights in models.items():
+            try:
+                candidate, moved[peer] = aligned(own, weights, self._symmetries)
+                problems = model_problems(candidate, own, None)
+            except Exception as exc:  # noqa: BLE001 - a model alignment cannot handle is averaged as it came
+                problems = [f"{type(exc).__name__}: {exc}"]
+            if problems:
+                self.logger.warning(f"could not align {peer}'s units ({'; '.join(problems)}): averaged as received")
+                candidate, moved[peer] = weights, 0
+            out[peer] = candidate
+        return out, moved
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
@@ -109,9 +141,13 @@ class LightyearExecutor(P2PExecutor):
 
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
         fields.update({"own_skill": own_skill, "warming_up": int(warming_up), "aggregation": self.aggregation})
+        chosen = {p: received[p] for p in selected}
+        if self.align_units:
+            chosen, moved = self.aligned(own, chosen)
+            fields.update({f"{peer}_realigned": moved.get(peer, "") for peer in self.neighbours})
         val_metrics = None
         if self.aggregation == PAPER:
-            weights = decayed_mean_update(own, [received[p] for p in selected], self.gamma, t=round_num)
+            weights = decayed_mean_update(own, [chosen[p] for p in selected], self.gamma, t=round_num)
             fields["adopted"] = selected
         else:
             order = sorted(selected, key=lambda p: (-scores[p].score, p))
@@ -125,7 +161,7 @@ class LightyearExecutor(P2PExecutor):
 
             update = validated_update(
                 own,
-                {p: received[p] for p in selected},
+                chosen,
                 order,
                 self.gamma,
                 round_num,
@@ -177,11 +213,15 @@ class LightyearExecutor(P2PExecutor):
             keep, scores[peer] = chosen(self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy))
             if keep:
                 kept[peer] = weights
+        if self.align_units:
+            kept = self.aligned(receiver, kept)[0]
         own = self._validation(receiver) if self.aggregation == VALIDATED else None
         names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
 
         def predict(crafted: dict) -> tuple[bool, dict]:
             keep, score = chosen(self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy))
+            if self.align_units and keep:
+                crafted = self.aligned(receiver, {names[0]: crafted})[0][names[0]]
             selected = {**kept, **({n: crafted for n in names} if keep else {})}
             if self.aggregation == PAPER:
                 return keep, decayed_mean_update(receiver, list(selected.values()), self.gamma, t=round_num)
