@@ -16,8 +16,9 @@ its own position: a unit moves only where that gains more than ``margin`` in tot
 Why the margin: honest models of the same seeded start keep their units in place, but after local
 training with Adam the incoming weights of a wide layer are far from parallel across sites (cosine
 0.31 on average between two digits sites' fc1 units after two rounds), and a plain matching
-then reorders most of them (422 of 512 on that pair), which wrecks the average it was meant to
-protect. With the default margin of 0.5, 2 of the 608 hidden units of that pair moved.
+then reorders most of them (468 of 512, and 17 of the 64 conv2 channels, on that pair), which
+wrecks the average it was meant to protect. With the default margin of 0.5, 2 of the 608 hidden
+units of that pair moved.
 
 What it guarantees, in what the site itself measures:
 
@@ -48,34 +49,32 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from lightyear.algorithms.attacks.reparametrise import UnitGroup, check_groups, transform_entry
+from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup, check_groups
 
-DEFAULT_MAX_FEATURES = 512
+DEFAULT_MAX_FEATURES = 256
 DEFAULT_MARGIN = 0.5
 """Columns of a group's producer matrix the similarity reads at most (a fixed subsample beyond)."""
 
 
 def producer_matrix(weights: Mapping[str, np.ndarray], group: UnitGroup) -> np.ndarray:
-    """units x features (float64): every producer slot's entries of each unit (``power`` +1), side by side."""
+    """units x features (the entries' dtype): every producer slot's entries of each unit (``power`` +1),
+    side by side."""
     parts = []
     for slot in group.slots:
         if slot.power != 1:
             continue
-        array = np.asarray(weights[slot.key], dtype=np.float64)
-        view = array.reshape(slot.view) if slot.view is not None else array
-        sub = view[slot.part] if slot.part is not None else view
-        units = np.take(sub, np.arange(slot.offset, slot.offset + group.units), axis=slot.axis)
-        parts.append(np.moveaxis(units, slot.axis, 0).reshape(group.units, -1))
+        sub = _sub_view(np.asarray(weights[slot.key]), slot)
+        index = [slice(None)] * sub.ndim
+        index[slot.axis] = slice(slot.offset, slot.offset + group.units)
+        parts.append(np.moveaxis(sub[tuple(index)], slot.axis, 0).reshape(group.units, -1))
     return np.concatenate(parts, axis=1) if parts else np.zeros((group.units, 0))
 
 
-def unit_norms(matrix: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-
-
-def _unit_rows(matrix: np.ndarray, norms: np.ndarray) -> np.ndarray:
-    safe = np.where(norms > 0.0, norms, 1.0)
-    return matrix / safe[:, None]
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` (float32) with every non-zero row scaled to unit length (norms taken in float64)."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+    return (matrix / np.where(norms > 0.0, norms, 1.0)[:, None]).astype(np.float32)
 
 
 def match_units(similarity: np.ndarray, block: int | None, margin: float = 0.0) -> np.ndarray:
@@ -92,38 +91,77 @@ def match_units(similarity: np.ndarray, block: int | None, margin: float = 0.0) 
     return order
 
 
+def permute_entry(entry: np.ndarray, slot: Slot, units: int, order: np.ndarray) -> np.ndarray:
+    """A copy of ``entry`` whose unit k (of those ``slot`` locates) is its unit ``order[k]``."""
+    out = np.array(entry, copy=True)
+    sub = _sub_view(out, slot)
+    index = [slice(None)] * sub.ndim
+    index[slot.axis] = slice(slot.offset, slot.offset + units)
+    sub[tuple(index)] = np.take(sub[tuple(index)], order, axis=slot.axis)  # sub is a view of out
+    return out
+
+
+def _sub_view(array: np.ndarray, slot: Slot) -> np.ndarray:
+    view = array.reshape(slot.view) if slot.view is not None else array
+    return view[slot.part] if slot.part is not None else view
+
+
+class UnitAligner:
+    """Aligns received models to one own model (module docstring); what it needs of the own model
+    (each group's producers, column subsample and unit rows) is taken once."""
+
+    def __init__(
+        self,
+        own: Mapping[str, np.ndarray],
+        groups: Sequence[UnitGroup],
+        max_features: int = DEFAULT_MAX_FEATURES,
+        margin: float = DEFAULT_MARGIN,
+    ):
+        check_groups(own, groups)
+        self.groups, self.margin = list(groups), float(margin)
+        self.columns, self.own_rows = [], []
+        for index, group in enumerate(self.groups):
+            mine = producer_matrix(own, group)
+            columns = None
+            if mine.shape[1] > max_features:  # a fixed subsample of the columns: the same for every model
+                columns = np.sort(np.random.default_rng(index).choice(mine.shape[1], max_features, replace=False))
+                mine = mine[:, columns]
+            self.columns.append(columns)
+            self.own_rows.append(unit_rows(mine))
+
+    def orders(self, received: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], dict]:
+        """(every group's permutation, the entries of ``received`` the groups name, moved in turn)."""
+        check_groups(received, self.groups)
+        orders: list[np.ndarray] = []
+        moved: dict[str, np.ndarray] = {}  # entries of `received` after the groups aligned so far
+        for group, columns, mine in zip(self.groups, self.columns, self.own_rows):
+            theirs = producer_matrix({s.key: moved.get(s.key, received[s.key]) for s in group.slots}, group)
+            theirs = unit_rows(theirs if columns is None else theirs[:, columns])
+            similarity = np.nan_to_num(theirs @ mine.T, nan=-1.0, posinf=-1.0, neginf=-1.0)
+            order = match_units(similarity, group.block, self.margin)
+            orders.append(order)
+            if np.any(order != np.arange(group.units)):
+                for slot in group.slots:
+                    moved[slot.key] = permute_entry(moved.get(slot.key, received[slot.key]), slot, group.units, order)
+        return orders, moved
+
+    def __call__(self, received: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        """(``received`` aligned to the own model, how many units it moved to another position)."""
+        orders, entries = self.orders(received)
+        moved = sum(int(np.sum(order != np.arange(order.size))) for order in orders)
+        return {k: entries[k] if k in entries else np.array(v, copy=True) for k, v in received.items()}, moved
+
+
 def alignment(
     own: Mapping[str, np.ndarray],
     received: Mapping[str, np.ndarray],
     groups: Sequence[UnitGroup],
     max_features: int = DEFAULT_MAX_FEATURES,
     margin: float = DEFAULT_MARGIN,
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(per-unit factors, all 1, and permutation) for every group (the draws
-    :func:`~lightyear.algorithms.attacks.reparametrise.reparametrise` applies) that align ``received``
-    to ``own`` (module docstring)."""
-    return _align(own, received, groups, max_features, margin)[0]
-
-
-def _align(own, received, groups, max_features, margin) -> tuple[list, dict]:
-    """(the draws, the entries of ``received`` the groups name, moved by them in turn)."""
-    check_groups(received, groups)
-    check_groups(own, groups)
-    draws: list[tuple[np.ndarray, np.ndarray]] = []
-    moved: dict[str, np.ndarray] = {}  # entries of `received` after the groups aligned so far
-    for index, group in enumerate(groups):
-        current = {s.key: moved.get(s.key, received[s.key]) for s in group.slots if s.power == 1}
-        mine, theirs = producer_matrix(own, group), producer_matrix(current, group)
-        if mine.shape[1] > max_features:  # a fixed subsample of the columns: the same for every model
-            columns = np.random.default_rng(index).choice(mine.shape[1], max_features, replace=False)
-            mine, theirs = mine[:, columns], theirs[:, columns]
-        similarity = _unit_rows(theirs, unit_norms(theirs)) @ _unit_rows(mine, unit_norms(mine)).T
-        order = match_units(np.nan_to_num(similarity, nan=-1.0, posinf=-1.0, neginf=-1.0), group.block, margin)
-        scales = np.ones(group.units)
-        draws.append((scales, order))
-        for slot in group.slots:
-            moved[slot.key] = transform_entry(moved.get(slot.key, received[slot.key]), slot, group.units, *draws[-1])
-    return draws, moved
+) -> list[np.ndarray]:
+    """The permutation of every group (``order[k]``: the received unit placed at own position k) that
+    aligns ``received`` to ``own`` (module docstring)."""
+    return UnitAligner(own, groups, max_features, margin).orders(received)[0]
 
 
 def aligned(
@@ -133,8 +171,5 @@ def aligned(
     max_features: int = DEFAULT_MAX_FEATURES,
     margin: float = DEFAULT_MARGIN,
 ) -> tuple[dict[str, np.ndarray], int]:
-    """(``received`` aligned to ``own``, how many units it moved to another position): the model
-    :func:`alignment` gives, in ``received``'s dtypes."""
-    draws, entries = _align(own, received, groups, max_features, margin)
-    moved = sum(int(np.sum(order != np.arange(order.size))) for _, order in draws)
-    return {k: entries[k] if k in entries else np.array(v, copy=True) for k, v in received.items()}, moved
+    """(``received`` aligned to ``own``, how many units it moved to another position), in ``received``'s dtypes."""
+    return UnitAligner(own, groups, max_features, margin)(received)

@@ -101,15 +101,16 @@ class LightyearExecutor(P2PExecutor):
     def aligned(self, own: dict, models: dict[str, dict]) -> tuple[dict[str, dict], dict[str, int]]:
         """(``models`` with their units aligned to ``own``, units each moved to another position);
         a model whose alignment fails or is not a valid model stays as it came (logged)."""
-        from lightyear.algorithms.p2p.unit_alignment import aligned  # SciPy: only when aligning
+        from lightyear.algorithms.p2p.unit_alignment import UnitAligner  # SciPy: only when aligning
         from lightyear.models import model_symmetries
 
         if self._symmetries is None:
             self._symmetries = model_symmetries(self.runtime.model_name, own, self.runtime.model_args)
+        align = UnitAligner(own, self._symmetries)
         out, moved = {}, {}
         for peer, weights in models.items():
             try:
-                candidate, moved[peer] = aligned(own, weights, self._symmetries)
+                candidate, moved[peer] = align(weights)
                 problems = model_problems(candidate, own, None)
             except Exception as exc:  # noqa: BLE001 - a model alignment cannot handle is averaged as it came
                 problems = [f"{type(exc).__name__}: {exc}"]
