@@ -9,9 +9,9 @@ neighbour selected it keeps its own model.
 aggregate the site has validated itself, with the guarantee of
 :mod:`lightyear.algorithms.p2p.validated_update`; ``paper`` is Eq. 18 exactly, for reproducing the
 paper (a model that predicts like an honest one but sits elsewhere in parameter space then wrecks
-the average; ``docs/attacks.md``). ``align_units`` (off by default) first moves every selected
-model along its network's exact symmetries to the point closest to the own model
-(:mod:`lightyear.algorithms.p2p.unit_alignment`): the same function, averaged unit by unit.
+the average; ``docs/attacks.md``). ``align_units`` (off by default) first puts every selected
+model's hidden units in the own model's order (:mod:`lightyear.algorithms.p2p.unit_alignment`): the
+same function, averaged unit with matching unit.
 """
 
 from __future__ import annotations
