@@ -98,7 +98,7 @@ def check_groups(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup])
                     f"group {group.name}: the model has no entry {slot.key!r}; "
                     "the symmetries were declared for another network"
                 )
-            sub = _sub(np.asarray(weights[slot.key]), slot)
+            sub = slot_array(np.asarray(weights[slot.key]), slot)
             if not -sub.ndim <= slot.axis < sub.ndim or not 0 <= slot.offset <= sub.shape[slot.axis] - group.units:
                 raise ValueError(
                     f"group {group.name}: entry {slot.key} (viewed as {sub.shape}) has no {group.units} units "
@@ -153,17 +153,21 @@ def reparametrise(
 
 def transform_entry(entry: np.ndarray, slot: Slot, units: int, scales: np.ndarray, order: np.ndarray) -> np.ndarray:
     """A new ``entry`` (its dtype and shape) with the ``units`` that ``slot`` locates scaled by
-    ``scales ** slot.power`` and reordered: new unit k is old unit ``order[k]``."""
+    ``scales ** slot.power`` and reordered: new unit k is old unit ``order[k]``. Without scaling the
+    units are only moved, in the entry's own dtype."""
     entry = np.asarray(entry)
-    work = entry.astype(np.float64).reshape(slot.view) if slot.view is not None else entry.astype(np.float64)
-    sub = work[slot.part] if slot.part is not None else work
+    scaled = bool(np.any(np.asarray(scales) != 1.0))
+    work = entry.astype(np.float64) if scaled else np.array(entry, copy=True)
+    sub = slot_array(work, slot)
     index = [slice(None)] * sub.ndim
     index[slot.axis] = slice(slot.offset, slot.offset + units)
-    shape = [1] * sub.ndim
-    shape[slot.axis] = units
-    moved = sub[tuple(index)] * np.power(scales, slot.power).reshape(shape)
+    moved = sub[tuple(index)]
+    if scaled:
+        shape = [1] * sub.ndim
+        shape[slot.axis] = units
+        moved = moved * np.power(scales, slot.power).reshape(shape)
     sub[tuple(index)] = np.take(moved, order, axis=slot.axis)  # sub is a view of work
-    return work.reshape(entry.shape).astype(entry.dtype)
+    return work.reshape(entry.shape).astype(entry.dtype, copy=False)
 
 
 def reparametrised(
@@ -182,7 +186,8 @@ def reparametrised(
     return reparametrise(weights, groups, draws), fields
 
 
-def _sub(array: np.ndarray, slot: Slot) -> np.ndarray:
+def slot_array(array: np.ndarray, slot: Slot) -> np.ndarray:
+    """The (sub-)array of ``array`` that ``slot`` reads: a view where ``array`` can be viewed so."""
     try:
         view = array.reshape(slot.view) if slot.view is not None else array
     except ValueError:

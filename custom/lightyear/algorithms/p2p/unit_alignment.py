@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup, check_groups
+from lightyear.algorithms.attacks.reparametrise import UnitGroup, check_groups, slot_array, transform_entry
 
 DEFAULT_MAX_FEATURES = 256
 DEFAULT_MARGIN = 0.5
@@ -63,7 +63,7 @@ def producer_matrix(weights: Mapping[str, np.ndarray], group: UnitGroup) -> np.n
     for slot in group.slots:
         if slot.power != 1:
             continue
-        sub = _sub_view(np.asarray(weights[slot.key]), slot)
+        sub = slot_array(np.asarray(weights[slot.key]), slot)
         index = [slice(None)] * sub.ndim
         index[slot.axis] = slice(slot.offset, slot.offset + group.units)
         parts.append(np.moveaxis(sub[tuple(index)], slot.axis, 0).reshape(group.units, -1))
@@ -89,21 +89,6 @@ def match_units(similarity: np.ndarray, block: int | None, margin: float = 0.0) 
         rows, cols = linear_sum_assignment(similarity[start : start + size, start : start + size], maximize=True)
         order[start + cols] = start + rows
     return order
-
-
-def permute_entry(entry: np.ndarray, slot: Slot, units: int, order: np.ndarray) -> np.ndarray:
-    """A copy of ``entry`` whose unit k (of those ``slot`` locates) is its unit ``order[k]``."""
-    out = np.array(entry, copy=True)
-    sub = _sub_view(out, slot)
-    index = [slice(None)] * sub.ndim
-    index[slot.axis] = slice(slot.offset, slot.offset + units)
-    sub[tuple(index)] = np.take(sub[tuple(index)], order, axis=slot.axis)  # sub is a view of out
-    return out
-
-
-def _sub_view(array: np.ndarray, slot: Slot) -> np.ndarray:
-    view = array.reshape(slot.view) if slot.view is not None else array
-    return view[slot.part] if slot.part is not None else view
 
 
 class UnitAligner:
@@ -142,7 +127,8 @@ class UnitAligner:
             orders.append(order)
             if np.any(order != np.arange(group.units)):
                 for slot in group.slots:
-                    moved[slot.key] = permute_entry(moved.get(slot.key, received[slot.key]), slot, group.units, order)
+                    entry = moved.get(slot.key, received[slot.key])
+                    moved[slot.key] = transform_entry(entry, slot, group.units, np.ones(group.units), order)
         return orders, moved
 
     def __call__(self, received: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
