@@ -52,8 +52,9 @@ from scipy.optimize import linear_sum_assignment
 from lightyear.algorithms.attacks.reparametrise import UnitGroup, check_groups, slot_array, transform_entry
 
 DEFAULT_MAX_FEATURES = 256
-DEFAULT_MARGIN = 0.5
 """Columns of a group's producer matrix the similarity reads at most (a fixed subsample beyond)."""
+DEFAULT_MARGIN = 0.5
+"""What a unit must gain in cosine similarity, in total, to leave its position (module docstring)."""
 
 
 def producer_matrix(weights: Mapping[str, np.ndarray], group: UnitGroup) -> np.ndarray:
