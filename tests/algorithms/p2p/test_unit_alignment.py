@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup, reparametrise, reparametrised
-from lightyear.algorithms.p2p.unit_alignment import aligned, alignment, match_units
+from lightyear.algorithms.p2p.unit_alignment import UnitAligner, aligned, match_units
 
 # a two-layer ReLU net: x (2) -> h = relu(W1 x + b1) (3 units) -> y = W2 h (1 output); the units'
 # producers (W1's row and b1) are orthogonal: (1, 0 | 0), (0, 1 | 0), (0, 0 | 1)
@@ -27,7 +27,7 @@ def test_a_permuted_copy_of_the_own_model_is_put_back_in_the_own_order():
     np.testing.assert_array_equal(copy["w2"], [[3.0, 1.0, 2.0]])
     # the copy's unit 1 is own unit 0 (cosine 1), its unit 2 own unit 1, its unit 0 own unit 2; staying
     # put is worth 0 + margin 0.5 a unit, moving 1: all move
-    [order] = alignment(OWN, copy, [HIDDEN])
+    [order], _ = UnitAligner(OWN, [HIDDEN]).orders(copy)
     np.testing.assert_array_equal(order, [1, 2, 0])
     back, moved = aligned(OWN, copy, [HIDDEN])
     assert moved == 3

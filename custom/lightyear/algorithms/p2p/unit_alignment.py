@@ -139,18 +139,6 @@ class UnitAligner:
         return {k: entries[k] if k in entries else np.array(v, copy=True) for k, v in received.items()}, moved
 
 
-def alignment(
-    own: Mapping[str, np.ndarray],
-    received: Mapping[str, np.ndarray],
-    groups: Sequence[UnitGroup],
-    max_features: int = DEFAULT_MAX_FEATURES,
-    margin: float = DEFAULT_MARGIN,
-) -> list[np.ndarray]:
-    """The permutation of every group (``order[k]``: the received unit placed at own position k) that
-    aligns ``received`` to ``own`` (module docstring)."""
-    return UnitAligner(own, groups, max_features, margin).orders(received)[0]
-
-
 def aligned(
     own: Mapping[str, np.ndarray],
     received: Mapping[str, np.ndarray],
