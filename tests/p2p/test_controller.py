@@ -214,3 +214,61 @@ def test_show_stats_follows_the_run_phase_round_and_every_site(tmp_path):
         1,
         1,
     )
+
+
+RUNNER_LOGGER = "nvflare.private.fed.app.simulator.simulator_runner.SimulatorClientRunner"
+
+
+def test_a_site_whose_simulator_worker_died_at_start_ends_the_run_at_once_not_after_start_timeout(tmp_path):
+    """FLARE's start race: the simulator's runner logs that site-4's worker died and never runs it. The
+    run ends within seconds (it waited start_timeout, 90 s by default), and lightyear-simulate and
+    lightyear-sweep recognise it as the start race (they start the run again once)."""
+    import logging
+
+    from lightyear.flare.start_race import never_started
+    from lightyear.flare.worker_deaths import WORKER_DIED
+
+    ctrl, ctx = controller(tmp_path, start_timeout=60)
+
+    def broadcast(task, fl_ctx, targets, min_responses, **kw):
+        for site in targets[:-1]:  # site-4 never picks up its task
+            task.client_tasks.append(ClientTask(Client(site, None), task))
+        ctrl.task = task
+
+    ctrl.broadcast = broadcast
+    runner = logging.getLogger(RUNNER_LOGGER)
+    threading.Timer(
+        0.3, runner.error, args=("Communication error with client site-4: [Errno 104] Connection reset by peer",)
+    ).start()
+    start = time.monotonic()
+    ctrl.control_flow(Signal(), ctx)
+    assert time.monotonic() - start < 5
+    rows = summary(tmp_path)
+    assert rows["site-4"]["status"] == "dropped" and WORKER_DIED in rows["site-4"]["reason"]
+    assert "Connection reset by peer" in rows["site-4"]["reason"]
+    assert len(ctrl.panics) == 1 and "site-4" in ctrl.panics[0] and ctrl.cancelled
+    run = tmp_path / "ws" / "server" / "simulate_job"
+    run.mkdir(parents=True)
+    for name in ("summary.csv", "summary.json"):
+        (run / name).write_text((tmp_path / name).read_text())
+    assert never_started(str(tmp_path / "ws")) == f"site-4 never started ({WORKER_DIED})"
+    ctrl.stop_controller(ctx)
+    assert ctrl._worker_deaths not in logging.getLogger().handlers
+
+
+def test_a_worker_that_dies_after_its_site_started_is_left_to_the_liveness_pings(tmp_path):
+    """Only a site that never started is ended by the runner's line: one that started and died is
+    dropped by the liveness pings, and the others finish."""
+    import logging
+
+    ctrl, ctx = controller(tmp_path, dead={"site-4"})
+    plan = {"site-1": ("finish", 0), "site-2": ("finish", 0), "site-3": ("finish", 0), "site-4": ("die", 0)}
+    run_sites(ctrl, ctx, plan)
+    threading.Timer(
+        0.3, logging.getLogger(RUNNER_LOGGER).error, args=("Subprocess died for client site-4, exit code: -9",)
+    ).start()
+    ctrl.control_flow(Signal(), ctx)
+    rows = summary(tmp_path)
+    assert ctrl.panics == []
+    assert rows["site-4"]["status"] == "dropped" and "stopped answering" in rows["site-4"]["reason"]
+    assert all(rows[s]["status"] == "finished" for s in ("site-1", "site-2", "site-3"))

@@ -5,7 +5,8 @@ FLARE 2.9's simulator gives each site worker a control port it found free and cl
 (``SimulatorRunner.do_one_task``); until the worker binds it, any connection on the machine may
 take it. The worker then dies at start ("Address already in use", or its control connection is
 reset), the server log says "Subprocess died for client <site> before send", and a peer-to-peer
-run stops after ``start_timeout`` with that site ``dropped`` because it "did not start". Nothing
+run stops with that site ``dropped``: at once, because its worker "died before the site started"
+(:mod:`lightyear.flare.worker_deaths`), or after ``start_timeout`` because it "did not start". Nothing
 of the job itself went wrong, and the same run started again normally works.
 
 :func:`never_started` says so from a run's records, only when no site finished. :func:`set_aside`
@@ -23,6 +24,7 @@ import re
 import shutil
 
 from lightyear.cli import UserError, read_text
+from lightyear.flare.worker_deaths import WORKER_DIED
 from lightyear.records import SITE_STATUS_FILE, find_summary, table_rows
 
 DID_NOT_START = "did not start within start_timeout"
@@ -71,6 +73,9 @@ def never_started(workspace: str, log: str | None = None) -> str | None:
     dropped = sorted(site for site, (_, reason) in ended.items() if DID_NOT_START in reason)
     if dropped:
         return f"{', '.join(dropped)} never started ({DID_NOT_START})"
+    dead = sorted(site for site, (_, reason) in ended.items() if WORKER_DIED in reason)
+    if dead:
+        return f"{', '.join(dead)} never started ({WORKER_DIED})"
     texts = _text(os.path.join(workspace, "server", "log.txt")) + "\n" + (log or "")
     died = sorted(set(DIED_AT_START.findall(texts)))
     if died:

@@ -33,6 +33,7 @@ from lightyear.checks import integer, mapping, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.flare.placement import p2p_simulator_advice
+from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p import secure_messages as secure_setting
 from lightyear.p2p.site_status import SiteStatus
 from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
@@ -116,14 +117,16 @@ class P2PController(Controller):
         self._lock = threading.Lock()
         self._run_dir = ""
         self._phase = run_stats.STARTING
+        self._worker_deaths = WorkerDeaths()
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
         fl_ctx.get_engine().register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
         self._run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
+        self._worker_deaths.install()  # before the simulator starts the site workers
 
     def stop_controller(self, fl_ctx: FLContext):
-        pass
+        self._worker_deaths.remove()
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         super().handle_event(event_type, fl_ctx)
@@ -235,6 +238,20 @@ class P2PController(Controller):
             started = {ct.client.name for ct in task.client_tasks}
             for site in started:
                 status.start(site)
+            dead = {
+                s: line for s, line in self._worker_deaths.install().sites().items() if s in sites and s not in started
+            }
+            if dead:  # the simulator will never run these sites: end now, not after start_timeout
+                self.cancel_task(task, fl_ctx=fl_ctx)
+                for site, line in sorted(dead.items()):
+                    status.drop(site, f"{WORKER_DIED} (FLARE: {line})")
+                self.system_panic(
+                    f"sites {sorted(dead)}: {WORKER_DIED}; every site of a peer-to-peer run must start, so the "
+                    "run ends now (FLARE's start race: the same run started again normally works; "
+                    "lightyear-simulate and lightyear-sweep do that once)",
+                    fl_ctx,
+                )
+                return run_stats.FAILED
             if now - start > self.start_timeout and started != set(sites):
                 missing = sorted(set(sites) - started)
                 self.cancel_task(task, fl_ctx=fl_ctx)

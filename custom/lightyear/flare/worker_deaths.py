@@ -1,0 +1,59 @@
+"""Site workers of FLARE's simulator that died before their site started, seen as it happens.
+
+FLARE 2.9's simulator runs each site in a worker process and talks to it over a control port
+(``SimulatorRunner.do_one_task``, in the server's process). When that worker dies, or its control
+connection breaks (FLARE's start race, :mod:`lightyear.flare.start_race`), the runner logs one
+ERROR line naming the site ("Subprocess died for client <site>..." or "Communication error with
+client <site>: ...") and never runs that site again. A peer-to-peer run needs every site to start,
+so without this the server waited ``start_timeout`` (90 s) for a site that could no longer come.
+
+:class:`WorkerDeaths` is a logging handler that notes those lines in the process it is installed
+in: in the simulator that is the server's, where the controller reads :meth:`WorkerDeaths.sites`
+while it waits for the sites to start. Elsewhere (POC, a real deployment) no such line is logged
+and ``start_timeout`` stays the bound. No FLARE import.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+WORKER_DIED = "its simulator worker died before the site started"
+"""The reason a site dropped this way gets (:mod:`lightyear.flare.start_race` reads it)."""
+RUNNER_LINE = re.compile(r"(?:Subprocess died for client|Communication error with client) ([^\s,:]+)")
+
+
+class WorkerDeaths(logging.Handler):
+    """Notes every site the simulator's runner reports dead (first line per site kept)."""
+
+    def __init__(self):
+        super().__init__(level=logging.ERROR)
+        self._lines: dict[str, str] = {}
+        self._guard = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted names no site
+            return
+        found = RUNNER_LINE.search(message)
+        if found:
+            with self._guard:
+                self._lines.setdefault(found.group(1), message[:300])
+
+    def sites(self) -> dict[str, str]:
+        """site -> the runner's line about it, for every site reported dead so far."""
+        with self._guard:
+            return dict(self._lines)
+
+    def install(self) -> WorkerDeaths:
+        """Listen on the root logger (the runner's logger propagates to it), again if a logging
+        configuration applied since replaced the root's handlers; returns self."""
+        root = logging.getLogger()
+        if self not in root.handlers:
+            root.addHandler(self)
+        return self
+
+    def remove(self) -> None:
+        logging.getLogger().removeHandler(self)
