@@ -272,3 +272,23 @@ def test_a_worker_that_dies_after_its_site_started_is_left_to_the_liveness_pings
     assert ctrl.panics == []
     assert rows["site-4"]["status"] == "dropped" and "stopped answering" in rows["site-4"]["reason"]
     assert all(rows[s]["status"] == "finished" for s in ("site-1", "site-2", "site-3"))
+
+
+def test_only_the_simulator_runner_s_own_line_counts_not_a_site_s_words_logged_by_the_server():
+    """The server logs a failed site's reason, text the site wrote: a site that puts the runner's words
+    in it must not have another site dropped."""
+    import logging
+
+    from lightyear.flare.worker_deaths import WorkerDeaths
+
+    deaths = WorkerDeaths().install()
+    try:
+        logging.getLogger("lightyear.p2p.controller.P2PController").error(
+            "site-1 failed: Communication error with client site-4: forged; the other sites go on"
+        )
+        logging.getLogger(RUNNER_LOGGER).error("site-1 said: Subprocess died for client site-3, exit code: 1")
+        assert deaths.sites() == {}
+        logging.getLogger(RUNNER_LOGGER).error("Subprocess died for client site-2, exit code: -9")
+        assert list(deaths.sites()) == ["site-2"]
+    finally:
+        deaths.remove()

@@ -22,10 +22,16 @@ import threading
 WORKER_DIED = "its simulator worker died before the site started"
 """The reason a site dropped this way gets (:mod:`lightyear.flare.start_race` reads it)."""
 RUNNER_LINE = re.compile(r"(?:Subprocess died for client|Communication error with client) ([^\s,:]+)")
+RUNNER_LOGGER = "simulator_runner"
+"""Part of the name of the runner's logger (``nvflare.private.fed.app.simulator.simulator_runner....``)."""
 
 
 class WorkerDeaths(logging.Handler):
-    """Notes every site the simulator's runner reports dead (first line per site kept)."""
+    """Notes every site the simulator's runner reports dead (first line per site kept).
+
+    Only the runner's own records count, and only a message that starts with its words: the server
+    also logs text a site sent (a failed site's reason), and a site must not be able to have another
+    one dropped by sending these words."""
 
     def __init__(self):
         super().__init__(level=logging.ERROR)
@@ -33,11 +39,13 @@ class WorkerDeaths(logging.Handler):
         self._guard = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
+        if RUNNER_LOGGER not in str(record.name):
+            return
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a record that cannot be formatted names no site
             return
-        found = RUNNER_LINE.search(message)
+        found = RUNNER_LINE.match(message)
         if found:
             with self._guard:
                 self._lines.setdefault(found.group(1), message[:300])
