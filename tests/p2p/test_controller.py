@@ -2,6 +2,7 @@
 the summary lists every site. Driven with a fake engine, in seconds."""
 
 import json
+import logging
 import threading
 import time
 
@@ -14,6 +15,8 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
+from lightyear.flare.start_race import never_started
+from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p.controller import P2PController
 
 from flare_fakes import ServerEngine, show_stats
@@ -223,11 +226,6 @@ def test_a_site_whose_simulator_worker_died_at_start_ends_the_run_at_once_not_af
     """FLARE's start race: the simulator's runner logs that site-4's worker died and never runs it. The
     run ends within seconds (it waited start_timeout, 90 s by default), and lightyear-simulate and
     lightyear-sweep recognise it as the start race (they start the run again once)."""
-    import logging
-
-    from lightyear.flare.start_race import never_started
-    from lightyear.flare.worker_deaths import WORKER_DIED
-
     ctrl, ctx = controller(tmp_path, start_timeout=60)
 
     def broadcast(task, fl_ctx, targets, min_responses, **kw):
@@ -259,8 +257,6 @@ def test_a_site_whose_simulator_worker_died_at_start_ends_the_run_at_once_not_af
 def test_a_worker_that_dies_after_its_site_started_is_left_to_the_liveness_pings(tmp_path):
     """Only a site that never started is ended by the runner's line: one that started and died is
     dropped by the liveness pings, and the others finish."""
-    import logging
-
     ctrl, ctx = controller(tmp_path, dead={"site-4"})
     plan = {"site-1": ("finish", 0), "site-2": ("finish", 0), "site-3": ("finish", 0), "site-4": ("die", 0)}
     run_sites(ctrl, ctx, plan)
@@ -277,10 +273,6 @@ def test_a_worker_that_dies_after_its_site_started_is_left_to_the_liveness_pings
 def test_only_the_simulator_runner_s_own_line_counts_not_a_site_s_words_logged_by_the_server():
     """The server logs a failed site's reason, text the site wrote: a site that puts the runner's words
     in it must not have another site dropped."""
-    import logging
-
-    from lightyear.flare.worker_deaths import WorkerDeaths
-
     deaths = WorkerDeaths().install()
     try:
         logging.getLogger("lightyear.p2p.controller.P2PController").error(
