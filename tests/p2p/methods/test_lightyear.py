@@ -260,7 +260,7 @@ def test_aligned_units_put_a_permuted_copy_of_the_own_model_back_before_averagin
     assert broken.fields["adopted"] == fixed.fields["adopted"] == ["site-2", "site-3"]
     assert fixed.fields["site-3_realigned"] > 500 and fixed.fields["site-4_realigned"] == ""
     # aligned, the copy is the own model again: the step is towards the honest peer and the own model
-    honest = aligning.aligned(own, {"site-2": peers["site-2"]})[0]["site-2"]
+    honest = aligning.aligned(aligning.unit_aligner(own), {"site-2": peers["site-2"]})[0]["site-2"]
     for key, value in own.items():
         np.testing.assert_allclose(fixed.weights[key], (honest[key] + value) / 2, rtol=1e-5, atol=1e-6)
     assert accuracy(fixed.weights) > accuracy(broken.weights)

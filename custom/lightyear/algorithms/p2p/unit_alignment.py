@@ -104,7 +104,7 @@ class UnitAligner:
         margin: float = DEFAULT_MARGIN,
     ):
         check_groups(own, groups)
-        self.groups, self.margin = list(groups), float(margin)
+        self.own, self.groups, self.margin = own, list(groups), float(margin)
         self.columns, self.own_rows = [], []
         for index, group in enumerate(self.groups):
             mine = producer_matrix(own, group)

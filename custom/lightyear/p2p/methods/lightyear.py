@@ -98,15 +98,20 @@ class LightyearExecutor(P2PExecutor):
         self._symmetries: list | None = None
         super().__init__(**kwargs)
 
-    def aligned(self, own: dict, models: dict[str, dict]) -> tuple[dict[str, dict], dict[str, int]]:
-        """(``models`` with their units aligned to ``own``, units each moved to another position);
-        a model whose alignment fails or is not a valid model stays as it came (logged)."""
+    def unit_aligner(self, own: dict):
+        """A :class:`~lightyear.algorithms.p2p.unit_alignment.UnitAligner` to ``own``, with the network's
+        symmetries (what it needs of ``own`` is taken once, for every model it then aligns)."""
         from lightyear.algorithms.p2p.unit_alignment import UnitAligner  # SciPy: only when aligning
         from lightyear.models import model_symmetries
 
         if self._symmetries is None:
             self._symmetries = model_symmetries(self.runtime.model_name, own, self.runtime.model_args)
-        align = UnitAligner(own, self._symmetries)
+        return UnitAligner(own, self._symmetries)
+
+    def aligned(self, align, models: dict[str, dict]) -> tuple[dict[str, dict], dict[str, int]]:
+        """(``models`` with their units aligned by ``align`` (:meth:`unit_aligner`), units each moved to
+        another position); a model whose alignment fails or is not a valid model stays as it came (logged)."""
+        own = align.own
         out, moved = {}, {}
         for peer, weights in models.items():
             try:
@@ -144,7 +149,7 @@ class LightyearExecutor(P2PExecutor):
         fields.update({"own_skill": own_skill, "warming_up": int(warming_up), "aggregation": self.aggregation})
         chosen = {p: received[p] for p in selected}
         if self.align_units:
-            chosen, moved = self.aligned(own, chosen)
+            chosen, moved = self.aligned(self.unit_aligner(own), chosen)
             fields.update({f"{peer}_realigned": moved.get(peer, "") for peer in self.neighbours})
         val_metrics = None
         if self.aggregation == PAPER:
@@ -214,15 +219,16 @@ class LightyearExecutor(P2PExecutor):
             keep, scores[peer] = chosen(self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy))
             if keep:
                 kept[peer] = weights
-        if self.align_units:
-            kept = self.aligned(receiver, kept)[0]
+        align = self.unit_aligner(receiver) if self.align_units else None
+        if align is not None:
+            kept = self.aligned(align, kept)[0]
         own = self._validation(receiver) if self.aggregation == VALIDATED else None
         names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
 
         def predict(crafted: dict) -> tuple[bool, dict]:
             keep, score = chosen(self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy))
-            if self.align_units and keep:
-                crafted = self.aligned(receiver, {names[0]: crafted})[0][names[0]]
+            if align is not None and keep:
+                crafted = self.aligned(align, {names[0]: crafted})[0][names[0]]
             selected = {**kept, **({n: crafted for n in names} if keep else {})}
             if self.aggregation == PAPER:
                 return keep, decayed_mean_update(receiver, list(selected.values()), self.gamma, t=round_num)
