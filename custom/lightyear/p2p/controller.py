@@ -238,8 +238,7 @@ class P2PController(Controller):
             started = {ct.client.name for ct in task.client_tasks}
             for site in started:
                 status.start(site)
-            self._worker_deaths.install()  # again, should a logging configuration have replaced the root's handlers
-            dead = {s: line for s, line in self._worker_deaths.sites().items() if s in sites and s not in started}
+            dead = self._worker_deaths.never_started(sites, started)
             if dead:  # the simulator will never run these sites: end now, not after start_timeout
                 self.cancel_task(task, fl_ctx=fl_ctx)
                 for site, line in sorted(dead.items()):
