@@ -226,3 +226,19 @@ class SimulatedAdversary(FLComponent):
 
     def log_round(self, record: dict, fl_ctx: FLContext) -> None:
         (self.log_error if "failed" in record else self.log_info)(fl_ctx, describe(record))
+
+
+def bind_adversary(component, adversary_id: str, aggregator) -> SimulatedAdversary:
+    """The job's adversary, ``component`` (the one ``adversary_id`` names), bound to the job's rule;
+    raises ValueError naming what is wrong: no adversary there, or an attack that cannot aim at the rule."""
+    if not isinstance(component, SimulatedAdversary):
+        found = "no component" if component is None else f"a {type(component).__name__}"
+        raise ValueError(
+            f"adversary_id {adversary_id!r} names {found}, not a SimulatedAdversary: "
+            "add the component to the server config or drop adversary_id"
+        )
+    try:
+        component.bind(aggregator)
+    except ValueError as exc:
+        raise ValueError(f"adversary {adversary_id!r}: {exc}") from None
+    return component

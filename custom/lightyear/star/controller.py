@@ -30,6 +30,10 @@ fails, the round's attacker results are dropped, not sent honest: an honest resu
 attackers benign with nothing in the figures to show it, whereas a missing result is a case every
 rule handles and the detection metrics leave out (never evaluated).
 
+In the simulator, a site whose worker died before it fetched a task (FLARE's start race) stops the
+run at once, ``dropped`` for that reason (:class:`~lightyear.star.per_site_tasks.StartWatch`), rather
+than the run going on a site short; ``lightyear-simulate`` and ``lightyear-sweep`` start it again once.
+
 While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the phase, the
 current round, the number of rounds, which sites answered the last round and which sites the
 rule left out or shut out for good (:meth:`StarController.stats`, via
@@ -54,10 +58,10 @@ from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.records import format_table
 from lightyear.star import round_results, run_files
-from lightyear.star.adversary import ADVERSARY_FILE, SimulatedAdversary
+from lightyear.star.adversary import ADVERSARY_FILE, SimulatedAdversary, bind_adversary
 from lightyear.star.aggregator import StarAggregator
 from lightyear.star.messages import task_data
-from lightyear.star.per_site_tasks import wait_like_broadcast
+from lightyear.star.per_site_tasks import LOST_AT_START, StartWatch, wait_like_broadcast
 from lightyear.star.results import valid_num_samples
 
 
@@ -135,6 +139,8 @@ class StarController(Controller):
         self._finals: list[dict] = []
         self._rejected: list[str] = []  # sites whose results _collect refused in the current round
         self._sites: list[str] = []
+        self._starts = StartWatch()
+        self._lost: dict[str, str] = {}  # site -> why it is dropped: its worker died before it fetched a task
         self._phase, self._round, self._need = run_stats.STARTING, None, None
         self._progress = {
             "sites_answered": 0,
@@ -165,24 +171,18 @@ class StarController(Controller):
             if self._refused:
                 self.system_panic(self._refused, fl_ctx)
         self._run_dir = engine.get_workspace().get_run_dir(fl_ctx.get_job_id())
+        self._starts.deaths.install()  # before the simulator starts the site workers
 
     def _bind_adversary(self, component) -> str:
         """Take the job's adversary; the reason the run cannot start, or ""."""
-        if not isinstance(component, SimulatedAdversary):
-            found = "no component" if component is None else f"a {type(component).__name__}"
-            return (
-                f"adversary_id {self.adversary_id!r} names {found}, not a SimulatedAdversary: "
-                "add the component to the server config or drop adversary_id"
-            )
         try:
-            component.bind(self.aggregator)
+            self.adversary = bind_adversary(component, self.adversary_id, self.aggregator)
         except ValueError as exc:
-            return f"adversary {self.adversary_id!r}: {exc}"
-        self.adversary = component
+            return str(exc)
         return ""
 
     def stop_controller(self, fl_ctx: FLContext):
-        pass
+        self._starts.deaths.remove()
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         super().handle_event(event_type, fl_ctx)
@@ -254,6 +254,8 @@ class StarController(Controller):
             )
             if abort_signal.triggered:
                 return run_stats.ABORTED
+            if self._stop_if_lost(tasks, fl_ctx):
+                return run_stats.FAILED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
@@ -283,6 +285,8 @@ class StarController(Controller):
         final = self.aggregator.site_models(sites, global_weights, self.rounds, fl_ctx)
         sent = {s: (final or {}).get(s, global_weights) for s in sites}
         tasks = self._run_tasks(C.STAR_EVAL_TASK, self.rounds, sent, final is not None, need, abort_signal, fl_ctx)
+        if not abort_signal.triggered and self._stop_if_lost(tasks, fl_ctx):
+            return run_stats.FAILED
         self._finals += round_results.final_rows(tasks, self.rounds - 1, self.adversary)
         evaluated = {f["site"] for f in self._finals}
         self._note(sites_answered=len(evaluated), not_answered=sorted(set(sites) - evaluated))
@@ -315,7 +319,8 @@ class StarController(Controller):
     def _run_tasks(
         self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext
     ) -> list[Task]:
-        """Send the round's task (one broadcast, or one task per site) and wait for it; the tasks."""
+        """Send the round's task (one broadcast, or one task per site) and wait for it, or until a
+        site is lost at the start (:class:`~lightyear.star.per_site_tasks.StartWatch`); the tasks."""
         need = min(need, len(sent))
         if not per_site:
             task = self._task(name, round_num, next(iter(sent.values())))
@@ -325,20 +330,28 @@ class StarController(Controller):
                 targets=sorted(sent),
                 min_responses=need,
                 wait_time_after_min_received=int(math.ceil(self.wait_time_after_min_received)),
-                abort_signal=abort_signal,
+                abort_signal=self._starts.signal(abort_signal, self._sites, [task]),
             )
-            return [task]
-        tasks = {site: self._task(name, round_num, sent[site]) for site in sorted(sent)}
-        for site, task in tasks.items():
+            return self._starts.note([task])
+        tasks = [self._task(name, round_num, sent[site]) for site in sorted(sent)]
+        for site, task in zip(sorted(sent), tasks):
             self.send(task=task, fl_ctx=fl_ctx, targets=[site])
-        wait_after = self.wait_time_after_min_received
-        wait_like_broadcast(list(tasks.values()), need, wait_after, abort_signal, self.cancel_task)
-        return list(tasks.values())
+        signal = self._starts.signal(abort_signal, self._sites, tasks)
+        wait_like_broadcast(tasks, need, self.wait_time_after_min_received, signal, self.cancel_task)
+        return self._starts.note(tasks)
+
+    def _stop_if_lost(self, tasks: list[Task], fl_ctx: FLContext) -> bool:
+        """Stop the run (a system panic) when a site was lost at the start, with the reason in its
+        summary row; whether it stopped."""
+        self._lost = self._starts.reasons(self._sites, tasks)
+        if self._lost:
+            self.system_panic(f"sites {sorted(self._lost)}: {LOST_AT_START}", fl_ctx)
+        return bool(self._lost)
 
     def _write_summary(self, fl_ctx: FLContext) -> None:
         if not self._sites:
             return
-        rows, path = run_files.write_final_summary(self._finals, self._sites, self._run_dir)
+        rows, path = run_files.write_final_summary(self._finals, self._sites, self._run_dir, self._lost)
         self.log_info(
             fl_ctx, f"final test metrics of each site's evaluated model (written to {path}):\n{format_table(rows)}"
         )

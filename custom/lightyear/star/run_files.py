@@ -35,12 +35,15 @@ def append_attack_record(run_dir: str, record: dict) -> None:
         f.write(json.dumps(record, default=float) + "\n")
 
 
-def write_final_summary(finals: list[dict], sites: list[str], run_dir: str) -> tuple[list[dict], str]:
+def write_final_summary(
+    finals: list[dict], sites: list[str], run_dir: str, reasons: dict[str, str] | None = None
+) -> tuple[list[dict], str]:
     """(the summary rows, the CSV's path): the final evaluations, and a ``dropped`` row for each
-    site of ``sites`` without one."""
+    site of ``sites`` without one, with its reason from ``reasons`` (default: no final result)."""
     done = {f["site"] for f in finals}
+    reasons = reasons or {}
     missing = [
-        {"site": s, "status": "dropped", "reason": "no final evaluation result", "test": {}}
+        {"site": s, "status": "dropped", "reason": reasons.get(s, "no final evaluation result"), "test": {}}
         for s in sites
         if s not in done
     ]
