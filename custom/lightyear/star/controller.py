@@ -30,9 +30,10 @@ fails, the round's attacker results are dropped, not sent honest: an honest resu
 attackers benign with nothing in the figures to show it, whereas a missing result is a case every
 rule handles and the detection metrics leave out (never evaluated).
 
-In the simulator, a site whose worker died before it fetched a task (FLARE's start race) stops the
-run at once, ``dropped`` for that reason (:class:`~lightyear.star.per_site_tasks.StartWatch`), rather
-than the run going on a site short; ``lightyear-simulate`` and ``lightyear-sweep`` start it again once.
+In the simulator, a site whose worker died before it fetched a task (FLARE's start race) and that
+has fetched none after two rounds stops the run, ``dropped`` for that reason
+(:class:`~lightyear.star.per_site_tasks.StartWatch`), rather than the run going on a site short;
+``lightyear-simulate`` and ``lightyear-sweep`` start it again once.
 
 While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the phase, the
 current round, the number of rounds, which sites answered the last round and which sites the
@@ -254,7 +255,7 @@ class StarController(Controller):
             )
             if abort_signal.triggered:
                 return run_stats.ABORTED
-            if self._stop_if_lost(tasks, fl_ctx):
+            if self._stop_if_lost(fl_ctx):
                 return run_stats.FAILED
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
@@ -285,7 +286,7 @@ class StarController(Controller):
         final = self.aggregator.site_models(sites, global_weights, self.rounds, fl_ctx)
         sent = {s: (final or {}).get(s, global_weights) for s in sites}
         tasks = self._run_tasks(C.STAR_EVAL_TASK, self.rounds, sent, final is not None, need, abort_signal, fl_ctx)
-        if not abort_signal.triggered and self._stop_if_lost(tasks, fl_ctx):
+        if not abort_signal.triggered and self._stop_if_lost(fl_ctx):
             return run_stats.FAILED
         self._finals += round_results.final_rows(tasks, self.rounds - 1, self.adversary)
         evaluated = {f["site"] for f in self._finals}
@@ -319,8 +320,7 @@ class StarController(Controller):
     def _run_tasks(
         self, name: str, round_num: int, sent: dict, per_site: bool, need: int, abort_signal: Signal, fl_ctx: FLContext
     ) -> list[Task]:
-        """Send the round's task (one broadcast, or one task per site) and wait for it, or until a
-        site is lost at the start (:class:`~lightyear.star.per_site_tasks.StartWatch`); the tasks."""
+        """Send the round's task (one broadcast, or one task per site) and wait for it; the tasks."""
         need = min(need, len(sent))
         if not per_site:
             task = self._task(name, round_num, next(iter(sent.values())))
@@ -330,20 +330,19 @@ class StarController(Controller):
                 targets=sorted(sent),
                 min_responses=need,
                 wait_time_after_min_received=int(math.ceil(self.wait_time_after_min_received)),
-                abort_signal=self._starts.signal(abort_signal, self._sites, [task]),
+                abort_signal=abort_signal,
             )
             return self._starts.note([task])
         tasks = [self._task(name, round_num, sent[site]) for site in sorted(sent)]
         for site, task in zip(sorted(sent), tasks):
             self.send(task=task, fl_ctx=fl_ctx, targets=[site])
-        signal = self._starts.signal(abort_signal, self._sites, tasks)
-        wait_like_broadcast(tasks, need, self.wait_time_after_min_received, signal, self.cancel_task)
+        wait_like_broadcast(tasks, need, self.wait_time_after_min_received, abort_signal, self.cancel_task)
         return self._starts.note(tasks)
 
-    def _stop_if_lost(self, tasks: list[Task], fl_ctx: FLContext) -> bool:
+    def _stop_if_lost(self, fl_ctx: FLContext) -> bool:
         """Stop the run (a system panic) when a site was lost at the start, with the reason in its
         summary row; whether it stopped."""
-        self._lost = self._starts.reasons(self._sites, tasks)
+        self._lost = self._starts.lost(self._sites)
         if self._lost:
             self.system_panic(f"sites {sorted(self._lost)}: {LOST_AT_START}", fl_ctx)
         return bool(self._lost)
