@@ -6,7 +6,7 @@ connection breaks (FLARE's start race, :mod:`lightyear.flare.start_race`), the r
 ERROR line naming the site ("Subprocess died for client <site>..." or "Communication error with
 client <site>: ...") and never runs that site again. A worker that died before it opened its
 control port is only given up on 60 s later, in a line that names no site ("run_client_thread error:
-... Failed to create connection to the child process"); :meth:`WorkerDeaths.never_started` puts such
+... Failed to create connection to the child process"); :meth:`WorkerDeaths.lost_sites` puts such
 lines on the sites that never started, when there are exactly as many of them. A peer-to-peer run
 needs every site to start, so without this the server waited ``start_timeout`` (90 s) for a site
 that could no longer come, and a star run went on a site short.
@@ -63,10 +63,11 @@ class WorkerDeaths(logging.Handler):
         with self._guard:
             return dict(self._lines)
 
-    def never_started(self, sites, started) -> dict[str, str]:
-        """site -> the runner's line, for each site of ``sites`` not in ``started`` that the runner
-        reported dead, and, when the runner gave up on as many workers without naming them as there
-        are other sites not started, for each of those; re-installs the handler first (:meth:`install`)."""
+    def lost_sites(self, sites, started) -> dict[str, str]:
+        """site -> why it is dropped (:data:`WORKER_DIED`, quoting the runner's line), for each site of
+        ``sites`` not in ``started`` that the runner reported dead, and, when the runner gave up on as
+        many workers without naming them as there are other sites not started, for each of those;
+        re-installs the handler first (:meth:`install`)."""
         dead = self.install().sites()
         out = {site: line for site, line in dead.items() if site in sites and site not in started}
         with self._guard:
@@ -74,7 +75,7 @@ class WorkerDeaths(logging.Handler):
         silent = sorted(site for site in sites if site not in started and site not in dead)
         if unnamed and len(silent) == len(unnamed):
             out.update({site: unnamed[0] for site in silent})
-        return out
+        return {site: f"{WORKER_DIED} (FLARE: {line})" for site, line in sorted(out.items())}
 
     def install(self) -> WorkerDeaths:
         """Listen on the root logger (the runner's logger propagates to it), again if a logging

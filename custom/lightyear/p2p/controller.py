@@ -238,11 +238,11 @@ class P2PController(Controller):
             started = {ct.client.name for ct in task.client_tasks}
             for site in started:
                 status.start(site)
-            dead = self._worker_deaths.never_started(sites, started)
+            dead = self._worker_deaths.lost_sites(sites, started)
             if dead:  # the simulator will never run these sites: end now, not after start_timeout
                 self.cancel_task(task, fl_ctx=fl_ctx)
-                for site, line in sorted(dead.items()):
-                    status.drop(site, f"{WORKER_DIED} (FLARE: {line})")
+                for site, reason in dead.items():
+                    status.drop(site, reason)
                 self.system_panic(
                     f"sites {sorted(dead)}: {WORKER_DIED}; every site of a peer-to-peer run must start, so the "
                     "run ends now (FLARE's start race: the same run started again normally works; "

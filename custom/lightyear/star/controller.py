@@ -333,11 +333,12 @@ class StarController(Controller):
                 abort_signal=abort_signal,
             )
             return self._starts.note([task])
-        tasks = [self._task(name, round_num, sent[site]) for site in sorted(sent)]
-        for site, task in zip(sorted(sent), tasks):
+        tasks = {site: self._task(name, round_num, sent[site]) for site in sorted(sent)}
+        for site, task in tasks.items():
             self.send(task=task, fl_ctx=fl_ctx, targets=[site])
-        wait_like_broadcast(tasks, need, self.wait_time_after_min_received, abort_signal, self.cancel_task)
-        return self._starts.note(tasks)
+        wait_after = self.wait_time_after_min_received
+        wait_like_broadcast(list(tasks.values()), need, wait_after, abort_signal, self.cancel_task)
+        return self._starts.note(list(tasks.values()))
 
     def _stop_if_lost(self, fl_ctx: FLContext) -> bool:
         """Stop the run (a system panic) when a site was lost at the start, with the reason in its

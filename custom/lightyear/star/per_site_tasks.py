@@ -52,8 +52,7 @@ class StartWatch:
         """site -> the reason it is dropped, for each of ``sites`` lost at the start."""
         if self.waits < GRACE_WAITS:
             return {}
-        dead = self.deaths.never_started(sites, self.fetched)
-        return {site: f"{WORKER_DIED} (FLARE: {line})" for site, line in sorted(dead.items())}
+        return self.deaths.lost_sites(sites, self.fetched)
 
 
 def wait_like_broadcast(
