@@ -12,9 +12,9 @@ needs every site to start, so without this the server waited ``start_timeout`` (
 that could no longer come, and a star run went on a site short.
 
 :class:`WorkerDeaths` is a logging handler that notes those lines in the process it is installed
-in: in the simulator that is the server's, where the controller reads :meth:`WorkerDeaths.sites`
-while it waits for the sites to start. Elsewhere (POC, a real deployment) no such line is logged
-and ``start_timeout`` stays the bound. No FLARE import.
+in: in the simulator that is the server's, where the P2P and star controllers read
+:meth:`WorkerDeaths.lost_sites` while they wait for the sites. Elsewhere (POC, a real deployment)
+no such line is logged: a P2P run's bound stays ``start_timeout``. No FLARE import.
 """
 
 from __future__ import annotations
