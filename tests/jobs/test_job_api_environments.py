@@ -12,8 +12,9 @@ from nvflare.recipe.sim_env import SimEnv
 
 from lightyear.flare.component_policy import REFUSAL_FIX
 from lightyear.jobs import generate, job_api
-from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc, prepare_simulator_workspace
+from lightyear.jobs.environments import LightyearPocEnv, allow_in_poc
 from lightyear.jobs.flare_job import GeneratedRecipe
+from lightyear.jobs.simulator_workspace import prepare_simulator_workspace
 
 from repo import ROOT
 

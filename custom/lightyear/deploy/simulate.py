@@ -49,7 +49,7 @@ GRACE_S = 20.0
 def simulator_command(argv=None) -> tuple[list[str], str, set[str]]:
     """Allow this toolkit in the workspace ``-w`` names; the ``nvflare simulator`` command to run,
     the workspace's absolute path and the entries it held before."""
-    from lightyear.jobs.environments import prepare_simulator_workspace
+    from lightyear.jobs.simulator_workspace import prepare_simulator_workspace
 
     parser = argparse.ArgumentParser(
         prog=PROG,

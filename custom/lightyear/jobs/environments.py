@@ -28,17 +28,7 @@ from nvflare.recipe.sim_env import SimEnv
 
 from lightyear.flare.component_policy import allow_package
 from lightyear.jobs import registry
-
-LOCAL = "local"
-
-
-def prepare_simulator_workspace(workspace: str) -> str:
-    """Create ``workspace/local/`` if needed and let the simulator's participants build this
-    toolkit's components (``resources.json`` there, FLARE's other settings kept). Returns the file."""
-    local = os.path.join(workspace, LOCAL)
-    os.makedirs(local, exist_ok=True)
-    path, _ = allow_package(local, registry.plugin_packages())
-    return path
+from lightyear.jobs.simulator_workspace import LOCAL, prepare_simulator_workspace
 
 
 class LightyearSimEnv(SimEnv):

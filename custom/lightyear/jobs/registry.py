@@ -118,10 +118,11 @@ def _declaration_order() -> list[Method]:
 def plugin_packages() -> tuple[str, ...]:
     """The packages of the installed plugins' classes, as allow-list prefixes (``"my_package."``):
     what a participant's component policy must admit for their jobs to run
-    (:func:`lightyear.flare.component_policy.allow_package`)."""
-    builtin = {_load(t, "the toolkit").name for t in BUILTIN}
+    (:func:`lightyear.flare.component_policy.allow_package`). Loads the plugins' declarations only:
+    the toolkit's own import PyTorch, which a command that only writes an allow list (``lightyear-allow``,
+    ``lightyear-simulate`` before it starts the simulator) has no use for."""
     packages = set()
-    for name, declared in methods().items():
-        if name not in builtin:
-            packages.update(path.split(".")[0] + "." for path in (declared.site, declared.rule) if path)
+    for entry in entry_points(group=GROUP):
+        declared = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")
+        packages.update(path.split(".")[0] + "." for path in (declared.site, declared.rule) if path)
     return tuple(sorted(packages - {"lightyear."}))
