@@ -42,7 +42,7 @@ def test_a_provisioned_default_file_keeps_every_key_and_gains_only_the_package(t
     assert out["class_allow_list"][:1] == default["class_allow_list"]
     assert "lightyear." in out["class_allow_list"]
     assert "nvflare." not in out["class_allow_list"]
-    assert set(added) == {"lightyear.", *component_policy.FLARE_CLASSES_USED}
+    assert added == ["lightyear."]  # the jobs name no FLARE class beyond its default list
     # the provisioned default is left as it was
     assert _read(tmp_path / "resources.json.default") == default
 
@@ -60,13 +60,15 @@ def test_no_policy_at_all_means_flare_default_plus_the_package(tmp_path):
     listed = _read(path)["class_allow_list"]
     defaults = component_policy.flare_default_allow_list()
     assert listed[: len(defaults)] == defaults
-    assert "nvflare.app_common.widgets.streaming.AnalyticsSender" in listed  # not in FLARE's default list
+    assert listed == defaults + ["lightyear."]
     assert "nvflare." not in listed
 
 
 def test_entries_already_covered_by_a_prefix_are_not_added_again():
     out, added = with_package({"class_allow_list": ["lightyear", "nvflare.app_common.widgets"]})
-    assert added == ["nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver"]
+    assert added == [] and out["class_allow_list"] == ["lightyear", "nvflare.app_common.widgets"]
+    out, added = with_package({"class_allow_list": ["nvflare.app_common.widgets"]})
+    assert added == ["lightyear."]
     out, added = with_package({"class_allow_list": ["*"]})
     assert added == [] and out["class_allow_list"] == ["*"]
 
@@ -98,10 +100,7 @@ def test_the_repository_workspace_policy_is_flare_default_plus_the_package():
     assert "nvflare." not in listed
     _, added = with_package({"class_allow_list": listed})
     assert added == []
-    assert set(listed) == set(component_policy.flare_default_allow_list()) | {
-        "lightyear.",
-        *component_policy.FLARE_CLASSES_USED,
-    }
+    assert set(listed) == set(component_policy.flare_default_allow_list()) | {"lightyear."}
 
 
 def _components(obj):

@@ -1,23 +1,44 @@
-"""Per-round metrics streamed to TensorBoard through FLARE's analytics streaming.
+"""Per-round metrics to TensorBoard: one message a round from each site, written on the server.
 
-A site executor hands each finished round's record to :func:`stream_round`, which sends every
-metric worth plotting through FLARE's ``AnalyticsSender`` widget on the site; FLARE's
-``ConvertToFedEvent`` widget relays it to the server, whose ``TBAnalyticsReceiver`` writes
-TensorBoard event files under the run folder (``tb_events/<site>/``), live, while the run goes on:
+A site executor hands each finished round's record to :func:`stream_round`; the site's
+:class:`RoundMetricsSender` sends the metrics worth a curve (:func:`metrics_to_stream`) to the
+server in one fire-and-forget message, and the server's :class:`RoundBoard` writes them as
+TensorBoard scalars (global step = the round) under the run folder, ``tb_events/<site>/``, live:
 
     tensorboard --logdir workspace/server/simulate_job/tb_events
 
-The generator adds the three components to every job (setting ``tensorboard``, default true).
-Streaming is monitoring: a failure to stream is logged and never stops a round.
+One message a site and round, not one FLARE analytics event a metric relayed as a federated event
+(``AnalyticsSender`` and ``ConvertToFedEvent``): a LIGHTYEAR digits run sent about 2,000 of those
+(some 22 metrics a site and round), and once a run had received one, FLARE's federated-event runner
+held the server's end of the run for 2 s more (its ``grace_period``, ``nvflare/widgets/fed_event.py``).
+The generator adds the two components to every job (setting ``tensorboard``, default true).
+
+Streaming is monitoring: a failure to send is logged and never stops a round. What the server
+receives is a site's report, hostile like any other message: the site is FLARE's authenticated
+identity of the sender (never a name in the message), only a site of the run gets a folder, and a
+message is written only whole, when it holds at most :data:`MAX_TAGS` short tags of finite numbers
+and a round in ``[0, MAX_ROUND]``; anything else is refused and logged.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
 
-ANALYTICS_SENDER_ID = "analytics_sender"
-EVENT = "analytix_log_stats"
-FED_EVENT_PREFIX = "fed."
+from nvflare.apis.event_type import EventType
+from nvflare.apis.fl_component import FLComponent
+from nvflare.apis.fl_constant import ReservedKey, ReturnCode
+from nvflare.apis.shareable import Shareable, make_reply
+
+from lightyear.flare import constants as C
+
+ROUND_METRICS_SENDER_ID = "round_metrics_sender"
+TB_FOLDER = "tb_events"
+MAX_TAGS = 1024
+"""The most metrics one round message may carry (a site reports one score per peer)."""
+MAX_TAG_LENGTH = 200
+MAX_ROUND = 1_000_000
 
 _PREFIXES = ("val_", "test_")
 _NAMES = ("train_loss", "n_selected", "own_skill", "train_s", "wait_s", "score_s", "sent_bytes")
@@ -36,44 +57,110 @@ def metrics_to_stream(row: dict) -> dict[str, float]:
     return out
 
 
-def stream_round(component, row: dict, fl_ctx, sender_id: str | None = ANALYTICS_SENDER_ID) -> int:
-    """Send a round record's metrics (global step = the round); returns how many were sent."""
-    if not sender_id:
-        return 0
-    try:
-        from nvflare.apis.analytix import AnalyticsDataType
+def round_metrics_problem(round_num, metrics) -> str | None:
+    """Why a received round message cannot be written (see the module docstring), or None."""
+    if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num <= MAX_ROUND:
+        return f"round must be an integer in [0, {MAX_ROUND}], got {str(round_num)[:40]!r}"
+    if not isinstance(metrics, dict):
+        return f"metrics must be a mapping of tag to number, got {type(metrics).__name__}"
+    if len(metrics) > MAX_TAGS:
+        return f"{len(metrics)} metrics, more than {MAX_TAGS}"
+    for tag, value in metrics.items():
+        if not isinstance(tag, str) or not 0 < len(tag) <= MAX_TAG_LENGTH:
+            return f"a tag must be a string of 1 to {MAX_TAG_LENGTH} characters, got {str(tag)[:40]!r}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"metric {tag!r} is not a finite number"
+    return None
 
-        sender = fl_ctx.get_engine().get_component(sender_id)
-        if sender is None or not hasattr(sender, "add"):
-            return 0
-        step = int(row["round"])
+
+class RoundMetricsSender(FLComponent):
+    """Site side: sends a round record's metrics to the server's :class:`RoundBoard`."""
+
+    def send(self, row: dict, fl_ctx) -> int:
+        """Send the metrics of ``row`` (global step = ``row["round"]``); how many were sent."""
         metrics = metrics_to_stream(row)
-        for tag, value in metrics.items():
-            sender.add(tag=tag, value=value, data_type=AnalyticsDataType.SCALAR, global_step=step)
+        message = Shareable()
+        message[C.KEY_ROUND] = int(row["round"])
+        message[C.KEY_METRICS] = metrics
+        fl_ctx.get_engine().send_aux_request(
+            targets=["server"], topic=C.TOPIC_ROUND_METRICS, request=message, timeout=0.0, fl_ctx=fl_ctx
+        )
         return len(metrics)
+
+
+def stream_round(component, row: dict, fl_ctx, sender_id: str = ROUND_METRICS_SENDER_ID) -> int:
+    """Send a round record's metrics to TensorBoard (nothing when the job has no sender); how many were
+    sent. A failure is logged on ``component`` (the site's executor) and never raised."""
+    try:
+        sender = fl_ctx.get_engine().get_component(sender_id)
+        if not isinstance(sender, RoundMetricsSender):
+            return 0
+        return sender.send(row, fl_ctx)
     except Exception as exc:  # noqa: BLE001 - monitoring never stops training
         component.log_warning(fl_ctx, f"could not stream round metrics to TensorBoard: {type(exc).__name__}: {exc}")
         return 0
 
 
+class RoundBoard(FLComponent):
+    """Server side: writes each site's round metrics to ``<run folder>/<tb_folder>/<site>/``."""
+
+    def __init__(self, tb_folder: str = TB_FOLDER):
+        super().__init__()
+        if not isinstance(tb_folder, str) or not tb_folder or os.path.isabs(tb_folder) or ".." in tb_folder:
+            raise ValueError(f"tb_folder must be a folder name inside the run folder, got {tb_folder!r}")
+        self.tb_folder = tb_folder
+        self.root = ""
+        self._writers: dict = {}
+        self._lock = threading.Lock()
+
+    def handle_event(self, event_type: str, fl_ctx):
+        if event_type == EventType.START_RUN:
+            engine = fl_ctx.get_engine()
+            self.root = os.path.join(engine.get_workspace().get_run_dir(fl_ctx.get_job_id()), self.tb_folder)
+            engine.register_aux_message_handler(topic=C.TOPIC_ROUND_METRICS, message_handle_func=self._on_metrics)
+            self.log_info(fl_ctx, f"TensorBoard curves of every site: tensorboard --logdir {self.root}")
+        elif event_type == EventType.END_RUN:
+            self.close()
+
+    def _on_metrics(self, topic: str, request: Shareable, fl_ctx) -> Shareable:
+        site = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        sites = {c.name for c in fl_ctx.get_engine().get_clients()}
+        problem = "not a site of this run" if site not in sites else None
+        problem = problem or round_metrics_problem(request.get(C.KEY_ROUND), request.get(C.KEY_METRICS))
+        if problem:
+            self.log_warning(fl_ctx, f"round metrics from {str(site)[:80]!r} not written: {problem}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        try:
+            self.write(site, request[C.KEY_ROUND], request[C.KEY_METRICS])
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops the run
+            self.log_warning(fl_ctx, f"could not write {site}'s round metrics: {type(exc).__name__}: {exc}")
+            return make_reply(ReturnCode.EXECUTION_EXCEPTION)
+        return make_reply(ReturnCode.OK)
+
+    def write(self, site: str, round_num: int, metrics: dict[str, float]) -> None:
+        """Add the scalars of one site's round and flush them to its event file."""
+        from nvflare.app_opt.tracking.tb.tb_event_writer import TensorBoardEventWriter
+
+        with self._lock:
+            writer = self._writers.get(site)
+            if writer is None:
+                writer = self._writers[site] = TensorBoardEventWriter(log_dir=os.path.join(self.root, site))
+            for tag, value in metrics.items():
+                writer.add_scalar(tag, float(value), round_num)
+            writer.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            for writer in self._writers.values():
+                writer.close()
+            self._writers.clear()
+
+
 def client_components() -> list[dict]:
-    """The site components of the streaming: the sender and the relay to the server."""
-    return [
-        {"id": ANALYTICS_SENDER_ID, "path": "nvflare.app_common.widgets.streaming.AnalyticsSender", "args": {}},
-        {
-            "id": "analytics_to_server",
-            "path": "nvflare.app_common.widgets.convert_to_fed_event.ConvertToFedEvent",
-            "args": {"events_to_convert": [EVENT], "fed_event_prefix": FED_EVENT_PREFIX},
-        },
-    ]
+    """The site component of the streaming."""
+    return [{"id": ROUND_METRICS_SENDER_ID, "path": "lightyear.flare.analytics.RoundMetricsSender", "args": {}}]
 
 
 def server_components() -> list[dict]:
     """The server component that writes TensorBoard event files under the run folder."""
-    return [
-        {
-            "id": "tensorboard",
-            "path": "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver",
-            "args": {"events": [FED_EVENT_PREFIX + EVENT]},
-        }
-    ]
+    return [{"id": "tensorboard", "path": "lightyear.flare.analytics.RoundBoard", "args": {}}]

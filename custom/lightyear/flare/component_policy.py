@@ -9,8 +9,8 @@ class), and with no list at all uses FLARE's built-in default list.
 A ``resources.json`` holding only ``class_allow_list`` would replace the whole default file
 (dropping its process launcher and resource manager), and the prefix ``"nvflare."`` would reopen
 FLARE's whole namespace. So :func:`allow_package` starts from the policy the participant has now,
-keeps every other key, and appends only ``"lightyear."`` and the few FLARE classes this toolkit's
-jobs use that the policy does not list yet (:data:`FLARE_CLASSES_USED`).
+keeps every other key, and appends only ``"lightyear."`` (and installed plugins' packages): the
+generated jobs name no FLARE class beyond FLARE's default list.
 """
 
 from __future__ import annotations
@@ -26,15 +26,6 @@ PACKAGE_PREFIX = "lightyear."
 ALLOW_LIST_KEY = "class_allow_list"
 RESOURCES = "resources.json"
 RESOURCES_DEFAULT = "resources.json.default"
-
-# The FLARE classes that generated jobs name (TensorBoard streaming); FLARE's default list has
-# the receiver and the event converter but not the sender.
-FLARE_CLASSES_USED = (
-    "nvflare.app_common.widgets.convert_to_fed_event.ConvertToFedEvent",
-    "nvflare.app_common.widgets.streaming.AnalyticsSender",
-    "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver",
-)
-
 
 REFUSAL_FIX_KEY = "if_not_in_allow_list"
 REFUSAL_FIX = (
@@ -84,7 +75,7 @@ def with_package(resources: dict, plugins: tuple[str, ...] = ()) -> tuple[dict, 
     if not isinstance(allow_list, list) or not all(isinstance(x, str) for x in allow_list):
         raise AllowListError(f"{ALLOW_LIST_KEY} must be a list of strings, got {allow_list!r:.80}")
     allow_list = list(allow_list)
-    added = [e for e in (PACKAGE_PREFIX, *FLARE_CLASSES_USED, *plugins) if not _covered(e, allow_list)]
+    added = [e for e in (PACKAGE_PREFIX, *plugins) if not _covered(e, allow_list)]
     out[ALLOW_LIST_KEY] = allow_list + added
     out.setdefault("format_version", 2)
     return out, added
