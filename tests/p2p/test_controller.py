@@ -284,3 +284,10 @@ def test_only_the_simulator_runner_s_own_line_counts_not_a_site_s_words_logged_b
         assert list(deaths.sites()) == ["site-2"]
     finally:
         deaths.remove()
+
+
+def test_the_run_start_imports_what_flare_imports_at_the_run_end(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr("lightyear.p2p.controller.import_in_background", lambda: started.append(True))
+    controller(tmp_path)
+    assert started == [True]

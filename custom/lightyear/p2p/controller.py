@@ -32,6 +32,7 @@ from nvflare.apis.signal import Signal
 from lightyear.checks import integer, mapping, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
+from lightyear.flare.end_imports import import_in_background
 from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p import secure_messages as secure_setting
@@ -124,6 +125,7 @@ class P2PController(Controller):
         fl_ctx.get_engine().register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
         self._run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         self._worker_deaths.install()  # before the simulator starts the site workers
+        import_in_background()  # what FLARE imports when the run ends, off the end of the run
 
     def stop_controller(self, fl_ctx: FLContext):
         self._worker_deaths.remove()
