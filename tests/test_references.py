@@ -15,6 +15,7 @@ NOT_CODE = {
     "lightyear.model",
     "lightyear.progress",
     "lightyear.collude",
+    "lightyear.round_metrics",
     "lightyear.method",
     "lightyear.methods",
     "lightyear.attacks",
