@@ -123,6 +123,8 @@ def test_streaming_never_stops_a_round_and_a_job_without_it_sends_nothing():
     [
         (2, {"val_acc": 0.5}, None),
         (0, {}, None),
+        (11, {"val_acc": 0.5}, None),
+        (12, {"val_acc": 0.5}, "round must be an integer in [0, 11], got 12"),
         (-1, {"val_acc": 0.5}, "round must be an integer"),
         (True, {"val_acc": 0.5}, "round must be an integer"),
         ("3", {"val_acc": 0.5}, "round must be an integer"),
@@ -135,7 +137,7 @@ def test_streaming_never_stops_a_round_and_a_job_without_it_sends_nothing():
     ],
 )
 def test_what_a_round_message_must_be_to_be_written(round_num, metrics, problem):
-    found = round_metrics_problem(round_num, metrics)
+    found = round_metrics_problem(round_num, metrics, rounds=12)
     assert found is None if problem is None else problem in found
 
 
@@ -155,7 +157,7 @@ def _curves(folder):
 
 def test_the_server_writes_each_sites_curves_from_the_authenticated_sender_only(tmp_path):
     engine = _Engine(tmp_path, sites=["site-1", "site-2"])
-    board, ctx = RoundBoard(), _Ctx(engine)
+    board, ctx = RoundBoard(rounds=3), _Ctx(engine)
     warnings = []
     board.log_warning = lambda fl_ctx, msg: warnings.append(msg)
     board.log_info = lambda fl_ctx, msg: None
@@ -167,10 +169,13 @@ def test_the_server_writes_each_sites_curves_from_the_authenticated_sender_only(
         _message("site-9", 1, {"val_acc": 0.1}),  # not a site of this run
         _message("site-2", 1, {"val_acc": 0.1, "val_loss": math.nan}),  # refused whole, nothing written
         _message("../site-1", 1, {"val_acc": 0.1}),
+        _message("site-1", 1, {"val_acc": 0.1}),  # the same round again: a site's curve is written once a round
+        _message("site-1", 3, {"val_acc": 0.1}),  # not a round of this 3-round job
     ]
     for message in refused:
         assert receive("t", message, ctx).get_return_code() == ReturnCode.BAD_REQUEST_DATA
-    assert len(warnings) == 3 and "not a site of this run" in warnings[0] and "'val_loss'" in warnings[1]
+    assert len(warnings) == 5 and "not a site of this run" in warnings[0] and "'val_loss'" in warnings[1]
+    assert "round 1 was written already" in warnings[3] and "got 3" in warnings[4]
     run = tmp_path / "simulate_job" / "tb_events"
     assert sorted(p.name for p in run.iterdir()) == ["site-1"]
     assert _curves(run / "site-1") == {"val_acc": [(0, 0.5), (1, 0.75)]}  # readable while the run goes on
@@ -181,4 +186,10 @@ def test_the_server_writes_each_sites_curves_from_the_authenticated_sender_only(
 @pytest.mark.parametrize("folder", ["", "/abs", "../up", 3])
 def test_a_tensorboard_folder_outside_the_run_folder_is_refused(folder):
     with pytest.raises(ValueError, match="tb_folder must be a folder name inside the run folder"):
-        RoundBoard(tb_folder=folder)
+        RoundBoard(rounds=3, tb_folder=folder)
+
+
+@pytest.mark.parametrize("rounds", [0, -1, 2.5, None])
+def test_a_board_needs_the_jobs_number_of_rounds(rounds):
+    with pytest.raises(ValueError, match="rounds"):
+        RoundBoard(rounds=rounds)

@@ -17,7 +17,8 @@ Streaming is monitoring: a failure to send is logged and never stops a round. Wh
 receives is a site's report, hostile like any other message: the site is FLARE's authenticated
 identity of the sender (never a name in the message), only a site of the run gets a folder, and a
 message is written only whole, when it holds at most :data:`MAX_TAGS` short tags of finite numbers
-and a round in ``[0, MAX_ROUND]``; anything else is refused and logged.
+for a round of the job that this site has not reported yet; anything else is refused and logged.
+So a site can never make the server write more than its rounds times :data:`MAX_TAGS` scalars.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
+from lightyear.checks import positive_int
 from lightyear.flare import constants as C
 
 ROUND_METRICS_SENDER_ID = "round_metrics_sender"
@@ -38,7 +40,6 @@ TB_FOLDER = "tb_events"
 MAX_TAGS = 1024
 """The most metrics one round message may carry (a site reports one score per peer)."""
 MAX_TAG_LENGTH = 200
-MAX_ROUND = 1_000_000
 
 _PREFIXES = ("val_", "test_")
 _NAMES = ("train_loss", "n_selected", "own_skill", "train_s", "wait_s", "score_s", "sent_bytes")
@@ -57,10 +58,11 @@ def metrics_to_stream(row: dict) -> dict[str, float]:
     return out
 
 
-def round_metrics_problem(round_num, metrics) -> str | None:
-    """Why a received round message cannot be written (see the module docstring), or None."""
-    if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num <= MAX_ROUND:
-        return f"round must be an integer in [0, {MAX_ROUND}], got {str(round_num)[:40]!r}"
+def round_metrics_problem(round_num, metrics, rounds: int) -> str | None:
+    """Why a received round message of a job of ``rounds`` rounds cannot be written (see the module
+    docstring), or None."""
+    if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < rounds:
+        return f"round must be an integer in [0, {rounds - 1}], got {repr(round_num)[:40]}"
     if not isinstance(metrics, dict):
         return f"metrics must be a mapping of tag to number, got {type(metrics).__name__}"
     if len(metrics) > MAX_TAGS:
@@ -102,15 +104,18 @@ def stream_round(component, row: dict, fl_ctx, sender_id: str = ROUND_METRICS_SE
 
 
 class RoundBoard(FLComponent):
-    """Server side: writes each site's round metrics to ``<run folder>/<tb_folder>/<site>/``."""
+    """Server side: writes each site's round metrics to ``<run folder>/<tb_folder>/<site>/``, one message
+    a site and round of the job's ``rounds``."""
 
-    def __init__(self, tb_folder: str = TB_FOLDER):
+    def __init__(self, rounds: int, tb_folder: str = TB_FOLDER):
         super().__init__()
+        self.rounds = positive_int("rounds", rounds)
         if not isinstance(tb_folder, str) or not tb_folder or os.path.isabs(tb_folder) or ".." in tb_folder:
             raise ValueError(f"tb_folder must be a folder name inside the run folder, got {tb_folder!r}")
         self.tb_folder = tb_folder
         self.root = ""
         self._writers: dict = {}
+        self._written: dict[str, set[int]] = {}  # site -> the rounds written
         self._lock = threading.Lock()
 
     def handle_event(self, event_type: str, fl_ctx):
@@ -126,7 +131,10 @@ class RoundBoard(FLComponent):
         site = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
         sites = {c.name for c in fl_ctx.get_engine().get_clients()}
         problem = "not a site of this run" if site not in sites else None
-        problem = problem or round_metrics_problem(request.get(C.KEY_ROUND), request.get(C.KEY_METRICS))
+        round_num = request.get(C.KEY_ROUND)
+        problem = problem or round_metrics_problem(round_num, request.get(C.KEY_METRICS), self.rounds)
+        if not problem and round_num in self._written.get(site, ()):
+            problem = f"round {round_num} was written already"
         if problem:
             self.log_warning(fl_ctx, f"round metrics from {str(site)[:80]!r} not written: {problem}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
@@ -142,6 +150,9 @@ class RoundBoard(FLComponent):
         from nvflare.app_opt.tracking.tb.tb_event_writer import TensorBoardEventWriter
 
         with self._lock:
+            if round_num in self._written.setdefault(site, set()):
+                raise ValueError(f"round {round_num} of {site} was written already")
+            self._written[site].add(round_num)
             writer = self._writers.get(site)
             if writer is None:
                 writer = self._writers[site] = TensorBoardEventWriter(log_dir=os.path.join(self.root, site))
@@ -161,6 +172,6 @@ def client_components() -> list[dict]:
     return [{"id": ROUND_METRICS_SENDER_ID, "path": "lightyear.flare.analytics.RoundMetricsSender", "args": {}}]
 
 
-def server_components() -> list[dict]:
+def server_components(rounds: int) -> list[dict]:
     """The server component that writes TensorBoard event files under the run folder."""
-    return [{"id": "tensorboard", "path": "lightyear.flare.analytics.RoundBoard", "args": {}}]
+    return [{"id": "tensorboard", "path": "lightyear.flare.analytics.RoundBoard", "args": {"rounds": rounds}}]

@@ -196,7 +196,7 @@ def _build_job(
         ) from None
     if settings.get("tensorboard"):
         client.setdefault("components", []).extend(analytics.client_components())
-        server.setdefault("components", []).extend(analytics.server_components())
+        server.setdefault("components", []).extend(analytics.server_components(settings["rounds"]))
     name = job_name(method, dataset, malfunction, faulty) + (attacks.job_suffix(spec) if spec else "")
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
     deploy = {"app": ["server"] + [s for s in sites if s not in faulty_sites]}
