@@ -17,7 +17,8 @@ from nvflare.apis.signal import Signal
 from lightyear.flare import constants as C
 from lightyear.flare.start_race import never_started
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
-from lightyear.p2p.controller import P2PController
+from lightyear.p2p.controller import MAX_PROGRESS_BYTES, P2PController
+from lightyear.p2p.site_status import SiteStatus
 
 from flare_fakes import ServerEngine, show_stats
 
@@ -140,9 +141,34 @@ def test_records_are_keyed_by_the_identity_flare_gives_not_the_claimed_one(tmp_p
     rows = summary(tmp_path)
     assert "forged-name" not in rows  # the result claimed another name; the summary uses the task's client
     assert progress(ctrl, ctx, "site-9", 0).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    (tmp_path / "second").mkdir()
+    ctrl, ctx = controller(tmp_path / "second")
+    ctrl.status = SiteStatus(SITES)
     progress(ctrl, ctx, "site-2", 1, claimed="site-1")
-    last = json.loads((tmp_path / "progress.jsonl").read_text().splitlines()[-1])
+    last = json.loads((tmp_path / "second" / "progress.jsonl").read_text().splitlines()[-1])
     assert last["site"] == "site-2"
+
+
+def test_a_site_gets_one_record_a_round_of_the_job_and_no_more(tmp_path):
+    """A repeated, out-of-range or oversized round record is refused, so no site can grow
+    progress.jsonl past its rounds' records; a refused one still shows the site alive."""
+    ctrl, ctx = controller(tmp_path)
+    ctrl.status = SiteStatus(SITES)
+    warnings = []
+    ctrl.log_warning = lambda fl_ctx, msg: warnings.append(msg)
+    assert progress(ctrl, ctx, "site-1", 0).get_return_code() == ReturnCode.OK
+    for round_num in (0, 3, -1, "1", True):
+        assert progress(ctrl, ctx, "site-1", round_num).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    huge = Shareable()
+    huge[C.KEY_PROGRESS] = {"site": "site-1", "round": 1, "pad": "x" * MAX_PROGRESS_BYTES}
+    huge.set_peer_props({ReservedKey.IDENTITY_NAME: "site-1"})
+    assert ctrl._on_progress(C.TOPIC_PROGRESS, huge, ctx).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    assert progress(ctrl, ctx, "site-1", 1).get_return_code() == ReturnCode.OK
+    lines = [json.loads(line) for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    assert [(r["site"], r["round"]) for r in lines] == [("site-1", 0), ("site-1", 1)]
+    assert "round 0 was recorded already" in warnings[0] and "got 3" in warnings[1]
+    assert f"more than {MAX_PROGRESS_BYTES}" in warnings[-1]
+    assert ctrl.status.snapshot()["rounds_done"]["site-1"] == 2  # rounds 0 and 1; the refused round 3 not counted
 
 
 def test_progress_timeout_shorter_than_twice_the_peer_deadline_is_refused():

@@ -7,7 +7,10 @@ sites report. One site's failure is that site's alone: a site whose run raises i
 process died) or stays silent for ``progress_timeout`` is ``dropped`` with its last round, and
 the others go on. When every site has finished, failed or been dropped the run ends and
 ``summary.csv``/``summary.json`` are written (also when the run is aborted), beside
-``progress.jsonl`` (every round record the sites reported, one JSON object a line).
+``progress.jsonl`` (every round record the sites reported, one JSON object a line). A record is
+kept once per site and round of the job and only up to :data:`MAX_PROGRESS_BYTES`: a site can never
+make the server write more than its rounds' records (a repeated, out-of-range or oversized one is
+refused and logged, and still counts as a sign of life).
 
 While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the run's phase,
 current round, number of rounds and how many sites are running, finished, failed or dropped
@@ -41,12 +44,26 @@ from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
 
 COMPUTE_ALLOWANCE_S = 600.0
+MAX_PROGRESS_BYTES = 1 << 20
+"""The largest round record kept, as JSON (a site's record holds a few fields per peer)."""
 """Seconds of training and evaluation a round may take beyond waiting for peers, in the
 default ``progress_timeout`` (2 x peer_deadline + this)."""
 
 
 def default_progress_timeout(peer_deadline: float) -> float:
     return 2.0 * peer_deadline + COMPUTE_ALLOWANCE_S
+
+
+def progress_problem(round_num, rounds: int, recorded: set[int], size: int) -> str | None:
+    """Why a site's round record is not kept: its round is no round of the job or one already recorded for
+    the site, or its JSON takes more than :data:`MAX_PROGRESS_BYTES`; None to keep it."""
+    if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < rounds:
+        return f"round must be an integer in [0, {rounds - 1}], got {repr(round_num)[:40]}"
+    if round_num in recorded:
+        return f"round {round_num} was recorded already"
+    if size > MAX_PROGRESS_BYTES:
+        return f"the record takes {size} bytes, more than {MAX_PROGRESS_BYTES}"
+    return None
 
 
 def check_progress_timeout(progress_timeout: float, peer_deadline: float) -> float:
@@ -119,6 +136,7 @@ class P2PController(Controller):
         self._run_dir = ""
         self._phase = run_stats.STARTING
         self._worker_deaths = WorkerDeaths()
+        self._recorded: dict[str, set[int]] = {}  # site -> the rounds whose record progress.jsonl holds
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
@@ -157,11 +175,19 @@ class P2PController(Controller):
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if row.get("site") != site:
             self.log_warning(fl_ctx, f"progress message from {site} names site {row.get('site')!r}: recorded as {site}")
-        row = dict(row, site=site)
-        status.progress(site, row.get("round"))
+        row, round_num = dict(row, site=site), row.get("round")
+        line = json.dumps(row, default=str)
         with self._lock:
-            with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
-                f.write(json.dumps(row, default=str) + "\n")
+            recorded = self._recorded.setdefault(site, set())
+            problem = progress_problem(round_num, self.rounds, recorded, len(line))
+            if not problem:
+                recorded.add(round_num)
+                with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
+                    f.write(line + "\n")
+        status.progress(site, None if problem else round_num)
+        if problem:
+            self.log_warning(fl_ctx, f"progress message from {site} not recorded: {problem}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
         summary = ", ".join(
             f"{k} {row[k]:.4f}" if isinstance(row.get(k), float) else f"{k} {row.get(k)}"
             for k in ("selected", "val_acc", "val_dice", "test_acc", "test_dice", "wait_s")
