@@ -180,6 +180,9 @@ def test_the_server_writes_each_sites_curves_from_the_authenticated_sender_only(
     assert sorted(p.name for p in run.iterdir()) == ["site-1"]
     assert _curves(run / "site-1") == {"val_acc": [(0, 0.5), (1, 0.75)]}  # readable while the run goes on
     board.handle_event(EventType.END_RUN, ctx)
+    late = receive("t", _message("site-2", 2, {"val_acc": 0.9}), ctx)  # after the end: no file left open
+    assert late.get_return_code() == ReturnCode.EXECUTION_EXCEPTION and "the run has ended" in warnings[-1]
+    assert sorted(p.name for p in run.iterdir()) == ["site-1"]
     assert _curves(run / "site-1") == {"val_acc": [(0, 0.5), (1, 0.75)]}
 
 

@@ -116,6 +116,7 @@ class RoundBoard(FLComponent):
         self.root = ""
         self._writers: dict = {}
         self._written: dict[str, set[int]] = {}  # site -> the rounds written
+        self._closed = False
         self._lock = threading.Lock()
 
     def handle_event(self, event_type: str, fl_ctx):
@@ -150,6 +151,8 @@ class RoundBoard(FLComponent):
         from nvflare.app_opt.tracking.tb.tb_event_writer import TensorBoardEventWriter
 
         with self._lock:
+            if self._closed:
+                raise ValueError("the run has ended: its curves are closed")
             if round_num in self._written.setdefault(site, set()):
                 raise ValueError(f"round {round_num} of {site} was written already")
             self._written[site].add(round_num)
@@ -161,7 +164,9 @@ class RoundBoard(FLComponent):
             writer.flush()
 
     def close(self) -> None:
+        """Close every site's event file; nothing is written after (a late message is refused)."""
         with self._lock:
+            self._closed = True
             for writer in self._writers.values():
                 writer.close()
             self._writers.clear()
