@@ -32,8 +32,8 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
-from lightyear.checks import positive_int
 from lightyear.flare import constants as C
+from lightyear.flare.round_ledger import RoundLedger
 
 ROUND_METRICS_SENDER_ID = "round_metrics_sender"
 TB_FOLDER = "tb_events"
@@ -58,11 +58,8 @@ def metrics_to_stream(row: dict) -> dict[str, float]:
     return out
 
 
-def round_metrics_problem(round_num, metrics, rounds: int) -> str | None:
-    """Why a received round message of a job of ``rounds`` rounds cannot be written (see the module
-    docstring), or None."""
-    if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < rounds:
-        return f"round must be an integer in [0, {rounds - 1}], got {repr(round_num)[:40]}"
+def metrics_problem(metrics) -> str | None:
+    """Why the metrics of a received round message cannot be written (see the module docstring), or None."""
     if not isinstance(metrics, dict):
         return f"metrics must be a mapping of tag to number, got {type(metrics).__name__}"
     if len(metrics) > MAX_TAGS:
@@ -109,13 +106,12 @@ class RoundBoard(FLComponent):
 
     def __init__(self, rounds: int, tb_folder: str = TB_FOLDER):
         super().__init__()
-        self.rounds = positive_int("rounds", rounds)
+        self.ledger = RoundLedger(rounds)
         if not isinstance(tb_folder, str) or not tb_folder or os.path.isabs(tb_folder) or ".." in tb_folder:
             raise ValueError(f"tb_folder must be a folder name inside the run folder, got {tb_folder!r}")
         self.tb_folder = tb_folder
         self.root = ""
         self._writers: dict = {}
-        self._written: dict[str, set[int]] = {}  # site -> the rounds written
         self._closed = False
         self._lock = threading.Lock()
 
@@ -132,10 +128,8 @@ class RoundBoard(FLComponent):
         site = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
         sites = {c.name for c in fl_ctx.get_engine().get_clients()}
         problem = "not a site of this run" if site not in sites else None
-        round_num = request.get(C.KEY_ROUND)
-        problem = problem or round_metrics_problem(round_num, request.get(C.KEY_METRICS), self.rounds)
-        if not problem and round_num in self._written.get(site, ()):
-            problem = f"round {round_num} was written already"
+        problem = problem or metrics_problem(request.get(C.KEY_METRICS))
+        problem = problem or self.ledger.claim(site, request.get(C.KEY_ROUND))
         if problem:
             self.log_warning(fl_ctx, f"round metrics from {str(site)[:80]!r} not written: {problem}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
@@ -153,9 +147,6 @@ class RoundBoard(FLComponent):
         with self._lock:
             if self._closed:
                 raise ValueError("the run has ended: its curves are closed")
-            if round_num in self._written.setdefault(site, set()):
-                raise ValueError(f"round {round_num} of {site} was written already")
-            self._written[site].add(round_num)
             writer = self._writers.get(site)
             if writer is None:
                 writer = self._writers[site] = TensorBoardEventWriter(log_dir=os.path.join(self.root, site))

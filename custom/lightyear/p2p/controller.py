@@ -37,6 +37,7 @@ from lightyear.flare import constants as C
 from lightyear.flare import run_stats
 from lightyear.flare.end_imports import import_in_background
 from lightyear.flare.placement import p2p_simulator_advice
+from lightyear.flare.round_ledger import RoundLedger
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p import secure_messages as secure_setting
 from lightyear.p2p.site_status import SiteStatus
@@ -44,26 +45,14 @@ from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
 
 COMPUTE_ALLOWANCE_S = 600.0
-MAX_PROGRESS_BYTES = 1 << 20
-"""The largest round record kept, as JSON (a site's record holds a few fields per peer)."""
 """Seconds of training and evaluation a round may take beyond waiting for peers, in the
 default ``progress_timeout`` (2 x peer_deadline + this)."""
+MAX_PROGRESS_BYTES = 1 << 20
+"""The largest round record kept, as JSON (a site's record holds a few fields per peer)."""
 
 
 def default_progress_timeout(peer_deadline: float) -> float:
     return 2.0 * peer_deadline + COMPUTE_ALLOWANCE_S
-
-
-def progress_problem(round_num, rounds: int, recorded: set[int], size: int) -> str | None:
-    """Why a site's round record is not kept: its round is no round of the job or one already recorded for
-    the site, or its JSON takes more than :data:`MAX_PROGRESS_BYTES`; None to keep it."""
-    if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < rounds:
-        return f"round must be an integer in [0, {rounds - 1}], got {repr(round_num)[:40]}"
-    if round_num in recorded:
-        return f"round {round_num} was recorded already"
-    if size > MAX_PROGRESS_BYTES:
-        return f"the record takes {size} bytes, more than {MAX_PROGRESS_BYTES}"
-    return None
 
 
 def check_progress_timeout(progress_timeout: float, peer_deadline: float) -> float:
@@ -136,7 +125,7 @@ class P2PController(Controller):
         self._run_dir = ""
         self._phase = run_stats.STARTING
         self._worker_deaths = WorkerDeaths()
-        self._recorded: dict[str, set[int]] = {}  # site -> the rounds whose record progress.jsonl holds
+        self._ledger = RoundLedger(self.rounds)  # the rounds whose record progress.jsonl holds, by site
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
@@ -177,11 +166,12 @@ class P2PController(Controller):
             self.log_warning(fl_ctx, f"progress message from {site} names site {row.get('site')!r}: recorded as {site}")
         row, round_num = dict(row, site=site), row.get("round")
         line = json.dumps(row, default=str)
-        with self._lock:
-            recorded = self._recorded.setdefault(site, set())
-            problem = progress_problem(round_num, self.rounds, recorded, len(line))
-            if not problem:
-                recorded.add(round_num)
+        if len(line) > MAX_PROGRESS_BYTES:
+            problem = f"the record takes {len(line)} bytes, more than {MAX_PROGRESS_BYTES}"
+        else:
+            problem = self._ledger.claim(site, round_num)
+        if not problem:
+            with self._lock:
                 with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
                     f.write(line + "\n")
         status.progress(site, None if problem else round_num)

@@ -1,0 +1,33 @@
+"""Which rounds of a job each site has had a record kept for, on the server: one a site and round.
+
+A site's round reports (the P2P progress records, the TensorBoard metrics of
+:mod:`lightyear.flare.analytics`) are hostile input like any message: a broken or hostile site
+may repeat a round, claim a round the job does not have, or send without end. The server keeps a
+record only when :meth:`RoundLedger.claim` grants its round, so no site can make it keep more than
+the job's rounds' records, whatever it sends. No FLARE import.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from lightyear.checks import positive_int
+
+
+class RoundLedger:
+    def __init__(self, rounds: int):
+        self.rounds = positive_int("rounds", rounds)
+        self._kept: dict[str, set[int]] = {}  # site -> the rounds whose record was kept
+        self._lock = threading.Lock()
+
+    def claim(self, site: str, round_num) -> str | None:
+        """Grant ``site`` its record of ``round_num`` (None), or say why not: no round of the job, or
+        one already granted to that site. A granted round stays granted (a record is kept once)."""
+        if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < self.rounds:
+            return f"round must be an integer in [0, {self.rounds - 1}], got {repr(round_num)[:40]}"
+        with self._lock:
+            kept = self._kept.setdefault(site, set())
+            if round_num in kept:
+                return f"round {round_num} was recorded already"
+            kept.add(round_num)
+        return None
