@@ -24,7 +24,7 @@ def import_in_background(modules=FLARE_END_OF_RUN_IMPORTS) -> threading.Thread:
         for module in modules:
             try:
                 importlib.import_module(module)
-            except Exception:  # noqa: BLE001, S112 - FLARE imports it again and handles the failure itself
+            except Exception:  # noqa: BLE001 - FLARE imports it again and handles the failure itself
                 continue
 
     thread = threading.Thread(target=load, name="lightyear-end-imports", daemon=True)
