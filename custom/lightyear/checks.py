@@ -17,24 +17,26 @@ def _noted(allowed: str, note: str) -> str:
     return f"{allowed} ({note})" if note else allowed
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """A whole number (a JSON true/false is none)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_finite(value) -> bool:
+def is_finite_number(value) -> bool:
+    """A finite int or float (a JSON true/false is none)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def integer(name: str, value) -> int:
     """A whole number of any sign (not a float, not a bool)."""
-    if not _is_int(value):
+    if not is_int(value):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     return value
 
 
 def int_in(name: str, value, low: int, high: int | None = None, note: str = "") -> int:
     """A whole number in ``[low, high]`` (``high`` None: no upper end)."""
-    if not _is_int(value) or value < low or (high is not None and value > high):
+    if not is_int(value) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be an integer {_noted(allowed, note)}, got {value!r}")
     return value
@@ -42,14 +44,14 @@ def int_in(name: str, value, low: int, high: int | None = None, note: str = "") 
 
 def positive_int(name: str, value, note: str = "") -> int:
     """A whole number >= 1."""
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{name} must be a positive integer{f' ({note})' if note else ''}, got {value!r}")
     return value
 
 
 def finite_number(name: str, value) -> float:
     """A real number that is not infinite or NaN."""
-    if not _is_finite(value):
+    if not is_finite_number(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
@@ -76,7 +78,7 @@ def number_in(
 ) -> float:
     """A finite real number between ``low`` and ``high``; an end is left out where ``low_open`` /
     ``high_open`` says so. An infinite end means no bound on that side."""
-    finite = _is_finite(value)
+    finite = is_finite_number(value)
     above = finite and (value > low if low_open else value >= low)
     below = finite and (value < high if high_open else value <= high)
     if not (above and below):
@@ -150,6 +152,6 @@ MIN_SECONDS = 1.0
 def positive_seconds(name: str, value, minimum: float = MIN_SECONDS) -> float:
     """A timeout of at least ``minimum`` seconds (1 s by default: shorter ones only make healthy
     sites look dead)."""
-    if not _is_finite(value) or value < minimum:
+    if not is_finite_number(value) or value < minimum:
         raise ValueError(f"{name} must be a number of seconds >= {minimum:g}, got {value!r}")
     return float(value)

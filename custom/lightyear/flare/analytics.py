@@ -23,7 +23,6 @@ So a site can never make the server write more than its rounds times :data:`MAX_
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 
@@ -32,6 +31,7 @@ from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
+from lightyear.checks import is_finite_number
 from lightyear.flare import constants as C
 from lightyear.flare.round_ledger import RoundLedger
 
@@ -52,7 +52,7 @@ def metrics_to_stream(row: dict) -> dict[str, float]:
     for key, value in row.items():
         if not (key.startswith(_PREFIXES) or key in _NAMES or key.endswith(_SUFFIXES)):
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not is_finite_number(value):
             continue
         out[key] = float(value)
     return out
@@ -67,7 +67,7 @@ def metrics_problem(metrics) -> str | None:
     for tag, value in metrics.items():
         if not isinstance(tag, str) or not 0 < len(tag) <= MAX_TAG_LENGTH:
             return f"a tag must be a string of 1 to {MAX_TAG_LENGTH} characters, got {str(tag)[:40]!r}"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not is_finite_number(value):
             return f"metric {tag!r} is not a finite number"
     return None
 

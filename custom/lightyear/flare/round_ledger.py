@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from lightyear.checks import positive_int
+from lightyear.checks import is_int, positive_int
 
 
 class RoundLedger:
@@ -23,7 +23,7 @@ class RoundLedger:
     def claim(self, site: str, round_num) -> str | None:
         """Grant ``site`` its record of ``round_num`` (None), or say why not: no round of the job, or
         one already granted to that site. A granted round stays granted (a record is kept once)."""
-        if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < self.rounds:
+        if not is_int(round_num) or not 0 <= round_num < self.rounds:
             return f"round must be an integer in [0, {self.rounds - 1}], got {repr(round_num)[:40]}"
         with self._lock:
             kept = self._kept.setdefault(site, set())
