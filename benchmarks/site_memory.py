@@ -11,8 +11,7 @@ added to USS:
 * the interpreter, NumPy, PyTorch (the CUDA build's libraries are loaded, and written, even
   on a CPU), the FLARE modules a site job imports, this toolkit's site modules;
 * the site's data and seeded model (:class:`~lightyear.training.site_runtime.SiteRuntime`),
-  torch.optim's first step (PyTorch imports its compiler stack, ``torch._dynamo`` with SymPy,
-  there), the first training round (optimizer state, gradients, activations, kernel caches) and
+  the first training round (optimizer state, gradients, activations, kernel caches) and
   evaluation;
 * ``--peers`` received models held, as the exchange holds them for a round, and the round's
   LIGHTYEAR aggregation on them (scoring, the validated update's vectors and candidates);
@@ -82,8 +81,6 @@ def main(argv=None) -> int:
         "site-1", args.dataset, settings["model"], seed=0, train_args=settings["train_args"], num_threads=1
     )
     measure("+ the site's data and seeded model")
-    torch.optim.Adam(runtime.fresh_model(0).parameters()).step()  # a torch optimizer's first use imports torch._dynamo
-    measure("+ torch.optim's first step (it imports torch._dynamo)")
     runtime.train(0)
     measure("+ a training round")
     runtime.evaluate("val"), runtime.evaluate("test")

@@ -50,14 +50,15 @@ def test_deterministic_setting_controls_torch_kernels():
 
 
 def per_tensor_round(runtime: SiteRuntime, round_num: int) -> dict:
-    """What ``runtime.train(round_num)`` does, with PyTorch's per-tensor optimizer loop (its CPU default)."""
-    make = runtime.trainer.make_optimizer
+    """What ``runtime.train(round_num)`` does, with torch.optim's per-tensor optimizer loop (its CPU default)."""
+    make, c = runtime.trainer.make_optimizer, runtime.trainer.config
 
     def per_tensor(model):
-        optimizer = make(model)
-        for group in optimizer.param_groups:
-            group["foreach"] = False
-        return optimizer
+        if c.optimizer == "sgd":
+            return torch.optim.SGD(
+                model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay, foreach=False
+            )
+        return torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay, foreach=False)
 
     runtime.trainer.make_optimizer = per_tensor
     try:
@@ -74,7 +75,7 @@ def test_the_optimizer_runs_as_multi_tensor_kernels_and_trains_the_same_weights_
         train_args = {"local_epochs": 1, "batch_size": 32, "optimizer": optimizer, "device": "cpu"}
         args = {**ARGS, "train_args": train_args}
         a, b = SiteRuntime("site-3", seed=1, **args), SiteRuntime("site-3", seed=1, **args)
-        assert a.trainer.make_optimizer(a.model).defaults["foreach"] is True
+        assert a.trainer.make_optimizer(a.model).foreach is True
         for round_num in range(2):
             a.train(round_num)
             expected = per_tensor_round(b, round_num)

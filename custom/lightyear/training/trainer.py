@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 from lightyear.algorithms import metrics
 from lightyear.checks import boolean, int_in, mapping, non_negative, number_in, one_of, positive_int, positive_number
 from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION
-from lightyear.training import losses
+from lightyear.training import losses, optimizers
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -92,16 +92,14 @@ class LocalTrainer:
         self.loss_fn = losses.build_loss(config.loss, **(config.loss_args or {}))
         self.eval_loss_fn = nn.CrossEntropyLoss()
 
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        """The configured optimizer in PyTorch's multi-tensor (``foreach``) form: the same arithmetic in
-        the same order as the per-tensor loop PyTorch picks on a CPU by default (the same weights to
-        the bit), in fewer and larger kernels (GPUs use this form already)."""
+    def make_optimizer(self, model: nn.Module) -> optimizers.Adam | optimizers.SGD:
+        """The configured optimizer: torch.optim's Adam or SGD arithmetic to the bit, in its multi-tensor
+        (``foreach``) form, without torch.optim's import of PyTorch's compiler stack
+        (:mod:`lightyear.training.optimizers`)."""
         c = self.config
         if c.optimizer == "sgd":
-            return torch.optim.SGD(
-                model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay, foreach=True
-            )
-        return torch.optim.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay, foreach=True)
+            return optimizers.SGD(model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+        return optimizers.Adam(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
 
     def train(
         self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None, flip_classes: int | None = None
@@ -122,7 +120,7 @@ class LocalTrainer:
                 x, y = x.to(self.device), y.to(self.device).long()
                 if flip_classes is not None:
                     y = flip_targets(y, flip_classes)
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 loss = self.loss_fn(model(x), y)
                 objective = loss if regularizer is None else loss + regularizer(model)
                 objective.backward()
