@@ -33,6 +33,9 @@ def _step_dtype() -> torch.dtype:
 
 
 class _Optimizer:
+    foreach = True
+    """PyTorch's multi-tensor form of the update, as the trainer always asked torch.optim for."""
+
     def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float):
         self.params = [p for p in params]
         if not self.params:
@@ -43,7 +46,6 @@ class _Optimizer:
         self.lr = float(lr)
         self.weight_decay = float(weight_decay)
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
-        self.foreach = True
 
     def zero_grad(self) -> None:
         """Drop every gradient (``set_to_none``, as torch.optim does by default)."""
