@@ -37,7 +37,7 @@ class _Optimizer:
     """PyTorch's multi-tensor form of the update, as the trainer always asked torch.optim for."""
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float):
-        self.params = [p for p in params]
+        self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters: the model has none to train")
         for p in self.params:
@@ -135,6 +135,7 @@ class SGD(_Optimizer):
             nesterov=False,
             maximize=False,
         )
-        if self.momentum != 0:
+        if self.momentum != 0:  # a first step created its parameter's buffer; later steps update it in place
             for p, buffer in zip(params, buffers):
-                self.state[p] = {"momentum_buffer": buffer}
+                if p not in self.state:
+                    self.state[p] = {"momentum_buffer": buffer}
