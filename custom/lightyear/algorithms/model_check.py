@@ -96,15 +96,20 @@ def _preview(keys: list[str], n: int = 5) -> str:
     return f"[{shown}{', ...' if len(keys) > n else ''}] ({len(keys)})"
 
 
-def check_models(own: Mapping[str, np.ndarray], received: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+def check_models(
+    own: Mapping[str, np.ndarray], received: Mapping[str, Mapping[str, np.ndarray]], max_abs: float | None = None
+) -> None:
     """Raise a ValueError if the own model or any received one is malformed or not finite.
 
     Received models must have the own model's keys and shapes; every floating value must be
     finite (NaN or Inf models are rejected, never zeroed). The message names each bad peer.
+    ``max_abs``: a bound on |value| too; None (the default) leaves the values' size to the
+    receiver's arrival check, which applies the site's own ``max_abs_weight`` (a rule that bounded
+    them again with another figure would fail the receiver's round on a model the site accepted).
     """
-    problems = [f"own model: {p}" for p in model_problems(own, own)]
+    problems = [f"own model: {p}" for p in model_problems(own, own, max_abs)]
     for peer, model in received.items():
-        problems += [f"model of {peer!r}: {p}" for p in model_problems(model, own)]
+        problems += [f"model of {peer!r}: {p}" for p in model_problems(model, own, max_abs)]
     if problems:
         raise ValueError(
             "cannot aggregate: " + "; ".join(problems) + ". Reject such models before aggregating "

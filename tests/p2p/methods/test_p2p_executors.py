@@ -44,6 +44,19 @@ def test_bad_settings_stop_the_job_at_construction(cls, kwargs, name):
 
 
 # ---------------------------------------------------------------------------- p2p_fedavg, balance, scclip
+@pytest.mark.parametrize("cls", [P2PFedAvgExecutor, BalanceExecutor, ScclipExecutor, DeftaExecutor])
+@pytest.mark.parametrize("bound", [None, 1e7])
+def test_a_model_within_the_sites_own_max_abs_weight_never_fails_the_round(cls, bound):
+    # values of 2e6 pass this site's arrival check (no bound, or 1e7); the rule must not bound them
+    # again with the default 1e6 and fail the site's round on a model the site accepted
+    ex = wire(cls(train_args=FAST, max_abs_weight=bound), FULL3)
+    deliver(ex, "site-2", 0, 1.0)
+    deliver(ex, "site-3", 0, 2e6)
+    row = ex._round(0, context(FakeEngine()), Signal())
+    assert np.isfinite(ex.runtime.w["w"]).all()
+    assert "site-3" not in str(row.get("rejected", ""))
+
+
 def test_p2p_fedavg_averages_the_own_model_with_every_received_one():
     ex = wire(P2PFedAvgExecutor(train_args=FAST), FULL3)
     deliver(ex, "site-2", 0, 3.0)
