@@ -8,7 +8,14 @@ from nvflare.fuel.f3.streaming.download_service import OBJ_DOWNLOADER_CHANNEL
 from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_TOPIC, StreamHeaderKey
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.cell_gate import PRE_RUN_LIMIT, WATCHED, PeerGate
+from lightyear.p2p.site.cell_gate import (
+    LIMITS_PER_SITE,
+    PRE_RUN_LIMIT,
+    STREAM_TTL,
+    STREAMS_PER_SITE,
+    WATCHED,
+    PeerGate,
+)
 
 from flare_fakes import FakeCell
 
@@ -135,3 +142,36 @@ def test_a_collusion_message_carries_a_model_and_is_gated_like_one():
     assert any("refused a collusion message from site-2.job-7" in m for _, m in g.logs)
     assert g.check(frame(topic=C.TOPIC_COLLUDE, encrypted=True, sid=3)) is None
     assert g.check(frame(topic=C.TOPIC_COLLUDE, encrypted=True, size=10_001, sid=4)) is not None
+
+
+def test_one_site_cannot_make_this_site_hold_more_open_streams_than_its_bound():
+    # FLARE pre-allocates each stream's declared size on its first frame and holds it until the
+    # stream ends or times out: ten bytes each must not buy a sender a model's size each
+    g = gate(limit=10_000)
+    assert all(g.check(frame(size=10_000, payload=b"x" * 10, sid=s)) is None for s in range(LIMITS_PER_SITE))
+    reply = g.check(frame(size=10_000, payload=b"x" * 10, sid=99))
+    assert reply is not None and "more than 4 times the 10000 bytes" in reply.get_header(MessageHeaderKey.ERROR)
+    assert g.check(frame(size=10_000, payload=b"x" * 10, sid=99)) is not None  # its later frames too
+    assert g.check(frame(origin="site-3.job-7", size=10_000, sid=1)) is None  # another site has its own bound
+    # a stream whose declared bytes have all passed no longer counts, whatever the order of its frames
+    assert g.check(frame(size=10_000, payload=b"x" * 9_990, sid=0, **{StreamHeaderKey.SEQUENCE: 1})) is None
+    assert g.check(frame(size=10_000, payload=b"x" * 10, sid=100)) is None
+    # small streams are bounded in number
+    g = gate(limit=10_000)
+    now = [0.0]
+    g.clock = lambda: now[0]
+    assert all(g.check(frame(size=100, payload=b"x", sid=s)) is None for s in range(STREAMS_PER_SITE))
+    reply = g.check(frame(size=100, payload=b"x", sid=STREAMS_PER_SITE))
+    assert reply is not None and f"at most {STREAMS_PER_SITE}" in reply.get_header(MessageHeaderKey.ERROR)
+    # a stream that never ends stops counting after FLARE's read timeout
+    now[0] = STREAM_TTL + 1
+    assert g.check(frame(size=100, payload=b"x", sid=500)) is None
+
+
+def test_a_stream_that_declares_no_bytes_but_carries_some_is_refused():
+    # FLARE neither allocates nor caps a stream that declares 0 bytes: only its 4 GiB blob limit would stop it
+    g = gate(limit=10_000)
+    reply = g.check(frame(size=0, payload=b"x" * 9_999, sid=7))
+    assert reply is not None and "declares 0 bytes but carries 9999" in reply.get_header(MessageHeaderKey.ERROR)
+    assert g.check(frame(size=0, payload=b"", sid=8)) is None  # an empty stream is what it says
+    assert g.check(frame(origin="site-1.job-7", size=0, payload=b"x" * 100, sid=9)) is None  # the site itself
