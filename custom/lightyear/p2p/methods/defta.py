@@ -77,8 +77,11 @@ class DeftaExecutor(P2PExecutor):
             also a loss above this multiple of the previous one (see ``defta_trust``).
         asynchronous: AsyncDeFTA (Section 3.4) instead of the synchronous rounds.
         async_wait: seconds an asynchronous site waits for new models before aggregating (>= 1).
-        max_size_ratio: a peer's claimed training-set size is capped at this multiple of the own
-            size (a number >= 1), so a false claim cannot take over the average; None: no cap.
+        max_size_ratio: a peer's claimed training-set size is capped at this multiple r of the own
+            size (a number >= 1); None: no cap. This bounds, not removes, what a false claim buys:
+            with the own size n and degrees equal, a liar's weight is at most r n / (r n + n + the
+            other peers' sizes), 10/12 against one honest peer of the own size at r = 10. DeFTA's
+            defence against such a peer is its trust score, which acts only from the next round.
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
         """
         DeftaTrust([], sample_size, positive_slope, damage_ratio)  # raises naming a bad setting
