@@ -227,3 +227,23 @@ def test_a_payload_larger_than_a_model_is_refused_before_it_is_decoded_or_kept(m
     assert (
         payload_module.payload_size_problem({"w": np.zeros((2, 2), np.float64), "n": np.array(1)}, REF) is None
     )  # float64 fits
+
+
+def test_a_model_from_an_in_neighbour_this_round_does_not_take_leaves_a_trace():
+    # with sample_neighbours a round takes some in-neighbours only: what the others sent is not
+    # used, and a malformed one is still recorded as rejected, with its reason
+    ex = exchange()
+    ex.on_model(model_message("site-2", 0, model(2.0)))
+    ex.on_model(model_message("site-3", 0, {"w": np.full((2, 2), np.nan, np.float32), "n": np.array(1)}))
+    ex.on_model(model_message("site-4", 0, model(4.0)))
+    inbox = ex.collect(0, abort=lambda: False, senders=["site-2"])
+    assert sorted(inbox.valid) == ["site-2"]
+    assert list(inbox.rejected) == ["site-3"] and "not finite" in inbox.rejected["site-3"]
+    assert any("site-4 not taken" in message for _, message in ex.logs)
+
+
+def test_what_a_peer_chooses_is_cut_short_in_the_log():
+    ex = exchange()
+    ex.on_model(model_message("S" * 1_000_000, 0, model()))
+    ex.on_model(model_message("site-2", "R" * 1_000_000, model()))
+    assert len(ex.logs) == 2 and all(len(message) < 200 for _, message in ex.logs)

@@ -174,7 +174,7 @@ class PeerExchange:
         sender = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
         round_num = request.get(C.KEY_ROUND)
         if sender not in self.missed:
-            self.log("warning", f"refused a model from {sender!r}: not an in-neighbour of this site")
+            self.log("warning", f"refused a model from {repr(sender)[:80]}: not an in-neighbour of this site")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if self.reference is None:
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender retries
@@ -190,11 +190,11 @@ class PeerExchange:
             reason = item.reason if isinstance(item, Rejected) else None
             status = self.latest.put(round_num, sender, item, rejected_reason=reason)
             if status != latest_models.STORED:
-                self.log("warning", f"model from {sender} for round {round_num!r} not kept: {status}")
+                self.log("warning", f"model from {sender} for round {repr(round_num)[:40]} not kept: {status}")
             return make_reply(ReturnCode.OK)
         status = self.buffer.put(round_num, sender, item)
         if status != peer_buffer.STORED:
-            self.log("warning", f"model from {sender} for round {round_num!r} not kept: {status}")
+            self.log("warning", f"model from {sender} for round {repr(round_num)[:40]} not kept: {status}")
         # late, early, duplicate or bad-round models are acknowledged so that the sender stops re-sending
         return make_reply(ReturnCode.OK)
 
@@ -227,6 +227,12 @@ class PeerExchange:
             self._back(peer, round_num)
             inbox.heard.append(peer)
             self._file(inbox, peer, arrived[peer], round_num)
+        for peer in sorted(set(arrived) - set(senders)):  # an in-neighbour this round does not take
+            item = arrived[peer]
+            if isinstance(item, Rejected):
+                inbox.rejected[peer] = item.reason  # recorded (and logged) like any rejection
+            else:
+                self.log("info", f"round {round_num}: model from {peer} not taken: not among this round's senders")
         return inbox
 
     def _collect_latest(self, round_num, abort, senders, wait_for, waited) -> Inbox:
