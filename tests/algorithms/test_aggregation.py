@@ -61,3 +61,21 @@ def test_weighted_average_by_hand():
 def test_weighted_average_rejects_bad_weights():
     with pytest.raises(ValueError, match="non-negative"):
         weighted_average([model([0.0, 0.0])], [0])
+
+
+def test_weighted_average_refuses_non_finite_weights_and_models_and_survives_huge_weights():
+    for bad in ([float("nan"), 1.0], [float("inf"), 1.0]):
+        with pytest.raises(ValueError, match="finite"):
+            weighted_average([model([0.0, 0.0]), model([4.0, 8.0])], bad)
+    # two equal weights at the top of the float range: their sum overflows, their mean does not
+    out = weighted_average([model([0.0, 0.0]), model([4.0, 8.0])], [1e308, 1e308])
+    np.testing.assert_allclose(out["w"], [2.0, 4.0])
+    with pytest.raises(ValueError, match="'w' is not finite"):
+        weighted_average([model([np.nan, 0.0]), model([4.0, 8.0])])
+
+
+def test_eq18_refuses_non_finite_and_mis_shaped_models():
+    with pytest.raises(ValueError, match="not finite"):
+        decayed_mean_update(model([0.0, 2.0]), [model([np.nan, 2.0])], gamma=0.9, t=0)
+    with pytest.raises(ValueError, match="shape"):
+        decayed_mean_update(model([0.0, 2.0]), [model([1.0])], gamma=0.9, t=0)  # no broadcasting

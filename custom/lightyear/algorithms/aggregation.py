@@ -18,6 +18,21 @@ def is_float(a: np.ndarray) -> bool:
     return np.issubdtype(np.asarray(a).dtype, np.floating)
 
 
+def normalised(weights) -> np.ndarray:
+    """``weights / sum(weights)`` as float64, for finite non-negative weights with a positive sum (a
+    ValueError otherwise); when the sum overflows (weights near the float range's top), the
+    weights are scaled by their largest first."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or not np.isfinite(w).all() or np.any(w < 0) or not w.any():
+        raise ValueError(f"weights must be finite and non-negative with a positive sum, got {list(np.ravel(w))[:8]}")
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not np.isfinite(total):
+        w = w / w.max()
+        total = w.sum()
+    return w / total
+
+
 def weighted_average(models: Sequence[Weights], weights: Sequence[float] | None = None) -> dict[str, np.ndarray]:
     """sum_k w_k theta_k / sum_k w_k (FedAvg; McMahan et al. 2017, weights = sample counts).
 
@@ -29,10 +44,7 @@ def weighted_average(models: Sequence[Weights], weights: Sequence[float] | None 
         weights = [1.0] * len(models)
     if len(weights) != len(models):
         raise ValueError(f"{len(models)} models but {len(weights)} weights")
-    w = np.asarray(weights, dtype=np.float64)
-    if np.any(w < 0) or w.sum() <= 0:
-        raise ValueError(f"weights must be non-negative with a positive sum, got {list(weights)}")
-    w = w / w.sum()
+    w = normalised(weights)
     out = {}
     for key, first in models[0].items():
         if not is_float(first):
@@ -41,5 +53,10 @@ def weighted_average(models: Sequence[Weights], weights: Sequence[float] | None 
         acc = np.zeros(np.shape(first), dtype=np.float64)
         for wk, model in zip(w, models):
             acc += wk * np.asarray(model[key], dtype=np.float64)
+        if not np.isfinite(acc).all():
+            raise ValueError(
+                f"the weighted average of {key!r} is not finite: a model holds NaN or Inf there "
+                "(reject such models before aggregating: lightyear.algorithms.model_check.model_problems)"
+            )
         out[key] = acc.astype(np.asarray(first).dtype)
     return out

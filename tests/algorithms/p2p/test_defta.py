@@ -172,3 +172,11 @@ def test_sampling_among_the_peers_a_round_can_hear():
     trust.observe(float("nan"), {"b": 0.5})  # b cut off
     assert trust.sample_peers(np.random.default_rng(0), among=["b", "d"]) == ["d"]
     assert DeftaTrust(["a", "b"]).sample_peers(np.random.default_rng(0), among=["b"]) == ["b"]  # S^0: all it can hear
+
+
+def test_a_peer_the_round_can_hear_is_drawn_even_beside_a_far_better_one_it_cannot():
+    # theta over {b} alone is 1: a softmax over every peer, renormalised after, underflowed to 0 here
+    trust = DeftaTrust(["a", "b"], sample_size=1)
+    trust.observe(1.0, {})
+    trust.scores = {"a": 0.0, "b": -800.0}  # low, but finite: b is not cut off
+    assert trust.sample_peers(np.random.default_rng(0), among=["b"]) == ["b"]

@@ -147,3 +147,35 @@ def test_the_peers_that_help_most_alone_are_added_first():
     assert out.adopted == ["y", "z"] and list(out.excluded) == ["x"]
     np.testing.assert_allclose(out.weights["w"], [0.1, 0.2])
     assert calls == [(0.3, 0.2), (0.2, 0.0), (0.0, 0.1), (0.1, 0.1), (0.1, 0.2), (0.3, 0.2), (0.15, 0.3)]
+
+
+def test_a_peer_whose_contribution_gave_non_finite_outputs_is_tried_last():
+    # p0 helps alone; p1 (loss 1.6 alone) and p3 (1.5) fail alone; p2 gives non-finite outputs.
+    # Peers that failed alone are added by their loss, the non-finite one last: p0, p3, p1, p2
+    # (a NaN key left Python's sort in the order given and adopted p0 + p1 at loss 0.8, not p0 + p3 at 0.6)
+    own = {"w": np.array([10.0, 0, 0, 0, 0])}
+    peers = {f"p{i}": {"w": own["w"] + np.eye(5)[i + 1]} for i in range(4)}
+    effect = {1: -0.7, 2: +0.6, 4: +0.5}  # the loss per unit each peer's coordinate adds (at weight 1/4)
+
+    def evaluate(weights):
+        w = weights["w"]
+        if w[3] > 0:
+            return float("nan"), float("nan")
+        return 1.0, 1.0 + sum(c * w[i] / 0.25 for i, c in effect.items())
+
+    out = validated_update(own, peers, ["p0", "p1", "p2", "p3"], 1.0, 0, evaluate, (1.0, 1.0))
+    assert out.adopted == ["p0", "p3"]
+    # the kept pair at its renormalised weight 1/2 each: loss 1 + 4 (-0.7 / 2 + 0.5 / 2) = 0.6
+    assert out.adopted_evaluation[1] == pytest.approx(0.6)
+    assert [c.peers for c in out.candidates[5:8]] == [("p0", "p3"), ("p0", "p3", "p1"), ("p0", "p3", "p2")]
+
+
+@pytest.mark.parametrize("keys", [("empty", "w"), ("w", "empty"), ("empty",)])
+def test_an_entry_with_no_values_is_carried_wherever_it_stands(keys):
+    parts = {"empty": np.zeros(0, np.float32), "w": np.ones(2, np.float32)}
+    own = {k: parts[k] for k in keys}
+    peer = {k: v + 0.1 for k, v in own.items()}
+    out = validated_update(own, {"p": peer}, ["p"], 1.0, 0, lambda w: (1.0, 0.1), (1.0, 0.1))
+    assert out.adopted == ["p"] and out.weights["empty"].size == 0
+    if "w" in keys:  # one peer at max_peer_share 1/2: halfway
+        np.testing.assert_allclose(out.weights["w"], [1.05, 1.05], rtol=1e-6)

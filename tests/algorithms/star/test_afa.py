@@ -103,3 +103,11 @@ def test_bad_inputs_are_refused():
         afa_round({"a": v(np.nan)}, {"a": 1}, AfaReputation())
     with pytest.raises(ValueError, match="no unblocked site"):
         afa_round({"a": v(1.0)}, {"a": 1}, AfaReputation(blocked={"a"}))
+
+
+def test_sample_counts_at_the_top_of_the_float_range_still_weigh_equally():
+    # four equal counts of 1e308: their sum overflows; each weight is still 1/4, the aggregate the mean
+    updates = {s: v(1, 2) for s in "abcd"}
+    out = afa_round(updates, {s: 1e308 for s in "abcd"}, AfaReputation())
+    assert out.weights == pytest.approx({s: 0.25 for s in "abcd"})
+    np.testing.assert_allclose(out.aggregate, [1.0, 2.0])

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
+from lightyear.algorithms.model_check import check_models
 from lightyear.checks import number_in
 
 
@@ -32,6 +33,7 @@ def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float,
     check_gamma(gamma)
     if t < 0:
         raise ValueError(f"round index t must be >= 0, got {t}")
+    check_models(own, {f"selected[{n}]": model for n, model in enumerate(selected)})
     out = {k: np.array(v, copy=True) for k, v in own.items()}
     if not selected:
         return out

@@ -137,7 +137,9 @@ class DeftaTrust:
         pool = self.peers if among is None else tuple(p for p in self.peers if p in set(among))
         if self.observations == 0:
             return list(pool)
-        weights = self.sample_weights()
+        # softmax over the pool itself: renormalising the softmax over every peer would lose a pool
+        # peer whose weight underflowed next to a far better peer outside the pool
+        weights = trust_sample_weights({p: self.scores[p] for p in pool}, self.positive_slope)
         w = np.array([weights[p] for p in pool])
         size = min(self.sample_size, int(np.count_nonzero(w)))
         if size == 0:

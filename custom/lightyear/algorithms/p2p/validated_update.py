@@ -159,7 +159,11 @@ class _Steps:
         if not self.keys:
             return np.zeros(0)
         squares = np.square(vector, dtype=np.float64)
-        return np.sqrt(np.add.reduceat(squares, self.starts) * (self.sizes > 0))
+        filled = self.sizes > 0  # reduceat would sum an empty entry as the next value alone, or fail at the end
+        sums = np.zeros(len(self.keys))
+        if filled.any():
+            sums[filled] = np.add.reduceat(squares, self.starts[filled])
+        return np.sqrt(sums)
 
     def diff(self, peer: str) -> np.ndarray:
         if peer not in self._diffs:
@@ -280,7 +284,7 @@ def validated_update(
     for peer in order:  # each peer's contribution alone, with the weight it has in the whole aggregate
         alone[peer] = steps.diff(peer)
         solo[peer] = test([peer], alone[peer], weight)
-    order = sorted(order, key=lambda p: (not solo[p][1].passed, solo[p][1].loss if solo[p][1].evaluated else math.inf))
+    order = sorted(order, key=lambda p: (not solo[p][1].passed, _loss_rank(solo[p][1])))
     kept: list[str] = []
     kept_total = steps.zero()
     for peer in order:
@@ -298,6 +302,12 @@ def validated_update(
         if candidate.passed:
             _adopt(result, trial, candidate)
     return result
+
+
+def _loss_rank(candidate: Candidate) -> float:
+    """A candidate's validation loss as a sort key: not evaluated or not finite sorts last (NaN
+    compares false with everything, and would leave the order as it came)."""
+    return candidate.loss if candidate.evaluated and math.isfinite(candidate.loss) else math.inf
 
 
 def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import betainc
 
+from lightyear.algorithms.aggregation import normalised
 from lightyear.algorithms.vectors import check_finite, cosine_similarity, stack
 
 PRIOR = 3.0
@@ -164,8 +165,7 @@ class AfaOutcome:
 
 
 def _weights(sites: list[str], num_samples: Mapping[str, float], reputation: AfaReputation) -> np.ndarray:
-    raw = np.array([num_samples[s] * reputation.expected(s) for s in sites], dtype=np.float64)
-    return raw / raw.sum()
+    return normalised([num_samples[s] * reputation.expected(s) for s in sites])
 
 
 def afa_round(

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lightyear.algorithms.aggregation import normalised
 from lightyear.algorithms.vectors import check_finite, cosine_similarity, stack
 
 ALPHA = 10.0
@@ -223,8 +224,8 @@ def fedcap_customize(
                 w = customization_weights(update, state.calibrated, s, alpha, phi)
                 out[s] = sum(w[i] * state.recovered[i] for i in sorted(w))
         pool = sorted(state.recovered)
-        n = np.array([state.num_samples[s] for s in pool], dtype=np.float64)
-        state.global_vector = (n / n.sum()) @ stack([state.recovered[s] for s in pool])
+        n = normalised([state.num_samples[s] for s in pool])
+        state.global_vector = n @ stack([state.recovered[s] for s in pool])
     for s in active:
         out.setdefault(s, state.global_vector.copy())
     state.customized = {s: v.copy() for s, v in out.items()}
