@@ -306,3 +306,32 @@ def test_a_stall_timeout_that_is_no_number_of_minutes_is_refused(tmp_path, capsy
     assert exit_.value.code == 2
     assert "--stall-timeout must be a number of minutes >= 0 (0: never)" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_folder_holding_another_s_files_stops_the_sweep_before_any_run_starts(tmp_path, fake, capsys):
+    out = tmp_path / "out"
+    mine = out / "runs" / "fedavg_digits_clean_s3" / "job" / "notes.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("my notes")
+    assert sweep.main([write_spec(tmp_path, [0, 3]), "--out", str(out), "--configs", CONFIGS, "--plain"]) == 2
+    err = capsys.readouterr().err
+    assert "run fedavg_digits_clean_s3" in err and "did not write (notes.txt)" in err
+    assert not (out / "runs" / "fedavg_digits_clean_s0").exists() and mine.read_text() == "my notes"
+
+
+def test_a_sweep_that_fails_stops_the_runs_it_started(tmp_path, fake, monkeypatch):
+    # seed 2 hangs; when seed 0 ends, recording it fails: the hanging run must not outlive the sweep
+    out = tmp_path / "out"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(run_outcome, "finish", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        sweep.main([write_spec(tmp_path, [2, 0]), "--out", str(out), "--configs", CONFIGS, "--parallel", "2"])
+    pids = [int(p) for p in (out / "runs" / "fedavg_digits_clean_s2" / "ws" / "pids").read_text().split()]
+    time.sleep(0.5)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert statuses(out)["fedavg_digits_clean_s2"] == "interrupted"

@@ -174,3 +174,12 @@ def test_outside_the_repository_a_job_goes_to_jobs_here(tmp_path, capsys, monkey
     monkeypatch.chdir(tmp_path)
     assert generate.main(["--method", "fedavg", "--dataset", "digits"]) == 0
     assert (tmp_path / "jobs" / "fedavg_digits" / "meta.json").exists()
+
+
+def test_writing_every_committed_job_checks_every_folder_before_writing_any(tmp_path, capsys):
+    mine = tmp_path / "lightyear_digits" / "notes.txt"  # a folder far down the list holds the user's file
+    mine.parent.mkdir()
+    mine.write_text("my notes")
+    status, err = run_cli(capsys, out=tmp_path)
+    assert status == 2 and "holds files lightyear-jobs did not write (notes.txt)" in err
+    assert os.listdir(tmp_path) == ["lightyear_digits"] and mine.read_text() == "my notes"  # nothing else written

@@ -33,6 +33,7 @@ from lightyear import configs as config_folders
 from lightyear.cli import UserError, command, folder_name, output_folder
 from lightyear.experiments import progress, run_outcome, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
+from lightyear.jobs.folders import check_replaceable
 
 SPEC_COPY = "spec.json"
 PLAN = "sweep.json"
@@ -57,6 +58,10 @@ def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
             raise SweepError(f"run {run.name}: {exc}") from exc
         folder = runner.run_dir(out, run.name)
         if not runner.is_finished(folder):
+            try:  # a job folder holding another's files would stop the sweep mid-way, with runs going
+                check_replaceable(os.path.join(folder, "job"))
+            except UserError as exc:
+                raise SweepError(f"run {run.name}: {exc}") from exc
             todo.append((run, files))
         elif runner.matches_job(folder, files):
             done.append(run.name)
@@ -157,7 +162,7 @@ def execute(
                     tally["failed"] += 1
                 run_status.write_sweep_status(out, names)
             display.update(_state(out, len(names), pending, running, parallel, t0, tally))
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl-C, a signal, or any failure: the runs this sweep started stop with it
         for name, (_run, proc, started) in running.items():
             runner.stop(proc)
             run_status.write_run_status(

@@ -237,12 +237,14 @@ def _build_job(
 
 
 def write_committed(configs: str, out: str) -> list[str]:
-    names = []
-    for method, dataset in committed_jobs(configs):
-        name, files = build_job(configs, method, dataset)
+    """Write every committed job under ``out``; every folder is checked before any is written, so a
+    folder holding another's files stops the command with nothing changed."""
+    jobs = [build_job(configs, method, dataset) for method, dataset in committed_jobs(configs)]
+    for name, _files in jobs:
+        check_replaceable(os.path.join(out, name))
+    for name, files in jobs:
         write_job(files, os.path.join(out, name))
-        names.append(name)
-    return names
+    return [name for name, _files in jobs]
 
 
 def diff_committed(configs: str, jobs_dir: str) -> list[str]:
