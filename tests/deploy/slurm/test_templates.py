@@ -171,10 +171,55 @@ def test_bad_input_is_refused_with_the_fix(job, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
-def test_without_sbatch_submission_says_so(job, capsys, monkeypatch, tmp_path):
+def test_without_sbatch_submission_says_so_before_writing_anything(job, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    mine = tmp_path / "out" / "lightyear_digits-cpu.sbatch"
+    mine.parent.mkdir()
+    mine.write_text("my own script")
     assert slurm_cli.main(["cpu", job, "--description", DESCRIPTION, "--out", str(tmp_path / "out")]) == 2
     assert "sbatch not found" in capsys.readouterr().err
+    assert mine.read_text() == "my own script"
+
+
+def fake_sbatch(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/bash\necho 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_a_script_of_the_users_is_never_replaced_but_one_lightyear_slurm_wrote_is(job, capsys, monkeypatch, tmp_path):
+    fake_sbatch(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    args = ["cpu", job, "--description", DESCRIPTION, "--out", str(out)]
+    assert slurm_cli.main(args) == 0 and slurm_cli.main(args) == 0  # its own script, written again
+    script = out / "lightyear_digits-cpu.sbatch"
+    script.write_text("#!/bin/bash\n# my own script\n")
+    capsys.readouterr()
+    assert slurm_cli.main(args) == 2
+    assert "lightyear-slurm did not write it" in capsys.readouterr().err and "my own" in script.read_text()
+
+
+def test_a_results_folder_with_a_space_is_refused_with_the_fix(job, capsys, tmp_path):
+    # sbatch ends an #SBATCH value at white space: --output would name another folder
+    status = slurm_cli.main(
+        ["cpu", job, "--description", DESCRIPTION, "--out", str(tmp_path / "my results"), "--dry-run"]
+    )
+    assert status == 2 and "holds a space" in capsys.readouterr().err
+
+
+def test_writing_the_templates_keeps_a_script_of_the_users_in_the_folder(tmp_path):
+    folder = tmp_path / "slurm"
+    paths = slurm_templates.write(DESCRIPTION, str(folder))
+    stale = folder / "renamed.sbatch"  # a committed template no longer in the description: removed
+    stale.write_text(open(paths[0]).read())
+    mine = folder / "my_cluster.sbatch"
+    mine.write_text("#!/bin/bash\n#SBATCH --partition=mine\n")
+    assert slurm_templates.differences(DESCRIPTION, str(folder)) == ["renamed.sbatch"]
+    slurm_templates.write(DESCRIPTION, str(folder))
+    assert not stale.exists() and mine.exists()
+    assert slurm_templates.differences(DESCRIPTION, str(folder)) == []
 
 
 def test_submission_prints_the_job_id_and_where_results_land(job, capsys, monkeypatch, tmp_path):

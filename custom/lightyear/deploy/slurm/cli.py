@@ -100,6 +100,7 @@ def main(argv=None) -> int:
         if args.dry_run:
             print(text, end="")
             return 0
+        slurm_submit.sbatch_command()  # no sbatch: say so before writing anything
         script = slurm_submit.save_script(text, os.path.abspath(args.out), f"{name}-{args.mode}")
         results = os.path.join(os.path.abspath(args.out), name)
 

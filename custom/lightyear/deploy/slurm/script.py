@@ -20,8 +20,17 @@ from lightyear.deploy.slurm.params import SlurmInputError
 q = shlex.quote
 
 
+COMMITTED_MARK = "Committed template"
+"""What the header of every committed template says, and what marks a script in ``slurm/`` as one."""
+WRITTEN_MARK = "# Written by lightyear-slurm"
+"""The line that marks a job's batch script as one lightyear-slurm wrote (and may write again)."""
+
+
 def sbatch_lines(options: dict) -> list[str]:
     """``#SBATCH --key=value`` for each option whose value is not None (in the given order).
+
+    sbatch splits a directive at white space, so a value holding any (a results folder with a
+    space in its name) is refused too.
 
     A value with a line break (or another control character) would end the directive and start
     a line of its own, which sbatch reads as another directive or the shell runs: refused, so no
@@ -31,6 +40,11 @@ def sbatch_lines(options: dict) -> list[str]:
         if value is not None and control_characters(str(value)):
             raise SlurmInputError(
                 f"the #SBATCH --{key} value {str(value)!r:.80} holds a line break or control character: remove it"
+            )
+        if value is not None and any(c.isspace() for c in str(value)):
+            raise SlurmInputError(
+                f"the #SBATCH --{key} value {str(value)!r:.80} holds a space, which ends an #SBATCH value: "
+                "choose a folder (--out) and names without spaces"
             )
     return [f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None]
 
@@ -72,9 +86,11 @@ def header(target: Target, template: str, options: dict) -> list[str]:
     name = f"ly-{target.job_name}" if target.job_name else f"lightyear-{template}"
     output = os.path.join(target.results, "%x-%j.out") if target.results else "slurm-%x-%j.out"
     lines = ["#!/bin/bash", *sbatch_lines({"job-name": name, "output": output, **options})]
+    if target.job is not None:
+        lines.append(f"{WRITTEN_MARK} for {target.job_name or os.path.basename(target.job)}")
     if target.job is None:
         lines += [
-            "# Committed template (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
+            f"# {COMMITTED_MARK} (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
             "# Submit from the repository with the virtual environment active:",
             f"#   sbatch slurm/{template}.sbatch jobs/lightyear_digits",
             "# or let lightyear-slurm fill in a job and your cluster's settings:",
