@@ -87,3 +87,30 @@ def test_report_writes_detection_tables_run_files_and_a_section(sweep, capsys):
     row = next(r for r in long if (r["threat"], r["scenario"], r["method"]) == ("sfa", "1", "lightyear"))
     assert (row["runs"], row["tp"], row["fp"], row["tn"], row["fn"], row["dacc"]) == ("1", "3", "2", "6", "1", "0.75")
     assert "detection: 1 run(s) left out" in capsys.readouterr().out
+
+
+def test_a_detection_csv_of_the_users_in_a_run_folder_is_kept(sweep, capsys):
+    mine = sweep / "runs" / "krum_digits_sfa1_s0" / "detection.csv"
+    mine.write_text("my own notes\n")
+    assert report.main([str(sweep)]) == 0
+    assert mine.read_text() == "my own notes\n"
+    assert "kept " in capsys.readouterr().out and (sweep / "runs" / "krum_digits_sfa1_s1" / "detection.csv").exists()
+
+
+def test_a_report_written_again_holds_no_table_of_runs_gone_from_the_sweep(sweep, tmp_path, capsys):
+    assert report.main([str(sweep)]) == 0
+    attack_table = sweep / "report" / "detection" / "digits_attack_full_detection.md"
+    assert attack_table.exists()
+    (sweep / "runs" / "krum_digits_lie1_s0").rename(tmp_path / "aside")  # the attack runs leave the sweep
+    assert report.main([str(sweep)]) == 0
+    assert not attack_table.exists() and (sweep / "report" / "detection" / "digits_sfa_detection.md").exists()
+    # a folder that is not a report's keeps whatever else it holds
+    other = tmp_path / "other"
+    (other / "tables").mkdir(parents=True)
+    (other / "tables" / "mine.md").write_text("mine")
+    assert report.main([str(sweep), "--out", str(other), "--force"]) == 0
+    assert (other / "tables" / "mine.md").read_text() == "mine"
+    # nor is a file of the user's in a report folder removed when the report is written again
+    (sweep / "report" / "detection" / "mine.md").write_text("mine")
+    assert report.main([str(sweep)]) == 0
+    assert (sweep / "report" / "detection" / "mine.md").read_text() == "mine"

@@ -216,9 +216,15 @@ def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str], lis
 def write_detection(runs: list[RunResult], out: str, log=print) -> list[str]:
     """The report's detection outputs for the finished ``runs`` (see the module doc); the paths."""
     items, left_out, damaged = detect_runs(runs)
-    written = [
-        detection.write_csv(det, os.path.join(run.folder, "detection.csv")) for run, _, det in items if det is not None
-    ]
+    written = []
+    for run, _, det in items:
+        path = os.path.join(run.folder, "detection.csv")
+        if det is None:
+            continue
+        if os.path.lexists(path) and not detection.is_detection_csv(path):
+            log(f"detection: kept {path}, which lightyear did not write (move it away for the run's own)")
+            continue
+        written.append(detection.write_csv(det, path))
     tables = build_tables(items, damaged)
     for t in tables:
         written += write_table(t, os.path.join(out, "detection"))

@@ -96,6 +96,7 @@ def report(
     Nothing in ``out`` that this command did not write is replaced unless ``force``."""
     out = os.path.abspath(out or os.path.join(sweep_dir, "report"))
     check_report_folder(out, force)
+    earlier = _listed(out)  # what an earlier report here wrote
     runs, skipped = scan_sweep(sweep_dir)
     left_out = [f"run {name} left out: {why}" for name, why in skipped]
     left_out += [f"run {r.name}: {p}" for r in runs for p in r.problems]
@@ -109,8 +110,7 @@ def report(
             f"finished benign site): see {os.path.join(sweep_dir, STATUS_HINT)} and the runs' log.txt"
         )
     out = output_folder(out)
-    with open(os.path.join(out, MARK), "w") as f:
-        f.write("lightyear-report writes this folder: running it again replaces what it wrote\n")
+    _mark(out, earlier)
     written: dict[str, list[str]] = {"tables": [], "figures": [], "selection": []}
     all_tables = tables.build_tables(runs, extra_metrics)
     for t in all_tables:
@@ -156,12 +156,49 @@ def report(
     )
     written["detection"] = detection_tables.write_detection(finished, out, log)
     written["report"] = [write_index(out, runs, all_tables, written, left_out, len(skipped))]
+    _remove_stale(out, earlier, written, log)
     log(
         f"{len(finished)}/{len(runs) + len(skipped)} runs finished; "
         f"{len(all_tables)} tables, {len(written['figures'])} figures, "
         f"{len(items)} runs with peer selection -> {written['report'][0]}"
     )
     return written
+
+
+def _listed(out: str) -> list[str]:
+    """The files (relative to ``out``) an earlier report listed in its mark as written; [] if none."""
+    try:
+        with open(os.path.join(out, MARK), errors="replace") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    return [rel for rel in lines if rel and not os.path.isabs(rel) and ".." not in rel.split("/")]
+
+
+def _mark(out: str, files: list[str]) -> None:
+    with open(os.path.join(out, MARK), "w") as f:
+        f.write("lightyear-report writes this folder: running it again replaces what it wrote, listed below\n")
+        f.writelines(f"{rel}\n" for rel in files)
+
+
+def _remove_stale(out: str, earlier: list[str], written: dict, log) -> None:
+    """List in the mark what this report wrote in ``out``, and remove what an earlier report wrote
+    there that this one did not (a table of runs no longer in the sweep would otherwise stand
+    beside the new ones); nothing else in the folder is touched."""
+    now = sorted(
+        {
+            os.path.relpath(p, out).replace(os.sep, "/")
+            for paths in written.values()
+            for p in paths
+            if os.path.abspath(p).startswith(out + os.sep)
+        }
+    )
+    stale = [rel for rel in earlier if rel not in set(now) and os.path.isfile(os.path.join(out, rel))]
+    for rel in stale:
+        os.remove(os.path.join(out, rel))
+    _mark(out, now)
+    if stale:
+        log(f"removed {len(stale)} file(s) of the earlier report that this one does not hold")
 
 
 def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), unreadable: int = 0) -> str:
