@@ -61,3 +61,18 @@ def test_table_rows_keeps_the_good_rows_and_names_the_rest(tmp_path):
     ]
     path.write_text("")
     assert records.table_rows(str(path), allow_empty=True) == ([], [])
+
+
+def test_a_stray_quote_in_a_long_record_is_named_not_a_traceback(tmp_path, capsys):
+    # an unclosed quote makes the rest of the file one field, past the csv module's field limit
+    content = HEADER + 'site-1,none,"finished,0.9,0.1,3,\n' + "x" * 200_000 + "\n"
+    assert records.summary_main([summary_in(tmp_path, content.encode())]) == 2
+    err = capsys.readouterr().err
+    assert "is not a readable CSV table (field larger than field limit" in err and err.count("\n") == 1, err
+
+
+def test_a_byte_order_mark_does_not_hide_the_first_column(tmp_path):
+    path = tmp_path / "summary.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + "site-1,none,finished,0.9,0.1,3,\n").encode())
+    rows, problems = records.table_rows(str(path))
+    assert problems == [] and rows[0]["site"] == "site-1"

@@ -126,7 +126,7 @@ def read_text(path: str, what: str, fix: str = "") -> str:
     except OSError as exc:
         raise UserError(f"{what} {path} cannot be read ({exc.strerror or exc}){hint}") from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark some editors write
     except UnicodeDecodeError as exc:
         raise UserError(
             f"{what} {path} is not a UTF-8 text file (byte {data[exc.start]:#04x} at offset {exc.start}){hint}"

@@ -139,6 +139,15 @@ def table_rows(path: str, what: str = "the file", allow_empty: bool = False) -> 
     one that is empty or has only a header unless ``allow_empty``.
     """
     text = read_text(path, what, "it is damaged: run the job again")
+    try:
+        return _table_rows(text, path, what, allow_empty)
+    except csv.Error as exc:  # a stray quote makes the rest of the file one field, past csv's field limit
+        raise RecordsError(
+            f"{what} {path} is not a readable CSV table ({exc}): it is damaged; run the job again"
+        ) from None
+
+
+def _table_rows(text: str, path: str, what: str, allow_empty: bool) -> tuple[list[dict], list[str]]:
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if not header or not any(h.strip() for h in header):

@@ -270,7 +270,7 @@ def is_detection_csv(path: str) -> bool:
     try:
         with open(path, newline="", errors="replace") as f:
             return next(csv.reader(f), None) == list(COLUMNS)
-    except OSError:
+    except (OSError, csv.Error):
         return False
 
 

@@ -53,8 +53,11 @@ def _rounds_done(folder: str) -> int:
                     continue  # a line being written
         return best
     for rounds_csv in glob.glob(os.path.join(folder, "ws", "site-*", "simulate_job", "rounds.csv")):
-        with open(rounds_csv, newline="", errors="replace") as f:
-            best = max(best, sum(1 for _ in csv.DictReader(f)))
+        try:
+            with open(rounds_csv, newline="", errors="replace") as f:
+                best = max(best, sum(1 for _ in csv.DictReader(f)))
+        except (OSError, csv.Error):
+            continue  # a damaged record counts no rounds; the report names it
     return best
 
 
