@@ -18,6 +18,7 @@ enter a benign mean (the summary's own ``mean_benign`` row is not read).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -250,18 +251,46 @@ def scan_sweep(sweep_dir: str) -> tuple[list[RunResult], list[tuple[str, str]]]:
         raise ReportError(f"no sweep folder at {sweep_dir}: give the folder lightyear-sweep --out wrote")
     names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     runs, skipped = [], []
+    first_of: dict[str, str] = {}  # the job folder's digest -> the first run with that job
     for name in names:
         if not os.path.isdir(os.path.join(folder, name)):
             continue
         try:
-            runs.append(read_run(os.path.join(folder, name)))
+            run = read_run(os.path.join(folder, name))
         except UserError as exc:  # ReportError, a meta.json or summary that cannot be read
             skipped.append((name, str(exc)))
+            continue
+        digest = job_digest(os.path.join(folder, name, "job"))
+        if digest in first_of:  # a copied run folder: the same job, counted once
+            skipped.append((name, f"the same job as run {first_of[digest]} (a copy?): each job counts once"))
+            continue
+        if digest:
+            first_of[digest] = name
+        runs.append(run)
     if not runs and not skipped:
         raise ReportError(
             f"{sweep_dir} holds no runs (no {RUNS}/<run>/ folders): run lightyear-sweep SPEC --out {sweep_dir} first"
         )
     return runs, skipped
+
+
+def job_digest(job: str) -> str:
+    """A digest of every file of the job folder ``job`` (names and contents); "" when it has none.
+    Two runs of the same job give the same results: a report counts such runs once."""
+    h = hashlib.sha256()
+    found = False
+    for root, dirs, files in os.walk(job):
+        dirs.sort()
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            found = True
+            h.update(os.path.relpath(path, job).encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest() if found else ""
 
 
 def load_sweep(sweep_dir: str) -> list[RunResult]:
