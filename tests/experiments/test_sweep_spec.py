@@ -131,6 +131,33 @@ def test_load_yaml_and_json(tmp_path):
         read_spec(str(tmp_path / "missing.yaml"))
 
 
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("dup.yaml", "datasets: [digits]\nseeds: [0, 1, 2]\nseeds: [0]\n", "gives the key 'seeds' twice"),
+        ("dup.json", '{"datasets": "digits", "seeds": [0, 1], "seeds": [0]}', "gives the key 'seeds' twice"),
+        ("on.yaml", "on: 3\ndatasets: [digits]\n", "the key True in the top level is not a string"),
+        ("key.yaml", "datasets: [digits]\nset: {2: 3}\n", "the key 2 in 'set' is not a string"),
+        (
+            "date.yaml",
+            "datasets: [digits]\nset: {data_root: 2020-01-01}\n",
+            "'set.data_root' holds '2020-01-01', a date",
+        ),
+        ("set.yaml", "datasets: !!set {digits}\n", "'datasets' holds \"{'digits'}\", set"),
+        ("self.yaml", "datasets: &a [*a]\n", "holds itself"),
+        ("nan.yaml", "datasets: [digits]\nseeds: [.nan]\n", "'seeds[0]' is nan"),
+        ("big.json", '{"seeds": [' + "9" * 5001 + "]}", "holds a value that cannot be read (Exceeds the limit"),
+    ],
+)
+def test_a_description_json_cannot_hold_is_refused_with_its_place(tmp_path, name, text, message):
+    # PyYAML keeps the last of two equal keys and builds dates, sets and non-string keys; json.loads keeps
+    # the last key too: each would reach the sweep as something the description did not say (or a traceback)
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SpecError) as info:
+        read_spec(str(tmp_path / name))
+    assert message in str(info.value)
+
+
 def test_shipped_sweeps_expand_and_do_not_confuse_the_generator():
     folder = os.path.join(CONFIGS, "sweeps")
     for name in os.listdir(folder):

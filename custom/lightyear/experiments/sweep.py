@@ -34,6 +34,7 @@ from lightyear.cli import UserError, command, folder_name, output_folder
 from lightyear.experiments import progress, run_outcome, run_status, runner, slurm
 from lightyear.experiments.sweep_spec import SweepSpec, expand, read_spec
 from lightyear.jobs.folders import check_replaceable
+from lightyear.records import atomic_write
 
 SPEC_COPY = "spec.json"
 PLAN = "sweep.json"
@@ -348,10 +349,10 @@ def main(argv=None) -> int:
     output_folder(out)
     if args.task is None:
         if not _same(os.path.join(out, SPEC_COPY), path):  # the spec read is that very file: it stays as it is
-            with open(os.path.join(out, SPEC_COPY), "w") as f:
-                json.dump({**raw, "name": spec.name}, f, indent=1)
-        with open(os.path.join(out, PLAN), "w") as f:
-            json.dump({**spec.as_dict(), "configs": configs}, f, indent=1)
+            copy = json.dumps({**raw, "name": spec.name}, indent=1).encode()
+            atomic_write(os.path.join(out, SPEC_COPY), lambda f: f.write(copy))
+        plan_text = json.dumps({**spec.as_dict(), "configs": configs}, indent=1).encode()
+        atomic_write(os.path.join(out, PLAN), lambda f: f.write(plan_text))
     if script is not None:
         path = slurm.write_script(script, out)
         print(

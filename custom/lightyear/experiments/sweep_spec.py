@@ -32,7 +32,6 @@ given; a count of 0 in either is the clean run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ from dataclasses import dataclass, field
 from lightyear.algorithms.attacks.catalogue import names as attack_names
 from lightyear.algorithms.attacks.updates import FULL, KNOWLEDGE, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
-from lightyear.cli import UserError, read_text, yaml_problem
+from lightyear.cli import UserError, read_text
+from lightyear.documents import DocumentError, plain_document
 from lightyear.jobs import generate
 from lightyear.jobs.attacks import PREFIX, takes_attack, uses_knowledge, why_not
 from lightyear.jobs.attacks import known_params as attack_settings
@@ -137,18 +137,10 @@ def read_spec(path: str) -> dict:
         text = read_text(path, "the sweep description", "give a .yaml or .json sweep description")
     except UserError as exc:
         raise SpecError(str(exc)) from None
-    if path.endswith((".yaml", ".yml")):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError(f"{path} is not valid YAML: {yaml_problem(exc)}") from None
-    else:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    try:
+        raw = plain_document(text, path, yaml_format=path.endswith((".yaml", ".yml")))
+    except DocumentError as exc:
+        raise SpecError(str(exc)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path} must hold a mapping with the keys {', '.join(KEYS)}")
     return raw

@@ -261,6 +261,7 @@ def test_a_committed_script_stops_with_the_reason_when_python_or_the_job_is_miss
         (b"templates: {cpu: [1, 2]}\n", "template 'cpu' must map parameters to values"),
         (b"templates: {cpu: {gpus: 0}}\n", "template 'cpu' needs a mode"),
         (b"defaults: 3\ntemplates: {cpu: {mode: simulator}}\n", "'defaults' must map parameters to values"),
+        (b"templates: {cpu: {mode: simulator, gpus: 1, gpus: 2}}\n", "gives the key 'gpus' twice"),
     ],
 )
 def test_a_bad_description_is_named_in_one_line(job, capsys, tmp_path, content, message):

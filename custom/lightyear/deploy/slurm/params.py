@@ -11,10 +11,9 @@ import dataclasses
 import math
 import re
 
-import yaml
-
 from lightyear.checks import int_in, raising
-from lightyear.cli import UserError, read_text, yaml_problem
+from lightyear.cli import UserError, read_text
+from lightyear.documents import DocumentError, plain_document
 
 MODES = ("simulator", "deploy")
 PARAMETERS = ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu", "sites")
@@ -129,9 +128,9 @@ def load_description(path: str) -> dict[str, SlurmParams]:
     """Every template of the description, checked, by name."""
     text = read_text(path, "the template description", "give a YAML file like app_configs/slurm/templates.yaml")
     try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise SlurmInputError(f"the template description {path} is not valid YAML: {yaml_problem(e)}") from None
+        spec = plain_document(text, f"the template description {path}", yaml_format=True)
+    except DocumentError as e:
+        raise SlurmInputError(str(e)) from None
     if not isinstance(spec, dict) or not isinstance(spec.get("templates"), dict):
         raise SlurmInputError(f"{path} must map 'templates' to named templates")
     defaults = spec.get("defaults") or {}
