@@ -244,11 +244,12 @@ def test_a_folder_that_cannot_be_written_is_named_with_the_fix(tmp_path, capsys,
         raise PermissionError(13, "Permission denied", str(tmp_path))
 
     monkeypatch.setattr(component_policy.tempfile, "mkstemp", refuse)  # root may write anywhere: simulate the refusal
-    status, _, err = allow_cli(capsys, tmp_path)
+    (tmp_path / "local").mkdir()
+    status, _, err = allow_cli(capsys, tmp_path / "local")
     assert (
         status == 2 and "cannot write in" in err and "(Permission denied)" in err and "make the folder writable" in err
     )
-    assert not os.listdir(tmp_path)
+    assert not os.listdir(tmp_path / "local")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
@@ -285,3 +286,12 @@ def test_the_file_keeps_its_mode(tmp_path, capsys):
     assert (tmp_path / "resources.json").stat().st_mode & 0o777 == 0o444
     assert "lightyear." in _read(tmp_path / "resources.json")["class_allow_list"]
     assert sorted(os.listdir(tmp_path)) == ["resources.json"]  # no temporary file left
+
+
+def test_the_cli_refuses_a_folder_flare_never_reads_a_policy_from(tmp_path, capsys):
+    ws = tmp_path / "ws"  # a simulator workspace without local/: FLARE reads ws/local/resources.json
+    ws.mkdir()
+    assert allow_list.main([str(ws)]) == 2
+    assert "neither a participant's local/ folder" in capsys.readouterr().err and os.listdir(ws) == []
+    (ws / "local").mkdir()
+    assert allow_list.main([str(ws / "local")]) == 0 and os.path.isfile(ws / "local" / "resources.json")

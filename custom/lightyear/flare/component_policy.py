@@ -183,6 +183,18 @@ def allow_package(local_dir: str, plugins: tuple[str, ...] = ()) -> tuple[str, l
 
 
 def local_folder(path: str) -> str:
-    """``path`` itself when it is a ``local/`` folder, else its ``local/`` subfolder (a startup kit)."""
+    """``path`` itself when it is a ``local/`` folder (named so, or holding a FLARE resources file),
+    else its ``local/`` subfolder (a startup kit); an :class:`AllowListError` for any other folder,
+    whose resources.json FLARE would never read."""
     sub = os.path.join(path, "local")
-    return sub if os.path.isdir(sub) else path
+    if os.path.isdir(sub):
+        return sub
+    named = os.path.basename(os.path.normpath(os.path.abspath(path))) == "local"
+    holds = any(os.path.lexists(os.path.join(path, f)) for f in (RESOURCES, RESOURCES_DEFAULT))
+    if named or holds or not os.path.isdir(path):
+        return path  # a missing folder is refused, with its name, where it is used
+    raise AllowListError(
+        f"{path} is neither a participant's local/ folder nor a startup kit holding one, so FLARE would never read "
+        f"a policy written there: give the local/ folder (for nvflare simulator -w WS: mkdir -p WS/local && "
+        f"lightyear-allow WS/local)"
+    )
