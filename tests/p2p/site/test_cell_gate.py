@@ -8,14 +8,8 @@ from nvflare.fuel.f3.streaming.download_service import OBJ_DOWNLOADER_CHANNEL
 from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_TOPIC, StreamHeaderKey
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.cell_gate import (
-    LIMITS_PER_SITE,
-    PRE_RUN_LIMIT,
-    STREAM_TTL,
-    STREAMS_PER_SITE,
-    WATCHED,
-    PeerGate,
-)
+from lightyear.p2p.site.cell_gate import PRE_RUN_LIMIT, WATCHED, PeerGate
+from lightyear.p2p.site.stream_budget import LIMITS_PER_SITE, STREAM_TTL, STREAMS_PER_SITE
 
 from flare_fakes import FakeCell
 
@@ -175,3 +169,22 @@ def test_a_stream_that_declares_no_bytes_but_carries_some_is_refused():
     assert reply is not None and "declares 0 bytes but carries 9999" in reply.get_header(MessageHeaderKey.ERROR)
     assert g.check(frame(size=0, payload=b"", sid=8)) is None  # an empty stream is what it says
     assert g.check(frame(origin="site-1.job-7", size=0, payload=b"x" * 100, sid=9)) is None  # the site itself
+
+
+def test_honest_encrypted_and_retransmitted_frames_end_their_streams():
+    # an encrypted frame is 541 bytes longer than the plaintext it carries: counting those bytes
+    # ended a stream one frame early, and its real last frame then held a slot for 300 s
+    g = gate(limit=10_000)
+    for sid in range(3 * STREAMS_PER_SITE):
+        for seq, clear in ((0, 4_000), (1, 100)):
+            extra = {
+                MessageHeaderKey.CLEAR_PAYLOAD_LEN: clear,
+                StreamHeaderKey.SEQUENCE: seq,
+            }
+            assert g.check(frame(size=4_100, payload=b"x" * (clear + 541), encrypted=True, sid=sid, **extra)) is None
+        retry = frame(size=4_100, payload=b"x" * 100, sid=sid, **{StreamHeaderKey.SEQUENCE: 1})
+        assert g.check(retry) is None  # a retransmission of a stream that ended opens nothing
+    assert g.budget.open == {}
+    # FLARE sends a reply without a body as a 0-byte stream; encrypted, its one frame has 541 bytes
+    empty = frame(size=0, payload=b"x" * 541, encrypted=True, sid=99, **{MessageHeaderKey.CLEAR_PAYLOAD_LEN: 0})
+    assert g.check(empty) is None

@@ -35,14 +35,11 @@ server's and the site's own pass unchecked):
   signature, and drops what fails.
 
 - streams in flight: FLARE holds a buffer of the declared size for every stream it has seen a
-  frame of, until the stream ends or its read timeout (300 s) passes. One sending site may have
-  at most :data:`STREAMS_PER_SITE` streams open at once, declaring at most
-  :data:`LIMITS_PER_SITE` times ``limit`` bytes together; a stream counts until as many bytes as
-  it declared have passed, or for :data:`STREAM_TTL` seconds after its first frame (one that
-  ends short is its sender's loss). An honest peer has one or two open (its model message, a download of its arrays), so
-  what one site makes this site hold is bounded by the model's size, not by the frames it sends.
-  A stream that declares 0 bytes but carries some is refused (FLARE would grow its buffer without
-  any bound but its 4 GiB blob limit), and so is every later frame of a refused stream.
+  frame of, until the stream ends or its read timeout passes; what one site's streams make this
+  site hold at once is bounded by :class:`~lightyear.p2p.site.stream_budget.StreamBudget`
+  (open streams and their declared bytes per sending site, counted in plaintext bytes of
+  distinct frames), not by the frames it sends; every later frame of a refused stream is
+  refused too.
 
 A refused stream is also reported to its sender (FLARE's ``ByteReceiver.reject``), so an honest
 but misconfigured sender learns at once instead of waiting for its timeout. Each refusal is
@@ -73,15 +70,10 @@ from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_T
 from nvflare.fuel.f3.streaming.stream_types import StreamError
 
 from lightyear.flare import constants as C
+from lightyear.p2p.site.stream_budget import StreamBudget
 
 PRE_RUN_LIMIT = 1 << 20
 """Bytes a message from another site may take before the site's model (and so its bound) is known."""
-STREAMS_PER_SITE = 8
-"""Streams one other site may have open at this site at once."""
-LIMITS_PER_SITE = 4
-"""The bytes the open streams of one other site may declare together, in units of the message bound."""
-STREAM_TTL = 300.0
-"""Seconds a stream counts as open after its first frame at most: FLARE's streaming read timeout."""
 WATCHED = ((STREAM_CHANNEL, STREAM_DATA_TOPIC), (CellChannel.AUX_COMMUNICATION, "*"), (OBJ_DOWNLOADER_CHANNEL, "*"))
 """(channel, topic) pairs the gate filters: every streamed frame, and unstreamed aux and download messages."""
 
@@ -116,7 +108,7 @@ class PeerGate:
         self._byte_receiver = None
         self._lock = threading.Lock()
         self._reported: deque = deque(maxlen=256)
-        self._open: dict[tuple, list] = {}  # (origin, stream id) -> [sending site, declared, bytes seen, first seen]
+        self.budget = StreamBudget(PRE_RUN_LIMIT)
         self.clock = time.monotonic
 
     def install(self, cell) -> bool:
@@ -151,6 +143,7 @@ class PeerGate:
                 "--set secure_messages=auto or false to run without that check"
             )
         self.limit = int(limit)
+        self.budget.limit = self.limit
         self.require_encryption = bool(require_encryption)
         self.models_open = True
 
@@ -189,40 +182,26 @@ class PeerGate:
 
     def _stream_problem(self, headers: Mapping, payload_bytes: int) -> str | None:
         """Why a streamed frame from another site that :meth:`problem` let through is refused by the
-        bounds on open streams (module docstring), or None; counts the frame against its stream."""
+        bound on open streams (:mod:`~lightyear.p2p.site.stream_budget`), or None; counts the frame."""
         origin = str(headers.get(MessageHeaderKey.ORIGIN) or "")
         if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn or not self._from_another_site(origin):
             return None
         if not route(headers)[2]:
             return None
-        declared = headers.get(StreamHeaderKey.SIZE)
         key = (origin, _hashable(headers.get(StreamHeaderKey.STREAM_ID)))
-        what = f"a stream from {_shown(origin)}"
-        if declared == 0 and payload_bytes > 0:
-            return f"{what}: it declares 0 bytes but carries {payload_bytes}"
-        site = FQCN.split(origin)[0]
+        clear = payload_bytes
+        if headers.get(MessageHeaderKey.SECURE, False) and headers.get(MessageHeaderKey.ENCRYPTED, False):
+            stated = headers.get(MessageHeaderKey.CLEAR_PAYLOAD_LEN)  # FLARE drops the frame if it lied
+            if isinstance(stated, int) and not isinstance(stated, bool) and 0 <= stated <= payload_bytes:
+                clear = stated
+        frame = _hashable(headers.get(StreamHeaderKey.SEQUENCE))
         with self._lock:
             if key in self._reported:
-                return f"{what}: the rest of a stream already refused"
-            stream = self._open.get(key)
-            if stream is None:
-                now = self.clock()
-                for old in [k for k, v in self._open.items() if now - v[3] > STREAM_TTL]:
-                    del self._open[old]
-                open_here = [v for v in self._open.values() if v[0] == site]
-                if len(open_here) >= STREAMS_PER_SITE:
-                    return f"{what}: {len(open_here)} of its streams are open here already (at most {STREAMS_PER_SITE})"
-                held = sum(v[1] for v in open_here)
-                if held + declared > LIMITS_PER_SITE * self.limit:
-                    return (
-                        f"{what}: its open streams would declare {held + declared} bytes together, more than "
-                        f"{LIMITS_PER_SITE} times the {self.limit} bytes a message of this job can take"
-                    )
-                stream = self._open[key] = [site, declared, 0, now]
-            stream[2] += payload_bytes
-            if stream[2] >= stream[1]:  # every byte it declared has passed (in any order of its frames)
-                del self._open[key]
-        return None
+                return f"a stream from {_shown(origin)}: the rest of a stream already refused"
+            why = self.budget.admit(
+                FQCN.split(origin)[0], key, headers.get(StreamHeaderKey.SIZE), clear, frame, self.clock()
+            )
+        return None if why is None else f"a stream from {_shown(origin)}: {why}"
 
     def _from_another_site(self, origin: str) -> bool:
         root = FQCN.split(origin)[0] if origin else ""
