@@ -65,8 +65,11 @@ def _load_yaml(text: str):
 
     class UniqueKeys(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
+            # the keys written out in this mapping must not repeat; what a merge key (<<: *base)
+            # brings in may be overridden by them, as YAML says
+            written = [k for k, _v in node.value if k.tag != "tag:yaml.org,2002:merge"]
             seen = set()
-            for key_node, _value_node in node.value:
+            for key_node in written:
                 key = self.construct_object(key_node, deep=deep)
                 try:
                     repeated = key in seen

@@ -335,3 +335,31 @@ def test_a_sweep_that_fails_stops_the_runs_it_started(tmp_path, fake, monkeypatc
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert statuses(out)["fedavg_digits_clean_s2"] == "interrupted"
+
+
+def test_a_status_that_cannot_be_written_keeps_no_run_going(tmp_path, fake, monkeypatch):
+    # the failure being handled may be a full disk: writing the statuses fails too, every run still stops
+    out = tmp_path / "out"
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    write = sweep.run_status.write_run_status
+
+    def write_until_interrupted(folder, name, status, **fields):
+        if status == sweep.run_status.INTERRUPTED:
+            raise OSError(28, "No space left on device")
+        return write(folder, name, status, **fields)
+
+    monkeypatch.setattr(run_outcome, "finish", broken)
+    monkeypatch.setattr(sweep.run_status, "write_run_status", write_until_interrupted)
+    with pytest.raises(OSError):
+        spec = write_spec(tmp_path, [2, 0], methods=["fedavg", "fedprox"])  # seed 2 hangs, seed 0 ends
+        sweep.main([spec, "--out", str(out), "--configs", CONFIGS, "--parallel", "3"])
+    pids = []
+    for method in ("fedavg", "fedprox"):
+        pids += [int(p) for p in (out / "runs" / f"{method}_digits_clean_s2" / "ws" / "pids").read_text().split()]
+    time.sleep(0.5)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -290,3 +290,12 @@ def test_the_shipped_attack_sweeps():
         "fedcap_digits_adaptive5_full_s0",
     ]
     assert len(s.runs) == 16
+
+
+def test_a_merge_key_brings_in_values_the_mapping_may_override(tmp_path):
+    (tmp_path / "m.yaml").write_text(
+        "base: &base {rounds: 3, sites: [site-1, site-2]}\ndatasets: [digits]\nmethods: [fedavg]\n"
+        "set:\n  <<: *base\n  rounds: 5\n"
+    )
+    raw = read_spec(str(tmp_path / "m.yaml"))
+    assert raw["set"] == {"rounds": 5, "sites": ["site-1", "site-2"]}

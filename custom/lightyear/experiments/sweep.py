@@ -164,8 +164,26 @@ def execute(
                 run_status.write_sweep_status(out, names)
             display.update(_state(out, len(names), pending, running, parallel, t0, tally))
     except BaseException:  # Ctrl-C, a signal, or any failure: the runs this sweep started stop with it
-        for name, (_run, proc, started) in running.items():
+        _stop_all(out, names, running)
+        display.close()
+        raise
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    display.close()
+    return run_status.write_sweep_status(out, names)
+
+
+def _stop_all(out: str, names: list[str], running: dict) -> None:
+    """Stop every run still going, then record them as interrupted as far as the disk lets it (the
+    failure being handled may be a full disk: no record may keep a run from being stopped)."""
+    for _run, proc, _started in running.values():
+        try:
             runner.stop(proc)
+        except Exception:  # noqa: BLE001 - the next run must still be stopped
+            pass
+    try:
+        for name, (_run, _proc, started) in running.items():
             run_status.write_run_status(
                 runner.run_dir(out, name),
                 name,
@@ -174,13 +192,8 @@ def execute(
                 ended=run_status.now(),
             )
         run_status.write_sweep_status(out, names)
-        display.close()
-        raise
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
-    display.close()
-    return run_status.write_sweep_status(out, names)
+    except OSError:
+        pass  # the runs are stopped; their status says "running" with a pid that is gone
 
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
