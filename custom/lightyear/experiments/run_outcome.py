@@ -72,3 +72,25 @@ def finish(out: str, run, proc, wall: float, display) -> bool:
         f"FAILED   {run.name} after {progress.clock(wall)}: {reason} (log: {os.path.join(folder, 'log.txt')})"
     )
     return False
+
+
+def stop_all(out: str, names: list[str], running: dict) -> None:
+    """Stop every run still going, then record them as interrupted as far as the disk lets it (the
+    failure being handled may be a full disk: no record may keep a run from being stopped)."""
+    for _run, proc, _started in running.values():
+        try:
+            runner.stop(proc)
+        except Exception:  # noqa: BLE001 - the next run must still be stopped
+            pass
+    try:
+        for name, (_run, _proc, started) in running.items():
+            run_status.write_run_status(
+                runner.run_dir(out, name),
+                name,
+                run_status.INTERRUPTED,
+                wall_s=round(time.monotonic() - started, 1),
+                ended=run_status.now(),
+            )
+        run_status.write_sweep_status(out, names)
+    except OSError:
+        pass  # the runs are stopped; their status says "running" with a pid that is gone

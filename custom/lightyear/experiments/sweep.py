@@ -164,7 +164,7 @@ def execute(
                 run_status.write_sweep_status(out, names)
             display.update(_state(out, len(names), pending, running, parallel, t0, tally))
     except BaseException:  # Ctrl-C, a signal, or any failure: the runs this sweep started stop with it
-        _stop_all(out, names, running)
+        run_outcome.stop_all(out, names, running)
         display.close()
         raise
     finally:
@@ -172,28 +172,6 @@ def execute(
             signal.signal(s, handler)
     display.close()
     return run_status.write_sweep_status(out, names)
-
-
-def _stop_all(out: str, names: list[str], running: dict) -> None:
-    """Stop every run still going, then record them as interrupted as far as the disk lets it (the
-    failure being handled may be a full disk: no record may keep a run from being stopped)."""
-    for _run, proc, _started in running.values():
-        try:
-            runner.stop(proc)
-        except Exception:  # noqa: BLE001 - the next run must still be stopped
-            pass
-    try:
-        for name, (_run, _proc, started) in running.items():
-            run_status.write_run_status(
-                runner.run_dir(out, name),
-                name,
-                run_status.INTERRUPTED,
-                wall_s=round(time.monotonic() - started, 1),
-                ended=run_status.now(),
-            )
-        run_status.write_sweep_status(out, names)
-    except OSError:
-        pass  # the runs are stopped; their status says "running" with a pid that is gone
 
 
 def _state(out, total, pending, running, parallel, t0, tally) -> progress.SweepState:
