@@ -193,7 +193,8 @@ def _remove_stale(out: str, earlier: list[str], written: dict, log) -> None:
             if os.path.abspath(p).startswith(out + os.sep)
         }
     )
-    stale = [rel for rel in earlier if rel not in set(now) and os.path.isfile(os.path.join(out, rel))]
+    kept = set(now)
+    stale = [rel for rel in earlier if rel not in kept and os.path.isfile(os.path.join(out, rel))]
     for rel in stale:
         os.remove(os.path.join(out, rel))
     _mark(out, now)

@@ -160,8 +160,8 @@ class PeerGate:
 
     def problem(self, headers: Mapping, payload_bytes: int) -> str | None:
         """Why a frame or message with ``headers`` and a payload of ``payload_bytes`` is refused, or None."""
-        origin = str(headers.get(MessageHeaderKey.ORIGIN) or "")
-        if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn or not self._from_another_site(origin):
+        origin = self._other_site(headers)
+        if origin is None:
             return None
         channel, topic, streamed, reply = route(headers)
         what = f"{_what(channel, topic, reply)} from {_shown(origin)}"
@@ -183,10 +183,8 @@ class PeerGate:
     def _stream_problem(self, headers: Mapping, payload_bytes: int) -> str | None:
         """Why a streamed frame from another site that :meth:`problem` let through is refused by the
         bound on open streams (:mod:`~lightyear.p2p.site.stream_budget`), or None; counts the frame."""
-        origin = str(headers.get(MessageHeaderKey.ORIGIN) or "")
-        if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn or not self._from_another_site(origin):
-            return None
-        if not route(headers)[2]:
+        origin = self._other_site(headers)
+        if origin is None or not route(headers)[2]:
             return None
         key = (origin, _hashable(headers.get(StreamHeaderKey.STREAM_ID)))
         clear = payload_bytes
@@ -203,9 +201,14 @@ class PeerGate:
             )
         return None if why is None else f"a stream from {_shown(origin)}: {why}"
 
-    def _from_another_site(self, origin: str) -> bool:
+    def _other_site(self, headers: Mapping) -> str | None:
+        """The origin of a frame or message to this cell from another site's cell; None for anything
+        else (the server's and this site's own cells pass unchecked)."""
+        origin = str(headers.get(MessageHeaderKey.ORIGIN) or "")
+        if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn:
+            return None
         root = FQCN.split(origin)[0] if origin else ""
-        return bool(root) and root != FQCN.ROOT_SERVER and root != FQCN.split(self.own_fqcn)[0]
+        return origin if root and root != FQCN.ROOT_SERVER and root != FQCN.split(self.own_fqcn)[0] else None
 
     def _report(self, message, headers: Mapping, reason: str) -> None:
         """Log the refusal, and tell a stream's sender, once per stream (or unstreamed message)."""
