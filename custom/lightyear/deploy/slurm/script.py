@@ -20,10 +20,20 @@ from lightyear.deploy.slurm.params import SlurmInputError
 q = shlex.quote
 
 
-COMMITTED_MARK = "Committed template"
+COMMITTED_MARK = "# Committed template"
 """What the header of every committed template says, and what marks a script in ``slurm/`` as one."""
 WRITTEN_MARK = "# Written by lightyear-slurm"
 """The line that marks a job's batch script as one lightyear-slurm wrote (and may write again)."""
+
+
+def carries(path: str, mark: str) -> bool:
+    """Whether a line of the batch script at ``path`` starts with ``mark`` in its header (:func:`header`
+    writes :data:`COMMITTED_MARK` or :data:`WRITTEN_MARK` there); False when it cannot be read."""
+    try:
+        with open(path, errors="replace") as f:
+            return any(line.startswith(mark) for line in f.read(4096).splitlines())
+    except OSError:
+        return False
 
 
 def sbatch_lines(options: dict) -> list[str]:
@@ -88,9 +98,9 @@ def header(target: Target, template: str, options: dict) -> list[str]:
     lines = ["#!/bin/bash", *sbatch_lines({"job-name": name, "output": output, **options})]
     if target.job is not None:
         lines.append(f"{WRITTEN_MARK} for {target.job_name or os.path.basename(target.job)}")
-    if target.job is None:
+    else:
         lines += [
-            f"# {COMMITTED_MARK} (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
+            f"{COMMITTED_MARK} (lightyear-slurm writes it from app_configs/slurm/templates.yaml; do not edit).",
             "# Submit from the repository with the virtual environment active:",
             f"#   sbatch slurm/{template}.sbatch jobs/lightyear_digits",
             "# or let lightyear-slurm fill in a job and your cluster's settings:",

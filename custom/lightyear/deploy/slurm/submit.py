@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 
-from lightyear.deploy.slurm.script import WRITTEN_MARK
+from lightyear.deploy.slurm.script import WRITTEN_MARK, carries
 
 _JOB_ID = re.compile(r"^(\d+)(;\S+)?$")
 
@@ -33,20 +33,12 @@ def save_script(text: str, results_root: str, name: str) -> str:
     replacing only a script lightyear-slurm wrote there (:data:`~lightyear.deploy.slurm.script.WRITTEN_MARK`)."""
     os.makedirs(results_root, exist_ok=True)
     path = os.path.join(results_root, f"{name}.sbatch")
-    if os.path.lexists(path) and not _written_here(path):
+    if os.path.lexists(path) and not carries(path, WRITTEN_MARK):
         raise SubmitError(f"{path} exists and lightyear-slurm did not write it: move it away or choose another --out")
     with open(path, "w") as f:
         f.write(text)
     os.chmod(path, 0o755)
     return path
-
-
-def _written_here(path: str) -> bool:
-    try:
-        with open(path, errors="replace") as f:
-            return any(line.startswith(WRITTEN_MARK) for line in f.read(4096).splitlines())
-    except OSError:
-        return False
 
 
 def submit(script: str, wait: bool = False, on_id=None) -> tuple[str, int]:

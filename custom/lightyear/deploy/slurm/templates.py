@@ -8,7 +8,7 @@ import os
 from lightyear.deploy.slurm import deployment as slurm_deploy
 from lightyear.deploy.slurm import simulator as slurm_simulator
 from lightyear.deploy.slurm.params import SlurmParams, load_description
-from lightyear.deploy.slurm.script import COMMITTED_MARK, Target
+from lightyear.deploy.slurm.script import COMMITTED_MARK, Target, carries
 
 FOLDER = "slurm"
 SUFFIX = ".sbatch"
@@ -31,7 +31,7 @@ def write(description: str, folder: str) -> list[str]:
     texts = committed_texts(description)
     os.makedirs(folder, exist_ok=True)
     for stale in sorted(set(f for f in os.listdir(folder) if f.endswith(SUFFIX)) - set(texts)):
-        if is_committed_template(os.path.join(folder, stale)):
+        if carries(os.path.join(folder, stale), COMMITTED_MARK):
             os.remove(os.path.join(folder, stale))
     paths = []
     for name, text in texts.items():
@@ -43,21 +43,11 @@ def write(description: str, folder: str) -> list[str]:
     return paths
 
 
-def is_committed_template(path: str) -> bool:
-    """Whether the script at ``path`` says it is a committed template (see ``script.header``)."""
-    try:
-        with open(path, errors="replace") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return COMMITTED_MARK in head
-
-
 def differences(description: str, folder: str) -> list[str]:
     """File names in ``folder`` that are missing, stale or differ from the description's output."""
     texts = committed_texts(description)
     present = set(f for f in os.listdir(folder) if f.endswith(SUFFIX)) if os.path.isdir(folder) else set()
-    out = sorted(n for n in present - set(texts) if is_committed_template(os.path.join(folder, n)))
+    out = sorted(n for n in present - set(texts) if carries(os.path.join(folder, n), COMMITTED_MARK))
     for name, text in texts.items():
         path = os.path.join(folder, name)
         if name not in present:
