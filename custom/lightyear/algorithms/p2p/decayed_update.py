@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
-from lightyear.algorithms.model_check import check_models
 from lightyear.checks import number_in
 
 
@@ -33,7 +32,14 @@ def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float,
     check_gamma(gamma)
     if t < 0:
         raise ValueError(f"round index t must be >= 0, got {t}")
-    check_models(own, {f"selected[{n}]": model for n, model in enumerate(selected)})
+    for n, peer in enumerate(selected):  # shapes here (a pass over no values); finiteness on the result
+        for key, mine in own.items():
+            if key not in peer or np.shape(peer[key]) != np.shape(mine):
+                found = np.shape(peer[key]) if key in peer else "nothing"
+                raise ValueError(
+                    f"cannot aggregate: selected[{n}] has {found} for {key!r}, the own model the shape "
+                    f"{np.shape(mine)}; reject such models before aggregating (lightyear.algorithms.model_check)"
+                )
     out = {k: np.array(v, copy=True) for k, v in own.items()}
     if not selected:
         return out
@@ -45,4 +51,9 @@ def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float,
         for peer in selected:
             acc += np.asarray(peer[key], dtype=np.float64) - mine
         out[key] = (mine + step * acc / len(selected)).astype(np.asarray(mine).dtype)
+        if not np.isfinite(out[key]).all():  # NaN or Inf in a model, which any sum carries to the result
+            raise ValueError(
+                f"cannot aggregate: the Eq. 18 step of {key!r} is not finite (a model holds NaN or Inf there); "
+                "reject such models before aggregating (lightyear.algorithms.model_check)"
+            )
     return out
