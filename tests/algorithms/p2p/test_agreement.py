@@ -137,3 +137,37 @@ def test_skill_floor_keeps_weak_peers_out_and_zero_is_the_paper_rule():
     assert select_peers(scores, 0.75, {"site-2": float("nan")}, skill_floor=0.5) == []
     with pytest.raises(ValueError, match="skill_floor"):
         select_peers(scores, 0.75, skills, skill_floor=1.0)
+
+
+def test_same_function_takes_equal_outputs_for_one_function_and_nothing_else():
+    from lightyear.algorithms.p2p.agreement import same_function
+
+    own = summarize_predictions(OWN, LABELS)
+    assert same_function(own, summarize_predictions(OWN.copy(), LABELS))
+    # float32 rounding of a reparametrised copy: 1e-6 per probability, far inside the tolerance
+    assert same_function(own, summarize_predictions(OWN + np.array([1e-6, -1e-6]), LABELS))
+    # one sample's max probability 0.9 -> 0.8998: the same classes, but another function
+    moved = OWN.copy()
+    moved[0] = [0.8998, 0.1002]
+    assert not same_function(own, summarize_predictions(moved, LABELS))
+    assert same_function(own, summarize_predictions(moved, LABELS), tolerance=1e-3)
+    # the classes swapped: every max probability and entropy equal, every prediction changed
+    swapped = OWN[:, ::-1]
+    assert not same_function(own, summarize_predictions(swapped, LABELS))
+    # a model whose outputs are not finite computes nothing the site can compare
+    broken = summarize_predictions(np.full((4, 2), np.nan), LABELS)
+    assert not same_function(own, broken) and not same_function(broken, broken)
+
+
+def test_same_function_on_segmentation_compares_every_pixel_and_refuses_other_sets():
+    from lightyear.algorithms.p2p.agreement import same_function
+
+    masks = np.array([[[1, 1], [0, 0]]])
+    fg = np.array([[0.9, 0.8], [0.7, 0.1]])
+    own = summarize_predictions(np.stack([1 - fg, fg])[None], masks)
+    assert same_function(own, summarize_predictions(np.stack([1 - fg, fg])[None], masks))
+    other = fg.copy()
+    other[1, 1] = 0.6  # one pixel changes class
+    assert not same_function(own, summarize_predictions(np.stack([1 - other, other])[None], masks))
+    with pytest.raises(ValueError, match="different validation sets"):
+        same_function(summarize_predictions(OWN, LABELS), summarize_predictions(OWN[:3], LABELS[:3]))

@@ -307,3 +307,29 @@ def test_assess_gives_the_summary_and_the_validation_metrics_of_one_pass(peers):
         assert (summary.performance, summary.ece) == (expected.performance, expected.ece)
         np.testing.assert_array_equal(summary.confidence, expected.confidence)
         assert found == rt.evaluate("val", weights)
+
+
+def test_copies_of_the_own_function_are_left_out_before_averaging_and_do_not_shrink_the_others_step(
+    tmp_path, trained, peers
+):
+    from lightyear.algorithms.attacks.reparametrise import reparametrised
+    from lightyear.models import model_symmetries
+
+    own = trained
+    permuted = reparametrised(own, model_symmetries("cnn", own), "permute", 1.0, np.random.default_rng(5))[0]
+    exact = {k: v.copy() for k, v in own.items()}
+    received = {"site-2": peers["site-2"], "site-3": permuted, "site-4": exact}
+    loose = {"validation_delta": 1.0, "max_loss_growth": 100.0, "max_norm_growth": 100.0}  # every aggregate passes
+    validated, paper = make_executor(tmp_path, **loose), make_executor(tmp_path, aggregation="paper")
+    for ex in (validated, paper):
+        ex.runtime.set_weights(own)  # the site scores against the model it just trained
+    fields = (outcome := validated.aggregate(0, own, received)).fields
+    assert fields["selected"] == ["site-2", "site-3", "site-4"]  # Eq. 17 cannot tell them apart
+    assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3", "site-4"]
+    assert "own model's function" in fields["site-3_excluded"] and fields["site-2_excluded"] == ""
+    # the honest peer's step is the one it gets alone (gamma^0 * min(1/1, max_peer_share 0.5)), not a third of it
+    for key, value in own.items():
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(outcome.weights[key], value + 0.5 * (peers["site-2"][key] - value), atol=1e-6)
+    # the paper's rule averages what it selects, copies included
+    assert paper.aggregate(0, own, received).fields["adopted"] == ["site-2", "site-3", "site-4"]

@@ -94,3 +94,17 @@ def test_the_adaptive_attacker_on_balance_goes_to_the_edge_of_the_receivers_radi
     distance = float(np.linalg.norm(crafted.astype(np.float64) - 0.9))
     assert 0.54 - 0.01 <= distance <= 0.54 + 1e-5 and row["attack_family"] == "reverse"
     np.testing.assert_allclose(crafted, 0.9 + distance / 2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("aggregation", ["paper", "validated"])
+def test_the_attacker_predicts_that_a_copy_of_the_receivers_function_is_selected_but_not_averaged(aggregation):
+    graph = {"site-1": [], "site-4": ["site-1"]}
+    rt = TinyRuntime()
+    ex = site4(LightyearExecutor, graph=graph, runtime=rt, tau=0.9, aggregation=aggregation)
+    receiver = {"w": np.array([2.5, 0.0], dtype=np.float32)}
+    predict = ex.predicted_outcome(3, receiver, {}, copies=2)
+    accepted, adopted = predict({k: v.copy() for k, v in receiver.items()})
+    assert accepted == (aggregation == "paper")  # Eq. 17 keeps it; the validated aggregation leaves it out
+    np.testing.assert_array_equal(adopted["w"], receiver["w"])  # either way the receiver's model stays as it is
+    other = {"w": np.array([2.4, 0.0], dtype=np.float32)}  # another function, as skilled: averaged by either rule
+    assert score(rt, receiver, other) >= 0.9 and predict(other)[0]

@@ -28,7 +28,8 @@ class PredictionSummary:
 
     ``performance`` is accuracy (classification) or Dice (segmentation); ``ece`` the top-label
     expected calibration error (pixel-level for segmentation); ``confidence`` and ``entropy``
-    the per-sample (per-pixel) max probability and normalised entropy. ``finite`` is False when
+    the per-sample (per-pixel) max probability and normalised entropy, ``predicted`` the class each
+    sample (pixel) is given (None when the summary was made without it). ``finite`` is False when
     the model's outputs had NaN or Inf (a sign-flipped BatchNorm network has negative running
     variances and such outputs while its weights are finite): such a model agrees with nothing.
     """
@@ -40,6 +41,7 @@ class PredictionSummary:
     task: str = "classification"
     finite: bool = True
     chance: float = 0.0
+    predicted: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ def summarize_predictions(
             confidence=metrics.confidence(flat),
             entropy=metrics.entropy(flat, normalize=normalize_entropy),
             task="segmentation",
+            predicted=flat.argmax(axis=1),
         )
     return PredictionSummary(
         performance=metrics.accuracy(probs, labels),
@@ -92,6 +95,7 @@ def summarize_predictions(
         entropy=metrics.entropy(probs, normalize=normalize_entropy),
         task="classification",
         chance=_chance(probs),
+        predicted=probs.argmax(axis=1),
     )
 
 
@@ -161,6 +165,29 @@ def agreement(own: PredictionSummary, peer: PredictionSummary, third_term: str =
     ece = calibration_agreement(own, peer)
     third = confidence_agreement(own, peer) if third_term == CONFIDENCE else sharpness_agreement(own, peer)
     return AgreementScore(score=(perf + ece + third) / 3.0, performance=perf, ece=ece, third=third)
+
+
+SAME_FUNCTION_TOLERANCE = 1e-4
+"""How far two models' per-sample max probability and entropy may differ for :func:`same_function`
+to take them for one function: float32 rounding of a reparametrised network's outputs stays near
+1e-6; two models trained on different data differ by orders of magnitude more."""
+
+
+def same_function(own: PredictionSummary, peer: PredictionSummary, tolerance: float = SAME_FUNCTION_TOLERANCE) -> bool:
+    """Whether ``peer`` computes what ``own`` computes on the validation set both summarise: the same
+    predicted class for every sample (pixel), and per-sample max probability and entropy within
+    ``tolerance``. Not part of the paper: it backs the validated aggregation's rule that a peer
+    computing the site's own function adds nothing to it (``validated_update``'s module docstring).
+    False when either summary lacks its predictions or its outputs were not finite."""
+    if not (own.finite and peer.finite) or own.predicted is None or peer.predicted is None:
+        return False
+    _check_same_samples(own.confidence, peer.confidence)
+    _check_same_samples(own.predicted, peer.predicted)
+    return bool(
+        np.array_equal(own.predicted, peer.predicted)
+        and np.all(np.abs(own.confidence - peer.confidence) <= tolerance)
+        and np.all(np.abs(own.entropy - peer.entropy) <= tolerance)
+    )
 
 
 def select_peers(

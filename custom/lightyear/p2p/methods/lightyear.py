@@ -21,7 +21,15 @@ import time
 
 from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.model_check import model_problems
-from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
+from lightyear.algorithms.p2p.agreement import (
+    THIRD_TERMS,
+    agreement,
+    check_skill_floor,
+    check_tau,
+    same_function,
+    select_peers,
+    skill,
+)
 from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
 from lightyear.algorithms.p2p.validated_update import (
     DEFAULT_DELTA,
@@ -39,6 +47,11 @@ from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 PAPER, VALIDATED = "paper", "validated"
 ATTACKER_COPY = "crafted-"
 """Names of the crafted copies in a predicted round (no site is named so)."""
+OWN_FUNCTION = (
+    "computes the own model's function on the own validation set (left out before averaging: it adds "
+    "nothing, and counted in |S| it would shrink every other selected peer's step)"
+)
+"""The reason recorded for a selected peer whose model computes the own model's function (``same_function``)."""
 AGGREGATIONS = (VALIDATED, PAPER)
 
 
@@ -128,12 +141,14 @@ class LightyearExecutor(P2PExecutor):
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         own_summary, own_metrics = self.runtime.assess(normalize_entropy=self.normalize_entropy)
-        scores, skills, rejected = {}, {}, {}
+        scores, skills, rejected, copies = {}, {}, {}, {}
         for peer, weights in received.items():
             try:
                 peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
                 scores[peer] = agreement(own_summary, peer_summary, self.third_term)
                 skills[peer] = skill(peer_summary)
+                if same_function(own_summary, peer_summary):
+                    copies[peer] = OWN_FUNCTION
             except Exception as exc:  # noqa: BLE001 - a model that breaks scoring is refused, not fatal
                 rejected[peer] = f"{type(exc).__name__}: {exc}"
         own_skill = skill(own_summary)
@@ -147,7 +162,8 @@ class LightyearExecutor(P2PExecutor):
 
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
         fields.update({"own_skill": own_skill, "warming_up": int(warming_up), "aggregation": self.aggregation})
-        chosen = {p: received[p] for p in selected}
+        copies = {} if self.aggregation == PAPER else {p: copies[p] for p in selected if p in copies}
+        chosen = {p: received[p] for p in selected if p not in copies}
         if self.align_units:
             chosen, moved = self.aligned(self.unit_aligner(own), chosen)
             fields.update({f"{peer}_realigned": moved.get(peer, "") for peer in self.neighbours})
@@ -156,7 +172,7 @@ class LightyearExecutor(P2PExecutor):
             weights = decayed_mean_update(own, [chosen[p] for p in selected], self.gamma, t=round_num)
             fields["adopted"] = selected
         else:
-            order = sorted(selected, key=lambda p: (-scores[p].score, p))
+            order = sorted(chosen, key=lambda p: (-scores[p].score, p))
             # id(candidate) -> its validation metrics, the last evaluated under that id: the adopted
             # candidate lives on in the result, so no later one shares its id, and its metrics are recorded
             measured = {}
@@ -177,8 +193,8 @@ class LightyearExecutor(P2PExecutor):
             )
             weights = update.weights
             val_metrics = measured.get(id(weights)) if update.adopted else own_metrics
-            fields.update(validation_fields(update, self.neighbours))
-            for peer, reason in update.excluded.items():
+            fields.update(validation_fields(update, self.neighbours, copies))
+            for peer, reason in {**copies, **update.excluded}.items():
                 self.logger.warning(f"round {round_num}: excluded {peer} after averaging: {reason}")
         for peer in self.neighbours:
             s = scores.get(peer)
@@ -214,10 +230,14 @@ class LightyearExecutor(P2PExecutor):
             score = agreement(reference, summary, self.third_term).score
             return bool(math.isfinite(score) and score >= self.tau and (floor <= 0 or skill(summary) >= floor)), score
 
+        def averaged(summary) -> bool:  # the validated aggregation leaves out a copy of the receiver's function
+            return self.aggregation == PAPER or not same_function(reference, summary)
+
         scores, kept = {}, {}
         for peer, weights in others.items():
-            keep, scores[peer] = chosen(self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy))
-            if keep:
+            summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+            keep, scores[peer] = chosen(summary)
+            if keep and averaged(summary):
                 kept[peer] = weights
         align = self.unit_aligner(receiver) if self.align_units else None
         if align is not None:
@@ -226,7 +246,9 @@ class LightyearExecutor(P2PExecutor):
         names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
 
         def predict(crafted: dict) -> tuple[bool, dict]:
-            keep, score = chosen(self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy))
+            summary = self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy)
+            keep, score = chosen(summary)
+            keep = keep and averaged(summary)  # a copy of the receiver's function is selected, not averaged
             if align is not None and keep:
                 crafted = self.aligned(align, {names[0]: crafted})[0][names[0]]
             selected = {**kept, **({n: crafted for n in names} if keep else {})}
@@ -247,14 +269,16 @@ def _performance_and_loss(found: dict) -> tuple[float, float]:
     return found["dice" if "dice" in found else "acc"], found["loss"]
 
 
-def validation_fields(update, neighbours) -> dict:
-    """The record fields of a validated aggregation: what was adopted, what was excluded after
-    averaging (with each peer's reason in ``<peer>_excluded``), the own and adopted validation
-    performance and loss, and the forward passes spent."""
-    fields = {"adopted": update.adopted, "excluded": sorted(update.excluded), "validation_evals": update.evaluations}
+def validation_fields(update, neighbours, left_out: dict | None = None) -> dict:
+    """The record fields of a validated aggregation: what was adopted, what was excluded (before
+    averaging, ``left_out``: peer -> reason, or after it), with each peer's reason in
+    ``<peer>_excluded``, the own and adopted validation performance and loss, and the forward passes
+    spent."""
+    excluded = {**(left_out or {}), **update.excluded}
+    fields = {"adopted": update.adopted, "excluded": sorted(excluded), "validation_evals": update.evaluations}
     fields.update({"own_val_perf": update.own[0], "own_val_loss": update.own[1]})
     fields.update({"adopted_val_perf": update.adopted_evaluation[0], "adopted_val_loss": update.adopted_evaluation[1]})
-    fields.update({f"{peer}_excluded": update.excluded.get(peer, "") for peer in neighbours})
+    fields.update({f"{peer}_excluded": excluded.get(peer, "") for peer in neighbours})
     return fields
 
 
