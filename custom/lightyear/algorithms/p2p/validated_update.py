@@ -22,7 +22,11 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
 When no candidate passes, the site keeps its own model, which meets 1-3 by definition. With all
 peers passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
 
-Procedure, with ``S`` the selected peers (Eq. 17):
+The site hands this rule its selected peers (Eq. 17) less those whose model computes its own
+function on its validation set (:func:`lightyear.algorithms.p2p.agreement.same_function`): they add
+nothing, and counted in ``|S|`` they would shrink every other peer's weight.
+
+Procedure, with ``S`` the peers handed to it:
 
 * the Eq. 18 aggregate of ``S`` (weights capped as in 3.) is tested; if it passes it is adopted:
   one extra forward pass over the validation set, the common case;

@@ -7,7 +7,10 @@ neighbour selected it keeps its own model.
 
 ``aggregation`` chooses how the step is taken: ``validated`` (the default) adopts only an
 aggregate the site has validated itself, with the guarantee of
-:mod:`lightyear.algorithms.p2p.validated_update`; ``paper`` is Eq. 18 exactly, for reproducing the
+:mod:`lightyear.algorithms.p2p.validated_update`, and leaves out before averaging a selected peer
+whose model computes the own model's function on the own validation set
+(:func:`~lightyear.algorithms.p2p.agreement.same_function`): such a model adds nothing, and counted
+in |S| it would shrink the step of every other selected peer. ``paper`` is Eq. 18 exactly, for reproducing the
 paper (a model that predicts like an honest one but sits elsewhere in parameter space then wrecks
 the average; ``docs/attacks.md``). ``align_units`` (off by default) first puts every selected
 model's hidden units in the own model's order (:mod:`lightyear.algorithms.p2p.unit_alignment`): the
@@ -195,7 +198,7 @@ class LightyearExecutor(P2PExecutor):
             val_metrics = measured.get(id(weights)) if update.adopted else own_metrics
             fields.update(validation_fields(update, self.neighbours, copies))
             for peer, reason in {**copies, **update.excluded}.items():
-                self.logger.warning(f"round {round_num}: excluded {peer} after averaging: {reason}")
+                self.logger.warning(f"round {round_num}: excluded {peer}: {reason}")
         for peer in self.neighbours:
             s = scores.get(peer)
             fields[f"{peer}_score"] = s.score if s else ""
@@ -284,7 +287,7 @@ def validation_fields(update, neighbours, left_out: dict | None = None) -> dict:
 
 def lightyear_labels(row: dict, peers) -> Labelling:
     """LIGHTYEAR's detections: a scored peer not selected (A_ij < tau, or below the skill floor), a
-    selected peer excluded after averaging (the validated aggregation: not in ``adopted``), or a
+    selected peer excluded before or after averaging (the validated aggregation: not in ``adopted``), or a
     rejected one. In a warm-up round (own model below the skill floor) no peer is judged: only
     rejections count."""
     rejected = names(row.get("rejected"))
@@ -313,7 +316,8 @@ METHOD = Method(
         lightyear_labels,
         ("round", "selected", "rejected"),
         "_score",
-        "not selected (agreement score < tau or below the skill floor), excluded after averaging, or rejected",
+        "not selected (agreement score < tau or below the skill floor), excluded before or after averaging, "
+        "or rejected",
     ),
     adaptive=PEER_ADAPTIVE,
     featured=True,
