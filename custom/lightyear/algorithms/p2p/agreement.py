@@ -183,7 +183,6 @@ def same_function(own: PredictionSummary, peer: PredictionSummary, tolerance: fl
     if not (own.finite and peer.finite) or own.predicted is None or peer.predicted is None:
         return False
     _check_same_samples(own.confidence, peer.confidence)
-    _check_same_samples(own.predicted, peer.predicted)
     return bool(
         np.array_equal(own.predicted, peer.predicted)
         and np.all(np.abs(own.confidence - peer.confidence) <= tolerance)

@@ -150,7 +150,7 @@ class LightyearExecutor(P2PExecutor):
                 peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
                 scores[peer] = agreement(own_summary, peer_summary, self.third_term)
                 skills[peer] = skill(peer_summary)
-                if same_function(own_summary, peer_summary):
+                if self.aggregation == VALIDATED and same_function(own_summary, peer_summary):
                     copies[peer] = OWN_FUNCTION
             except Exception as exc:  # noqa: BLE001 - a model that breaks scoring is refused, not fatal
                 rejected[peer] = f"{type(exc).__name__}: {exc}"
@@ -165,7 +165,7 @@ class LightyearExecutor(P2PExecutor):
 
         fields = {"selected": selected, "n_selected": len(selected), "step": self.gamma**round_num}
         fields.update({"own_skill": own_skill, "warming_up": int(warming_up), "aggregation": self.aggregation})
-        copies = {} if self.aggregation == PAPER else {p: copies[p] for p in selected if p in copies}
+        copies = {p: copies[p] for p in selected if p in copies}  # a copy not selected is simply not selected
         chosen = {p: received[p] for p in selected if p not in copies}
         if self.align_units:
             chosen, moved = self.aligned(self.unit_aligner(own), chosen)
