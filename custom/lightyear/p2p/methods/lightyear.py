@@ -150,7 +150,7 @@ class LightyearExecutor(P2PExecutor):
                 peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
                 scores[peer] = agreement(own_summary, peer_summary, self.third_term)
                 skills[peer] = skill(peer_summary)
-                if self.aggregation == VALIDATED and same_function(own_summary, peer_summary):
+                if self.copies_own(own_summary, peer_summary):
                     copies[peer] = OWN_FUNCTION
             except Exception as exc:  # noqa: BLE001 - a model that breaks scoring is refused, not fatal
                 rejected[peer] = f"{type(exc).__name__}: {exc}"
@@ -208,6 +208,11 @@ class LightyearExecutor(P2PExecutor):
             fields[f"{peer}_skill"] = skills.get(peer, "")
         return Aggregation(weights=weights, fields=fields, score_s=score_s, rejected=rejected, val_metrics=val_metrics)
 
+    def copies_own(self, own_summary, peer_summary) -> bool:
+        """Whether the validated aggregation leaves the peer out before averaging: its model computes the
+        own model's function (:func:`same_function`). The paper rule averages whatever it selects."""
+        return self.aggregation == VALIDATED and same_function(own_summary, peer_summary)
+
     def _validation(self, weights: dict | None) -> tuple[float, float]:
         """(performance, loss) of ``weights`` (None: the site's current model) on the own validation set."""
         return _performance_and_loss(self.runtime.evaluate("val", weights))
@@ -233,14 +238,11 @@ class LightyearExecutor(P2PExecutor):
             score = agreement(reference, summary, self.third_term).score
             return bool(math.isfinite(score) and score >= self.tau and (floor <= 0 or skill(summary) >= floor)), score
 
-        def averaged(summary) -> bool:  # the validated aggregation leaves out a copy of the receiver's function
-            return self.aggregation == PAPER or not same_function(reference, summary)
-
         scores, kept = {}, {}
         for peer, weights in others.items():
             summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
             keep, scores[peer] = chosen(summary)
-            if keep and averaged(summary):
+            if keep and not self.copies_own(reference, summary):
                 kept[peer] = weights
         align = self.unit_aligner(receiver) if self.align_units else None
         if align is not None:
@@ -251,7 +253,7 @@ class LightyearExecutor(P2PExecutor):
         def predict(crafted: dict) -> tuple[bool, dict]:
             summary = self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy)
             keep, score = chosen(summary)
-            keep = keep and averaged(summary)  # a copy of the receiver's function is selected, not averaged
+            keep = keep and not self.copies_own(reference, summary)  # selected, but not averaged
             if align is not None and keep:
                 crafted = self.aligned(align, {names[0]: crafted})[0][names[0]]
             selected = {**kept, **({n: crafted for n in names} if keep else {})}
