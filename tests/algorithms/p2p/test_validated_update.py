@@ -1,16 +1,29 @@
 """The validated aggregation on one-number models whose validation results are given by hand."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from lightyear.algorithms.p2p.decayed_update import decayed_mean_update
-from lightyear.algorithms.p2p.validated_update import LOSS_SLACK, Bounds, norm_growth, peer_weight, validated_update
+from lightyear.algorithms.p2p.validated_update import LOSS_SLACK, Bounds, norm_growth, peer_weight
+from lightyear.algorithms.p2p.validated_update import validated_update as validated_with_midpoints
 
 OWN = {"w": np.array([0.0]), "count": np.array(3, dtype=np.int64)}  # w all zero: no norm bound on it
 
 
 def model(value):
     return {"w": np.array([float(value)]), "count": np.array(9, dtype=np.int64)}
+
+
+def validated_update(*args, bounds=None, **kwargs):
+    """The validated aggregation without the midpoint test (tested on its own below): these cases are
+    about the aggregates that follow it."""
+    args = list(args)
+    if len(args) == 8:
+        bounds = args.pop()
+    bounds = dataclasses.replace(bounds or Bounds(), midpoint_test=False)
+    return validated_with_midpoints(*args, bounds=bounds, **kwargs)
 
 
 class Validation:
@@ -179,3 +192,58 @@ def test_an_entry_with_no_values_is_carried_wherever_it_stands(keys):
     assert out.adopted == ["p"] and out.weights["empty"].size == 0
     if "w" in keys:  # one peer at max_peer_share 1/2: halfway
         np.testing.assert_allclose(out.weights["w"], [1.05, 1.05], rtol=1e-6)
+
+
+def barrier(weights):
+    """Accuracy 1 and loss 0.2 everywhere but on 0.8 < w < 1.2, where accuracy is 0 and loss 5: two
+    models that predict alike with a barrier between them."""
+    w = float(weights["w"][0])
+    return (0.0, 5.0) if 0.8 < w < 1.2 else (1.0, 0.2)
+
+
+def test_a_peer_with_a_barrier_halfway_is_left_out_before_averaging_and_not_counted():
+    """Own 0, four peers at 0.4 and one at 2.0 (each scoring 1, loss 0.2, on the own validation set).
+    Without the test the whole aggregate 1/5 (4 * 0.4 + 2.0) = 0.72 passes and holds the far peer. With
+    it the midpoints are 0.2 (four times) and 1.0, which scores 0: the far peer is left out, and the four
+    others share the step: 1/4 (4 * 0.4) = 0.4, adopted. Five midpoints and one aggregate: 6 passes."""
+    peers = {**{f"h{i}": model(0.4) for i in range(4)}, "far": model(2.0)}
+    order = list(peers)
+    found = {p: barrier(w) for p, w in peers.items()}
+    out = validated_with_midpoints(OWN, peers, order, 1.0, 0, barrier, (1.0, 0.2), Bounds(), found)
+    assert out.adopted == ["h0", "h1", "h2", "h3"] and list(out.excluded) == ["far"]
+    assert out.weights["w"][0] == pytest.approx(0.4) and out.evaluations == 6
+    assert "the model halfway to it scored 0 (loss 5)" in out.excluded["far"]
+    assert out.midpoints["far"] == (0.0, 5.0) and out.midpoints["h0"] == (1.0, 0.2)
+    without = validated_update(OWN, peers, order, 1.0, 0, barrier, (1.0, 0.2))
+    assert without.adopted == order and without.weights["w"][0] == pytest.approx(0.72)
+
+
+@pytest.mark.parametrize(
+    "peer, halfway, passes",
+    [
+        # the reference is the larger of the two losses: a peer that does worse here than the own model (its
+        # data is elsewhere) passes when halfway is within 1.5 times its loss; the own loss alone would refuse it
+        ((0.9, 0.5), (0.92, 0.45), True),
+        ((0.9, 0.5), (0.92, 1.5 * 0.5 + LOSS_SLACK), True),  # exactly at the bound
+        ((0.9, 0.5), (0.92, 0.77), False),  # above 1.5 * 0.5 + 0.01
+        ((0.9, 0.5), (0.5, 0.45), True),  # accuracy is the aggregate's test, not the midpoint's
+        ((0.9, float("nan")), (1.0, 0.1), False),  # a peer with non-finite outputs has no reference
+        ((0.9, 0.5), (float("inf"), 0.1), False),
+        ((0.9, 0.5), (0.9, float("nan")), False),
+    ],
+)
+def test_the_midpoint_loss_is_judged_against_the_larger_of_the_two_ends(peer, halfway, passes):
+    out = validated_with_midpoints(
+        OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: halfway, (1.0, 0.2), Bounds(), {"a": peer}
+    )
+    # (one peer at share 1/2: the aggregate is the midpoint again, judged against the own model alone)
+    assert out.midpoints["a"] == halfway and ("halfway" in out.excluded.get("a", "")) is not passes
+
+
+def test_the_midpoint_test_needs_every_selected_peers_evaluation():
+    with pytest.raises(ValueError, match="the midpoint test needs peer_evaluations"):
+        validated_with_midpoints(OWN, {"a": model(0.5)}, ["a"], 1.0, 0, barrier, (1.0, 0.2), Bounds(), {"b": (1, 0)})
+    with pytest.raises(ValueError, match="midpoint_test must be true or false"):
+        Bounds(midpoint_test="yes")
+    with pytest.raises(ValueError, match="midpoint_loss_growth must be a number >= 0"):
+        Bounds(midpoint_loss_growth=-0.5)

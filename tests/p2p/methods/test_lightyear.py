@@ -333,3 +333,35 @@ def test_copies_of_the_own_function_are_left_out_before_averaging_and_do_not_shr
             np.testing.assert_allclose(outcome.weights[key], value + 0.5 * (peers["site-2"][key] - value), atol=1e-6)
     # the paper's rule averages what it selects, copies included
     assert paper.aggregate(0, own, received).fields["adopted"] == ["site-2", "site-3", "site-4"]
+
+
+@pytest.fixture(scope="module")
+def sibling():
+    """Another model of the receiving site's data, trained from the same start on another path: it predicts
+    much as the receiver's model does, and the models between the two predict as well."""
+    args = {"local_epochs": 3, "batch_size": 32}
+    rt = SiteRuntime("site-1", "digits", "cnn", seed=0, train_args=args, num_threads=1)
+    rt.train(0)
+    return rt.get_weights()
+
+
+def test_a_permuted_copy_of_another_model_is_left_out_at_the_midpoint(tmp_path, trained, sibling):
+    from lightyear.algorithms.attacks.reparametrise import reparametrised
+    from lightyear.models import model_symmetries
+
+    # partial knowledge: a permuted copy of an honest model predicts like it, not like the receiver's (no
+    # copy of the own function); halfway to the receiver's model it predicts worse than either
+    permuted = reparametrised(sibling, model_symmetries("cnn", sibling), "permute", 1.0, np.random.default_rng(5))[0]
+    received = {"site-2": sibling, "site-3": permuted}
+    tested, untested = (make_executor(tmp_path, max_loss_growth=0.2, midpoint_test=m) for m in (True, False))
+    for ex in (tested, untested):
+        ex.runtime.set_weights(trained)
+    fields = tested.aggregate(0, trained, received).fields
+    assert fields["selected"] == ["site-2", "site-3"] and fields["site-3_perf"] == fields["site-2_perf"]
+    assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3"]
+    assert "the model halfway to it scored" in fields["site-3_excluded"] and fields["site-2_excluded"] == ""
+    # the honest peer gets the step it gets alone: 2 midpoints, then its aggregate (the same model, evaluated again)
+    assert fields["validation_evals"] == 3
+    # without the test the copy costs the whole aggregate and a pass of its own before it is found out
+    late = untested.aggregate(0, trained, received).fields
+    assert late["adopted"] == ["site-2"] and "the aggregate with it scored" in late["site-3_excluded"]

@@ -17,16 +17,25 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
 3. holds at least ``1 - max_peer_share`` of the own model: each peer's difference enters with the
    weight ``gamma^t * min(1/|S|, max_peer_share)``, so no received model is ever adopted as it is
    (a model that passes the agreement test only because it computes an honest model's function is
-   tested by what its mixture with the own model does).
+   tested by what its mixture with the own model does);
+4. holds a selected peer's difference only if the model halfway between the own model and the
+   peer's (``midpoint_test``, on by default) gives finite outputs with a validation loss of at most
+   ``(1 + midpoint_loss_growth)`` times the larger of the two models' losses plus ``LOSS_SLACK``.
+   Models that descend from a common start through training lie on a path along which the loss
+   stays near that of its ends (on digits, honest peers' midpoints stayed within 2 times the
+   larger); a copy of a model moved elsewhere in parameter space (its hidden units permuted)
+   predicts like that model and may pass in a small share of an aggregate, but halfway the two
+   predict worse than either (up to 10 times the loss on digits). A peer that fails is left out
+   before averaging and not counted in ``|S|``.
 
-When no candidate passes, the site keeps its own model, which meets 1-3 by definition. With all
+When no candidate passes, the site keeps its own model, which meets 1-4 by definition. With all
 peers passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
 
 The site hands this rule its selected peers (Eq. 17) less those whose model computes its own
 function on its validation set (:func:`lightyear.algorithms.p2p.agreement.same_function`): they add
 nothing, and counted in ``|S|`` they would shrink every other peer's weight.
 
-Procedure, with ``S`` the peers handed to it:
+Procedure, with ``S`` the peers handed to it less those whose midpoint failed:
 
 * the Eq. 18 aggregate of ``S`` (weights capped as in 3.) is tested; if it passes it is adopted:
   one extra forward pass over the validation set, the common case;
@@ -41,8 +50,9 @@ Procedure, with ``S`` the peers handed to it:
   ``gamma^t * min(1/|K|, max_peer_share)``) is tried too and adopted if it passes, so that a
   benign minority among attackers still gets its full step.
 
-Cost: one forward pass over the own validation set per round when the aggregate of ``S`` passes,
-at most ``2 |S| + 2`` when it does not (candidates refused on their norms cost none).
+Cost: one forward pass over the own validation set per selected peer (its midpoint), then one per
+round when the aggregate of ``S`` passes, at most ``2 |S| + 2`` when it does not (candidates refused
+on their norms cost none).
 
 Not bounded: harm the validation set does not show (a small validation set measures coarsely),
 and what later local training does with an adopted model (it starts from a model that passed).
@@ -58,12 +68,16 @@ import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
 from lightyear.algorithms.p2p.decayed_update import check_gamma
-from lightyear.checks import non_negative, number_in
+from lightyear.checks import boolean, non_negative, number_in
 
 DEFAULT_DELTA = 0.02
 DEFAULT_MAX_LOSS_GROWTH = 0.1
 DEFAULT_MAX_NORM_GROWTH = 0.1
 DEFAULT_MAX_PEER_SHARE = 0.5
+DEFAULT_MIDPOINT_TEST = True
+DEFAULT_MIDPOINT_LOSS_GROWTH = 0.5
+MIDPOINT = 0.5
+"""Where on the line from the own model to a peer's the midpoint test looks: halfway."""
 LOSS_SLACK = 0.01
 """Absolute slack of the loss bound, so that an own loss near 0 does not refuse every aggregate."""
 
@@ -109,12 +123,36 @@ class Bounds:
     max_loss_growth: float = DEFAULT_MAX_LOSS_GROWTH
     max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH
     max_peer_share: float = DEFAULT_MAX_PEER_SHARE
+    midpoint_test: bool = DEFAULT_MIDPOINT_TEST
+    midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH
 
     def __post_init__(self):
         check_delta(self.delta)
         check_max_loss_growth(self.max_loss_growth)
         check_max_norm_growth(self.max_norm_growth)
         check_max_peer_share(self.max_peer_share)
+        boolean("midpoint_test", self.midpoint_test, note="true tests the model halfway to each selected peer")
+        non_negative(
+            "midpoint_loss_growth",
+            self.midpoint_loss_growth,
+            note="0.5: the model halfway to a peer has a validation loss within 1.5 times the worse end's",
+        )
+
+    def halfway_passes(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> bool:
+        """Whether the model halfway to a peer, evaluated ``found``, gives finite outputs with a loss of at
+        most ``(1 + midpoint_loss_growth)`` times the larger of the own and the peer's losses plus
+        ``LOSS_SLACK`` (False when either loss is not finite)."""
+        got, lost = (float(v) for v in found)
+        worse = float(np.maximum(float(own[1]), float(peer[1])))  # NaN stays NaN (max() would drop it)
+        ceiling = (1.0 + self.midpoint_loss_growth) * worse + LOSS_SLACK
+        return math.isfinite(got) and math.isfinite(lost) and math.isfinite(worse) and lost <= ceiling
+
+    def passes(self, found: Evaluation, performance: float, loss: float) -> bool:
+        """Whether ``found`` (performance, loss) is finite, scores at least ``performance - delta`` and has a
+        loss of at most ``(1 + max_loss_growth) * loss + LOSS_SLACK`` (False when a reference is NaN)."""
+        got, lost = (float(v) for v in found)
+        ceiling = (1.0 + self.max_loss_growth) * loss + LOSS_SLACK
+        return math.isfinite(got) and math.isfinite(lost) and got >= performance - self.delta and lost <= ceiling
 
 
 def norm_growth(own: Weights, candidate: Weights) -> float:
@@ -223,11 +261,13 @@ class ValidatedUpdate:
     excluded: dict = field(default_factory=dict)
     candidates: list = field(default_factory=list)
     adopted_evaluation: Evaluation = (float("nan"), float("nan"))
+    midpoints: dict = field(default_factory=dict)
 
     @property
     def evaluations(self) -> int:
-        """Forward passes over the validation set spent (candidates refused on their norms cost none)."""
-        return sum(1 for c in self.candidates if c.evaluated)
+        """Forward passes over the validation set spent: one a midpoint, one an aggregate (candidates refused
+        on their norms cost none)."""
+        return len(self.midpoints) + sum(1 for c in self.candidates if c.evaluated)
 
 
 def validated_update(
@@ -239,19 +279,22 @@ def validated_update(
     evaluate: Callable[[dict], Evaluation],
     own_evaluation: Evaluation,
     bounds: Bounds = Bounds(),
+    peer_evaluations: Mapping[str, Evaluation] | None = None,
 ) -> ValidatedUpdate:
     """The hardened Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
 
     ``order``: the selected peers (every key of ``selected`` exactly once), in the order that breaks
     ties between equal validation losses when the whole aggregate fails;
     ``evaluate(weights) -> (performance, loss)`` on the own validation set; ``own_evaluation``: the
-    own model's.
+    own model's; ``peer_evaluations``: every selected peer's model's, needed by the midpoint test.
     """
     check_gamma(gamma)
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
         raise ValueError(f"round index t must be an integer >= 0, got {t!r}")
     if len(set(order)) != len(order) or sorted(order) != sorted(selected):
         raise ValueError(f"order must list every selected peer once: got {list(order)} for {sorted(selected)}")
+    if bounds.midpoint_test and not set(selected) <= set(peer_evaluations or {}):
+        raise ValueError("the midpoint test needs peer_evaluations: every selected peer's (performance, loss)")
     own_performance, own_loss = (float(v) for v in own_evaluation)
     result = ValidatedUpdate(
         weights={k: np.array(v, copy=True) for k, v in own.items()}, own=(own_performance, own_loss)
@@ -259,10 +302,18 @@ def validated_update(
     result.adopted_evaluation = result.own
     if not selected:
         return result
-    floor = own_performance - bounds.delta
-    ceiling = (1.0 + bounds.max_loss_growth) * own_loss + LOSS_SLACK
 
     steps = _Steps(own, selected)
+    if bounds.midpoint_test:
+        for peer in order:
+            halfway = steps.model(steps.base + MIDPOINT * steps.diff(peer))
+            found = tuple(float(v) for v in evaluate(halfway))
+            result.midpoints[peer] = found
+            if not bounds.halfway_passes(found, result.own, peer_evaluations[peer]):
+                result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], bounds)
+        order = [p for p in order if p not in result.excluded]
+        if not order:
+            return result
 
     def test(peers: Sequence[str], total: np.ndarray, weight: float) -> tuple[dict, Candidate]:
         vector = steps.base + weight * total
@@ -272,12 +323,12 @@ def validated_update(
             candidate = Candidate(tuple(peers), weight, growth)
         else:
             performance, loss = (float(v) for v in evaluate(weights))
-            passed = math.isfinite(performance) and math.isfinite(loss) and performance >= floor and loss <= ceiling
+            passed = bounds.passes((performance, loss), own_performance, own_loss)
             candidate = Candidate(tuple(peers), weight, growth, performance, loss, passed, evaluated=True)
         result.candidates.append(candidate)
         return weights, candidate
 
-    weight = peer_weight(gamma, int(t), len(selected), bounds.max_peer_share)
+    weight = peer_weight(gamma, int(t), len(order), bounds.max_peer_share)
     total = steps.zero()
     for peer in order:
         total += steps.diff(peer)
@@ -325,6 +376,15 @@ def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
         "on the own validation set "
         f"against the own model's {own[0]:.4g} (loss {own[1]:.4g}): beyond validation_delta {bounds.delta:g} "
         f"or max_loss_growth {bounds.max_loss_growth:g}"
+    )
+
+
+def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, bounds: Bounds) -> str:
+    return (
+        f"the model halfway to it scored {found[0]:.4g} (loss {found[1]:.4g}) on the own validation set, against "
+        f"{own[0]:.4g} (loss {own[1]:.4g}) for the own model and {peer[0]:.4g} (loss {peer[1]:.4g}) for it: "
+        f"a loss above 1 + midpoint_loss_growth ({1 + bounds.midpoint_loss_growth:g}) times the larger of "
+        "the two (left out before averaging)"
     )
 
 

@@ -39,6 +39,8 @@ from lightyear.algorithms.p2p.validated_update import (
     DEFAULT_MAX_LOSS_GROWTH,
     DEFAULT_MAX_NORM_GROWTH,
     DEFAULT_MAX_PEER_SHARE,
+    DEFAULT_MIDPOINT_LOSS_GROWTH,
+    DEFAULT_MIDPOINT_TEST,
     Bounds,
     validated_update,
 )
@@ -72,6 +74,8 @@ class LightyearExecutor(P2PExecutor):
         max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH,
         max_peer_share: float = DEFAULT_MAX_PEER_SHARE,
         align_units: bool = False,
+        midpoint_test: bool = DEFAULT_MIDPOINT_TEST,
+        midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH,
         **kwargs,
     ):
         """Args:
@@ -90,6 +94,9 @@ class LightyearExecutor(P2PExecutor):
             ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validated_update.Bounds`):
             the largest drop of validation accuracy (Dice), relative growth of the validation loss
             and of an entry's norm, and weight of one received model in an aggregate.
+        midpoint_test, midpoint_loss_growth: leave out before averaging a selected peer when the model
+            halfway between the own model and its model has a validation loss above
+            ``1 + midpoint_loss_growth`` times the larger of theirs (the ``validated`` aggregation).
         align_units: align every selected model's hidden units to the own model's before averaging
             (:mod:`~lightyear.algorithms.p2p.unit_alignment`; the network's declared symmetries).
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
@@ -107,7 +114,9 @@ class LightyearExecutor(P2PExecutor):
                 f"aggregate; paper: Eq. 18 as published), got {aggregation!r}"
             )
         self.aggregation = aggregation
-        self.bounds = Bounds(validation_delta, max_loss_growth, max_norm_growth, max_peer_share)
+        self.bounds = Bounds(
+            validation_delta, max_loss_growth, max_norm_growth, max_peer_share, midpoint_test, midpoint_loss_growth
+        )
         self.align_units = boolean(
             "align_units", align_units, note="true aligns each selected model's units to the own model's"
         )
@@ -144,10 +153,11 @@ class LightyearExecutor(P2PExecutor):
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         start = time.perf_counter()
         own_summary, own_metrics = self.runtime.assess(normalize_entropy=self.normalize_entropy)
-        scores, skills, rejected, copies = {}, {}, {}, {}
+        scores, skills, rejected, copies, evaluations = {}, {}, {}, {}, {}
         for peer, weights in received.items():
             try:
-                peer_summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+                peer_summary, peer_metrics = self.runtime.assess(weights, normalize_entropy=self.normalize_entropy)
+                evaluations[peer] = _performance_and_loss(peer_metrics)
                 scores[peer] = agreement(own_summary, peer_summary, self.third_term)
                 skills[peer] = skill(peer_summary)
                 if self.copies_own(own_summary, peer_summary):
@@ -193,6 +203,7 @@ class LightyearExecutor(P2PExecutor):
                 validation,
                 _performance_and_loss(own_metrics),
                 self.bounds,
+                evaluations,
             )
             weights = update.weights
             val_metrics = measured.get(id(weights)) if update.adopted else own_metrics
@@ -238,9 +249,10 @@ class LightyearExecutor(P2PExecutor):
             score = agreement(reference, summary, self.third_term).score
             return bool(math.isfinite(score) and score >= self.tau and (floor <= 0 or skill(summary) >= floor)), score
 
-        scores, kept = {}, {}
+        scores, kept, evaluations = {}, {}, {}
         for peer, weights in others.items():
-            summary = self.runtime.summarize(weights, normalize_entropy=self.normalize_entropy)
+            summary, found = self.runtime.assess(weights, normalize_entropy=self.normalize_entropy)
+            evaluations[peer] = _performance_and_loss(found)
             keep, scores[peer] = chosen(summary)
             if keep and not self.copies_own(reference, summary):
                 kept[peer] = weights
@@ -251,7 +263,7 @@ class LightyearExecutor(P2PExecutor):
         names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
 
         def predict(crafted: dict) -> tuple[bool, dict]:
-            summary = self.runtime.summarize(crafted, normalize_entropy=self.normalize_entropy)
+            summary, found = self.runtime.assess(crafted, normalize_entropy=self.normalize_entropy)
             keep, score = chosen(summary)
             keep = keep and not self.copies_own(reference, summary)  # selected, but not averaged
             if align is not None and keep:
@@ -261,8 +273,17 @@ class LightyearExecutor(P2PExecutor):
                 return keep, decayed_mean_update(receiver, list(selected.values()), self.gamma, t=round_num)
             ranked = {**scores, **{n: score for n in names}}
             order = sorted(selected, key=lambda p: (-ranked[p], p))
+            crafted_evaluation = {n: _performance_and_loss(found) for n in names}
             update = validated_update(
-                receiver, selected, order, self.gamma, round_num, self._validation, own, self.bounds
+                receiver,
+                selected,
+                order,
+                self.gamma,
+                round_num,
+                self._validation,
+                own,
+                self.bounds,
+                {**evaluations, **crafted_evaluation},
             )
             return any(n in update.adopted for n in names), update.weights
 
