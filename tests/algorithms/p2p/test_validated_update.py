@@ -247,3 +247,16 @@ def test_the_midpoint_test_needs_every_selected_peers_evaluation():
         Bounds(midpoint_test="yes")
     with pytest.raises(ValueError, match="midpoint_loss_growth must be a number >= 0"):
         Bounds(midpoint_loss_growth=-0.5)
+
+
+def test_a_midpoint_measured_before_or_under_another_name_costs_no_pass():
+    evaluate = Validation()
+    same = model(0.4)
+    peers = {"a": same, "b": same, "c": model(0.6)}
+    found = {p: (1.0, 0.2) for p in peers}
+    out = validated_with_midpoints(
+        OWN, peers, ["a", "b", "c"], 1.0, 0, evaluate, (1.0, 0.2), Bounds(), found, known_midpoints={"c": (1.0, 0.2)}
+    )
+    # a's midpoint (0.2) serves b, c's is known: one midpoint pass, then the aggregate 1/3 (0.4 + 0.4 + 0.6)
+    assert evaluate.calls == [pytest.approx(0.2), pytest.approx(0.4667, abs=1e-4)] and out.evaluations == 2
+    assert out.midpoints == {"a": (1.0, 0.2)} and out.adopted == ["a", "b", "c"]

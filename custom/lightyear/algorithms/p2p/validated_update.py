@@ -253,7 +253,8 @@ class Candidate:
 class ValidatedUpdate:
     """What :func:`validated_update` adopted and why: the new weights, the peers whose difference is
     in them, the peers excluded after averaging (peer -> reason), every candidate tested in order,
-    and the own and adopted models' validation performance and loss."""
+    the own and adopted models' validation performance and loss, and the midpoints it evaluated
+    (peer -> validation performance and loss of the model halfway to it)."""
 
     weights: dict
     own: Evaluation
@@ -280,13 +281,16 @@ def validated_update(
     own_evaluation: Evaluation,
     bounds: Bounds = Bounds(),
     peer_evaluations: Mapping[str, Evaluation] | None = None,
+    known_midpoints: Mapping[str, Evaluation] | None = None,
 ) -> ValidatedUpdate:
     """The hardened Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
 
     ``order``: the selected peers (every key of ``selected`` exactly once), in the order that breaks
     ties between equal validation losses when the whole aggregate fails;
     ``evaluate(weights) -> (performance, loss)`` on the own validation set; ``own_evaluation``: the
-    own model's; ``peer_evaluations``: every selected peer's model's, needed by the midpoint test.
+    own model's; ``peer_evaluations``: every selected peer's model's, needed by the midpoint test;
+    ``known_midpoints``: peer -> the evaluation of its midpoint with this own model, measured before
+    (taken as measured, not evaluated again).
     """
     check_gamma(gamma)
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
@@ -305,10 +309,15 @@ def validated_update(
 
     steps = _Steps(own, selected)
     if bounds.midpoint_test:
+        by_model = {}
         for peer in order:
-            halfway = steps.model(steps.base + MIDPOINT * steps.diff(peer))
-            found = tuple(float(v) for v in evaluate(halfway))
-            result.midpoints[peer] = found
+            if known_midpoints and peer in known_midpoints:
+                found = tuple(float(v) for v in known_midpoints[peer])
+            elif id(selected[peer]) in by_model:  # one model under several names is evaluated once
+                found = by_model[id(selected[peer])]
+            else:
+                found = tuple(float(v) for v in evaluate(steps.model(steps.base + MIDPOINT * steps.diff(peer))))
+                result.midpoints[peer] = by_model[id(selected[peer])] = found
             if not bounds.halfway_passes(found, result.own, peer_evaluations[peer]):
                 result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], bounds)
         order = [p for p in order if p not in result.excluded]

@@ -239,7 +239,8 @@ class LightyearExecutor(P2PExecutor):
         receiver is taken to be past its warm-up (it trained on its own data), and a model as
         skilled here as the receiver's own to pass the skill floor. Scoring
         ``receiver`` and ``others`` costs one forward pass each, now; every ``predict`` one more, and
-        up to ``|S| + 2`` with the validated aggregation.
+        with the validated aggregation the crafted model's midpoint (the others' on the first call only)
+        and up to ``2 |S| + 2`` aggregates.
         """
         reference = self.runtime.summarize(receiver, normalize_entropy=self.normalize_entropy)
         # the receiver is past its warm-up on its own data, and a model as skilled as its own passes the floor there
@@ -261,6 +262,7 @@ class LightyearExecutor(P2PExecutor):
             kept = self.aligned(align, kept)[0]
         own = self._validation(receiver) if self.aggregation == VALIDATED else None
         names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
+        halfway = {}  # the kept models' midpoints with the receiver's: the same for every crafted model
 
         def predict(crafted: dict) -> tuple[bool, dict]:
             summary, found = self.runtime.assess(crafted, normalize_entropy=self.normalize_entropy)
@@ -284,7 +286,9 @@ class LightyearExecutor(P2PExecutor):
                 own,
                 self.bounds,
                 {**evaluations, **crafted_evaluation},
+                halfway,
             )
+            halfway.update({p: found for p, found in update.midpoints.items() if p in kept})
             return any(n in update.adopted for n in names), update.weights
 
         return predict

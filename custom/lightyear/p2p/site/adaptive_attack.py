@@ -38,8 +38,9 @@ MAX_RESCALE = 999.0
 """The largest s of the rescale family: units scaled by up to 1000 or 1/1000."""
 MAX_EVALUATIONS = 4
 """Predictions per family and receiver unless ``attack_max_evaluations`` says otherwise: each costs
-one or more forward passes over the attacker's validation set (up to |S| + 3 against the validated
-aggregation), and a round's crafting must end well within the receivers' deadline."""
+one or more forward passes over the attacker's validation set (against the validated aggregation the
+crafted model's midpoint and up to 2 |S| + 2 aggregates), and a round's crafting must end well within the
+receivers' deadline."""
 
 
 def performance(metrics: dict) -> float:
