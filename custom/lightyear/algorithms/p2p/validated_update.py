@@ -135,7 +135,7 @@ class Bounds:
         non_negative(
             "midpoint_loss_growth",
             self.midpoint_loss_growth,
-            note="0.5: the model halfway to a peer has a validation loss within 1.5 times the worse end's",
+            note="0.5: halfway to a peer the validation loss stays within 1.5 times the larger of the two ends'",
         )
 
     def halfway_passes(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> bool:
