@@ -19,14 +19,11 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
    (a model that passes the agreement test only because it computes an honest model's function is
    tested by what its mixture with the own model does);
 4. holds a selected peer's difference only if the model halfway between the own model and the
-   peer's (``midpoint_test``, on by default) gives finite outputs with a validation loss of at most
-   ``(1 + midpoint_loss_growth)`` times the larger of the two models' losses plus ``LOSS_SLACK``.
-   Models that descend from a common start through training lie on a path along which the loss
-   stays near that of its ends (on digits, honest peers' midpoints stayed within 2 times the
-   larger); a copy of a model moved elsewhere in parameter space (its hidden units permuted)
-   predicts like that model and may pass in a small share of an aggregate, but halfway the two
-   predict worse than either (up to 10 times the loss on digits). A peer that fails is left out
-   before averaging and not counted in ``|S|``.
+   peer's (``midpoint_test``) gives finite outputs and a validation loss of at most
+   ``(1 + midpoint_loss_growth)`` times the larger of the two models' losses plus ``LOSS_SLACK``:
+   models trained from a common start lie on a path whose loss stays near its ends'; a copy moved
+   elsewhere in parameter space (units permuted) predicts like its model, yet halfway the two
+   predict worse than either. Such a peer is left out before averaging, not counted in ``|S|``.
 
 When no candidate passes, the site keeps its own model, which meets 1-4 by definition. With all
 peers passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
@@ -132,11 +129,8 @@ class Bounds:
         check_max_norm_growth(self.max_norm_growth)
         check_max_peer_share(self.max_peer_share)
         boolean("midpoint_test", self.midpoint_test, note="true tests the model halfway to each selected peer")
-        non_negative(
-            "midpoint_loss_growth",
-            self.midpoint_loss_growth,
-            note="0.5: halfway to a peer the validation loss stays within 1.5 times the larger of the two ends'",
-        )
+        note = "0.5: halfway to a peer the validation loss stays within 1.5 times the larger of the two ends'"
+        non_negative("midpoint_loss_growth", self.midpoint_loss_growth, note=note)
 
     def halfway_passes(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> bool:
         """Whether the model halfway to a peer, evaluated ``found``, gives finite outputs with a loss of at
