@@ -246,7 +246,8 @@ class Candidate:
 @dataclass
 class ValidatedUpdate:
     """What :func:`validated_update` adopted and why: the new weights, the peers whose difference is
-    in them, the peers excluded after averaging (peer -> reason), every candidate tested in order,
+    in them, the peers excluded at their midpoint or after averaging (peer -> reason), every candidate
+    tested in order,
     the own and adopted models' validation performance and loss, and the midpoints it evaluated
     (peer -> validation performance and loss of the model halfway to it)."""
 

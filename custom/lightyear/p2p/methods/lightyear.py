@@ -242,7 +242,7 @@ class LightyearExecutor(P2PExecutor):
         with the validated aggregation the crafted model's midpoint (the others' on the first call only)
         and up to ``2 |S| + 2`` aggregates.
         """
-        reference = self.runtime.summarize(receiver, normalize_entropy=self.normalize_entropy)
+        reference, receiver_metrics = self.runtime.assess(receiver, normalize_entropy=self.normalize_entropy)
         # the receiver is past its warm-up on its own data, and a model as skilled as its own passes the floor there
         floor = min(self.skill_floor, skill(reference)) if self.skill_floor > 0 else 0.0
 
@@ -260,7 +260,7 @@ class LightyearExecutor(P2PExecutor):
         align = self.unit_aligner(receiver) if self.align_units else None
         if align is not None:
             kept = self.aligned(align, kept)[0]
-        own = self._validation(receiver) if self.aggregation == VALIDATED else None
+        own = _performance_and_loss(receiver_metrics) if self.aggregation == VALIDATED else None
         names = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
         halfway = {}  # the kept models' midpoints with the receiver's: the same for every crafted model
 
