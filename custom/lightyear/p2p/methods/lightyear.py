@@ -288,7 +288,7 @@ class LightyearExecutor(P2PExecutor):
                 {**evaluations, **crafted_evaluation},
                 halfway,
             )
-            halfway.update({p: found for p, found in update.midpoints.items() if p in kept})
+            halfway.update({p: midpoint for p, midpoint in update.midpoints.items() if p in kept})
             return any(n in update.adopted for n in names), update.weights
 
         return predict
