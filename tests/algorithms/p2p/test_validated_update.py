@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from lightyear.algorithms.p2p.decayed_update import decayed_mean_update
-from lightyear.algorithms.p2p.validated_update import LOSS_SLACK, Bounds, norm_growth, peer_weight
+from lightyear.algorithms.p2p.validated_update import norm_growth, peer_weight
 from lightyear.algorithms.p2p.validated_update import validated_update as validated_with_midpoints
+from lightyear.algorithms.p2p.validation_bounds import LOSS_SLACK, Bounds
 
 OWN = {"w": np.array([0.0]), "count": np.array(3, dtype=np.int64)}  # w all zero: no norm bound on it
 
@@ -58,22 +59,22 @@ def test_a_passing_aggregate_is_eq_18_and_costs_one_evaluation():
 def test_a_peer_whose_addition_fails_is_excluded_and_the_others_kept():
     evaluate = Validation()
     # weight 0.5 each: the whole aggregate 0.5 * (1 + 3) = 2 fails; alone, a gives 0.5 (passes), b 1.5 (accuracy 0);
-    # a is kept (its test alone is its adoption: no second pass), then a and b give 2 again and b is excluded
+    # a is kept (its test alone is its adoption: no second pass), then a and b give 2 again and b is excluded:
+    # the whole aggregate's model once more, whose evaluation is taken as measured
     out = validated_update(OWN, {"a": model(1.0), "b": model(3.0)}, ["a", "b"], 1.0, 0, evaluate, (1.0, 0.2))
     assert out.weights["w"][0] == pytest.approx(0.5) and out.adopted == ["a"] and list(out.excluded) == ["b"]
     assert "scored 0 (loss 5) on the own validation set against the own model's 1 (loss 0.2)" in out.excluded["b"]
-    assert (
-        evaluate.calls == [2.0, 0.5, 1.5, 2.0] and out.evaluations == 4
-    )  # no renormalised try: min(1, 0.5) is no larger
+    assert evaluate.calls == [2.0, 0.5, 1.5] and out.evaluations == 3  # no renormalised try: min(1, 0.5) is no larger
 
 
 def test_a_benign_minority_gets_its_full_step_back():
     evaluate = Validation()
     # three peers, weight 1/3: the whole 1/3 * (0.6 + 0.9 + 9) = 3.5 fails; alone a (0.2) and b (0.3) pass, c (3)
-    # fails; a and b together (0.5) pass, with c the whole again fails; the kept two with weight 1/2: 0.75, adopted
+    # fails; a and b together (0.5) pass, with c the whole again fails (the same model: no pass); the kept two
+    # with weight 1/2: 0.75, adopted
     peers = {"a": model(0.6), "b": model(0.9), "c": model(9.0)}
     out = validated_update(OWN, peers, ["a", "b", "c"], 1.0, 0, evaluate, (1.0, 0.2))
-    assert evaluate.calls == pytest.approx([3.5, 0.2, 0.3, 3.0, 0.5, 3.5, 0.75])
+    assert evaluate.calls == pytest.approx([3.5, 0.2, 0.3, 3.0, 0.5, 0.75])
     assert out.adopted == ["a", "b"] and list(out.excluded) == ["c"] and out.weights["w"][0] == pytest.approx(0.75)
 
 
@@ -247,6 +248,41 @@ def test_the_midpoint_test_needs_every_selected_peers_evaluation():
         Bounds(midpoint_test="yes")
     with pytest.raises(ValueError, match="midpoint_loss_growth must be a number >= 0"):
         Bounds(midpoint_loss_growth=-0.5)
+    with pytest.raises(ValueError, match="midpoint_norm_growth must be a number >= 0 .1: halfway to a peer"):
+        Bounds(midpoint_norm_growth=float("nan"))
+
+
+def test_a_peer_whose_midpoint_outgrows_the_own_model_is_left_out_without_a_pass():
+    """Own w = (1, 0), norm 1. Halfway to near (1.4, 0) is (1.2, 0): grown by 0.2; to edge (3, 0) it is
+    (2, 0): grown by exactly 1, the bound, which passes; to big (4, 0) it is (2.5, 0): grown by 1.5, left
+    out with no pass. The two midpoints evaluated, then the aggregate of near and edge at 1/2 each:
+    1 + 1/2 (0.4 + 2) = 2.2 (the aggregate's own norm bound set aside here): 3 passes."""
+    evaluate = Validation()
+    own = {"w": np.array([1.0, 0.0])}
+    peers = {
+        "near": {"w": np.array([1.4, 0.0])},
+        "big": {"w": np.array([4.0, 0.0])},
+        "edge": {"w": np.array([3.0, 0.0])},
+    }
+    found = {p: (1.0, 0.2) for p in peers}
+    lenient = Bounds(max_norm_growth=10.0, delta=1.0, max_loss_growth=100.0, midpoint_loss_growth=100.0)
+    out = validated_with_midpoints(own, peers, ["near", "big", "edge"], 1.0, 0, evaluate, (1.0, 0.2), lenient, found)
+    assert evaluate.calls == [pytest.approx(1.2), pytest.approx(2.0), pytest.approx(2.2)] and out.evaluations == 3
+    assert list(out.excluded) == ["big"] and set(out.midpoints) == {"near", "edge"}
+    assert "the model halfway to it grew an entry's norm by 1.5 over the own model's" in out.excluded["big"]
+    assert out.adopted == ["near", "edge"] and out.weights["w"][0] == pytest.approx(2.2)
+    tight = validated_with_midpoints(
+        own,
+        peers,
+        ["near", "big", "edge"],
+        1.0,
+        0,
+        Validation(),
+        (1.0, 0.2),
+        dataclasses.replace(lenient, midpoint_norm_growth=0.25),
+        found,
+    )
+    assert sorted(tight.excluded) == ["big", "edge"] and tight.adopted == ["near"]
 
 
 def test_a_midpoint_measured_before_or_under_another_name_costs_no_pass():
@@ -260,3 +296,16 @@ def test_a_midpoint_measured_before_or_under_another_name_costs_no_pass():
     # a's midpoint (0.2) serves b, c's is known: one midpoint pass, then the aggregate 1/3 (0.4 + 0.4 + 0.6)
     assert evaluate.calls == [pytest.approx(0.2), pytest.approx(0.4667, abs=1e-4)] and out.evaluations == 2
     assert out.midpoints == {"a": (1.0, 0.2)} and out.adopted == ["a", "b", "c"]
+
+
+def test_a_model_tested_twice_is_evaluated_once():
+    """Own 0, one peer at 0.8 (evaluations all pass). Round 0: its midpoint is 0.4, and so is its share of
+    1/2 in the aggregate: one pass. Round 1 with gamma 0.9: the aggregate is 0.45 * 0.8 = 0.36, a model of
+    its own: two passes."""
+    found = {"a": (1.0, 0.2)}
+    first, later = Validation(), Validation()
+    out = validated_with_midpoints(OWN, {"a": model(0.8)}, ["a"], 0.9, 0, first, (1.0, 0.2), Bounds(), found)
+    assert first.calls == [pytest.approx(0.4)] and out.evaluations == 1 and out.weights["w"][0] == pytest.approx(0.4)
+    assert out.adopted == ["a"] and out.candidates[0].reused and out.adopted_evaluation == (1.0, 0.2)
+    step = validated_with_midpoints(OWN, {"a": model(0.8)}, ["a"], 0.9, 1, later, (1.0, 0.2), Bounds(), found)
+    assert later.calls == [pytest.approx(0.4), pytest.approx(0.36)] and step.evaluations == 2

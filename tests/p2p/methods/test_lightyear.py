@@ -273,6 +273,7 @@ def test_bad_validated_aggregation_settings_stop_the_job_at_construction():
         ({"max_loss_growth": -1}, "max_loss_growth"),
         ({"max_norm_growth": "x"}, "max_norm_growth"),
         ({"max_peer_share": 0}, "max_peer_share"),
+        ({"midpoint_norm_growth": -1}, "midpoint_norm_growth"),
     ):
         with pytest.raises(ValueError, match=name):
             LightyearExecutor(**kwargs)
@@ -360,8 +361,24 @@ def test_a_permuted_copy_of_another_model_is_left_out_at_the_midpoint(tmp_path, 
     assert fields["selected"] == ["site-2", "site-3"] and fields["site-3_perf"] == fields["site-2_perf"]
     assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3"]
     assert "the model halfway to it scored" in fields["site-3_excluded"] and fields["site-2_excluded"] == ""
-    # the honest peer gets the step it gets alone: 2 midpoints, then its aggregate (the same model, evaluated again)
-    assert fields["validation_evals"] == 3
+    # the honest peer gets the step it gets alone: 2 midpoints, and its aggregate at round 0 is its midpoint
+    assert fields["validation_evals"] == 2
     # without the test the copy costs the whole aggregate and a pass of its own before it is found out
     late = untested.aggregate(0, trained, received).fields
     assert late["adopted"] == ["site-2"] and "the aggregate with it scored" in late["site-3_excluded"]
+
+
+def test_a_rescaled_copy_of_another_model_is_left_out_at_the_midpoint_on_its_norms(tmp_path, trained, sibling):
+    from lightyear.algorithms.attacks.reparametrise import reparametrised
+    from lightyear.models import model_symmetries
+
+    # units scaled by 100 or 1/100: the copy predicts like the sibling, and halfway to it some entries of
+    # the model are tens of times the receiver's; no pass is spent on it
+    rescaled = reparametrised(sibling, model_symmetries("cnn", sibling), "rescale", 100.0, np.random.default_rng(5))[0]
+    ex = make_executor(tmp_path, max_loss_growth=0.2)
+    ex.runtime.set_weights(trained)
+    fields = ex.aggregate(0, trained, {"site-2": sibling, "site-3": rescaled}).fields
+    assert fields["selected"] == ["site-2", "site-3"] and fields["site-3_perf"] == fields["site-2_perf"]
+    assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3"]
+    assert "the model halfway to it grew an entry's norm by" in fields["site-3_excluded"]
+    assert fields["validation_evals"] == 1  # the honest peer's midpoint, which is its aggregate at round 0

@@ -19,11 +19,13 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
    (a model that passes the agreement test only because it computes an honest model's function is
    tested by what its mixture with the own model does);
 4. holds a selected peer's difference only if the model halfway between the own model and the
-   peer's (``midpoint_test``) gives finite outputs and a validation loss of at most
-   ``(1 + midpoint_loss_growth)`` times the larger of the two models' losses plus ``LOSS_SLACK``:
-   models trained from a common start lie on a path whose loss stays near its ends'; a copy moved
-   elsewhere in parameter space (units permuted) predicts like its model, yet halfway the two
-   predict worse than either. Such a peer is left out before averaging, not counted in ``|S|``.
+   peer's (``midpoint_test``) has no floating entry whose L2 norm exceeds ``1 +
+   midpoint_norm_growth`` times the own model's, and gives finite outputs and a validation loss of
+   at most ``(1 + midpoint_loss_growth)`` times the larger of the two models' losses plus
+   ``LOSS_SLACK``: models trained from a common start lie on a path whose loss stays near its
+   ends'; a copy moved elsewhere in parameter space (units permuted) predicts like its model, yet
+   halfway the two predict worse than either, and a copy whose units were rescaled is far larger.
+   Such a peer is left out before averaging, not counted in ``|S|`` (the norms cost no pass).
 
 When no candidate passes, the site keeps its own model, which meets 1-4 by definition. With all
 peers passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
@@ -48,8 +50,8 @@ Procedure, with ``S`` the peers handed to it less those whose midpoint failed:
   benign minority among attackers still gets its full step.
 
 Cost: one forward pass over the own validation set per selected peer (its midpoint), then one per
-round when the aggregate of ``S`` passes, at most ``2 |S| + 2`` when it does not (candidates refused
-on their norms cost none).
+round when the aggregate of ``S`` passes, at most ``2 |S| + 2`` when it does not (midpoints and
+candidates refused on their norms cost none).
 
 Not bounded: harm the validation set does not show (a small validation set measures coarsely),
 and what later local training does with an adopted model (it starts from a model that passed).
@@ -65,88 +67,7 @@ import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
 from lightyear.algorithms.p2p.decayed_update import check_gamma
-from lightyear.checks import boolean, non_negative, number_in
-
-DEFAULT_DELTA = 0.02
-DEFAULT_MAX_LOSS_GROWTH = 0.1
-DEFAULT_MAX_NORM_GROWTH = 0.1
-DEFAULT_MAX_PEER_SHARE = 0.5
-DEFAULT_MIDPOINT_TEST = True
-DEFAULT_MIDPOINT_LOSS_GROWTH = 0.5
-MIDPOINT = 0.5
-"""Where on the line from the own model to a peer's the midpoint test looks: halfway."""
-LOSS_SLACK = 0.01
-"""Absolute slack of the loss bound, so that an own loss near 0 does not refuse every aggregate."""
-
-Evaluation = tuple[float, float]
-"""(performance, loss) of a model on the own validation set; NaN for non-finite outputs."""
-
-
-def check_delta(delta) -> float:
-    """``validation_delta``: a number in [0, 1], the largest drop of validation accuracy or Dice allowed."""
-    note = "the largest drop of validation accuracy or Dice below the own model an adopted aggregate may show"
-    return number_in("validation_delta", delta, 0.0, 1.0, note=note)
-
-
-def check_max_loss_growth(growth) -> float:
-    """``max_loss_growth``: a finite number >= 0, the relative growth of the validation loss allowed."""
-    return non_negative(
-        "max_loss_growth",
-        growth,
-        note="0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's",
-    )
-
-
-def check_max_norm_growth(growth) -> float:
-    """``max_norm_growth``: a finite number >= 0, how much larger than the own model's an entry's norm may grow."""
-    return non_negative(
-        "max_norm_growth",
-        growth,
-        note="0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's",
-    )
-
-
-def check_max_peer_share(share) -> float:
-    """``max_peer_share``: a number in (0, 1], the largest weight one received model has in an aggregate."""
-    note = "the largest weight of one received model in an aggregate; 1 allows taking a single peer's model whole"
-    return number_in("max_peer_share", share, 0.0, 1.0, low_open=True, note=note)
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The settings of the guarantee (module docstring), checked."""
-
-    delta: float = DEFAULT_DELTA
-    max_loss_growth: float = DEFAULT_MAX_LOSS_GROWTH
-    max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH
-    max_peer_share: float = DEFAULT_MAX_PEER_SHARE
-    midpoint_test: bool = DEFAULT_MIDPOINT_TEST
-    midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH
-
-    def __post_init__(self):
-        check_delta(self.delta)
-        check_max_loss_growth(self.max_loss_growth)
-        check_max_norm_growth(self.max_norm_growth)
-        check_max_peer_share(self.max_peer_share)
-        boolean("midpoint_test", self.midpoint_test, note="true tests the model halfway to each selected peer")
-        note = "0.5: halfway to a peer the validation loss stays within 1.5 times the larger of the two ends'"
-        non_negative("midpoint_loss_growth", self.midpoint_loss_growth, note=note)
-
-    def halfway_passes(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> bool:
-        """Whether the model halfway to a peer, evaluated ``found``, gives finite outputs with a loss of at
-        most ``(1 + midpoint_loss_growth)`` times the larger of the own and the peer's losses plus
-        ``LOSS_SLACK`` (False when either loss is not finite)."""
-        got, lost = (float(v) for v in found)
-        worse = float(np.maximum(float(own[1]), float(peer[1])))  # NaN stays NaN (max() would drop it)
-        ceiling = (1.0 + self.midpoint_loss_growth) * worse + LOSS_SLACK
-        return math.isfinite(got) and math.isfinite(lost) and math.isfinite(worse) and lost <= ceiling
-
-    def passes(self, found: Evaluation, performance: float, loss: float) -> bool:
-        """Whether ``found`` (performance, loss) is finite, scores at least ``performance - delta`` and has a
-        loss of at most ``(1 + max_loss_growth) * loss + LOSS_SLACK`` (False when a reference is NaN)."""
-        got, lost = (float(v) for v in found)
-        ceiling = (1.0 + self.max_loss_growth) * loss + LOSS_SLACK
-        return math.isfinite(got) and math.isfinite(lost) and got >= performance - self.delta and lost <= ceiling
+from lightyear.algorithms.p2p.validation_bounds import DEFAULT_BOUNDS, MIDPOINT, Bounds, Evaluation
 
 
 def norm_growth(own: Weights, candidate: Weights) -> float:
@@ -232,7 +153,8 @@ class _Steps:
 @dataclass(frozen=True)
 class Candidate:
     """One tested aggregate: the peers in it, their weight each, the largest growth of an entry's
-    norm, and, when it was evaluated, its validation performance and loss; whether it passed."""
+    norm, and, when it was evaluated, its validation performance and loss; whether it passed; whether its
+    evaluation was that of the same model tested before (no pass spent)."""
 
     peers: tuple
     weight: float
@@ -241,6 +163,7 @@ class Candidate:
     loss: float = float("nan")
     passed: bool = False
     evaluated: bool = False
+    reused: bool = False
 
 
 @dataclass
@@ -263,7 +186,7 @@ class ValidatedUpdate:
     def evaluations(self) -> int:
         """Forward passes over the validation set spent: one a midpoint, one an aggregate (candidates refused
         on their norms cost none)."""
-        return len(self.midpoints) + sum(1 for c in self.candidates if c.evaluated)
+        return len(self.midpoints) + sum(1 for c in self.candidates if c.evaluated and not c.reused)
 
 
 def validated_update(
@@ -274,7 +197,7 @@ def validated_update(
     t: int,
     evaluate: Callable[[dict], Evaluation],
     own_evaluation: Evaluation,
-    bounds: Bounds = Bounds(),
+    bounds: Bounds = DEFAULT_BOUNDS,
     peer_evaluations: Mapping[str, Evaluation] | None = None,
     known_midpoints: Mapping[str, Evaluation] | None = None,
 ) -> ValidatedUpdate:
@@ -303,16 +226,27 @@ def validated_update(
         return result
 
     steps = _Steps(own, selected)
+    # (peers, weight) -> (the model own + weight * (their differences summed in that order), its evaluation):
+    # the same model arises more than once (one peer: the whole aggregate is its contribution alone; at
+    # round 0 a peer's share of 1/2 is its midpoint), and is evaluated once, as one object
+    measured: dict[tuple, tuple[dict, Evaluation]] = {}
     if bounds.midpoint_test:
         by_model = {}
         for peer in order:
+            halfway = steps.base + MIDPOINT * steps.diff(peer)
+            grown = steps.growth(halfway)
+            if grown > bounds.midpoint_norm_growth:
+                result.excluded[peer] = _outgrown(grown, bounds)
+                continue
             if known_midpoints and peer in known_midpoints:
                 found = tuple(float(v) for v in known_midpoints[peer])
             elif id(selected[peer]) in by_model:  # one model under several names is evaluated once
                 found = by_model[id(selected[peer])]
             else:
-                found = tuple(float(v) for v in evaluate(steps.model(steps.base + MIDPOINT * steps.diff(peer))))
+                midpoint = steps.model(halfway)
+                found = tuple(float(v) for v in evaluate(midpoint))
                 result.midpoints[peer] = by_model[id(selected[peer])] = found
+                measured[((peer,), MIDPOINT)] = (midpoint, found)
             if not bounds.halfway_passes(found, result.own, peer_evaluations[peer]):
                 result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], bounds)
         order = [p for p in order if p not in result.excluded]
@@ -326,9 +260,15 @@ def validated_update(
         if growth > bounds.max_norm_growth:
             candidate = Candidate(tuple(peers), weight, growth)
         else:
-            performance, loss = (float(v) for v in evaluate(weights))
+            key = (tuple(peers), weight)
+            reused = key in measured
+            if not reused:
+                measured[key] = (weights, tuple(float(v) for v in evaluate(weights)))
+            weights, (performance, loss) = measured[key]
             passed = bounds.passes((performance, loss), own_performance, own_loss)
-            candidate = Candidate(tuple(peers), weight, growth, performance, loss, passed, evaluated=True)
+            candidate = Candidate(
+                tuple(peers), weight, growth, performance, loss, passed, evaluated=True, reused=reused
+            )
         result.candidates.append(candidate)
         return weights, candidate
 
@@ -389,6 +329,13 @@ def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, bounds: Bound
         f"{own[0]:.4g} (loss {own[1]:.4g}) for the own model and {peer[0]:.4g} (loss {peer[1]:.4g}) for it: "
         f"a loss above 1 + midpoint_loss_growth ({1 + bounds.midpoint_loss_growth:g}) times the larger of "
         "the two (left out before averaging)"
+    )
+
+
+def _outgrown(growth: float, bounds: Bounds) -> str:
+    return (
+        f"the model halfway to it grew an entry's norm by {growth:.3g} over the own model's (more than "
+        f"midpoint_norm_growth {bounds.midpoint_norm_growth:g}; left out before averaging)"
     )
 
 

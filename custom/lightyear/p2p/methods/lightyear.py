@@ -34,15 +34,16 @@ from lightyear.algorithms.p2p.agreement import (
     skill,
 )
 from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
-from lightyear.algorithms.p2p.validated_update import (
+from lightyear.algorithms.p2p.validated_update import validated_update
+from lightyear.algorithms.p2p.validation_bounds import (
     DEFAULT_DELTA,
     DEFAULT_MAX_LOSS_GROWTH,
     DEFAULT_MAX_NORM_GROWTH,
     DEFAULT_MAX_PEER_SHARE,
     DEFAULT_MIDPOINT_LOSS_GROWTH,
+    DEFAULT_MIDPOINT_NORM_GROWTH,
     DEFAULT_MIDPOINT_TEST,
     Bounds,
-    validated_update,
 )
 from lightyear.checks import boolean
 from lightyear.flare.declarations import P2P, Detection, Method
@@ -76,6 +77,7 @@ class LightyearExecutor(P2PExecutor):
         align_units: bool = False,
         midpoint_test: bool = DEFAULT_MIDPOINT_TEST,
         midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH,
+        midpoint_norm_growth: float = DEFAULT_MIDPOINT_NORM_GROWTH,
         **kwargs,
     ):
         """Args:
@@ -94,8 +96,9 @@ class LightyearExecutor(P2PExecutor):
             ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validated_update.Bounds`):
             the largest drop of validation accuracy (Dice), relative growth of the validation loss
             and of an entry's norm, and weight of one received model in an aggregate.
-        midpoint_test, midpoint_loss_growth: leave out before averaging a selected peer when the model
-            halfway between the own model and its model has a validation loss above
+        midpoint_test, midpoint_loss_growth, midpoint_norm_growth: leave out before averaging a selected
+            peer when the model halfway between the own model and its model has an entry whose L2 norm
+            exceeds ``1 + midpoint_norm_growth`` times the own model's, or a validation loss above
             ``1 + midpoint_loss_growth`` times the larger of theirs (the ``validated`` aggregation).
         align_units: align every selected model's hidden units to the own model's before averaging
             (:mod:`~lightyear.algorithms.p2p.unit_alignment`; the network's declared symmetries).
@@ -115,7 +118,13 @@ class LightyearExecutor(P2PExecutor):
             )
         self.aggregation = aggregation
         self.bounds = Bounds(
-            validation_delta, max_loss_growth, max_norm_growth, max_peer_share, midpoint_test, midpoint_loss_growth
+            delta=validation_delta,
+            max_loss_growth=max_loss_growth,
+            max_norm_growth=max_norm_growth,
+            max_peer_share=max_peer_share,
+            midpoint_test=midpoint_test,
+            midpoint_loss_growth=midpoint_loss_growth,
+            midpoint_norm_growth=midpoint_norm_growth,
         )
         self.align_units = boolean(
             "align_units", align_units, note="true aligns each selected model's units to the own model's"
