@@ -357,12 +357,14 @@ def test_a_permuted_copy_of_another_model_is_left_out_at_the_midpoint(tmp_path, 
     tested, untested = (make_executor(tmp_path, max_loss_growth=0.2, midpoint_test=m) for m in (True, False))
     for ex in (tested, untested):
         ex.runtime.set_weights(trained)
-    fields = tested.aggregate(0, trained, received).fields
+    done = tested.aggregate(0, trained, received)
+    fields = done.fields
     assert fields["selected"] == ["site-2", "site-3"] and fields["site-3_perf"] == fields["site-2_perf"]
     assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3"]
     assert "the model halfway to it scored" in fields["site-3_excluded"] and fields["site-2_excluded"] == ""
-    # the honest peer gets the step it gets alone: 2 midpoints, and its aggregate at round 0 is its midpoint
-    assert fields["validation_evals"] == 2
+    # the honest peer gets the step it gets alone: 2 midpoints, and its aggregate at round 0 is its midpoint,
+    # whose validation metrics are the adopted model's record
+    assert fields["validation_evals"] == 2 and done.val_metrics == tested.runtime.evaluate("val", done.weights)
     # without the test the copy costs the whole aggregate and a pass of its own before it is found out
     late = untested.aggregate(0, trained, received).fields
     assert late["adopted"] == ["site-2"] and "the aggregate with it scored" in late["site-3_excluded"]
