@@ -184,8 +184,8 @@ class ValidatedUpdate:
 
     @property
     def evaluations(self) -> int:
-        """Forward passes over the validation set spent: one a midpoint, one an aggregate (candidates refused
-        on their norms cost none)."""
+        """Forward passes over the validation set spent: one a midpoint, one an aggregate (midpoints and
+        candidates refused on their norms cost none, nor does a model evaluated before)."""
         return len(self.midpoints) + sum(1 for c in self.candidates if c.evaluated and not c.reused)
 
 
