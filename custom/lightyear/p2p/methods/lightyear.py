@@ -93,7 +93,7 @@ class LightyearExecutor(P2PExecutor):
         aggregation: ``validated`` (adopt only an aggregate that passes this site's own validation,
             :mod:`~lightyear.algorithms.p2p.validated_update`) or ``paper`` (Eq. 18 as published).
         validation_delta, max_loss_growth, max_norm_growth, max_peer_share: the bounds of the
-            ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validated_update.Bounds`):
+            ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validation_bounds.Bounds`):
             the largest drop of validation accuracy (Dice), relative growth of the validation loss
             and of an entry's norm, and weight of one received model in an aggregate.
         midpoint_test, midpoint_loss_growth, midpoint_norm_growth: leave out before averaging a selected
