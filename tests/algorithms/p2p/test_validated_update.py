@@ -9,6 +9,7 @@ from lightyear.algorithms.p2p.decayed_update import decayed_mean_update
 from lightyear.algorithms.p2p.validated_update import norm_growth, peer_weight
 from lightyear.algorithms.p2p.validated_update import validated_update as validated_with_midpoints
 from lightyear.algorithms.p2p.validation_bounds import LOSS_SLACK, Bounds
+from lightyear.algorithms.p2p.validation_bounds import barrier as loss_barrier
 
 OWN = {"w": np.array([0.0]), "count": np.array(3, dtype=np.int64)}  # w all zero: no norm bound on it
 
@@ -234,11 +235,42 @@ def test_a_peer_with_a_barrier_halfway_is_left_out_before_averaging_and_not_coun
     ],
 )
 def test_the_midpoint_loss_is_judged_against_the_larger_of_the_two_ends(peer, halfway, passes):
+    no_barrier = Bounds(midpoint_barrier=10.0)  # the barrier bound has its own test below
     out = validated_with_midpoints(
-        OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: halfway, (1.0, 0.2), Bounds(), {"a": peer}
+        OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: halfway, (1.0, 0.2), no_barrier, {"a": peer}
     )
     # (one peer at share 1/2: the aggregate is the midpoint again, judged against the own model alone)
     assert out.midpoints["a"] == halfway and ("halfway" in out.excluded.get("a", "")) is not passes
+
+
+def test_the_loss_barrier_is_the_midpoints_loss_above_the_mean_of_the_ends():
+    assert loss_barrier(2.0, 0.2, 1.8) == pytest.approx(1.0)  # 2.0 - (0.2 + 1.8) / 2
+    assert loss_barrier(0.3, 0.2, 0.6) == pytest.approx(-0.1)  # below the straight line: no barrier
+
+
+@pytest.mark.parametrize(
+    "own, peer, halfway_loss, why",
+    [
+        # own loss 0.2, the peer's 1.8 here (its data is elsewhere): mean 1.0, the ratio bound 1.5 * 1.8 + 0.01 = 2.71
+        ((1.0, 0.2), (0.6, 1.8), 1.4, ""),  # 0.4 above the mean: at the barrier bound, which passes
+        ((1.0, 0.2), (0.6, 1.8), 1.45, "a loss 0.45 above the mean of the two (more than midpoint_barrier 0.4)"),
+        # near chance (ln 10 = 2.3), as halfway to a copy with its units permuted: far within the ratio bound
+        ((1.0, 0.2), (0.6, 1.8), 2.0, "a loss 1 above the mean of the two (more than midpoint_barrier 0.4)"),
+        # own 0.05, peer 0.1: mean 0.075, ratio bound 0.16; 0.2 is 0.125 above the mean but over the ratio bound
+        ((1.0, 0.05), (0.9, 0.1), 0.2, "a loss above 1 + midpoint_loss_growth (1.5) times the larger of the two"),
+    ],
+)
+def test_a_peer_whose_midpoint_rises_above_the_line_between_the_ends_is_left_out(own, peer, halfway_loss, why):
+    out = validated_with_midpoints(
+        OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: (0.9, halfway_loss), own, Bounds(), {"a": peer}
+    )
+    if why:
+        assert why in out.excluded["a"] and out.excluded["a"].endswith("(left out before averaging)")
+        assert out.adopted == [] and out.evaluations == 1  # the midpoint's pass only: no aggregate is tested
+    else:
+        # past the midpoint test; the aggregate (at round 0 the midpoint itself) is then judged against the own
+        # model alone, and its loss of 1.4 against 0.2 refuses it after averaging
+        assert out.midpoints["a"] == (0.9, halfway_loss) and "halfway" not in out.excluded["a"]
 
 
 def test_the_midpoint_test_needs_every_selected_peers_evaluation():
@@ -250,6 +282,8 @@ def test_the_midpoint_test_needs_every_selected_peers_evaluation():
         Bounds(midpoint_loss_growth=-0.5)
     with pytest.raises(ValueError, match="midpoint_norm_growth must be a number >= 0 .1: halfway to a peer"):
         Bounds(midpoint_norm_growth=float("nan"))
+    with pytest.raises(ValueError, match="midpoint_barrier must be a number >= 0 .0.4: halfway to a peer"):
+        Bounds(midpoint_barrier=-0.1)
 
 
 def test_a_peer_whose_midpoint_outgrows_the_own_model_is_left_out_without_a_pass():
@@ -265,7 +299,9 @@ def test_a_peer_whose_midpoint_outgrows_the_own_model_is_left_out_without_a_pass
         "edge": {"w": np.array([3.0, 0.0])},
     }
     found = {p: (1.0, 0.2) for p in peers}
-    lenient = Bounds(max_norm_growth=10.0, delta=1.0, max_loss_growth=100.0, midpoint_loss_growth=100.0)
+    lenient = Bounds(
+        max_norm_growth=10.0, delta=1.0, max_loss_growth=100.0, midpoint_loss_growth=100.0, midpoint_barrier=100.0
+    )
     out = validated_with_midpoints(own, peers, ["near", "big", "edge"], 1.0, 0, evaluate, (1.0, 0.2), lenient, found)
     assert evaluate.calls == [pytest.approx(1.2), pytest.approx(2.0), pytest.approx(2.2)] and out.evaluations == 3
     assert list(out.excluded) == ["big"] and set(out.midpoints) == {"near", "edge"}

@@ -274,6 +274,7 @@ def test_bad_validated_aggregation_settings_stop_the_job_at_construction():
         ({"max_norm_growth": "x"}, "max_norm_growth"),
         ({"max_peer_share": 0}, "max_peer_share"),
         ({"midpoint_norm_growth": -1}, "midpoint_norm_growth"),
+        ({"midpoint_barrier": float("inf")}, "midpoint_barrier"),
     ):
         with pytest.raises(ValueError, match=name):
             LightyearExecutor(**kwargs)

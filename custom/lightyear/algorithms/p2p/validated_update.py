@@ -22,9 +22,11 @@ well but trains badly (every unit scaled up). So this rule tests what it actuall
    peer's (``midpoint_test``) has no floating entry whose L2 norm exceeds ``1 +
    midpoint_norm_growth`` times the own model's, and gives finite outputs and a validation loss of
    at most ``(1 + midpoint_loss_growth)`` times the larger of the two models' losses plus
-   ``LOSS_SLACK``: models trained from a common start lie on a path whose loss stays near its
-   ends'; a copy moved elsewhere in parameter space (units permuted) predicts like its model, yet
-   halfway the two predict worse than either, and a copy whose units were rescaled is far larger.
+   ``LOSS_SLACK``, and at most ``midpoint_barrier`` above their mean (the loss barrier,
+   :func:`~lightyear.algorithms.p2p.validation_bounds.barrier`): models trained from a common start
+   lie on a path whose loss stays near its ends'; a copy moved elsewhere in parameter space (units
+   permuted) predicts like its model, yet halfway the two predict worse than either, and a copy
+   whose units were rescaled is far larger.
    Such a peer is left out before averaging, not counted in ``|S|`` (the norms cost no pass).
 
 When no candidate passes, the site keeps its own model, which meets 1-4 by definition. With all
@@ -67,7 +69,14 @@ import numpy as np
 
 from lightyear.algorithms.aggregation import Weights, is_float
 from lightyear.algorithms.p2p.decayed_update import check_gamma
-from lightyear.algorithms.p2p.validation_bounds import DEFAULT_BOUNDS, MIDPOINT, Bounds, Evaluation
+from lightyear.algorithms.p2p.validation_bounds import (
+    DEFAULT_BOUNDS,
+    LOSS_SLACK,
+    MIDPOINT,
+    Bounds,
+    Evaluation,
+    barrier,
+)
 
 
 def norm_growth(own: Weights, candidate: Weights) -> float:
@@ -324,12 +333,22 @@ def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
 
 
 def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, bounds: Bounds) -> str:
-    return (
+    measured = (
         f"the model halfway to it scored {found[0]:.4g} (loss {found[1]:.4g}) on the own validation set, against "
         f"{own[0]:.4g} (loss {own[1]:.4g}) for the own model and {peer[0]:.4g} (loss {peer[1]:.4g}) for it: "
-        f"a loss above 1 + midpoint_loss_growth ({1 + bounds.midpoint_loss_growth:g}) times the larger of "
-        "the two (left out before averaging)"
     )
+    ceiling = (1 + bounds.midpoint_loss_growth) * max(own[1], peer[1]) + LOSS_SLACK
+    if not all(math.isfinite(v) for v in (*found, own[1], peer[1])) or found[1] > ceiling:
+        why = (
+            f"a loss above 1 + midpoint_loss_growth ({1 + bounds.midpoint_loss_growth:g}) times the larger of "
+            "the two, or not finite"
+        )
+    else:
+        why = (
+            f"a loss {barrier(found[1], own[1], peer[1]):.3g} above the mean of the two "
+            f"(more than midpoint_barrier {bounds.midpoint_barrier:g})"
+        )
+    return measured + why + " (left out before averaging)"
 
 
 def _outgrown(growth: float, bounds: Bounds) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from lightyear.checks import boolean, non_negative, number_in
 
 DEFAULT_DELTA = 0.02
@@ -22,6 +20,7 @@ DEFAULT_MAX_PEER_SHARE = 0.5
 DEFAULT_MIDPOINT_TEST = True
 DEFAULT_MIDPOINT_LOSS_GROWTH = 0.5
 DEFAULT_MIDPOINT_NORM_GROWTH = 1.0
+DEFAULT_MIDPOINT_BARRIER = 0.4
 MIDPOINT = 0.5
 """Where on the line from the own model to a peer's the midpoint test looks: halfway."""
 LOSS_SLACK = 0.01
@@ -72,6 +71,7 @@ class Bounds:
     midpoint_test: bool = DEFAULT_MIDPOINT_TEST
     midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH
     midpoint_norm_growth: float = DEFAULT_MIDPOINT_NORM_GROWTH
+    midpoint_barrier: float = DEFAULT_MIDPOINT_BARRIER
 
     def __post_init__(self):
         check_delta(self.delta)
@@ -83,15 +83,22 @@ class Bounds:
         non_negative("midpoint_loss_growth", self.midpoint_loss_growth, note=note)
         note = "1: halfway to a peer no entry's L2 norm exceeds twice the own model's"
         non_negative("midpoint_norm_growth", self.midpoint_norm_growth, note=note)
+        note = "0.4: halfway to a peer the validation loss exceeds the mean of the two ends' by at most 0.4"
+        non_negative("midpoint_barrier", self.midpoint_barrier, note=note)
 
     def halfway_passes(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> bool:
         """Whether the model halfway to a peer, evaluated ``found``, gives finite outputs with a loss of at
         most ``(1 + midpoint_loss_growth)`` times the larger of the own and the peer's losses plus
-        ``LOSS_SLACK`` (False when either loss is not finite)."""
+        ``LOSS_SLACK``, and at most ``midpoint_barrier`` above their mean (False when either loss is not
+        finite)."""
         got, lost = (float(v) for v in found)
-        worse = float(np.maximum(float(own[1]), float(peer[1])))  # NaN stays NaN (max() would drop it)
-        ceiling = (1.0 + self.midpoint_loss_growth) * worse + LOSS_SLACK
-        return math.isfinite(got) and math.isfinite(lost) and math.isfinite(worse) and lost <= ceiling
+        ends = (float(own[1]), float(peer[1]))
+        if not (math.isfinite(got) and math.isfinite(lost) and all(math.isfinite(v) for v in ends)):
+            return False
+        return (
+            lost <= (1.0 + self.midpoint_loss_growth) * max(ends) + LOSS_SLACK
+            and barrier(lost, *ends) <= self.midpoint_barrier
+        )
 
     def passes(self, found: Evaluation, performance: float, loss: float) -> bool:
         """Whether ``found`` (performance, loss) is finite, scores at least ``performance - delta`` and has a
@@ -99,6 +106,14 @@ class Bounds:
         got, lost = (float(v) for v in found)
         ceiling = (1.0 + self.max_loss_growth) * loss + LOSS_SLACK
         return math.isfinite(got) and math.isfinite(lost) and got >= performance - self.delta and lost <= ceiling
+
+
+def barrier(halfway_loss: float, own_loss: float, peer_loss: float) -> float:
+    """The loss barrier at the midpoint: the loss halfway between two models minus the mean of their
+    losses: how far the loss rises halfway above the straight line between the two ends (the barrier of
+    Entezari et al., "The Role of Permutation Invariance in Linear Mode Connectivity of Neural Networks",
+    ICLR 2022, Eq. 1, at alpha = 1/2; Frankle et al., ICML 2020, measure it on the error)."""
+    return float(halfway_loss) - (float(own_loss) + float(peer_loss)) / 2.0
 
 
 DEFAULT_BOUNDS = Bounds()

@@ -40,6 +40,7 @@ from lightyear.algorithms.p2p.validation_bounds import (
     DEFAULT_MAX_LOSS_GROWTH,
     DEFAULT_MAX_NORM_GROWTH,
     DEFAULT_MAX_PEER_SHARE,
+    DEFAULT_MIDPOINT_BARRIER,
     DEFAULT_MIDPOINT_LOSS_GROWTH,
     DEFAULT_MIDPOINT_NORM_GROWTH,
     DEFAULT_MIDPOINT_TEST,
@@ -78,6 +79,7 @@ class LightyearExecutor(P2PExecutor):
         midpoint_test: bool = DEFAULT_MIDPOINT_TEST,
         midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH,
         midpoint_norm_growth: float = DEFAULT_MIDPOINT_NORM_GROWTH,
+        midpoint_barrier: float = DEFAULT_MIDPOINT_BARRIER,
         **kwargs,
     ):
         """Args:
@@ -96,10 +98,11 @@ class LightyearExecutor(P2PExecutor):
             ``validated`` aggregation (:class:`~lightyear.algorithms.p2p.validation_bounds.Bounds`):
             the largest drop of validation accuracy (Dice), relative growth of the validation loss
             and of an entry's norm, and weight of one received model in an aggregate.
-        midpoint_test, midpoint_loss_growth, midpoint_norm_growth: leave out before averaging a selected
-            peer when the model halfway between the own model and its model has an entry whose L2 norm
-            exceeds ``1 + midpoint_norm_growth`` times the own model's, or a validation loss above
-            ``1 + midpoint_loss_growth`` times the larger of theirs (the ``validated`` aggregation).
+        midpoint_test, midpoint_loss_growth, midpoint_norm_growth, midpoint_barrier: leave out before
+            averaging a selected peer when the model halfway between the own model and its model has an
+            entry whose L2 norm exceeds ``1 + midpoint_norm_growth`` times the own model's, or a
+            validation loss above ``1 + midpoint_loss_growth`` times the larger of theirs or more than
+            ``midpoint_barrier`` above their mean (the ``validated`` aggregation).
         align_units: align every selected model's hidden units to the own model's before averaging
             (:mod:`~lightyear.algorithms.p2p.unit_alignment`; the network's declared symmetries).
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
@@ -125,6 +128,7 @@ class LightyearExecutor(P2PExecutor):
             midpoint_test=midpoint_test,
             midpoint_loss_growth=midpoint_loss_growth,
             midpoint_norm_growth=midpoint_norm_growth,
+            midpoint_barrier=midpoint_barrier,
         )
         self.align_units = boolean(
             "align_units", align_units, note="true aligns each selected model's units to the own model's"
