@@ -264,6 +264,7 @@ def test_a_peer_whose_midpoint_rises_above_the_line_between_the_ends_is_left_out
     out = validated_with_midpoints(
         OWN, {"a": model(0.5)}, ["a"], 1.0, 0, lambda w: (0.9, halfway_loss), own, Bounds(), {"a": peer}
     )
+    assert out.barriers == {"a": pytest.approx(halfway_loss - (own[1] + peer[1]) / 2)}
     if why:
         assert why in out.excluded["a"] and out.excluded["a"].endswith("(left out before averaging)")
         assert out.adopted == [] and out.evaluations == 1  # the midpoint's pass only: no aggregate is tested

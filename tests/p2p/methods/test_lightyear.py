@@ -5,6 +5,7 @@ import pytest
 from nvflare.apis.fl_constant import ReturnCode
 from nvflare.apis.signal import Signal
 
+from lightyear.algorithms.p2p.validation_bounds import DEFAULT_MIDPOINT_BARRIER
 from lightyear.flare import constants as C
 from lightyear.p2p.methods.lightyear import LightyearExecutor
 from lightyear.p2p.site.exchange import PeerExchange
@@ -363,6 +364,8 @@ def test_a_permuted_copy_of_another_model_is_left_out_at_the_midpoint(tmp_path, 
     assert fields["selected"] == ["site-2", "site-3"] and fields["site-3_perf"] == fields["site-2_perf"]
     assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3"]
     assert "the model halfway to it scored" in fields["site-3_excluded"] and fields["site-2_excluded"] == ""
+    # the loss barrier halfway to each is recorded: the sibling's under the bound, the copy's above it
+    assert fields["site-2_barrier"] <= DEFAULT_MIDPOINT_BARRIER < fields["site-3_barrier"], fields
     # the honest peer gets the step it gets alone: 2 midpoints, and its aggregate at round 0 is its midpoint,
     # whose validation metrics are the adopted model's record
     assert fields["validation_evals"] == 2 and done.val_metrics == tested.runtime.evaluate("val", done.weights)
@@ -384,4 +387,5 @@ def test_a_rescaled_copy_of_another_model_is_left_out_at_the_midpoint_on_its_nor
     assert fields["selected"] == ["site-2", "site-3"] and fields["site-3_perf"] == fields["site-2_perf"]
     assert fields["adopted"] == ["site-2"] and fields["excluded"] == ["site-3"]
     assert "the model halfway to it grew an entry's norm by" in fields["site-3_excluded"]
+    assert fields["site-3_barrier"] == "" and isinstance(fields["site-2_barrier"], float)  # no pass, no barrier
     assert fields["validation_evals"] == 1  # the honest peer's midpoint, which is its aggregate at round 0

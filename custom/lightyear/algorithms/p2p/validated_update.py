@@ -180,8 +180,9 @@ class ValidatedUpdate:
     """What :func:`validated_update` adopted and why: the new weights, the peers whose difference is
     in them, the peers excluded at their midpoint or after averaging (peer -> reason), every candidate
     tested in order,
-    the own and adopted models' validation performance and loss, and the midpoints it evaluated
-    (peer -> validation performance and loss of the model halfway to it)."""
+    the own and adopted models' validation performance and loss, the midpoints it evaluated
+    (peer -> validation performance and loss of the model halfway to it), and the loss barrier it
+    judged halfway to each peer whose midpoint's norms passed (peer -> the barrier, evaluated or not)."""
 
     weights: dict
     own: Evaluation
@@ -190,6 +191,7 @@ class ValidatedUpdate:
     candidates: list = field(default_factory=list)
     adopted_evaluation: Evaluation = (float("nan"), float("nan"))
     midpoints: dict = field(default_factory=dict)
+    barriers: dict = field(default_factory=dict)
 
     @property
     def evaluations(self) -> int:
@@ -256,6 +258,7 @@ def validated_update(
                 found = tuple(float(v) for v in evaluate(midpoint))
                 result.midpoints[peer] = by_model[id(selected[peer])] = found
                 measured[((peer,), MIDPOINT)] = (midpoint, found)
+            result.barriers[peer] = barrier(found[1], own_loss, float(peer_evaluations[peer][1]))
             if not bounds.halfway_passes(found, result.own, peer_evaluations[peer]):
                 result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], bounds)
         order = [p for p in order if p not in result.excluded]

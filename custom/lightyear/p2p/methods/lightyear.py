@@ -315,13 +315,14 @@ def _performance_and_loss(found: dict) -> tuple[float, float]:
 def validation_fields(update, neighbours, left_out: dict | None = None) -> dict:
     """The record fields of a validated aggregation: what was adopted, what was excluded (before
     averaging, ``left_out``: peer -> reason, or after it), with each peer's reason in
-    ``<peer>_excluded``, the own and adopted validation performance and loss, and the forward passes
-    spent."""
+    ``<peer>_excluded``, the loss barrier halfway to each peer in ``<peer>_barrier`` (empty where it was
+    not measured), the own and adopted validation performance and loss, and the forward passes spent."""
     excluded = {**(left_out or {}), **update.excluded}
     fields = {"adopted": update.adopted, "excluded": sorted(excluded), "validation_evals": update.evaluations}
     fields.update({"own_val_perf": update.own[0], "own_val_loss": update.own[1]})
     fields.update({"adopted_val_perf": update.adopted_evaluation[0], "adopted_val_loss": update.adopted_evaluation[1]})
     fields.update({f"{peer}_excluded": excluded.get(peer, "") for peer in neighbours})
+    fields.update({f"{peer}_barrier": update.barriers.get(peer, "") for peer in neighbours})
     return fields
 
 
