@@ -110,9 +110,10 @@ class Bounds:
 
 def barrier(halfway_loss: float, own_loss: float, peer_loss: float) -> float:
     """The loss barrier at the midpoint: the loss halfway between two models minus the mean of their
-    losses: how far the loss rises halfway above the straight line between the two ends (the barrier of
-    Entezari et al., "The Role of Permutation Invariance in Linear Mode Connectivity of Neural Networks",
-    ICLR 2022, Eq. 1, at alpha = 1/2; Frankle et al., ICML 2020, measure it on the error)."""
+    losses, i.e. how far the loss rises halfway above the straight line between the two ends' losses
+    (the loss barrier of Entezari et al., "The Role of Permutation Invariance in Linear Mode
+    Connectivity of Neural Networks", ICLR 2022, taken at alpha = 1/2 instead of its supremum over
+    alpha; Frankle et al., ICML 2020, measure the same on the error)."""
     return float(halfway_loss) - (float(own_loss) + float(peer_loss)) / 2.0
 
 
