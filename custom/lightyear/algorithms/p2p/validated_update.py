@@ -71,7 +71,6 @@ from lightyear.algorithms.aggregation import Weights, is_float
 from lightyear.algorithms.p2p.decayed_update import check_gamma
 from lightyear.algorithms.p2p.validation_bounds import (
     DEFAULT_BOUNDS,
-    LOSS_SLACK,
     MIDPOINT,
     Bounds,
     Evaluation,
@@ -259,8 +258,9 @@ def validated_update(
                 result.midpoints[peer] = by_model[id(selected[peer])] = found
                 measured[((peer,), MIDPOINT)] = (midpoint, found)
             result.barriers[peer] = barrier(found[1], own_loss, float(peer_evaluations[peer][1]))
-            if not bounds.halfway_passes(found, result.own, peer_evaluations[peer]):
-                result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], bounds)
+            fault = bounds.halfway_fault(found, result.own, peer_evaluations[peer])
+            if fault:
+                result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], fault, bounds)
         order = [p for p in order if p not in result.excluded]
         if not order:
             return result
@@ -335,13 +335,12 @@ def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
     )
 
 
-def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, bounds: Bounds) -> str:
+def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, fault: str, bounds: Bounds) -> str:
     measured = (
         f"the model halfway to it scored {found[0]:.4g} (loss {found[1]:.4g}) on the own validation set, against "
         f"{own[0]:.4g} (loss {own[1]:.4g}) for the own model and {peer[0]:.4g} (loss {peer[1]:.4g}) for it: "
     )
-    ceiling = (1 + bounds.midpoint_loss_growth) * max(own[1], peer[1]) + LOSS_SLACK
-    if not all(math.isfinite(v) for v in (*found, own[1], peer[1])) or found[1] > ceiling:
+    if fault == "loss":
         why = (
             f"a loss above 1 + midpoint_loss_growth ({1 + bounds.midpoint_loss_growth:g}) times the larger of "
             "the two, or not finite"

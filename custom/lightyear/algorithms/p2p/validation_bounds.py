@@ -3,7 +3,7 @@
 :mod:`lightyear.algorithms.p2p.validated_update` states the guarantee these settings give; this
 module holds them, their defaults (the one place for each) and the two tests that compare one
 evaluation with them: :meth:`Bounds.passes` for an aggregate the site may adopt,
-:meth:`Bounds.halfway_passes` for the model halfway to a selected peer's.
+:meth:`Bounds.halfway_fault` for the model halfway to a selected peer's.
 """
 
 from __future__ import annotations
@@ -86,19 +86,18 @@ class Bounds:
         note = "0.4: halfway to a peer the validation loss exceeds the mean of the two ends' by at most 0.4"
         non_negative("midpoint_barrier", self.midpoint_barrier, note=note)
 
-    def halfway_passes(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> bool:
-        """Whether the model halfway to a peer, evaluated ``found``, gives finite outputs with a loss of at
-        most ``(1 + midpoint_loss_growth)`` times the larger of the own and the peer's losses plus
-        ``LOSS_SLACK``, and at most ``midpoint_barrier`` above their mean (False when either loss is not
-        finite)."""
+    def halfway_fault(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> str:
+        """Which bound the model halfway to a peer, evaluated ``found``, fails: ``"loss"`` when its outputs
+        or either end's loss are not finite or its loss exceeds ``(1 + midpoint_loss_growth)`` times the
+        larger of the own and the peer's losses plus ``LOSS_SLACK``; ``"barrier"`` when it exceeds their
+        mean by more than ``midpoint_barrier``; ``""`` when it passes both."""
         got, lost = (float(v) for v in found)
         ends = (float(own[1]), float(peer[1]))
         if not (math.isfinite(got) and math.isfinite(lost) and all(math.isfinite(v) for v in ends)):
-            return False
-        return (
-            lost <= (1.0 + self.midpoint_loss_growth) * max(ends) + LOSS_SLACK
-            and barrier(lost, *ends) <= self.midpoint_barrier
-        )
+            return "loss"
+        if lost > (1.0 + self.midpoint_loss_growth) * max(ends) + LOSS_SLACK:
+            return "loss"
+        return "barrier" if barrier(lost, *ends) > self.midpoint_barrier else ""
 
     def passes(self, found: Evaluation, performance: float, loss: float) -> bool:
         """Whether ``found`` (performance, loss) is finite, scores at least ``performance - delta`` and has a
