@@ -257,10 +257,10 @@ def validated_update(
                 found = tuple(float(v) for v in evaluate(midpoint))
                 result.midpoints[peer] = by_model[id(selected[peer])] = found
                 measured[((peer,), MIDPOINT)] = (midpoint, found)
-            result.barriers[peer] = barrier(found[1], own_loss, float(peer_evaluations[peer][1]))
+            rise = result.barriers[peer] = barrier(found[1], own_loss, float(peer_evaluations[peer][1]))
             fault = bounds.halfway_fault(found, result.own, peer_evaluations[peer])
             if fault:
-                result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], fault, bounds)
+                result.excluded[peer] = _barrier(found, result.own, peer_evaluations[peer], fault, rise, bounds)
         order = [p for p in order if p not in result.excluded]
         if not order:
             return result
@@ -335,7 +335,7 @@ def _reason(candidate: Candidate, own: Evaluation, bounds: Bounds) -> str:
     )
 
 
-def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, fault: str, bounds: Bounds) -> str:
+def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, fault: str, rise: float, bounds: Bounds) -> str:
     measured = (
         f"the model halfway to it scored {found[0]:.4g} (loss {found[1]:.4g}) on the own validation set, against "
         f"{own[0]:.4g} (loss {own[1]:.4g}) for the own model and {peer[0]:.4g} (loss {peer[1]:.4g}) for it: "
@@ -346,10 +346,7 @@ def _barrier(found: Evaluation, own: Evaluation, peer: Evaluation, fault: str, b
             "the two, or not finite"
         )
     else:
-        why = (
-            f"a loss {barrier(found[1], own[1], peer[1]):.3g} above the mean of the two "
-            f"(more than midpoint_barrier {bounds.midpoint_barrier:g})"
-        )
+        why = f"a loss {rise:.3g} above the mean of the two (more than midpoint_barrier {bounds.midpoint_barrier:g})"
     return measured + why + " (left out before averaging)"
 
 
