@@ -68,7 +68,6 @@ def main(argv=None) -> int:
     from nvflare.app_common.decomposers import numpy_decomposers  # noqa: F401
 
     measure("+ FLARE's site modules")
-    from lightyear.algorithms.p2p.validation_bounds import Bounds
     from lightyear.p2p.methods.lightyear import LightyearExecutor
     from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
     from lightyear.training.site_runtime import SiteRuntime
@@ -90,10 +89,9 @@ def main(argv=None) -> int:
     # each peer is tried alone, the validated aggregation's longest path and most candidates held
     peers = {f"peer-{i}": get_weights(runtime.fresh_model(seed=100 + i)) for i in range(args.peers)}
     measure(f"+ {args.peers} received models held")
-    executor = LightyearExecutor(tau=0.0)
+    executor = LightyearExecutor(tau=0.0)  # the validated aggregation at its defaults
     executor.logger.setLevel(logging.ERROR)  # its exclusions are expected here
     executor.runtime, executor.neighbours = runtime, sorted(peers)
-    executor.bounds = Bounds()  # the default bounds of the validated aggregation
     outcome = executor.aggregate(1, own, peers)
     measure(f"+ an aggregation ({outcome.fields.get('validation_evals')} validation passes)")
     del outcome

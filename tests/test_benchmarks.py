@@ -57,3 +57,42 @@ def test_site_profile_refuses_bad_arguments_before_running(argv, message, tmp_pa
     last = done.stderr.splitlines()[-1]
     assert last.startswith("benchmarks/site_profile.py: error: ") and message in last and "Traceback" not in done.stderr
     assert [n for n in os.listdir(tmp_path) if not n.startswith(f"lightyear-{os.getuid()}")] == []
+
+
+def _workspace(root, rows_by_site):
+    import csv
+
+    for site, rows in rows_by_site.items():
+        folder = root / site / "simulate_job"
+        folder.mkdir(parents=True)
+        with open(folder / "rounds.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=sorted({k for r in rows for k in r}))
+            writer.writeheader()
+            writer.writerows(rows)
+    return str(root)
+
+
+def test_validated_cost_prints_passes_time_and_the_honest_peers_kept_from_two_runs(tmp_path):
+    row = {"n_selected": 2, "selected": "site-2;site-3", "aggregate_s": 0.2, "test_acc": 0.9}
+    validated = _workspace(
+        tmp_path / "v",
+        {
+            "site-1": [{**row, "validation_evals": 1, "adopted": "site-2;site-3"}],
+            "site-2": [{**row, "selected": "site-1;site-3", "validation_evals": 5, "adopted": "site-1"}],
+        },
+    )
+    paper = _workspace(
+        tmp_path / "p", {"site-1": [{**row, "aggregate_s": 0.1}], "site-2": [{**row, "aggregate_s": 0.1}]}
+    )
+    script = os.path.join(ROOT, "benchmarks", "validated_cost.py")
+    done = subprocess.run(
+        [sys.executable, script, "--validated", validated, "--paper", paper], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    # passes 1 and 5 (|S| + 2 = 4: one of two within); 0.2 s against 0.1 s; 4 selected, 1 left out
+    assert "mean 3.00, max 5, within |S| + 2 in 1 of 2 site-rounds" in done.stdout
+    assert "validated 0.200 s, paper 0.100 s, ratio 2.00" in done.stdout and "left out 1 (25.0 %)" in done.stdout
+    refused = subprocess.run(
+        [sys.executable, script, "--validated", validated], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "give both --validated and --paper" in refused.stderr.splitlines()[-1]

@@ -67,3 +67,24 @@ def test_flatten_pixels():
     flat, labels = metrics.flatten_pixels(probs, np.zeros((2, 4, 5)))
     assert flat.shape == (40, 3) and labels.shape == (40,)
     np.testing.assert_allclose(flat[0], probs[0, :, 0, 0])
+
+
+def test_per_sample_losses_and_errors_by_hand():
+    probs = np.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]])
+    labels = np.array([0, 1, 1])
+    # -ln 0.5, -ln 0.1, -ln 0.8; the arg-max of the first sample is class 0 (the first of a tie)
+    np.testing.assert_allclose(metrics.sample_losses(probs, labels), [0.6931472, 2.3025851, 0.2231436], rtol=1e-6)
+    np.testing.assert_array_equal(metrics.sample_errors(probs, labels), [0.0, 1.0, 0.0])
+    assert metrics.sample_losses(np.array([[1.0, 0.0]]), np.array([1]))[0] == pytest.approx(-np.log(1e-12))
+
+
+def test_per_image_losses_and_dice_errors_of_a_segmentation():
+    # two 1x2 images, two classes; image 0 predicts [1, 0] against [1, 1] (Dice 2/3), image 1 is perfect
+    probs = np.zeros((2, 2, 1, 2))
+    probs[0, :, 0, 0], probs[0, :, 0, 1] = [0.2, 0.8], [0.6, 0.4]
+    probs[1, :, 0, 0], probs[1, :, 0, 1] = [0.9, 0.1], [0.9, 0.1]
+    masks = np.array([[[1, 1]], [[0, 0]]])
+    expected = [(-np.log(0.8) - np.log(0.4)) / 2, -np.log(0.9)]
+    np.testing.assert_allclose(metrics.sample_losses(probs, masks), expected, rtol=1e-9)
+    np.testing.assert_allclose(metrics.sample_errors(probs, masks), [1 - 2 / 3, 0.0])
+    assert metrics.dice(probs, masks) == pytest.approx(1 - np.mean(metrics.sample_errors(probs, masks)))

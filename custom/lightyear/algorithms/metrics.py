@@ -89,18 +89,75 @@ def dice(probs: np.ndarray, masks: np.ndarray, eps: float = 1e-6) -> float:
     both prediction and ground truth are empty for a class scores 1 for that class.
     """
     probs = np.asarray(probs)
-    masks = np.asarray(masks)
     if probs.ndim != 4:
         raise ValueError(f"expected segmentation probabilities (N, C, H, W), got {probs.shape}")
     if len(probs) == 0:
         return 0.0
-    pred = probs.argmax(axis=1)
+    return float(np.mean(dice_per_image(probs, masks, eps)))
+
+
+def dice_per_image(probs: np.ndarray, masks: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Each image's foreground Dice (:func:`dice`'s terms, averaged over the foreground classes), ``(N,)``."""
+    pred = np.asarray(probs).argmax(axis=1)
+    masks = np.asarray(masks)
     scores = []
-    for cls in range(1, probs.shape[1]):
+    for cls in range(1, np.shape(probs)[1]):
         p = (pred == cls).reshape(len(pred), -1)
         g = (masks == cls).reshape(len(masks), -1)
-        inter = (p & g).sum(axis=1)
         denom = p.sum(axis=1) + g.sum(axis=1)
-        per_image = np.where(denom == 0, 1.0, 2.0 * inter / np.maximum(denom, eps))
-        scores.append(per_image)
-    return float(np.mean(scores))
+        scores.append(np.where(denom == 0, 1.0, 2.0 * (p & g).sum(axis=1) / np.maximum(denom, eps)))
+    return np.mean(scores, axis=0)
+
+
+SMALLEST_PROBABILITY = 1e-12
+"""Where :func:`sample_losses` clips a probability, so that a sample's loss stays finite (at most 27.6)."""
+
+
+def sample_losses(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-sample cross-entropy -log p_y(x) from softmax outputs: ``(N,)`` for classification ``(N, K)``,
+    and for segmentation ``(N, C, H, W)`` each image's mean over its pixels. Their mean is the validation
+    loss the trainer reports, up to the clipping of a probability at :data:`SMALLEST_PROBABILITY`."""
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = np.asarray(labels).astype(np.int64)
+    if probs.ndim not in (2, 4):
+        raise ValueError(f"expected probabilities (N, K) or (N, C, H, W), got shape {probs.shape}")
+    picked = np.take_along_axis(probs, np.expand_dims(labels, 1), axis=1)[:, 0]
+    losses = -np.log(np.clip(picked, SMALLEST_PROBABILITY, 1.0))
+    return losses.reshape(len(losses), -1).mean(axis=1) if probs.ndim == 4 else losses
+
+
+def sample_errors(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Per-sample error: 1 where the arg-max class is not the label, else 0 (classification); 1 minus the
+    image's foreground Dice (:func:`dice`, per image) for segmentation. Their mean is 1 - accuracy (Dice)."""
+    probs = np.asarray(probs)
+    labels = np.asarray(labels)
+    if probs.ndim == 2:
+        return (probs.argmax(axis=1) != labels).astype(np.float64)
+    if probs.ndim != 4:
+        raise ValueError(f"expected probabilities (N, K) or (N, C, H, W), got shape {probs.shape}")
+    return 1.0 - dice_per_image(probs, labels, eps)
+
+
+def metrics_from_predictions(probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15) -> dict:
+    """The evaluation record of one model on one set, from its softmax outputs."""
+    if probs.ndim == 4:
+        flat, flat_labels = flatten_pixels(probs, labels)
+        return {
+            "dice": dice(probs, labels),
+            "acc": accuracy(flat, flat_labels),
+            "ece": expected_calibration_error(flat, flat_labels, ece_bins),
+            "conf": mean_confidence(flat),
+            "loss": loss,
+        }
+    return {
+        "acc": accuracy(probs, labels),
+        "ece": expected_calibration_error(probs, labels, ece_bins),
+        "conf": mean_confidence(probs),
+        "loss": loss,
+    }
+
+
+def headline(found: dict) -> float:
+    """The performance of an evaluation record (:func:`metrics_from_predictions`): Dice where it has one
+    (segmentation), else accuracy."""
+    return float(found["dice"] if "dice" in found else found["acc"])

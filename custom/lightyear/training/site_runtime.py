@@ -10,12 +10,14 @@ import zlib
 import numpy as np
 import torch
 
+from lightyear.algorithms.metrics import metrics_from_predictions
 from lightyear.algorithms.p2p.agreement import PredictionSummary, summarize_predictions
+from lightyear.algorithms.p2p.validation_bounds import Assessment, assess_predictions
 from lightyear.checks import boolean, positive_int
 from lightyear.data import load_site_data
 from lightyear.models import build_model
 from lightyear.training.settings import build_train_config, check_device, check_site_settings
-from lightyear.training.trainer import LocalTrainer, metrics_from_predictions
+from lightyear.training.trainer import LocalTrainer
 from lightyear.training.weights import get_weights, set_weights
 
 
@@ -125,12 +127,12 @@ class SiteRuntime:
         probs, labels, _ = self._predict("val", weights)
         return summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
 
-    def assess(self, weights=None, normalize_entropy: bool = True) -> tuple[PredictionSummary, dict]:
-        """(:meth:`summarize`, ``evaluate("val")``) of the current model (or of ``weights``) from one
-        forward pass over the validation set, the same figures as the two calls give."""
+    def assess(self, weights=None, normalize_entropy: bool = True) -> Assessment:
+        """The :class:`~lightyear.algorithms.p2p.validation_bounds.Assessment` of the current model (or of
+        ``weights``) on the validation set, from one forward pass: :meth:`summarize`'s summary,
+        ``evaluate("val")``'s metrics (the same figures as the two calls give) and per-sample losses and errors."""
         probs, labels, loss = self._predict("val", weights)
-        summary = summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
-        return summary, metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+        return assess_predictions(probs, labels, loss, self.config.ece_bins, normalize_entropy)
 
     def _predict(self, split: str, weights=None):
         dataset = getattr(self.data, split)

@@ -148,7 +148,7 @@ class LocalTrainer:
     def evaluate(self, model: nn.Module, dataset: Dataset) -> dict:
         """Accuracy (or Dice), top-label ECE, mean confidence and loss of ``model`` on ``dataset``."""
         probs, labels, loss = self.predict(model, dataset)
-        return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+        return metrics.metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
 
 
 def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -173,22 +173,3 @@ def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
             "check num_classes"
         )
     return (targets + 1) % num_classes
-
-
-def metrics_from_predictions(probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15) -> dict:
-    """The evaluation record of one model on one set, from its softmax outputs."""
-    if probs.ndim == 4:
-        flat, flat_labels = metrics.flatten_pixels(probs, labels)
-        return {
-            "dice": metrics.dice(probs, labels),
-            "acc": metrics.accuracy(flat, flat_labels),
-            "ece": metrics.expected_calibration_error(flat, flat_labels, ece_bins),
-            "conf": metrics.mean_confidence(flat),
-            "loss": loss,
-        }
-    return {
-        "acc": metrics.accuracy(probs, labels),
-        "ece": metrics.expected_calibration_error(probs, labels, ece_bins),
-        "conf": metrics.mean_confidence(probs),
-        "loss": loss,
-    }

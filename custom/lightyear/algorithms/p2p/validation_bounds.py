@@ -1,120 +1,185 @@
-"""The bounds of LIGHTYEAR's validated aggregation, checked (pure, no FLARE).
+"""What LIGHTYEAR's validated aggregation measures of a model, and the one test it applies (pure, no FLARE).
 
-:mod:`lightyear.algorithms.p2p.validated_update` states the guarantee these settings give; this
-module holds them, their defaults (the one place for each) and the two tests that compare one
-evaluation with them: :meth:`Bounds.passes` for an aggregate the site may adopt,
-:meth:`Bounds.halfway_fault` for the model halfway to a selected peer's.
+A site's validation set is small (19-50 images on digits): a change of a fraction of one image's
+accuracy, or a few per cent of the loss, is noise there. So nothing is judged on a fixed tolerance.
+Every comparison is **paired**, sample by sample on the own validation set, and asks one question:
+is the candidate *significantly* worse than the reference, at the one-sided level ``confidence``?
+With the per-sample differences d_i (candidate minus reference) of n samples, mean d and sample
+standard deviation s, the test fails when
+
+    d - z s / sqrt(n) > margin,    z = Phi^-1(confidence)
+
+(a one-sided paired z-test on the mean difference; the margin is 0 except against the anchor). Its
+tolerance z s / sqrt(n) is what the data supports: it shrinks as the validation set grows or as
+the two models agree more, and an honest mixture that does no measurable harm passes.
+
+:class:`Assessment` holds what one forward pass over the validation set gives: the agreement
+summary (Eqs. 12-16), the per-sample cross-entropy and error (1 - correct, or 1 - Dice per image),
+and the metrics the records keep. :class:`Bounds` holds the four settings and the defaults.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
-from lightyear.checks import boolean, non_negative, number_in
+import numpy as np
 
-DEFAULT_DELTA = 0.02
-DEFAULT_MAX_LOSS_GROWTH = 0.1
-DEFAULT_MAX_NORM_GROWTH = 0.1
+from lightyear.algorithms import metrics
+from lightyear.algorithms.p2p.agreement import PredictionSummary, summarize_predictions
+from lightyear.checks import non_negative, number_in
+
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_MAX_NORM_GROWTH = 0.5
+DEFAULT_DRIFT_BUDGET = 0.1
 DEFAULT_MAX_PEER_SHARE = 0.5
-DEFAULT_MIDPOINT_TEST = True
-DEFAULT_MIDPOINT_LOSS_GROWTH = 0.5
-DEFAULT_MIDPOINT_NORM_GROWTH = 1.0
-DEFAULT_MIDPOINT_BARRIER = 0.4
-MIDPOINT = 0.5
-"""Where on the line from the own model to a peer's the midpoint test looks: halfway."""
-LOSS_SLACK = 0.01
-"""Absolute slack of the loss bound, so that an own loss near 0 does not refuse every aggregate."""
-
-Evaluation = tuple[float, float]
-"""(performance, loss) of a model on the own validation set; NaN for non-finite outputs."""
 
 
-def check_delta(delta) -> float:
-    """``validation_delta``: a number in [0, 1], the largest drop of validation accuracy or Dice allowed."""
-    note = "the largest drop of validation accuracy or Dice below the own model an adopted aggregate may show"
-    return number_in("validation_delta", delta, 0.0, 1.0, note=note)
+@dataclass(frozen=True)
+class Assessment:
+    """One model on the own validation set, from one forward pass: its agreement ``summary``, per-sample
+    ``losses`` (cross-entropy, :func:`~lightyear.algorithms.metrics.sample_losses`) and ``errors``
+    (:func:`~lightyear.algorithms.metrics.sample_errors`), and ``metrics`` (accuracy or Dice, ECE,
+    confidence, loss: what ``evaluate("val")`` gives)."""
+
+    summary: PredictionSummary
+    losses: np.ndarray
+    errors: np.ndarray
+    metrics: dict
+
+    @property
+    def finite(self) -> bool:
+        """Whether the model's outputs were finite (a model with NaN or Inf outputs is never adopted)."""
+        return bool(self.summary.finite and np.all(np.isfinite(self.losses)))
+
+    @property
+    def performance(self) -> float:
+        """Validation accuracy, or Dice for segmentation."""
+        return metrics.headline(self.metrics)
+
+    @property
+    def loss(self) -> float:
+        return float(self.metrics["loss"])
 
 
-def check_max_loss_growth(growth) -> float:
-    """``max_loss_growth``: a finite number >= 0, the relative growth of the validation loss allowed."""
-    return non_negative(
-        "max_loss_growth",
-        growth,
-        note="0.1: an adopted aggregate's validation loss stays within 1.1 times the own model's",
-    )
+def assess_predictions(
+    probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15, normalize_entropy: bool = True
+) -> Assessment:
+    """The :class:`Assessment` of softmax outputs ``probs`` against ``labels``; ``loss`` the mean loss the
+    trainer measured. Non-finite outputs give NaN per-sample losses and errors."""
+    summary = summarize_predictions(probs, labels, ece_bins, normalize_entropy)
+    found = metrics.metrics_from_predictions(probs, labels, loss, ece_bins)
+    if not summary.finite:
+        nan = np.full(len(probs), np.nan)
+        return Assessment(summary, nan, nan, found)
+    return Assessment(summary, metrics.sample_losses(probs, labels), metrics.sample_errors(probs, labels), found)
 
 
-def check_max_norm_growth(growth) -> float:
-    """``max_norm_growth``: a finite number >= 0, how much larger than the own model's an entry's norm may grow."""
-    return non_negative(
-        "max_norm_growth",
-        growth,
-        note="0.1: no entry of an adopted aggregate has an L2 norm above 1.1 times the own model's",
-    )
-
-
-def check_max_peer_share(share) -> float:
-    """``max_peer_share``: a number in (0, 1], the largest weight one received model has in an aggregate."""
-    note = "the largest weight of one received model in an aggregate; 1 allows taking a single peer's model whole"
-    return number_in("max_peer_share", share, 0.0, 1.0, low_open=True, note=note)
+def excess(candidate: np.ndarray, reference: np.ndarray, z: float) -> float:
+    """The lower confidence bound of the mean of ``candidate - reference`` (paired, per sample):
+    mean - z * std / sqrt(n), the sample standard deviation with n - 1 (0 for one sample). Positive
+    means the candidate is significantly larger at the level z stands for; NaN when a value is not
+    finite; -inf for no sample."""
+    diff = np.asarray(candidate, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
+    if diff.shape != np.shape(reference) or diff.ndim != 1:
+        raise ValueError(
+            f"paired samples must be two vectors of one length, got {np.shape(candidate)}, {np.shape(reference)}"
+        )
+    if not diff.size:
+        return -math.inf
+    if not np.all(np.isfinite(diff)):
+        return math.nan
+    spread = float(np.std(diff, ddof=1)) if diff.size > 1 else 0.0
+    return float(np.mean(diff)) - z * spread / math.sqrt(diff.size)
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """The settings of the guarantee (:mod:`~lightyear.algorithms.p2p.validated_update`), checked."""
+    """The settings of the validated aggregation (the guarantee is stated in
+    :mod:`~lightyear.algorithms.p2p.validated_update`), checked.
 
-    delta: float = DEFAULT_DELTA
-    max_loss_growth: float = DEFAULT_MAX_LOSS_GROWTH
+    ``confidence``: the one-sided level of every paired test, in [0.5, 1) (0.95: a candidate is refused
+    only when it is worse than the reference with 95 % confidence); ``max_norm_growth``: how much larger
+    than the own model's an entry's L2 norm may be, in an adopted model and halfway to a peer;
+    ``drift_budget``: how far, in nats of mean validation cross-entropy, peers may move the site above
+    the lowest validation loss it has held (its anchor); ``max_peer_share``: the largest weight of one
+    received model in an aggregate."""
+
+    confidence: float = DEFAULT_CONFIDENCE
     max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH
+    drift_budget: float = DEFAULT_DRIFT_BUDGET
     max_peer_share: float = DEFAULT_MAX_PEER_SHARE
-    midpoint_test: bool = DEFAULT_MIDPOINT_TEST
-    midpoint_loss_growth: float = DEFAULT_MIDPOINT_LOSS_GROWTH
-    midpoint_norm_growth: float = DEFAULT_MIDPOINT_NORM_GROWTH
-    midpoint_barrier: float = DEFAULT_MIDPOINT_BARRIER
 
     def __post_init__(self):
-        check_delta(self.delta)
-        check_max_loss_growth(self.max_loss_growth)
-        check_max_norm_growth(self.max_norm_growth)
-        check_max_peer_share(self.max_peer_share)
-        boolean("midpoint_test", self.midpoint_test, note="true tests the model halfway to each selected peer")
-        note = "0.5: halfway to a peer the validation loss stays within 1.5 times the larger of the two ends'"
-        non_negative("midpoint_loss_growth", self.midpoint_loss_growth, note=note)
-        note = "1: halfway to a peer no entry's L2 norm exceeds twice the own model's"
-        non_negative("midpoint_norm_growth", self.midpoint_norm_growth, note=note)
-        note = "0.4: halfway to a peer the validation loss exceeds the mean of the two ends' by at most 0.4"
-        non_negative("midpoint_barrier", self.midpoint_barrier, note=note)
+        note = "the one-sided level of the paired tests; 0.95 refuses a candidate worse with 95 % confidence"
+        number_in("confidence", self.confidence, 0.5, 1.0, high_open=True, note=note)
+        note = "0.5: no entry of an adopted model, or of the model halfway to a peer, above 1.5 times the own norm"
+        non_negative("max_norm_growth", self.max_norm_growth, note=note)
+        note = "0.1: peers move the site at most 0.1 nats of validation loss above the lowest it has held"
+        non_negative("drift_budget", self.drift_budget, note=note)
+        note = "the largest weight of one received model in an aggregate; 1 allows taking a single peer's model whole"
+        number_in("max_peer_share", self.max_peer_share, 0.0, 1.0, low_open=True, note=note)
 
-    def halfway_fault(self, found: Evaluation, own: Evaluation, peer: Evaluation) -> str:
-        """Which bound the model halfway to a peer, evaluated ``found``, fails: ``"loss"`` when its outputs
-        or either end's loss are not finite or its loss exceeds ``(1 + midpoint_loss_growth)`` times the
-        larger of the own and the peer's losses plus ``LOSS_SLACK``; ``"barrier"`` when it exceeds their
-        mean by more than ``midpoint_barrier``; ``""`` when it passes both."""
-        got, lost = (float(v) for v in found)
-        ends = (float(own[1]), float(peer[1]))
-        if not (math.isfinite(got) and math.isfinite(lost) and all(math.isfinite(v) for v in ends)):
+    @property
+    def z(self) -> float:
+        """Phi^-1(confidence): the standard normal quantile of the one-sided level."""
+        return NormalDist().inv_cdf(self.confidence)
+
+    def fault(self, candidate: Assessment, own: Assessment, held: Held | None = None) -> str:
+        """Why ``candidate`` may not be adopted, ``""`` when it may: ``"not finite"``; ``"loss"`` or
+        ``"error"`` when its per-sample cross-entropy or error is significantly above the model the site
+        started the round from (``held.start``; the own model of the round when none is known);
+        ``"drift"`` when its mean loss is above the own freshly trained model's and its per-sample loss
+        significantly more than ``drift_budget`` above the anchor's (``held.anchor``: the lowest-loss model
+        the site held in the rounds before)."""
+        if not candidate.finite:
+            return "not finite"
+        z = self.z
+        start = own if held is None or held.start is None else held.start
+        if excess(candidate.losses, start.losses, z) > 0.0:
             return "loss"
-        if lost > (1.0 + self.midpoint_loss_growth) * max(ends) + LOSS_SLACK:
-            return "loss"
-        return "barrier" if barrier(lost, *ends) > self.midpoint_barrier else ""
-
-    def passes(self, found: Evaluation, performance: float, loss: float) -> bool:
-        """Whether ``found`` (performance, loss) is finite, scores at least ``performance - delta`` and has a
-        loss of at most ``(1 + max_loss_growth) * loss + LOSS_SLACK`` (False when a reference is NaN)."""
-        got, lost = (float(v) for v in found)
-        ceiling = (1.0 + self.max_loss_growth) * loss + LOSS_SLACK
-        return math.isfinite(got) and math.isfinite(lost) and got >= performance - self.delta and lost <= ceiling
+        if excess(candidate.errors, start.errors, z) > 0.0:
+            return "error"
+        anchor = None if held is None else held.anchor
+        above_own = float(np.mean(candidate.losses)) > float(np.mean(own.losses))
+        if anchor is not None and above_own and excess(candidate.losses, anchor.losses, z) > self.drift_budget:
+            return "drift"
+        return ""
 
 
-def barrier(halfway_loss: float, own_loss: float, peer_loss: float) -> float:
-    """The loss barrier at the midpoint: the loss halfway between two models minus the mean of their
-    losses, i.e. how far the loss rises halfway above the straight line between the two ends' losses
-    (the loss barrier of Entezari et al., "The Role of Permutation Invariance in Linear Mode
-    Connectivity of Neural Networks", ICLR 2022, taken at alpha = 1/2 instead of its supremum over
-    alpha; Frankle et al., ICML 2020, measure the same on the error)."""
-    return float(halfway_loss) - (float(own_loss) + float(peer_loss)) / 2.0
+@dataclass(frozen=True)
+class Measured:
+    """A model the site held, as its validation set measured it: per-sample losses and errors."""
+
+    losses: np.ndarray
+    errors: np.ndarray
+
+    @classmethod
+    def of(cls, found: Assessment) -> Measured:
+        return cls(np.asarray(found.losses, dtype=np.float64), np.asarray(found.errors, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the site carries from round to round: the model it started this round from (``start``) and
+    the lowest-loss model it has held (``anchor``), each as :class:`Measured`; None where unknown."""
+
+    start: Measured | None = None
+    anchor: Measured | None = None
+
+    def after(self, own: Assessment, adopted: Assessment) -> Held:
+        """The next round's: it starts from ``adopted``; the anchor is the lowest mean loss among the
+        anchor, the own model of the round and the adopted one (finite ones only)."""
+        finite = [Measured.of(a) for a in (own, adopted) if a.finite]
+        return Held(Measured.of(adopted) if adopted.finite else self.start, lowest(self.anchor, *finite))
+
+
+def lowest(*options: Measured | None) -> Measured | None:
+    """The option with the lowest mean loss (None where there is none)."""
+    present = [m for m in options if m is not None]
+    return min(present, key=lambda m: float(np.mean(m.losses))) if present else None
 
 
 DEFAULT_BOUNDS = Bounds()
-"""Every bound at its default."""
+"""Every setting at its default."""

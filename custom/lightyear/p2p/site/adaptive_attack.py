@@ -31,6 +31,7 @@ from lightyear.algorithms.attacks.adaptive import harmful_direction, most_harmfu
 from lightyear.algorithms.attacks.reparametrise import PERMUTE, RESCALE, reparametrised
 from lightyear.algorithms.attacks.settings import AdaptiveTarget
 from lightyear.algorithms.attacks.updates import FULL
+from lightyear.algorithms.metrics import headline
 from lightyear.algorithms.vectors import ZERO_NORM, flatten, float_keys, unflatten
 from lightyear.p2p.site.exchange import PerReceiver
 
@@ -39,12 +40,8 @@ MAX_RESCALE = 999.0
 MAX_EVALUATIONS = 4
 """Predictions per family and receiver unless ``attack_max_evaluations`` says otherwise: each costs
 one or more forward passes over the attacker's validation set (against the validated aggregation the
-crafted model's midpoint and up to 2 |S| + 2 aggregates), and a round's crafting must end well within the
-receivers' deadline."""
-
-
-def performance(metrics: dict) -> float:
-    return metrics["dice"] if "dice" in metrics else metrics["acc"]
+crafted model and up to |S| + 2 aggregates), and a round's crafting must end well within the receivers'
+deadline."""
 
 
 def adaptive_models(
@@ -82,7 +79,7 @@ def adaptive_models(
         def harm(candidate, predict=predict, before=before):
             accepted, adopted = predict(candidate)
             after = evaluate("val", adopted)
-            return accepted, (performance(before) - performance(after), after["loss"] - before["loss"])
+            return accepted, (headline(before) - headline(after), after["loss"] - before["loss"])
 
         rng_seed = [seed & 0xFFFFFFFF, inputs.round_num, spec.attackers.index(site), stream]
         families = candidate_families(model, others, own_update, keys, groups, spec.param("max_step"), rng_seed)

@@ -1,0 +1,72 @@
+"""Models as flat vectors around an own model, for building and measuring many aggregates cheaply (pure).
+
+The validated aggregation (:mod:`~lightyear.algorithms.p2p.validated_update`) tests several candidates
+theta + weight * sum_j (theta_j - theta) a round. :class:`FlatModels` takes each peer's difference once,
+on one flat vector of the floating entries in the own model's float type, so that a candidate costs
+one pass over the parameters; integer entries (BatchNorm's counters) keep the own value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from lightyear.algorithms.aggregation import Weights, is_float
+
+
+class FlatModels:
+    """The own model and the peers' models as flat vectors (module docstring)."""
+
+    def __init__(self, own: Weights, models: Mapping[str, Weights]):
+        self.own, self.models = own, models
+        self.keys = [k for k, v in own.items() if is_float(v)]
+        self.dtype = np.result_type(*[np.asarray(own[k]).dtype for k in self.keys]) if self.keys else np.float64
+        self.base = self.flat(own)
+        sizes = [np.asarray(own[k]).size for k in self.keys]
+        self.starts = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.own_norms = self.norms(self.base)
+        self._diffs: dict[str, np.ndarray] = {}
+
+    def flat(self, model: Weights) -> np.ndarray:
+        if not self.keys:
+            return np.zeros(0, dtype=self.dtype)
+        return np.concatenate([np.asarray(model[k], dtype=self.dtype).ravel() for k in self.keys])
+
+    def norms(self, vector: np.ndarray) -> np.ndarray:
+        """The L2 norm of every entry's segment of ``vector``."""
+        if not self.keys:
+            return np.zeros(0)
+        squares = np.square(vector, dtype=np.float64)
+        filled = self.sizes > 0  # reduceat would sum an empty entry as the next value alone, or fail at the end
+        sums = np.zeros(len(self.keys))
+        if filled.any():
+            sums[filled] = np.add.reduceat(squares, self.starts[filled])
+        return np.sqrt(sums)
+
+    def diff(self, peer: str) -> np.ndarray:
+        """theta_peer - theta, taken once."""
+        if peer not in self._diffs:
+            self._diffs[peer] = self.flat(self.models[peer]) - self.base
+        return self._diffs[peer]
+
+    def zero(self) -> np.ndarray:
+        return np.zeros_like(self.base)
+
+    def growth(self, vector: np.ndarray) -> float:
+        """The largest ||vector[k]|| / ||own[k]|| - 1 over the entries that are not all zero in the own
+        model (an entry the own model never moved from zero has no scale to compare with); 0 when no
+        entry grew."""
+        mine = self.own_norms > 0.0
+        if not mine.any():
+            return 0.0
+        return max(0.0, float(np.max(self.norms(vector)[mine] / self.own_norms[mine])) - 1.0)
+
+    def model(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        """``vector`` as a model: views of it in the own entries' shapes and dtypes."""
+        out = {}
+        for key, start, size in zip(self.keys, self.starts, self.sizes):
+            mine = np.asarray(self.own[key])
+            out[key] = vector[start : start + size].reshape(mine.shape).astype(mine.dtype, copy=False)
+        return {k: out[k] if k in out else np.array(v, copy=True) for k, v in self.own.items()}

@@ -1,0 +1,146 @@
+"""What a LIGHTYEAR site adopts in a round, as one pure function (no FLARE).
+
+:func:`decide` is the whole of a site's decision: it scores every received model against the own
+freshly trained model on the own validation set (agreement score, Eqs. 12-16 of "Don't Reach for the
+Stars"), selects those with A_ij >= tau (Eq. 17, with the cold-start guard of
+:func:`~lightyear.algorithms.p2p.agreement.select_peers`), and moves towards their mean with step
+gamma^t (Eq. 18): as published (``paper``), or through the validated aggregation (``validated``,
+:mod:`~lightyear.algorithms.p2p.validated_update`), which adopts only what passes the site's own
+paired tests. The site's component and an adaptive attacker's prediction of a receiver both call it;
+everything it measures goes through the one ``assess`` callable it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lightyear.algorithms.aggregation import Weights
+from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
+from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
+from lightyear.algorithms.p2p.validated_update import validated_update
+from lightyear.algorithms.p2p.validation_bounds import DEFAULT_BOUNDS, Assessment, Bounds, Held
+
+PAPER, VALIDATED = "paper", "validated"
+AGGREGATIONS = (VALIDATED, PAPER)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """LIGHTYEAR's settings, checked: ``tau`` (Eq. 17), ``gamma`` (Eq. 18), the agreement score's
+    ``third_term`` (``confidence``, Eq. 15, or ``sharpness``), the cold-start ``skill_floor``, the
+    ``aggregation`` (``validated`` or ``paper``) and the validated aggregation's ``bounds``."""
+
+    tau: float = 0.75
+    gamma: float = 0.95
+    third_term: str = "confidence"
+    skill_floor: float = 0.0
+    aggregation: str = VALIDATED
+    bounds: Bounds = DEFAULT_BOUNDS
+
+    def __post_init__(self):
+        check_tau(self.tau)
+        check_gamma(self.gamma)
+        check_skill_floor(self.skill_floor)
+        if self.third_term not in THIRD_TERMS:
+            raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {self.third_term!r}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(
+                f"aggregation must be one of {', '.join(AGGREGATIONS)} (validated: adopt only a validated "
+                f"aggregate; paper: Eq. 18 as published), got {self.aggregation!r}"
+            )
+
+
+@dataclass
+class Decision:
+    """A site's round: the adopted ``weights``; the own model's and every scored peer's assessment and
+    agreement score; peers refused while scoring (peer -> reason); the selection; whether the site was
+    warming up; the peers whose difference the adopted model holds and those left out (peer -> reason);
+    the validation passes spent beyond scoring; the
+    adopted model's assessment; the next anchor; seconds spent scoring."""
+
+    weights: dict
+    own: Assessment
+    adopted_assessment: Assessment
+    step: float
+    assessed: dict = field(default_factory=dict)
+    scores: dict = field(default_factory=dict)
+    skills: dict = field(default_factory=dict)
+    rejected: dict = field(default_factory=dict)
+    selected: list = field(default_factory=list)
+    warming_up: bool = False
+    adopted: list = field(default_factory=list)
+    excluded: dict = field(default_factory=dict)
+    evaluations: int = 0
+    held: Held | None = None
+    score_s: float = 0.0
+
+
+def decide(
+    own: Weights,
+    received: Mapping[str, Weights],
+    t: int,
+    assess: Callable[[dict], Assessment],
+    rule: Rule,
+    held: Held | None = None,
+    known: dict | None = None,
+) -> Decision:
+    """A LIGHTYEAR site's decision in round ``t`` (module docstring).
+
+    ``assess(weights)``: one forward pass over the own validation set; ``anchor``: the per-sample
+    losses of the lowest-loss model the site has held (None: none yet); ``known``: id(model) -> its
+    assessment, for ``own`` and received models the caller keeps alive and has assessed already (read,
+    never written: an id is only stable while its object lives)."""
+    start = time.perf_counter()
+    known = known or {}
+
+    def assessed(model: dict) -> Assessment:
+        return known[id(model)] if id(model) in known else assess(model)
+
+    own_assessment = assessed(own)
+    decision = Decision(
+        weights={k: np.array(v, copy=True) for k, v in own.items()},
+        own=own_assessment,
+        adopted_assessment=own_assessment,
+        step=rule.gamma**t,
+    )
+    for peer, weights in received.items():
+        try:
+            found = assessed(weights)
+            decision.scores[peer] = agreement(own_assessment.summary, found.summary, rule.third_term)
+            decision.skills[peer] = skill(found.summary)
+            decision.assessed[peer] = found
+        except Exception as exc:  # noqa: BLE001 - a model that breaks scoring is refused, not fatal
+            decision.rejected[peer] = f"{type(exc).__name__}: {exc}"
+    own_skill = skill(own_assessment.summary)
+    decision.warming_up = rule.skill_floor > 0 and not own_skill >= rule.skill_floor
+    if not decision.warming_up:
+        scores = {p: s.score for p, s in decision.scores.items()}
+        decision.selected = select_peers(scores, rule.tau, decision.skills, rule.skill_floor)
+    decision.score_s = time.perf_counter() - start
+    chosen = {p: received[p] for p in decision.selected}
+    if rule.aggregation == PAPER:
+        decision.weights = decayed_mean_update(own, list(chosen.values()), rule.gamma, t)
+        decision.adopted = list(decision.selected)
+        return decision
+    order = sorted(chosen, key=lambda p: (-decision.scores[p].score, p))
+    update = validated_update(
+        own,
+        own_assessment,
+        chosen,
+        decision.assessed,
+        order,
+        rule.gamma,
+        t,
+        assess,
+        rule.bounds,
+        held,
+    )
+    decision.weights, decision.adopted = update.weights, update.adopted
+    decision.excluded = update.excluded
+    decision.evaluations, decision.adopted_assessment = update.evaluations, update.adopted_assessment
+    decision.held = (held or Held()).after(own_assessment, update.adopted_assessment)
+    return decision
