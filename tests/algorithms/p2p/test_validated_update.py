@@ -126,11 +126,29 @@ def test_a_benign_minority_gets_its_full_step_back_within_s_plus_2_passes():
     assert "significantly above the model the round started from at confidence 0.95" in out.excluded["c"]
 
 
-def test_peers_that_pass_alone_but_not_together_leave_the_best_contribution_alone():
-    # weight 1/2 (max_peer_share): the whole 0.5 (1.2 + 2.4) = 1.8 fails; alone 0.6 (loss 0.2) and 1.2 (loss
-    # 0.2 and 0.3, within the noise) both pass; the lower-loss contribution, a's, is adopted as tested
-    out, evaluate = run({"a": model(1.2), "b": model(2.4)})
-    assert evaluate.calls == pytest.approx([1.8, 0.6, 1.2]) and out.adopted == ["a"]
+def test_peers_that_pass_alone_but_not_together_get_half_the_step():
+    # weight 1/2 (max_peer_share): the whole 0.5 (1.6 + 1.8) = 1.7 fails; alone 0.8 and 0.9 pass; all of them
+    # with half the step, 0.25 (1.6 + 1.8) = 0.85, passes. 1 + 2 + 1 = |S| + 2 passes.
+    out, evaluate = run({"a": model(1.6), "b": model(1.8)})
+    assert evaluate.calls == pytest.approx([1.7, 0.8, 0.9, 0.85]) and out.evaluations == 4
+    assert out.adopted == ["a", "b"] and out.weights["w"][0] == pytest.approx(0.85) and out.excluded == {}
+
+
+class Barrier(Validation):
+    """Good (losses 0.2) for w <= 0.7 and 1.3 <= w <= 1.5, every sample wrong elsewhere: two contributions
+    that pass alone with a barrier between them."""
+
+    def __call__(self, weights):
+        w = float(weights["w"][0])
+        self.calls.append(w)
+        return assessment(GOOD) if w <= 0.7 or 1.3 <= w <= 1.5 else assessment([5.0] * 4, [1.0] * 4)
+
+
+def test_when_half_the_step_fails_too_the_best_contribution_alone_is_adopted():
+    # the whole 0.5 (1.2 + 2.8) = 2 fails; alone 0.6 and 1.4 pass; half the step, 1.0, fails; the two
+    # contributions have the same loss, and the first by name, a's, is adopted as tested
+    out, evaluate = run({"a": model(1.2), "b": model(2.8)}, evaluate=Barrier())
+    assert evaluate.calls == pytest.approx([2.0, 0.6, 1.4, 1.0]) and out.adopted == ["a"]
     assert out.weights["w"][0] == pytest.approx(0.6) and "passed alone" in out.excluded["b"]
 
 

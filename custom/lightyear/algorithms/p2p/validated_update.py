@@ -38,8 +38,9 @@ Procedure, with ``S`` the peers handed to it less those point 5 leaves out: the 
 contribution is tested alone (the own model plus its difference, with the weight it has in the
 aggregate of ``S``); the Eq. 18 aggregate of the peers that passed alone (weights
 ``gamma^t * min(1/|K|, max_peer_share)``) is tested and adopted if it passes, so that a benign
-minority among attackers gets its full step; else the contribution alone with the lowest validation
-loss is adopted. Every other peer is left out after averaging, with the measured reason.
+minority among attackers gets its full step; when every peer passed alone, the aggregate of all with
+half the step is tested instead; else the contribution alone with the lowest validation loss is
+adopted. Every other peer is left out after averaging, with the measured reason.
 
 Cost, in forward passes over the own validation set: one when the aggregate of ``S`` passes, at most
 ``|S| + 2`` when it does not (a candidate refused on its norms costs none). The own and the received
@@ -65,6 +66,8 @@ from lightyear.algorithms.p2p.validation_bounds import DEFAULT_BOUNDS, Assessmen
 
 MIDPOINT = 0.5
 """Where on the line from the own model to a peer's the norms are measured before averaging: halfway."""
+HALF = 0.5
+"""The shorter step tried towards the selected peers' mean when each passed alone and all together did not."""
 OWN_FUNCTION = "computes the own model's function on the own validation set (left out before averaging)"
 
 
@@ -168,6 +171,10 @@ def validated_update(
     renormalised = peer_weight(gamma, int(t), len(kept), bounds.max_peer_share)
     if len(kept) < len(remaining) and (len(kept) > 1 or renormalised > weight):
         together = test(kept, renormalised)  # the peers that passed alone, with the step Eq. 18 gives them
+        if together[1].passed:
+            return _adopt(result, *together)
+    elif len(kept) > 1:  # each passed alone, all together not: half the step towards the same mean
+        together = test(kept, HALF * weight)
         if together[1].passed:
             return _adopt(result, *together)
     best = min(kept, key=lambda p: (_loss_rank(solo[p][1]), p))
