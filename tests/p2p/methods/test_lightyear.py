@@ -256,6 +256,7 @@ def test_bad_validated_aggregation_settings_stop_the_job_at_construction():
         ({"max_norm_growth": "x"}, "max_norm_growth"),
         ({"max_peer_share": 0}, "max_peer_share"),
         ({"drift_budget": float("inf")}, "drift_budget"),
+        ({"midpoint_barrier": 0.4, "align_units": True}, "align_units, midpoint_barrier: no longer settings"),
     ):
         with pytest.raises(ValueError, match=name):
             LightyearExecutor(**kwargs)

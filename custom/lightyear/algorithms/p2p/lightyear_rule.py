@@ -59,8 +59,9 @@ class Decision:
     """A site's round: the adopted ``weights``; the own model's and every scored peer's assessment and
     agreement score; peers refused while scoring (peer -> reason); the selection; whether the site was
     warming up; the peers whose difference the adopted model holds and those left out (peer -> reason);
-    the validation passes spent beyond scoring; the
-    adopted model's assessment; the next anchor; seconds spent scoring."""
+    the validation passes spent beyond scoring; the adopted model's assessment; what the site carries
+    to the next round (:class:`~lightyear.algorithms.p2p.validation_bounds.Held`; None for the paper
+    rule); seconds spent scoring."""
 
     weights: dict
     own: Assessment
@@ -90,8 +91,9 @@ def decide(
 ) -> Decision:
     """A LIGHTYEAR site's decision in round ``t`` (module docstring).
 
-    ``assess(weights)``: one forward pass over the own validation set; ``anchor``: the per-sample
-    losses of the lowest-loss model the site has held (None: none yet); ``known``: id(model) -> its
+    ``assess(weights)``: one forward pass over the own validation set; ``held``: what the
+    site carries from its earlier rounds (the model it started this round from and its anchor; None:
+    nothing yet); ``known``: id(model) -> its
     assessment, for ``own`` and received models the caller keeps alive and has assessed already (read,
     never written: an id is only stable while its object lives)."""
     start = time.perf_counter()

@@ -118,7 +118,7 @@ def validated_update(
 
     ``assessed``: every selected peer's :class:`Assessment` on the own validation set; ``order``: the
     selected peers, each once, in the order that breaks ties; ``assess(weights)`` evaluates a candidate;
-    ``anchor``: the per-sample losses of the lowest-loss model the site has held (None: none yet)."""
+    ``held``: the model the site started the round from and its anchor (None: neither known yet)."""
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
         raise ValueError(f"round index t must be an integer >= 0, got {t!r}")
     if len(set(order)) != len(order) or sorted(order) != sorted(selected) or not set(order) <= set(assessed):

@@ -31,6 +31,16 @@ from lightyear.flare.declarations import P2P, Detection, Method
 from lightyear.p2p.site.adaptive_attack import PEER_ADAPTIVE
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
+RETIRED = (
+    "validation_delta",
+    "max_loss_growth",
+    "midpoint_test",
+    "midpoint_loss_growth",
+    "midpoint_norm_growth",
+    "midpoint_barrier",
+    "align_units",
+)
+"""Settings of the validated aggregation before its paired test: a job that still names one is refused."""
 ATTACKER_COPY = "crafted-"
 """Names of the crafted copies in a predicted round (no site is named so)."""
 
@@ -68,6 +78,13 @@ class LightyearExecutor(P2PExecutor):
             validation loss it has held, and the weight of one received model in an aggregate.
         Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
         """
+        retired = sorted(set(kwargs) & set(RETIRED))
+        if retired:
+            raise ValueError(
+                f"{', '.join(retired)}: no longer settings of LIGHTYEAR's validated aggregation, which judges every "
+                "candidate with one paired test (confidence, drift_budget, max_norm_growth, max_peer_share; "
+                "docs/attacks.md); remove them from the job"
+            )
         bounds = Bounds(confidence, max_norm_growth, drift_budget, max_peer_share)
         self.rule = Rule(tau, gamma, third_term, skill_floor, aggregation, bounds)
         self.normalize_entropy = bool(normalize_entropy)
