@@ -111,3 +111,20 @@ def test_the_attacker_predicts_that_a_copy_of_the_receivers_function_is_selected
     np.testing.assert_array_equal(adopted["w"], receiver["w"])  # either way the receiver's model stays as it is
     other = {"w": np.array([2.4, 0.0], dtype=np.float32)}  # another function, as skilled: averaged by either rule
     assert score(rt, receiver, other) >= 0.9 and predict(other)[0]
+
+
+@pytest.mark.parametrize("aggregation", ["paper", "validated"])
+def test_a_receiver_below_chance_is_predicted_past_its_warm_up_without_failing(aggregation):
+    # slope -2: the receiver's model predicts the wrong class on most points (accuracy below 1/2, skill < 0);
+    # with the skill floor on, the prediction must neither fail on a negative floor nor take a warm-up
+    graph = {"site-1": [], "site-4": ["site-1"]}
+    rt = TinyRuntime()
+    ex = site4(LightyearExecutor, graph=graph, runtime=rt, tau=0.0, skill_floor=0.5, aggregation=aggregation)
+    receiver = {"w": np.array([-2.0, 0.0], dtype=np.float32)}
+    assert rt.summarize(receiver).performance < 0.5
+    crafted = {"w": np.array([-1.5, 0.0], dtype=np.float32)}
+    accepted, adopted = ex.predicted_outcome(0, receiver, {}, copies=1)(crafted)
+    if aggregation == "paper":  # selected (tau 0, no floor above the receiver's skill): Eq. 18 at t = 0 adopts it
+        assert accepted and adopted["w"].tolist() == crafted["w"].tolist()
+    else:  # judged by the validated aggregation, not refused by a failing prediction
+        assert isinstance(accepted, bool) and set(adopted) == {"w"}

@@ -147,7 +147,8 @@ class LightyearExecutor(P2PExecutor):
         stable = {id(receiver): self.assess(receiver)}
         stable.update({id(w): self.assess(w) for w in others.values()})
         own_skill = skill(stable[id(receiver)].summary)
-        floor = min(self.rule.skill_floor, own_skill) if math.isfinite(own_skill) else self.rule.skill_floor
+        # a receiver near or below chance still predicts as past its warm-up: the floor is at most its own skill
+        floor = max(0.0, min(self.rule.skill_floor, own_skill)) if math.isfinite(own_skill) else self.rule.skill_floor
         rule = dataclasses.replace(self.rule, skill_floor=floor)
         names_ = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
 
