@@ -4,7 +4,8 @@ Each round the site hands the rule its freshly trained model, the valid models r
 validation set (through ``runtime.assess``); the rule scores, selects and aggregates
 (agreement score, Eqs. 12-17; Eq. 18 as published with ``aggregation: paper``, or validated with the
 default ``validated``, :mod:`~lightyear.algorithms.p2p.validated_update`). The component records the
-decision, keeps the validated aggregation's anchor across rounds (in the checkpoint too) and offers
+decision, carries what the validated aggregation needs from round to round (the model the round
+starts from and the anchor, in the checkpoint too) and offers
 the same function to an adaptive attacker as its prediction of a receiver (:meth:`predicted_outcome`).
 """
 
