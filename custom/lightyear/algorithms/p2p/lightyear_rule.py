@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from lightyear.algorithms.aggregation import Weights
 from lightyear.algorithms.p2p.agreement import THIRD_TERMS, agreement, check_skill_floor, check_tau, select_peers, skill
 from lightyear.algorithms.p2p.decayed_update import check_gamma, decayed_mean_update
@@ -91,11 +89,10 @@ def decide(
 ) -> Decision:
     """A LIGHTYEAR site's decision in round ``t`` (module docstring).
 
-    ``assess(weights)``: one forward pass over the own validation set; ``held``: what the
-    site carries from its earlier rounds (the model it started this round from and its anchor; None:
-    nothing yet); ``known``: id(model) -> its
-    assessment, for ``own`` and received models the caller keeps alive and has assessed already (read,
-    never written: an id is only stable while its object lives)."""
+    ``assess(weights)``: one forward pass over the own validation set; ``held``: what the site carries
+    from its earlier rounds (the model it started this round from and its anchor; None: nothing yet);
+    ``known``: id(model) -> its assessment, for ``own`` and received models the caller keeps alive and
+    has assessed already (read, never written: an id is only stable while its object lives)."""
     start = time.perf_counter()
     known = known or {}
 
@@ -104,7 +101,7 @@ def decide(
 
     own_assessment = assessed(own)
     decision = Decision(
-        weights={k: np.array(v, copy=True) for k, v in own.items()},
+        weights=own,  # replaced below by the rule's result, which is always a new model
         own=own_assessment,
         adopted_assessment=own_assessment,
         step=rule.gamma**t,
