@@ -8,10 +8,11 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
+from lightyear.p2p.attack.attacker import PeerAttacker
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site.attacker import PeerAttacker
 from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.p2p.site.sampling import RoundSampling
+from lightyear.p2p.site.sending import SendingRun
 
 from flare_fakes import SiteEngine, context, model_message
 
@@ -126,11 +127,29 @@ def attacking(ex, kind, knowledge="partial", params=None, attackers=("site-3", "
     attacker = PeerAttacker(kind, knowledge, list(attackers), params or {}, seed=0)
     ex.attack, ex.attack_id, ex.peer_deadline = attacker, "attack", deadline
     log = (lambda level, msg: logs.append((level, msg))) if logs is not None else (lambda level, msg: None)
-    exchange = ex.exchange
-    attacker.begin_run(
-        ex.site, graph, ex.rounds, 0, deadline, ex.max_abs_weight, log, exchange.reference, exchange.codec, False, 5.0
-    )
+    attacker.begin_run(sending_run(ex, graph, log))
     return ex
+
+
+def sending_run(ex, graph=MESH4, log=None, **kwargs) -> SendingRun:
+    """The run of a wired executor as its outgoing hook gets it (the network's unit groups: ``kwargs``)."""
+    exchange = ex.exchange
+    return SendingRun(
+        ex.site,
+        graph,
+        ex.rounds,
+        0,
+        exchange.peer_deadline,
+        5.0,
+        ex.max_abs_weight,
+        log or (lambda level, msg: None),
+        exchange.reference,
+        exchange.codec,
+        False,
+        evaluate=ex.runtime.evaluate,
+        oracle=ex.predicted_outcome,
+        **kwargs,
+    )
 
 
 def site4(cls=P2PFedAvgExecutor, graph=MESH4, deadline=2.0, runtime=None, **kwargs):

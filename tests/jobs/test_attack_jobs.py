@@ -51,7 +51,7 @@ def test_a_peer_to_peer_attack_adds_the_attacker_to_the_attackers_app_only():
     }
     faulty = files[FAULTY]
     [attacker] = components(faulty, "attack")
-    assert attacker["path"] == "lightyear.p2p.site.attacker.PeerAttacker"
+    assert attacker["path"] == "lightyear.p2p.attack.attacker.PeerAttacker"
     assert attacker["args"] == {
         "kind": "minmax",
         "knowledge": "partial",

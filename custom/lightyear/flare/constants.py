@@ -11,7 +11,7 @@ TOPIC_ROUND_METRICS = "lightyear.round_metrics"
 """A site's round metrics for TensorBoard (lightyear.flare.analytics)."""
 TOPIC_COLLUDE = "lightyear.collude"
 """Simulated attackers' side channel: their honestly trained models, shared among them
-(lightyear.p2p.site.collusion)."""
+(lightyear.p2p.attack.collusion)."""
 MODEL_TOPICS = (TOPIC_MODEL, TOPIC_COLLUDE)
 """Peer topics whose messages carry a model."""
 

@@ -58,7 +58,7 @@ from lightyear.p2p.topology import in_neighbours
 PREFIX = "attack_"
 """``--set attack_<param>=VALUE`` sets the attack's parameter ``<param>``."""
 
-PEER_ATTACKER = "lightyear.p2p.site.attacker.PeerAttacker"
+PEER_ATTACKER = "lightyear.p2p.attack.attacker.PeerAttacker"
 ADVERSARY = "lightyear.star.adversary.SimulatedAdversary"
 ATTACK_ID, ADVERSARY_ID = "attack", "adversary"
 CLIENT, FAULTY_CLIENT = "app/config/config_fed_client.json", "app_faulty/config/config_fed_client.json"

@@ -5,7 +5,7 @@ update against its own round-start model ``start``: its honest update is ``own -
 fellow attacker's honestly trained model ``m`` counts as the update ``m - start``, and so does a
 benign in-neighbour's model under full knowledge. What the attacker sends is ``start + crafted``
 (:func:`crafted_update` for the rules of :mod:`lightyear.algorithms.attacks.updates`; the adaptive
-attack predicts each receiver's round instead, ``lightyear.p2p.site.adaptive_attack``).
+attack predicts each receiver's round instead, ``lightyear.p2p.attack.adaptive``).
 
 How many sites a receiver aggregates over (``n`` of LIE, MR and IPM) and how many of them attack
 (``m``) follow from the graph, receiver by receiver: :func:`participants`.
@@ -61,7 +61,7 @@ def attack_model(
 
     The attacker sends ``start + crafted`` (:func:`crafted_update`). Fields add ``attack_known``,
     the number of updates the attack was computed from. The adaptive attack is no fixed rule
-    (``lightyear.p2p.site.adaptive_attack``).
+    (``lightyear.p2p.attack.adaptive``).
     """
     start = np.asarray(start, dtype=np.float64)
     honest = np.asarray(honest, dtype=np.float64)

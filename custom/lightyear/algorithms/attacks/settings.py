@@ -166,3 +166,9 @@ class AdaptiveTarget:
         if spec.knowledge == PARTIAL and len(spec.attackers) < self.partial_needs:
             raise ValueError(self.partial_reason)
         return spec
+
+
+PEER_ADAPTIVE = AdaptiveTarget(params=("max_step", "max_evaluations"))
+"""The adaptive attack on a peer-to-peer method with an oracle (LIGHTYEAR's and BALANCE's
+``Method.adaptive``; the attack: :mod:`lightyear.p2p.attack.adaptive`): it takes ``attack_max_step``
+and ``attack_max_evaluations``; either knowledge level."""

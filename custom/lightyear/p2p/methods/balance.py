@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 from lightyear.algorithms.attacks.detection import Labelling, filled, names
+from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.p2p.balance import balance_threshold, balance_update, check_balance_settings
 from lightyear.algorithms.vectors import flatten, float_keys
 from lightyear.flare.declarations import P2P, Detection, Method
-from lightyear.p2p.site.adaptive_attack import PEER_ADAPTIVE
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 

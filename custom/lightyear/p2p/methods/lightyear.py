@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from lightyear.algorithms.attacks.detection import Labelling, filled, names
+from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.p2p.agreement import skill
 from lightyear.algorithms.p2p.lightyear_rule import PAPER, VALIDATED, Decision, Rule, decide
 from lightyear.algorithms.p2p.validation_bounds import (
@@ -29,7 +30,6 @@ from lightyear.algorithms.p2p.validation_bounds import (
     Measured,
 )
 from lightyear.flare.declarations import P2P, Detection, Method
-from lightyear.p2p.site.adaptive_attack import PEER_ADAPTIVE
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 RETIRED = (

@@ -281,6 +281,12 @@ class PeerExchange:
         if item.num_samples is not None:
             inbox.num_samples[peer] = item.num_samples
 
+    def not_waiting_for(self, peers) -> None:
+        """Wait for none of ``peers`` (neighbours that did not answer the start handshake) until they send:
+        each counts as having missed ``max_missed_rounds`` in a row."""
+        for peer in set(peers) & set(self.missed):
+            self.missed[peer] = self.max_missed_rounds
+
     def peek(self, round_num: int, senders: list[str], timeout: float, abort: Callable[[], bool]) -> dict[str, dict]:
         """The valid models of ``senders`` (in-neighbours) for ``round_num`` that arrived within
         ``timeout`` s, cast to the own dtypes and left in place for :meth:`collect` (what an

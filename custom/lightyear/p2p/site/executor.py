@@ -1,47 +1,42 @@
 """Site side of the peer-to-peer topology: the rounds run on the sites, not on the server.
 
-One long task (``lightyear_p2p_run``) carries the neighbour lists, rounds and seed (what a site sets
-up from it before its first round: :mod:`lightyear.p2p.site.run_start`). Each round a
-site trains locally, sends its model to its out-neighbours (client-to-client messages), waits
-for its in-neighbours' models of that round until ``peer_deadline`` (the exchange and its checks
-are in :mod:`lightyear.p2p.site.exchange`), lets the aggregation rule (a subclass's
-:meth:`P2PExecutor.aggregate`) build its new model, evaluates it, writes one record row and a
-checkpoint, and reports progress to the server (the round itself: :mod:`lightyear.p2p.site.round`).
-The first round trains while the start handshake waits for the neighbours to answer "ready";
-nothing is sent before. A site whose neighbours' runs all ended first stops, naming them
-(:mod:`lightyear.p2p.site.handshake`). What other sites
-send is bounded by the model's size, and with ``secure_messages`` must arrive encrypted, on the
-site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A site restarted
-within the same run continues from its checkpoint; a job submitted again
-continues from the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that
-reached none of its neighbours for ``max_isolated_rounds`` rounds in a row (the server relaying
-every client-to-client message is probably gone) stops with the reason
-(:mod:`lightyear.p2p.site.isolation`). Every run ends with ``site_status.json`` in the site's run folder:
-``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round. When
-FLARE cannot deliver the run's result to the server within a grace period (the server is gone),
+One long task (``lightyear_p2p_run``) carries the neighbour lists, rounds and seed. :meth:`P2PExecutor.execute`
+sets the site up (:meth:`P2PExecutor._start`: the checkpoint to continue from, the model and data, the
+exchange, the start handshake; :mod:`lightyear.p2p.site.run_start`), then runs the rounds
+(:meth:`P2PExecutor._round`, read top to bottom): train locally; hand the trained model to the outgoing
+hook if the site has one (a simulated attacker replaces what is sent and nothing else:
+:mod:`lightyear.p2p.site.sending`); send it to this round's out-neighbours (client-to-client messages);
+wait for this round's in-neighbours' models until ``peer_deadline`` (the exchange and its checks:
+:mod:`lightyear.p2p.site.exchange`); let the method's :meth:`P2PExecutor.aggregate` build the new model;
+evaluate it, write one record row and a checkpoint, and report progress to the server. The first round
+trains while the start handshake waits for the neighbours to answer "ready"; nothing is sent before. A
+site whose neighbours' runs all ended first stops, naming them (:mod:`lightyear.p2p.site.handshake`).
+
+What other sites send is bounded by the model's size, and with ``secure_messages`` must arrive
+encrypted, on the site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A
+site restarted within the same run continues from its checkpoint; a job submitted again continues from
+the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that reached none of
+its neighbours for ``max_isolated_rounds`` rounds in a row stops with the reason
+(:mod:`lightyear.p2p.site.isolation`). Every run ends with ``site_status.json`` in the site's run
+folder: ``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round.
+When FLARE cannot deliver the run's result to the server within a grace period (the server is gone),
 the site ends its FLARE job process instead of letting FLARE retry for ever
-(:mod:`lightyear.p2p.site.delivery`).
+(:mod:`lightyear.p2p.site.delivery`). What goes on the wire is set by ``transfer_dtype``
+(:mod:`lightyear.p2p.site.payload`); with ``sample_neighbours`` set, each round a site takes models
+from a sample of its in-neighbours (:mod:`lightyear.p2p.site.sampling`).
 
-A simulated attacker (``attack_id``, :mod:`lightyear.p2p.site.attacker`) sends crafted models and
-keeps aggregating on its honest one; ``flip_labels`` trains on flipped labels (``docs/attacks-p2p.md``).
-
-What goes on the wire is set by ``transfer_dtype`` (:mod:`lightyear.p2p.site.payload`).
-
-With ``sample_neighbours`` set, each round a site takes models from a sample of its in-neighbours
-and sends only to the out-neighbours whose sample holds it; both ends compute the samples from
-the graph and the seed (:mod:`lightyear.p2p.site.sampling`).
-
-Hooks for the rules beyond :meth:`P2PExecutor.aggregate` (which gets the round's
-:class:`~lightyear.p2p.site.exchange.Inbox`, claimed sizes and senders' rounds, as an argument):
-:meth:`P2PExecutor.local_update` (the local training step), :meth:`P2PExecutor.awaited_senders`
-(whom to wait for), :meth:`P2PExecutor.exchange_mode` (the exchange's asynchronous mode, which a
-rule declares from its own settings) and the class attribute ``shares_dataset_size`` (send the
-training-set size with every model).
+A method subclasses :class:`P2PExecutor` and implements :meth:`P2PExecutor.aggregate`; its other hooks:
+:meth:`P2PExecutor.local_update` (the local training step), :meth:`P2PExecutor.awaited_senders` (whom
+to wait for), :meth:`P2PExecutor.exchange_mode` (the exchange's asynchronous mode),
+:meth:`P2PExecutor.method_state` (what it keeps across a restart), ``predicted_outcome`` (its oracle,
+for an attacker that knows the defence) and ``shares_dataset_size`` (send the training-set size with
+every model).
 """
 
 from __future__ import annotations
 
 import os
+import time
 import traceback
 
 from nvflare.apis.event_type import EventType
@@ -54,15 +49,18 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import boolean, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
-from lightyear.p2p.site.attacker import PeerAttacker
+from lightyear.flare.analytics import stream_round
+from lightyear.models import model_symmetries
+from lightyear.p2p.site.aggregation import Aggregation
 from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
 from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
-from lightyear.p2p.site.exchange import Inbox, PeerExchange
+from lightyear.p2p.site.exchange import Inbox, PeerExchange, PerReceiver
 from lightyear.p2p.site.handshake import (
     ABORTED,
     FAILED,
     FINISHED,
+    READY,
     STARTING,
     STOPPED,
     NeighboursGone,
@@ -75,15 +73,20 @@ from lightyear.p2p.site.isolation import (
     SiteIsolated,
     check_max_isolated_rounds,
 )
-from lightyear.p2p.site.payload import TRANSFER_DTYPES, check_transfer_dtype
+from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
-from lightyear.p2p.site.resume import check_resume_from
-from lightyear.p2p.site.round import Aggregation, SiteRound, report_round
-from lightyear.p2p.site.run_start import bind_attacker, bind_malfunction, run_kind, start_run
+from lightyear.p2p.site.resume import check_resume_from, find_checkpoint, resume_into
+from lightyear.p2p.site.run_start import ExchangeSettings, graph_neighbours, greet_neighbours, open_exchange
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
+from lightyear.p2p.site.sending import OutgoingHook, Sending, SendingRun, encoded, hook_problem
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
-from lightyear.training.site_runtime import runtime_arguments
+from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
+from lightyear.training.weights import num_bytes
+
+FLIPPED_LABELS = "lf"
+"""What a site that trains on flipped labels (``flip_labels``) is called in its records: the name
+label flipping has among the attacks (``lightyear.algorithms.attacks.updates.LF``)."""
 
 __all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
 
@@ -93,6 +96,11 @@ class P2PExecutor(Executor):
 
     shares_dataset_size = False
     """True: every model message carries this site's training-set size (for rules weighting by it)."""
+
+    predicted_outcome = None
+    """The method's oracle: its own decision as a prediction of a receiver's round,
+    ``predicted_outcome(round_num, receiver, others, copies)``, for a simulated attacker that knows the
+    defence (LIGHTYEAR, BALANCE; ``docs/attacks-p2p.md``); None: the method declares none."""
 
     def __init__(
         self,
@@ -134,8 +142,9 @@ class P2PExecutor(Executor):
             float16, a smaller rounding error than ``float16``); see :mod:`lightyear.p2p.site.payload`.
         malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
             component that corrupts what this site sends; None for a benign site.
-        attack_id: id of a :class:`~lightyear.p2p.site.attacker.PeerAttacker` component: this
-            site attacks, sending crafted models (``docs/attacks-p2p.md``); None: it does not.
+        attack_id: id of a component that replaces what this site sends
+            (:class:`~lightyear.p2p.site.sending.OutgoingHook`; the toolkit's is the simulated attacker
+            :class:`~lightyear.p2p.attack.attacker.PeerAttacker`, ``docs/attacks-p2p.md``); None: none.
         flip_labels: train on labels (y + 1) mod C (the label-flipping attack, per pixel for
             segmentation; :meth:`~lightyear.training.site_runtime.SiteRuntime.train`).
         num_threads: torch CPU threads of this site's process (1 suits many sites on few cores).
@@ -170,7 +179,7 @@ class P2PExecutor(Executor):
         self.last_round = -1
         self.malfunction_id = malfunction_id
         if attack_id is not None:
-            non_empty_string("attack_id", attack_id, note="the id of a PeerAttacker component, or null")
+            non_empty_string("attack_id", attack_id, note="the id of an attack component (PeerAttacker), or null")
         boolean("flip_labels", flip_labels, note="true: train on labels (y + 1) mod C")
         self.attack_id, self.flip_labels = attack_id, flip_labels
         self.records_file = check_records_file(records_file)
@@ -189,7 +198,7 @@ class P2PExecutor(Executor):
         self.runtime = None
         self.malfunction = None
         self.before_send = None  # the first round's wait for the start handshake
-        self.attack: PeerAttacker | None = None
+        self.attack: OutgoingHook | None = None
         self.site = ""
         self._abort = lambda: False
         self.delivery: DeliveryWatch | None = None
@@ -247,12 +256,27 @@ class P2PExecutor(Executor):
             engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
             engine.register_aux_message_handler(topic=C.TOPIC_MODEL, message_handle_func=self._on_model)
             self.site = fl_ctx.get_identity_name()
-            if self.malfunction_id and (problem := bind_malfunction(self, engine)):
+            if self.malfunction_id and (problem := self._bind_malfunction(engine)):
                 self.system_panic(problem, fl_ctx)
-            if self.attack_id and (problem := bind_attacker(self, engine)):
+            if self.attack_id and (problem := self._bind_outgoing_hook(engine)):
                 self.system_panic(problem, fl_ctx)
         elif event_type in (EventType.AFTER_SEND_TASK_RESULT, EventType.END_RUN) and self.delivery is not None:
             self.delivery.disarm()
+
+    def _bind_malfunction(self, engine) -> str:
+        """Take the component ``malfunction_id`` names; the reason the run cannot start, or ""."""
+        self.malfunction = engine.get_component(self.malfunction_id)
+        if self.malfunction is None or not hasattr(self.malfunction, "corrupt"):
+            return f"malfunction_id {self.malfunction_id!r} names no MalfunctionFilter component in this site's config"
+        return ""
+
+    def _bind_outgoing_hook(self, engine) -> str:
+        """Take the component ``attack_id`` names (none if it cannot run here); the reason the run cannot
+        start, or ""."""
+        component = engine.get_component(self.attack_id)
+        problem = hook_problem(self.attack_id, component, self.predicted_outcome, type(self).__name__)
+        self.attack = None if problem else component
+        return problem
 
     def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         return ping_answer(self.state, self.state_reason, self.ready)
@@ -319,39 +343,14 @@ class P2PExecutor(Executor):
         except OSError as exc:
             self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
 
-    def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        """One round with this site's collaborators (:class:`~lightyear.p2p.site.round.SiteRound`)."""
-        step = SiteRound(
-            site=self.site,
-            rule=self,
-            runtime=self.runtime,
-            exchange=self.exchange,
-            slots=self.slots,
-            isolation=self.isolation,
-            malfunction=self.malfunction,
-            peer_deadline=self.peer_deadline,
-            neighbours=len(self.neighbours),
-            log=self._log(fl_ctx),
-            abort=self._abort,
-            attack=self.attack,
-            flip_labels=self.flip_labels,
-            before_send=self.before_send,
-        )
-        self.before_send = None  # once: the start handshake
-        return step.run(round_num, fl_ctx.get_engine(), abort_signal)
-
-    def _report(self, row: dict, fl_ctx: FLContext) -> None:
-        report_round(self, row, fl_ctx)
-
     def _log(self, fl_ctx: FLContext):
         """``log(level, message)`` into this component's FLARE log."""
         return lambda level, message: getattr(self, f"log_{level}")(fl_ctx, message)
 
     def _run(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        start, meta = start_run(self, config, fl_ctx, abort_signal)  # everything before the first round
+        start, meta = self._start(config, fl_ctx, abort_signal)  # everything before the first round
         rounds, run_dir = self.rounds, self.run_dir
         log = RoundLog(os.path.join(run_dir, self.records_file))
-        kind = run_kind(self)
         val = test = {}
         for round_num in range(start, rounds):
             if abort_signal.triggered:
@@ -373,9 +372,218 @@ class P2PExecutor(Executor):
         self.exchange.wait_sent(self.send_timeout)
         return {
             "site": self.site,
-            "malfunction": kind,
+            "malfunction": self._kind(),
             "rounds": rounds,
             "last_round": rounds - 1,
             "val": val,
             "test": test,
         }
+
+    def _start(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> tuple[int, dict]:
+        """Set the site up for the run the task's ``config`` describes (rounds, seed, the graph);
+        (the first round to train, the run's checkpoint metadata). The checkpoint to continue from is
+        found before the model is built (it fails fast), and checked against it before any of it is used."""
+        rounds, seed = int(config["rounds"]), int(config["seed"])
+        graph = config.get("neighbours", {})
+        send_to, receive_from = graph_neighbours(graph, self.site)
+        self.neighbours, self.in_neighbours = sorted(set(send_to) | set(receive_from)), receive_from
+        self.rounds, self.seed = rounds, seed
+        self.sampling = RoundSampling(graph, seed, self.sample_neighbours) if graph else None
+        self._abort = lambda: abort_signal.triggered
+        log = self._log(fl_ctx)
+        run_dir = self.run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
+        meta = {"rounds": rounds, "seed": seed}
+        found, source, fix = find_checkpoint(run_dir, meta, self.site, self.resume_from)
+        start = 0 if found is None else found.round + 1
+        self.last_round = start - 1
+        self.isolation = IsolationWatch(self.max_isolated_rounds)
+        self.slots = ComputeSlots(self.compute_slots, group=f"{fl_ctx.get_job_id()}")
+        with self.slots.hold(self._abort):
+            self.runtime = SiteRuntime(self.site, seed=seed, **self.runtime_args)
+        initial = self.runtime.get_weights() if self.transfer_dtype == FLOAT16_DELTA else None  # the seeded model
+        if found is not None:
+            checkpoint = resume_into(self.runtime, self.restore_method_state, source, fix, self.max_abs_weight, rounds)
+            self.log_info(fl_ctx, f"resuming from the checkpoint of round {checkpoint.round} in {source}")
+        reference = self.runtime.get_weights()
+        asynchronous, async_wait = self.exchange_mode()
+        settings = ExchangeSettings(
+            rounds,
+            self.peer_deadline,
+            self.send_timeout,
+            self.max_missed_rounds,
+            self.max_abs_weight,
+            self.transfer_dtype,
+            asynchronous,
+            async_wait,
+            self.runtime.data.sizes()["train"] if self.shares_dataset_size else None,
+        )
+        self.exchange, secure = open_exchange(
+            self.site, config, settings, send_to, receive_from, start, reference, initial, self.gate, log, fl_ctx
+        )
+        if self.attack is not None:  # from now on the other attackers' models are taken
+            self.attack.begin_run(self._sending_run(graph, start, reference, secure, log))
+        self.log_info(
+            fl_ctx,
+            f"data {self.runtime.data.sizes()}, sends to {send_to}, receives from {receive_from}, "
+            f"device {self.runtime.trainer.device}",
+        )
+        self.ready, self.state = True, READY
+        self.before_send = greet_neighbours(
+            self.neighbours, self.exchange, self.ready_timeout, self._abort, log, fl_ctx
+        )
+        return start, meta
+
+    def _sending_run(self, graph: dict, start: int, reference: dict, secure: bool, log) -> SendingRun:
+        """The run as the outgoing hook may know it (:class:`~lightyear.p2p.site.sending.SendingRun`)."""
+        runtime = self.runtime
+        return SendingRun(
+            self.site,
+            graph,
+            self.rounds,
+            start,
+            self.peer_deadline,
+            self.send_timeout,
+            self.max_abs_weight,
+            log,
+            reference,
+            self.exchange.codec,
+            secure,
+            symmetries=lambda: model_symmetries(runtime.model_name, reference, runtime.model_args),
+            evaluate=runtime.evaluate,
+            oracle=self.predicted_outcome,
+        )
+
+    def _kind(self) -> str:
+        """What the site's records name it: its attack, ``lf`` (flipped labels), its malfunction or ``none``."""
+        if self.attack is not None:
+            return self.attack.kind
+        if self.flip_labels:
+            return FLIPPED_LABELS
+        return self.malfunction.kind if self.malfunction is not None else "none"
+
+    # ------------------------------------------------------------------ one round
+    def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
+        """Round ``round_num``: train, send, collect, aggregate, evaluate; its record row (``_val`` and
+        ``_test`` hold the metrics), or None when aborted."""
+        rt, exchange, engine, log = self.runtime, self.exchange, fl_ctx.get_engine(), self._log(fl_ctx)
+        self.slots.waited_s = 0.0
+        senders, receivers = self.round_senders(round_num), self.round_receivers(round_num)
+        round_start = time.time()
+        with self.slots.hold(self._abort):
+            w0 = time.perf_counter()
+            start = rt.get_weights() if self.attack is not None else None  # the round-start model
+            train_stats = self.local_update(round_num)
+            own = rt.get_weights()
+            train_s = time.perf_counter() - w0
+        if self.before_send is not None:
+            self.before_send()  # the first round: the start handshake
+            self.before_send = None
+        t1 = time.perf_counter()
+
+        outgoing, kind, hook_fields = self._outgoing(round_num, start, own, senders, receivers, engine, log)
+        outgoing = encoded(exchange.codec, outgoing)
+        sent = exchange.send(round_num, outgoing, engine, targets=receivers)
+        inbox: Inbox = exchange.collect(
+            round_num, self._abort, senders=senders, wait_for=self.awaited_senders(round_num, senders)
+        )
+        if abort_signal.triggered:
+            return None
+        t2 = time.perf_counter()
+        if inbox.late:
+            log(
+                "warning",
+                f"round {round_num}: no model from {inbox.late} within peer_deadline={self.peer_deadline:g} s; "
+                "skipped this round",
+            )
+        for peer, reason in inbox.rejected.items():
+            log("warning", f"round {round_num}: rejected the model of {peer}: {reason}")
+
+        with self.slots.hold(self._abort):  # one slot for aggregation and evaluation: one queueing, not two
+            a0 = time.perf_counter()
+            outcome = self.aggregate(round_num, own, inbox.valid, inbox=inbox)
+            aggregate_s = time.perf_counter() - a0 - outcome.score_s
+            exchange.release(round_num)
+            e0 = time.perf_counter()
+            rt.set_weights(outcome.weights)
+            val = dict(outcome.val_metrics) if outcome.val_metrics is not None else rt.evaluate("val")
+            test = rt.evaluate("test")
+            eval_s = time.perf_counter() - e0
+        for peer, reason in outcome.rejected.items():
+            log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
+
+        row = {"round": round_num, "site": self.site, "malfunction": kind}
+        row.update(outcome.fields)
+        row.update(hook_fields)
+        rejected = sorted(set(inbox.rejected) | set(outcome.rejected))
+        row.update({"late": inbox.late, "rejected": rejected, "not_waited_for": inbox.not_waited_for})
+        row.update({"senders": senders, "receivers": receivers})
+        row["train_loss"] = train_stats["train_loss"]
+        row.update({f"val_{k}": v for k, v in val.items()})
+        row.update({f"test_{k}": v for k, v in test.items()})
+        exchange.wait_last_send(2.0)  # so that the record has the bytes this round delivered
+        self.isolation.update(bool(senders or receivers), bool(inbox.heard), sent["bytes"] > 0)
+        one_model = next(iter(outgoing.values()), {}) if isinstance(outgoing, PerReceiver) else outgoing
+        row.update(
+            {
+                "train_s": train_s,
+                "wait_s": t2 - t1,
+                "score_s": outcome.score_s,
+                "aggregate_s": aggregate_s,
+                "eval_s": eval_s,
+                "slot_wait_s": self.slots.waited_s,
+                "round_start": round_start,
+                "round_end": time.time(),
+                "model_bytes": num_bytes(one_model),
+                "sent_bytes": sent["bytes"],
+                "send_s": sent["send_s"],
+                "neighbours": len(self.neighbours),
+                "isolated_rounds": self.isolation.count,
+            }
+        )
+        row["_val"], row["_test"] = val, test
+        log(
+            "info",
+            f"round {round_num}: selected {outcome.fields.get('selected', '-')}, val "
+            + ", ".join(f"{k} {v:.4f}" for k, v in val.items())
+            + ", test "
+            + ", ".join(f"{k} {v:.4f}" for k, v in test.items()),
+        )
+        return row
+
+    def _outgoing(self, round_num, start, own, senders, receivers, engine, log) -> tuple[dict, str, dict]:
+        """(what this site sends this round, what its records call it, the hook's record fields): its
+        trained model, what a malfunction corrupts it to, or what the outgoing hook replaces it with. The
+        site keeps its own model honest in every case."""
+        outgoing, kind, fields = own, FLIPPED_LABELS if self.flip_labels else "none", {}
+        if self.malfunction is not None:
+            outgoing, kind = self.malfunction.corrupt(own, round_num, self.site)
+            log("info", f"round {round_num}: malfunction sends a {kind} model")
+        if self.attack is not None:
+            exchange = self.exchange
+            sending = Sending(
+                round_num,
+                start,
+                own,
+                senders,
+                receivers,
+                engine,
+                peek=lambda peers, timeout, abort: exchange.peek(round_num, peers, timeout, abort),
+                compute=lambda: self.slots.hold(self._abort),
+                abort=self._abort,
+            )
+            outgoing, fields = self.attack.outgoing(sending)
+            kind = self.attack.kind
+        return outgoing, kind, fields
+
+    def _report(self, row: dict, fl_ctx: FLContext) -> None:
+        """Send a round's record to the server (fire and forget: the server only monitors), and its
+        metrics to TensorBoard (:mod:`lightyear.flare.analytics`)."""
+        stream_round(self, row, fl_ctx)
+        message = Shareable()
+        message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
+        try:
+            fl_ctx.get_engine().send_aux_request(
+                targets=["server"], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
+            )
+        except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
+            self.log_warning(fl_ctx, f"could not report progress to the server: {exc}")

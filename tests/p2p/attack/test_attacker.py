@@ -13,13 +13,25 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.flare.malfunction_filter import MalfunctionFilter
+from lightyear.p2p.attack.attacker import PeerAttacker
 from lightyear.p2p.methods.defta import DeftaExecutor
 from lightyear.p2p.methods.lightyear import LightyearExecutor
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site.attacker import PeerAttacker
 
 from flare_fakes import SiteEngine, context
-from p2p_fakes import FAST, MESH4, FakeRuntime, attacking, collude, deliver, model, run_round, sent, site4, wire
+from p2p_fakes import (
+    FAST,
+    FakeRuntime,
+    attacking,
+    collude,
+    deliver,
+    model,
+    run_round,
+    sending_run,
+    sent,
+    site4,
+    wire,
+)
 
 
 # ---------------------------------------------------------------------------- what an attacker sends
@@ -112,9 +124,7 @@ def test_bad_seed_and_executor_arguments_are_refused():
     with pytest.raises(ValueError, match="flip_labels"):
         P2PFedAvgExecutor(train_args=FAST, flip_labels="yes")
     with pytest.raises(ValueError, match="not among its attackers"):
-        PeerAttacker("sf", "partial", ["site-3"]).begin_run(
-            "site-4", MESH4, 3, 0, 2.0, None, lambda *a: None, model(1.0), None, False, 5.0
-        )
+        PeerAttacker("sf", "partial", ["site-3"]).begin_run(sending_run(site4()))
 
 
 class StartEngine:
@@ -139,7 +149,7 @@ class StartEngine:
     [
         (P2PFedAvgExecutor, {}, "names no component"),
         (P2PFedAvgExecutor, {"attack": MalfunctionFilter("sfa")}, "names a MalfunctionFilter"),
-        (P2PFedAvgExecutor, {"attack": PeerAttacker("adaptive", "partial", ["site-4"])}, "LIGHTYEAR or BALANCE"),
+        (P2PFedAvgExecutor, {"attack": PeerAttacker("adaptive", "partial", ["site-4"])}, "declares none"),
         (LightyearExecutor, {"attack": PeerAttacker("adaptive", "partial", ["site-4"])}, None),
         (P2PFedAvgExecutor, {"attack": PeerAttacker("minmax", "full", ["site-4"])}, None),
     ],
@@ -203,20 +213,7 @@ def reparametrising(kind, knowledge="partial", params=None):
     attacker = PeerAttacker(kind, knowledge, ["site-3", "site-4"], params or {}, seed=0)
     ex.attack, ex.attack_id = attacker, "attack"
     groups = [UnitGroup("w", 4, (Slot("w", 0, 1),))]
-    attacker.begin_run(
-        ex.site,
-        MESH4,
-        ex.rounds,
-        0,
-        ex.exchange.peer_deadline,
-        ex.max_abs_weight,
-        lambda level, msg: None,
-        ex.exchange.reference,
-        ex.exchange.codec,
-        False,
-        5.0,
-        symmetries=lambda: groups,
-    )
+    attacker.begin_run(sending_run(ex, symmetries=lambda: groups))
     return ex
 
 

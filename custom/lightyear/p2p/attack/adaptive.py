@@ -1,8 +1,8 @@
 """The adaptive attack of a peer-to-peer attacker: per receiver, the most harmful model the receiver is
 predicted to adopt.
 
-The attacker runs the receiver's defence itself (the rule's ``predicted_outcome``: LIGHTYEAR's
-selection and aggregation, validated or as in the paper, or BALANCE's radius and mean) on its own
+The attacker runs the receiver's defence itself (the method's oracle, ``SendingRun.oracle``:
+LIGHTYEAR's decision, validated or as in the paper, or BALANCE's radius and mean) on its own
 validation data, and looks for the candidate that does the most harm *after averaging*: the drop
 of the adopted model's accuracy (Dice) below the receiver's own, then the rise of its loss, both
 measured on the attacker's data. The candidates (:func:`~lightyear.algorithms.attacks.adaptive.most_harmful`):
@@ -29,11 +29,10 @@ import numpy as np
 
 from lightyear.algorithms.attacks.adaptive import harmful_direction, most_harmful
 from lightyear.algorithms.attacks.reparametrise import PERMUTE, RESCALE, reparametrised
-from lightyear.algorithms.attacks.settings import AdaptiveTarget
 from lightyear.algorithms.attacks.updates import FULL
 from lightyear.algorithms.metrics import headline
 from lightyear.algorithms.vectors import ZERO_NORM, flatten, float_keys, unflatten
-from lightyear.p2p.site.exchange import PerReceiver
+from lightyear.p2p.site.sending import PerReceiver, Sending, SendingRun
 
 MAX_RESCALE = 999.0
 """The largest s of the rescale family: units scaled by up to 1000 or 1/1000."""
@@ -45,7 +44,16 @@ deadline."""
 
 
 def adaptive_models(
-    spec, site: str, inputs, colluders: dict, benign: dict, counts: dict, groups: list, seed: int, expired=None
+    spec,
+    site: str,
+    inputs: Sending,
+    run: SendingRun,
+    colluders: dict,
+    benign: dict,
+    counts: dict,
+    groups: list,
+    seed: int,
+    expired=None,
 ) -> tuple[dict, dict]:
     """(a PerReceiver of the models to send, record fields) of the adaptive attack (module docstring).
 
@@ -53,8 +61,7 @@ def adaptive_models(
     ``groups``: the network's unit groups; ``benign``: the benign in-neighbours' models of the round
     (full knowledge; empty under partial); ``expired()``: True once the attacker must stop searching
     and send (the receivers still getting the best found so far, or the honest model)."""
-    honest, rule = inputs.honest, inputs.rule
-    evaluate = rule.runtime.evaluate
+    honest, evaluate = inputs.honest, run.evaluate
     full = spec.knowledge == FULL
     keys = float_keys(honest)
     own_update = flatten(honest, keys) - flatten(inputs.start, keys)
@@ -73,7 +80,7 @@ def adaptive_models(
             continue
         model = benign[receiver] if full else honest
         others = {p: w for p, w in benign.items() if p != receiver} if full else dict(colluders)
-        predict = rule.predicted_outcome(inputs.round_num, model, others, counts[receiver][1])
+        predict = run.oracle(inputs.round_num, model, others, counts[receiver][1])
         before = evaluate("val", model)
 
         def harm(candidate, predict=predict, before=before):
@@ -127,8 +134,3 @@ def candidate_families(
             None,
         )
     return families
-
-
-PEER_ADAPTIVE = AdaptiveTarget(params=("max_step", "max_evaluations"))
-"""The adaptive attack as LIGHTYEAR and BALANCE declare it (``Method.adaptive``): it takes
-``attack_max_step`` and ``attack_max_evaluations``; either knowledge level."""

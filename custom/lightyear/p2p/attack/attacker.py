@@ -3,9 +3,11 @@
 An attacking site's client app (``app_faulty``) lists this component and passes its id to the
 site's P2P executor as ``attack_id``; the executor then sends, each round, the model the attack
 crafts instead of its honest one, and keeps aggregating on its honest model
-(:mod:`lightyear.p2p.site.attack_round`; the knowledge levels and the adaptive attack are
-described in ``docs/attacks-p2p.md``). The component also answers the other attackers' collusion
-messages (:mod:`lightyear.p2p.site.collusion`). Label flipping is no component: the executor
+(:mod:`lightyear.p2p.attack.crafting`; the knowledge levels and the adaptive attack are
+described in ``docs/attacks-p2p.md``). It is the site's outgoing hook
+(:class:`~lightyear.p2p.site.sending.OutgoingHook`): it replaces what the site sends and nothing
+else. The component also answers the other attackers' collusion messages
+(:mod:`lightyear.p2p.attack.collusion`). Label flipping is no component: the executor
 argument ``flip_labels`` trains on flipped labels.
 """
 
@@ -21,9 +23,9 @@ from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, LF, PARTIAL
 from lightyear.checks import integer
 from lightyear.flare import constants as C
-from lightyear.p2p.site.attack_round import AttackInputs, PeerAttack
-from lightyear.p2p.site.collusion import Collusion
-from lightyear.p2p.site.payload import PayloadCodec
+from lightyear.p2p.attack.collusion import Collusion
+from lightyear.p2p.attack.crafting import PeerAttack
+from lightyear.p2p.site.sending import Sending, SendingRun
 
 
 class PeerAttacker(FLComponent):
@@ -65,6 +67,11 @@ class PeerAttacker(FLComponent):
     def kind(self) -> str:
         return self.spec.kind
 
+    @property
+    def needs_oracle(self) -> bool:
+        """The adaptive attack predicts each receiver's round with the method's own decision."""
+        return self.spec.kind == ADAPTIVE
+
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         if event_type == EventType.START_RUN:
             fl_ctx.get_engine().register_aux_message_handler(
@@ -81,53 +88,21 @@ class PeerAttacker(FLComponent):
             self.log_warning(fl_ctx, f"refused a collusion message: {type(exc).__name__}: {exc}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
 
-    def begin_run(
-        self,
-        site: str,
-        graph: dict,
-        rounds: int,
-        start_round: int,
-        peer_deadline: float,
-        max_abs_weight,
-        log,
-        reference: dict,
-        codec: PayloadCodec,
-        secure: bool,
-        send_timeout: float,
-        symmetries=None,
-    ) -> None:
-        """The run starts on ``site`` and its model ``reference`` is known: build the attack and
-        take the other attackers' messages (checked against ``reference``, read with ``codec``).
-        ``symmetries()``: the site network's unit groups, for a reparametrisation."""
-        if site not in self.spec.attackers:
+    def begin_run(self, run: SendingRun) -> None:
+        """The run starts on ``run.site`` and its model ``run.reference`` is known: build the attack and
+        take the other attackers' messages (checked against the reference, read with the run's codec)."""
+        if run.site not in self.spec.attackers:
             raise ValueError(
-                f"site {site} runs the attack component but is not among its attackers {list(self.spec.attackers)}; "
-                "regenerate the job"
+                f"site {run.site} runs the attack component but is not among its attackers "
+                f"{list(self.spec.attackers)}; regenerate the job"
             )
-        collusion = Collusion(site, self.spec.attackers, rounds, max_abs_weight, log, start_round=start_round)
-        collusion.open(reference, codec, secure, send_timeout)
-        self.attack = PeerAttack(
-            self.spec, site, graph, peer_deadline, collusion, log, seed=self.seed, symmetries=symmetries
+        collusion = Collusion(
+            run.site, self.spec.attackers, run.rounds, run.max_abs_weight, run.log, start_round=run.start_round
         )
+        collusion.open(run.reference, run.codec, run.secure, run.send_timeout)
+        self.attack = PeerAttack(self.spec, run, collusion, seed=self.seed)
         self.collusion = collusion
 
-    def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]:
-        """(the model to send this round, the attack's record fields)."""
-        return self.attack.outgoing(inputs)
-
-
-def attack_problem(attack_id: str, component, rule) -> str | None:
-    """Why the component ``attack_id`` names cannot attack on a site whose rule is ``rule``, or None."""
-    if not isinstance(component, PeerAttacker):
-        found = "no component" if component is None else f"a {type(component).__name__}"
-        return (
-            f"attack_id {attack_id!r} names {found} in this site's config; "
-            "it must name a lightyear.p2p.site.attacker.PeerAttacker component"
-        )
-    if component.kind == ADAPTIVE and not hasattr(rule, "predicted_outcome"):
-        return (
-            "the adaptive attack predicts the round of LIGHTYEAR or BALANCE, "
-            f"and this site runs {type(rule).__name__}; "
-            "choose another attack or one of those methods"
-        )
-    return None
+    def outgoing(self, sending: Sending) -> tuple[dict, dict]:
+        """(the model to send this round, or a PerReceiver of them; the attack's record fields)."""
+        return self.attack.outgoing(sending)

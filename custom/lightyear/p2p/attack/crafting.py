@@ -1,39 +1,35 @@
 """An attacking peer's steps in one round: learn what its knowledge allows, craft, hand back the model to send.
 
-Called by :class:`~lightyear.p2p.site.round.SiteRound` after the attacker trained honestly and
-before it sends (see ``docs/attacks-p2p.md``):
+Called through the site's outgoing hook (:mod:`lightyear.p2p.site.sending`) after the attacker
+trained honestly and before it sends (see ``docs/attacks-p2p.md``):
 
 1. attacks that use other updates (their declaration ``needs_known``,
    :mod:`~lightyear.algorithms.attacks.catalogue`) share the honest model with the other attackers
-   and wait for theirs (:class:`~lightyear.p2p.site.collusion.Collusion`); under full knowledge the
-   attacker also waits for this round's models of its benign in-neighbours, which the exchange
-   receives anyway (:meth:`~lightyear.p2p.site.exchange.PeerExchange.peek` leaves them for the
-   round's aggregation). Both waits end at one deadline, :data:`WAIT_SHARE` of ``peer_deadline``
-   after the attacker finished training, so the benign receivers, who wait ``peer_deadline`` for it,
-   still get its model in time;
+   and wait for theirs (:class:`~lightyear.p2p.attack.collusion.Collusion`); under full knowledge the
+   attacker also waits for this round's models of its benign in-neighbours, which the site
+   receives anyway (``Sending.peek`` leaves them for the round's aggregation). Both waits end at
+   one deadline, :data:`WAIT_SHARE` of ``peer_deadline`` after the attacker finished training, so
+   the benign receivers, who wait ``peer_deadline`` for it, still get its model in time;
    A reparametrisation under full knowledge also waits for its benign in-neighbours' models: the
    models of its receivers, which it transforms;
 2. with a compute slot held, the model to send is computed from flat vectors
    (:func:`~lightyear.algorithms.attacks.peer.attack_model`), for each distinct (n, m) that the
    receivers see (:func:`~lightyear.algorithms.attacks.peer.participants`); the adaptive attack
-   predicts each receiver's round with the site's rule (``predicted_outcome`` of the LIGHTYEAR and
-   BALANCE executors; :mod:`lightyear.p2p.site.adaptive_attack`). A reparametrisation
+   predicts each receiver's round with the method's oracle (``SendingRun.oracle``: LIGHTYEAR's and
+   BALANCE's own decision; :mod:`lightyear.p2p.attack.adaptive`). A reparametrisation
    (``lightyear.algorithms.attacks.reparametrise``) transforms the honest model (partial knowledge)
    or each receiver's own model of the round (full knowledge; the honest model for a receiver whose
    model did not arrive), with a new draw for every receiver unless ``attack_per_receiver`` is
    false.
 
 When receivers get different models, the attack returns a
-:class:`~lightyear.p2p.site.exchange.PerReceiver`. The site keeps aggregating on its honest model;
+:class:`~lightyear.p2p.site.sending.PerReceiver`. The site keeps aggregating on its honest model;
 only what it sends is crafted.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,59 +39,32 @@ from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparamet
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
 from lightyear.algorithms.vectors import flatten, float_keys, unflatten
-from lightyear.p2p.site.adaptive_attack import adaptive_models
-from lightyear.p2p.site.collusion import Collusion
-from lightyear.p2p.site.exchange import PerReceiver
+from lightyear.p2p.attack.adaptive import adaptive_models
+from lightyear.p2p.attack.collusion import Collusion
+from lightyear.p2p.site.sending import PerReceiver, Sending, SendingRun
 
 WAIT_SHARE = 0.25
 """Share of ``peer_deadline`` an attacker waits at most, after its training, for the colluders'
 models (and, under full knowledge, the benign in-neighbours') before it sends its own."""
 
 
-@dataclass
-class AttackInputs:
-    """What the round gives the attack: the round-start and honestly trained models, this round's
-    in-neighbours (``senders``), the engine to send with, the exchange, the site's rule, a context
-    manager holding a compute slot, ``abort()``, and this round's out-neighbours (``receivers``)."""
-
-    round_num: int
-    start: dict
-    honest: dict
-    senders: list
-    engine: object
-    exchange: object
-    rule: object
-    compute: Callable[[], AbstractContextManager]
-    abort: Callable[[], bool]
-    receivers: list = field(default_factory=list)
-
-
 class PeerAttack:
     """One attacking site's attack during one run."""
 
-    def __init__(
-        self,
-        spec: AttackSpec,
-        site: str,
-        graph: dict,
-        peer_deadline: float,
-        collusion: Collusion,
-        log: Callable[[str, str], None],
-        seed: int = 0,
-        symmetries: Callable[[], list] | None = None,
-    ):
-        """``symmetries()``: the site network's unit groups (``lightyear.models.model_symmetries``),
-        asked once by a reparametrisation; ``seed``: the job's, from which its draws are made."""
-        self.spec, self.site, self.collusion, self.log = spec, site, collusion, log
-        self.graph, self.seed = graph, int(seed)
-        self.wait = WAIT_SHARE * float(peer_deadline)
-        self._symmetries, self.groups = symmetries, None
+    def __init__(self, spec: AttackSpec, run: SendingRun, collusion: Collusion, seed: int = 0):
+        """``run``: the site's run (its graph, deadline, log, evaluation, the network's unit groups,
+        asked once by a reparametrisation, and the method's oracle); ``seed``: the job's, from which
+        its draws are made."""
+        self.spec, self.run, self.site, self.collusion, self.log = spec, run, run.site, collusion, run.log
+        self.graph, self.seed = run.graph, int(seed)
+        self.wait = WAIT_SHARE * float(run.peer_deadline)
+        self.groups = None
 
     def counts(self, receivers: list[str]) -> dict[str, tuple[int, int]]:
         """receiver -> (n, m) as it sees the round (:func:`~lightyear.algorithms.attacks.peer.participants`)."""
         return {r: participants(self.graph, r, self.spec.attackers) for r in receivers}
 
-    def outgoing(self, inputs: AttackInputs) -> tuple[dict, dict]:
+    def outgoing(self, inputs: Sending) -> tuple[dict, dict]:
         """(the model to send this round, or a PerReceiver of them; the attack's record fields)."""
         spec, r = self.spec, inputs.round_num
         counts = self.counts(inputs.receivers or [self.site])
@@ -117,7 +86,7 @@ class PeerAttack:
         if spec.knowledge == FULL and (needs_known or spec.kind in REPARAMETRISATIONS):
             benign_senders = [s for s in inputs.senders if s not in spec.attackers]
             left = max(0.0, began + self.wait - time.monotonic())
-            benign = inputs.exchange.peek(r, benign_senders, left, inputs.abort)
+            benign = inputs.peek(benign_senders, left, inputs.abort)
         fields.update(
             {"attack_colluders": sorted(colluders), "attack_refused": sorted(refused), "attack_benign": sorted(benign)}
         )
@@ -133,12 +102,13 @@ class PeerAttack:
                 weights, made = self._reparametrise(inputs, benign)
             elif spec.kind == ADAPTIVE:
                 if self.groups is None:
-                    self.groups = self._symmetries() if self._symmetries is not None else []
+                    self.groups = self.run.symmetries()
                 until = time.monotonic() + self.wait  # the search ends in time for the receivers' deadline
                 weights, made = adaptive_models(
                     spec,
                     self.site,
                     inputs,
+                    self.run,
                     colluders,
                     benign,
                     counts,
@@ -156,7 +126,7 @@ class PeerAttack:
         )
         return weights, fields
 
-    def _craft_each(self, inputs: AttackInputs, colluders: dict, benign: dict, counts: dict) -> tuple[dict, dict]:
+    def _craft_each(self, inputs: Sending, colluders: dict, benign: dict, counts: dict) -> tuple[dict, dict]:
         """One crafted model for every distinct count its rule uses (its declaration's ``counts``: LIE n
         and m, MR and IPM n) among the benign receivers; other attackers, whose aggregation is not
         attacked, get the first."""
@@ -177,11 +147,11 @@ class PeerAttack:
         fields = {k: _joined(str(f[k]) for _, f in made.values()) for k in next(iter(made.values()))[1]}
         return PerReceiver({r: made[key[r]][0] if r in key else first for r in counts}), fields
 
-    def _reparametrise(self, inputs: AttackInputs, benign: dict) -> tuple[dict, dict]:
+    def _reparametrise(self, inputs: Sending, benign: dict) -> tuple[dict, dict]:
         """Each receiver's transformed model (module docstring)."""
         spec = self.spec
         if self.groups is None:
-            self.groups = self._symmetries()
+            self.groups = self.run.symmetries()
         factor, per_receiver, full = (
             spec.param("factor", DEFAULT_FACTOR),
             spec.param("per_receiver", True),
@@ -212,7 +182,7 @@ class PeerAttack:
         fields.update({"attack_from_own": from_own, "attack_known": len(benign) if full else 0})
         return out, fields
 
-    def _craft(self, inputs: AttackInputs, colluders: dict, benign: dict, n: int, m: int) -> tuple[dict, dict]:
+    def _craft(self, inputs: Sending, colluders: dict, benign: dict, n: int, m: int) -> tuple[dict, dict]:
         spec, honest = self.spec, inputs.honest
         keys = float_keys(honest)
         vector, fields = attack_model(

@@ -8,7 +8,7 @@ import pytest
 from nvflare.apis.fl_constant import ReturnCode
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.attacker import PeerAttacker
+from lightyear.p2p.attack.attacker import PeerAttacker
 
 from flare_fakes import model_message
 from p2p_fakes import attacking, collude, deliver, model, run_round, sent, site4
