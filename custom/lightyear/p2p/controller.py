@@ -35,6 +35,7 @@ from nvflare.apis.signal import Signal
 from lightyear.checks import integer, mapping, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare import run_stats
+from lightyear.flare.early_pings import quiet_early_pings
 from lightyear.flare.end_imports import import_in_background
 from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.flare.round_ledger import RoundLedger
@@ -102,6 +103,7 @@ class P2PController(Controller):
             to end (see :mod:`lightyear.p2p.secure_messages`); sent to every site with the run.
         """
         super().__init__()
+        quiet_early_pings()  # the liveness ping may reach a site before its handler: no WARNING line
         self.rounds = positive_int("rounds", rounds)
         self.seed = integer("seed", seed)
         if topology_args is not None:

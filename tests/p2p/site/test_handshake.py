@@ -11,13 +11,13 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
+from lightyear.flare.early_pings import quiet_early_pings
 from lightyear.p2p.site.handshake import (
     MAX_REASON,
     BackgroundHandshake,
     NeighboursGone,
     handshake,
     ping_answer,
-    quiet_early_pings,
     read_answer,
 )
 
@@ -202,3 +202,17 @@ def test_a_ping_before_the_handler_is_registered_is_no_error_line_and_other_unkn
         ("ERROR", "received unknown aux message topic someone.else")
     ]
     assert len(logging.getLogger("nvflare.private.aux_runner.AuxRunner").filters) == 1
+
+
+def test_the_senders_stream_error_of_an_early_ping_is_no_warning_line_and_other_stream_errors_still_are(caplog):
+    quiet_early_pings()
+    streamer = logging.getLogger("nvflare.fuel.f3.streaming.byte_streamer")
+    early = (
+        "Late stream error: stream_id=7 channel=aux_communication topic=lightyear.ping sender=site-1 "
+        "failed_destination=site-2: RxTask(7) No callback is registered for aux_communication/lightyear.ping"
+    )
+    other = early.replace("lightyear.ping", "lightyear.model")
+    with caplog.at_level(logging.INFO):
+        streamer.warning(early)
+        streamer.warning(other)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("WARNING", other)]

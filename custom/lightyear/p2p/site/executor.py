@@ -50,6 +50,7 @@ from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import boolean, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
+from lightyear.flare.early_pings import quiet_early_pings
 from lightyear.models import model_symmetries
 from lightyear.p2p.site.aggregation import Aggregation
 from lightyear.p2p.site.cell_gate import PeerGate
@@ -65,7 +66,6 @@ from lightyear.p2p.site.handshake import (
     STOPPED,
     NeighboursGone,
     ping_answer,
-    quiet_early_pings,
 )
 from lightyear.p2p.site.isolation import (
     DEFAULT_MAX_ISOLATED_ROUNDS,

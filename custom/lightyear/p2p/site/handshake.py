@@ -19,13 +19,13 @@ neighbour's answer is a peer's message like any other: only known states are tak
 reason is cut to one printable line.
 
 A ping is sent as an optional message, and a ping that reaches a site before that site has
-registered its handler is logged there at DEBUG, not as FLARE's ERROR (:func:`quiet_early_pings`):
-the sender reads the answer as ``starting``, which is what it is in a healthy run.
+registered its handler is logged at DEBUG, at both ends, not as FLARE's ERROR and WARNING
+(:func:`~lightyear.flare.early_pings.quiet_early_pings`): the sender reads the answer as
+``starting``, which is what it is in a healthy run.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -184,31 +184,3 @@ def _one_line(text) -> str:
     text = " ".join(str(text or "").split())
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
-
-
-AUX_RUNNER_LOGGER = "nvflare.private.aux_runner.AuxRunner"
-"""The logger of FLARE 2.9's ``AuxRunner``, which logs a message of a topic without a handler."""
-
-
-class EarlyPingFilter(logging.Filter):
-    """Logs FLARE's "received unknown aux message topic lightyear.ping" at DEBUG instead of ERROR.
-
-    A peer (or the server's liveness check) may ping a site between the moment its job cell takes
-    messages and the moment the site registers its ping handler (``START_RUN``). FLARE answers
-    ``TOPIC_UNKNOWN``, which the sender reads as ``starting`` (:func:`read_answer`): nothing is wrong,
-    and an ERROR line would tell a user otherwise. Every other record passes unchanged."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno <= logging.DEBUG or "unknown aux message topic " + C.TOPIC_PING not in str(record.msg):
-            return True
-        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        record.msg = f"{record.msg} (a ping before this site registered its handler: the sender takes it as 'starting')"
-        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
-
-
-def quiet_early_pings() -> None:
-    """Install :class:`EarlyPingFilter` on FLARE's aux runner logger of this process, once. A site
-    executor calls it when it is built, before its job cell takes any message."""
-    logger = logging.getLogger(AUX_RUNNER_LOGGER)
-    if not any(isinstance(f, EarlyPingFilter) for f in logger.filters):
-        logger.addFilter(EarlyPingFilter())
