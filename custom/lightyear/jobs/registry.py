@@ -21,8 +21,8 @@ GROUP = "lightyear.methods"
 
 BUILTIN = (
     "lightyear.p2p.methods.lightyear:METHOD",
-    "lightyear.p2p.methods.lightyear:PAPER_METHOD",
-    "lightyear.p2p.methods.lightyear:LOCAL_METHOD",
+    "lightyear.p2p.methods.lightyear_paper:METHOD",
+    "lightyear.p2p.methods.local:METHOD",
     "lightyear.p2p.methods.p2p_fedavg:METHOD",
     "lightyear.p2p.methods.balance:METHOD",
     "lightyear.p2p.methods.scclip:METHOD",

@@ -19,7 +19,7 @@ import numpy as np
 from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.p2p.agreement import skill
-from lightyear.algorithms.p2p.lightyear_rule import PAPER, VALIDATED, Decision, Rule, decide
+from lightyear.algorithms.p2p.lightyear_rule import VALIDATED, Decision, Rule, decide
 from lightyear.algorithms.p2p.validation_bounds import (
     DEFAULT_CONFIDENCE,
     DEFAULT_DRIFT_BUDGET,
@@ -226,31 +226,3 @@ METHOD = Method(
     adaptive=PEER_ADAPTIVE,
     featured=True,
 )
-
-PAPER_METHOD = Method(
-    "lightyear_paper",
-    P2P,
-    "the same selection and Eq. 18 exactly as published, for reproducing the paper",
-    site=SITE,
-    site_args=SITE_ARGS,
-    fixed={"aggregation": PAPER},
-    **SETTINGS,
-    detection=Detection(
-        lightyear_labels,
-        ("round", "selected", "rejected"),
-        "_score",
-        "not selected (agreement score < tau or below the skill floor) or rejected",
-    ),
-    adaptive=PEER_ADAPTIVE,
-)
-
-LOCAL_METHOD = Method(
-    "local",
-    P2P,
-    "every site trains alone: the bar any collaboration must clear",
-    site=SITE,
-    site_args={"tau": "tau", "gamma": "gamma", "third_term": "third_term"},
-    controller_fixed={"topology": "none"},
-    omit=("sample_neighbours", "ready_timeout", "topology_args", "start_timeout", "secure_messages"),
-)
-"""Local training: LIGHTYEAR's site with no neighbour (the topology ``none``)."""

@@ -1,0 +1,26 @@
+"""``lightyear_paper``: LIGHTYEAR's site with Eq. 18 exactly as published ("Don't Reach for the Stars",
+Eqs. 12-18), for reproducing the paper: the same selection as ``lightyear``, no validated aggregation."""
+
+from __future__ import annotations
+
+from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
+from lightyear.algorithms.p2p.lightyear_rule import PAPER
+from lightyear.flare.declarations import P2P, Detection, Method
+from lightyear.p2p.methods.lightyear import SETTINGS, SITE, SITE_ARGS, lightyear_labels
+
+METHOD = Method(
+    "lightyear_paper",
+    P2P,
+    "the same selection and Eq. 18 exactly as published, for reproducing the paper",
+    site=SITE,
+    site_args=SITE_ARGS,
+    fixed={"aggregation": PAPER},
+    **SETTINGS,
+    detection=Detection(
+        lightyear_labels,
+        ("round", "selected", "rejected"),
+        "_score",
+        "not selected (agreement score < tau or below the skill floor) or rejected",
+    ),
+    adaptive=PEER_ADAPTIVE,
+)
