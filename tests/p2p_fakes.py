@@ -10,9 +10,9 @@ from nvflare.apis.signal import Signal
 from lightyear.flare import constants as C
 from lightyear.p2p.attack.attacker import PeerAttacker
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.p2p.site.sampling import RoundSampling
 from lightyear.p2p.site.sending import SendingRun
+from lightyear.p2p.wire.exchange import PeerExchange
 
 from flare_fakes import SiteEngine, context, model_message
 

@@ -136,7 +136,7 @@ def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours(
 
 def test_components_the_default_policy_lacks_carry_the_fix_right_after_their_path():
     config = {
-        "workflows": [{"id": "c", "path": "lightyear.p2p.controller.P2PController", "args": {"rounds": 2}}],
+        "workflows": [{"id": "c", "path": "lightyear.p2p.server.controller.P2PController", "args": {"rounds": 2}}],
         "components": [
             {"id": "tb", "path": "nvflare.app_opt.tracking.tb.tb_receiver.TBAnalyticsReceiver", "args": {}},
             {"id": "s", "path": "nvflare.app_common.widgets.streaming.AnalyticsSender", "args": {}},

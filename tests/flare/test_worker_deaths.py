@@ -42,7 +42,7 @@ def test_a_worker_given_up_on_without_a_name_is_the_one_site_that_never_started(
 def test_the_give_up_line_counts_only_from_the_runner_and_at_the_start_of_its_message():
     deaths = WorkerDeaths().install()
     try:
-        logging.getLogger("lightyear.p2p.controller.P2PController").error(GAVE_UP)
+        logging.getLogger("lightyear.p2p.server.controller.P2PController").error(GAVE_UP)
         logging.getLogger(RUNNER_LOGGER).error("site-1 said: " + GAVE_UP)
         assert deaths.lost_sites(SITES, {"site-1", "site-2", "site-3"}) == {}
     finally:

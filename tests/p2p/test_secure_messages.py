@@ -13,9 +13,9 @@ from nvflare.apis.shareable import Shareable, make_reply
 from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
-from lightyear.p2p.controller import P2PController
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
 from lightyear.p2p.secure_messages import check_setting, resolve
+from lightyear.p2p.server.controller import P2PController
 
 from flare_fakes import ServerEngine, SiteEngine, context
 
@@ -145,7 +145,7 @@ def model_frame(encrypted: bool, sid: int, size: int = 4096):
 @pytest.mark.parametrize("setting", [True, False])
 def test_a_site_told_to_encrypt_refuses_model_messages_that_arrive_unencrypted(tmp_path, setting):
     """FLARE passes a plain message to a secure site's handler unmarked; the site's cell refuses it
-    before FLARE decodes it (lightyear.p2p.site.cell_gate), and takes an encrypted one."""
+    before FLARE decodes it (lightyear.p2p.wire.cell_gate), and takes an encrypted one."""
     from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey
 
     reply, _ = run_site(tmp_path, setting, secure_mode=True)
@@ -180,8 +180,8 @@ def test_a_running_site_bounds_what_a_peer_sends_by_its_own_models_size(tmp_path
     own model (payload_limit: twice its bytes plus framing), whatever secure_messages says."""
     from nvflare.fuel.f3.cellnet.defs import MessageHeaderKey
 
-    from lightyear.p2p.site.cell_gate import PRE_RUN_LIMIT
-    from lightyear.p2p.site.payload import payload_limit
+    from lightyear.p2p.wire.cell_gate import PRE_RUN_LIMIT
+    from lightyear.p2p.wire.payload import payload_limit
 
     reply, _ = run_site(tmp_path, False, secure_mode=True)
     assert reply.get_return_code() == ReturnCode.OK

@@ -111,7 +111,7 @@ def check_settings(settings: dict, topology: str) -> tuple[str, dict] | None:
 
 def check_topology_settings(settings: dict) -> tuple[str, dict]:
     """Refuse a topology that cannot be built over the job's sites, before any site starts."""
-    controller = "lightyear.p2p.controller.P2PController"
+    controller = "lightyear.p2p.server.controller.P2PController"
     topology = settings.get("topology", constructor_default(controller, "topology"))
     args = settings.get("topology_args") or {}
     check_topology_args(topology, args)

@@ -24,7 +24,7 @@ Values: ``"auto"`` (default: on exactly when the deployment runs in secure mode)
 arrive unencrypted. FLARE passes a plain message to the aux handler exactly like a decrypted one
 (``nvflare/private/fed/client/command_agent.py`` hands it the payload alone), so the site checks
 FLARE's ``SECURE``/``ENCRYPTED`` markers on its cell, before FLARE decrypts or decodes anything
-(:mod:`lightyear.p2p.site.cell_gate`).
+(:mod:`lightyear.p2p.wire.cell_gate`).
 """
 
 from __future__ import annotations

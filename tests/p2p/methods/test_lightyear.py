@@ -10,7 +10,7 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.p2p.validation_bounds import Held, Measured, excess
 from lightyear.flare import constants as C
 from lightyear.p2p.methods.lightyear import LightyearExecutor
-from lightyear.p2p.site.exchange import PeerExchange
+from lightyear.p2p.wire.exchange import PeerExchange
 from lightyear.training.site_runtime import SiteRuntime
 
 from flare_fakes import SiteEngine, context, model_message

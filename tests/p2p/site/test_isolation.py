@@ -15,10 +15,10 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site import delivery
+from lightyear.p2p.site import result_watch as delivery
 from lightyear.p2p.site.checkpoint import load_site_checkpoint
-from lightyear.p2p.site.delivery import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.isolation import IsolationWatch, check_max_isolated_rounds
+from lightyear.p2p.site.result_watch import DeliveryWatch, delivery_grace
 from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
 
 from flare_fakes import SiteEngine, context

@@ -6,8 +6,8 @@ attacker trains honestly, then sends its trained model to every other attacker o
 the graph) and waits, for a bounded time, for theirs. The messages are hostile input like any
 model message: a sender that is not a listed attacker is refused; the payload is bounded by the
 model's size before it is decoded, then checked like a model
-(:func:`~lightyear.p2p.site.exchange.checked_model`); only the current and the next round are
-kept, one message per sender and round (:class:`~lightyear.p2p.site.buffer.PeerModelBuffer`).
+(:func:`~lightyear.p2p.wire.exchange.checked_model`); only the current and the next round are
+kept, one message per sender and round (:class:`~lightyear.p2p.wire.buffer.PeerModelBuffer`).
 A refused message is logged and its reason returned by :meth:`Collusion.gather`; nothing a
 message holds can stop the site.
 """
@@ -22,10 +22,10 @@ from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site import buffer as peer_buffer
-from lightyear.p2p.site.buffer import PeerModelBuffer
-from lightyear.p2p.site.exchange import Delivery, Rejected, checked_model
-from lightyear.p2p.site.payload import PayloadCodec
+from lightyear.p2p.wire import buffer as peer_buffer
+from lightyear.p2p.wire.buffer import PeerModelBuffer
+from lightyear.p2p.wire.exchange import Delivery, Rejected, checked_model
+from lightyear.p2p.wire.payload import PayloadCodec
 
 
 class Collusion:

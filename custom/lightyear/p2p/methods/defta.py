@@ -50,8 +50,8 @@ from lightyear.algorithms.model_check import model_problems
 from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
 from lightyear.checks import boolean, number_in, positive_seconds
 from lightyear.flare.declarations import P2P, Detection, Method
-from lightyear.p2p.site.exchange import Inbox
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
+from lightyear.p2p.wire.exchange import Inbox
 
 BACKUP = "backup/"
 SAMPLING_STREAM = 0xDEF7A

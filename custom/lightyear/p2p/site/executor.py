@@ -7,13 +7,13 @@ exchange, the start handshake; :mod:`lightyear.p2p.site.run_start`), then runs t
 hook if the site has one (a simulated attacker replaces what is sent and nothing else:
 :mod:`lightyear.p2p.site.sending`); send it to this round's out-neighbours (client-to-client messages);
 wait for this round's in-neighbours' models until ``peer_deadline`` (the exchange and its checks:
-:mod:`lightyear.p2p.site.exchange`); let the method's :meth:`P2PExecutor.aggregate` build the new model;
+:mod:`lightyear.p2p.wire.exchange`); let the method's :meth:`P2PExecutor.aggregate` build the new model;
 evaluate it, write one record row and a checkpoint, and report progress to the server. The first round
 trains while the start handshake waits for the neighbours to answer "ready"; nothing is sent before. A
 site whose neighbours' runs all ended first stops, naming them (:mod:`lightyear.p2p.site.handshake`).
 
 What other sites send is bounded by the model's size, and with ``secure_messages`` must arrive
-encrypted, on the site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.site.cell_gate`). A
+encrypted, on the site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.wire.cell_gate`). A
 site restarted within the same run continues from its checkpoint; a job submitted again continues from
 the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that reached none of
 its neighbours for ``max_isolated_rounds`` rounds in a row stops with the reason
@@ -21,8 +21,8 @@ its neighbours for ``max_isolated_rounds`` rounds in a row stops with the reason
 folder: ``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round.
 When FLARE cannot deliver the run's result to the server within a grace period (the server is gone),
 the site ends its FLARE job process instead of letting FLARE retry for ever
-(:mod:`lightyear.p2p.site.delivery`). What goes on the wire is set by ``transfer_dtype``
-(:mod:`lightyear.p2p.site.payload`); with ``sample_neighbours`` set, each round a site takes models
+(:mod:`lightyear.p2p.site.result_watch`). What goes on the wire is set by ``transfer_dtype``
+(:mod:`lightyear.p2p.wire.payload`); with ``sample_neighbours`` set, each round a site takes models
 from a sample of its in-neighbours (:mod:`lightyear.p2p.site.sampling`).
 
 A method subclasses :class:`P2PExecutor` and implements :meth:`P2PExecutor.aggregate`; its other hooks:
@@ -53,10 +53,7 @@ from lightyear.flare.analytics import stream_round
 from lightyear.flare.early_pings import quiet_early_pings
 from lightyear.models import model_symmetries
 from lightyear.p2p.site.aggregation import Aggregation
-from lightyear.p2p.site.cell_gate import PeerGate
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
-from lightyear.p2p.site.delivery import DeliveryWatch, watch_delivery
-from lightyear.p2p.site.exchange import Inbox, PeerExchange, PerReceiver
 from lightyear.p2p.site.handshake import (
     ABORTED,
     FAILED,
@@ -73,12 +70,15 @@ from lightyear.p2p.site.isolation import (
     SiteIsolated,
     check_max_isolated_rounds,
 )
-from lightyear.p2p.site.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype
 from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
+from lightyear.p2p.site.result_watch import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.resume import check_resume_from, find_checkpoint, resume_into
 from lightyear.p2p.site.run_start import ExchangeSettings, graph_neighbours, greet_neighbours, open_exchange
 from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.p2p.site.sending import OutgoingHook, Sending, SendingRun, encoded, hook_problem
+from lightyear.p2p.wire.cell_gate import PeerGate
+from lightyear.p2p.wire.exchange import Inbox, PeerExchange, PerReceiver
+from lightyear.p2p.wire.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
@@ -139,7 +139,7 @@ class P2PExecutor(Executor):
         max_abs_weight: a received model with a value beyond this magnitude is rejected (None: no bound).
         transfer_dtype: what goes on the wire: ``float32``, ``float16`` (half the bytes) or
             ``float16_delta`` (half the bytes: the difference from the seeded initial model in
-            float16, a smaller rounding error than ``float16``); see :mod:`lightyear.p2p.site.payload`.
+            float16, a smaller rounding error than ``float16``); see :mod:`lightyear.p2p.wire.payload`.
         malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
             component that corrupts what this site sends; None for a benign site.
         attack_id: id of a component that replaces what this site sends
@@ -204,14 +204,14 @@ class P2PExecutor(Executor):
         self.delivery: DeliveryWatch | None = None
         self.gate = PeerGate(
             lambda level, message: getattr(self.logger, level)(message)
-        )  # see lightyear.p2p.site.cell_gate
+        )  # see lightyear.p2p.wire.cell_gate
 
     # ------------------------------------------------------------------ the rule
     def aggregate(
         self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None
     ) -> Aggregation:
         """Build the new own model from the own model and the valid models received this round
-        (``inbox``: the whole round's :class:`~lightyear.p2p.site.exchange.Inbox`)."""
+        (``inbox``: the whole round's :class:`~lightyear.p2p.wire.exchange.Inbox`)."""
         raise NotImplementedError
 
     def exchange_mode(self) -> tuple[bool, float]:
@@ -325,7 +325,7 @@ class P2PExecutor(Executor):
 
     def _watch_delivery(self, fl_ctx: FLContext) -> None:
         """End this site's job process if FLARE cannot deliver the run's result to the server
-        (:mod:`lightyear.p2p.site.delivery`): with the server gone it would retry forever."""
+        (:mod:`lightyear.p2p.site.result_watch`): with the server gone it would retry forever."""
         self.delivery = watch_delivery(self, fl_ctx.get_engine(), self.peer_deadline, f"{self.site}: ", self.run_dir)
 
     def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:

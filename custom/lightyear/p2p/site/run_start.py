@@ -2,8 +2,8 @@
 
 :func:`graph_neighbours` reads the site's neighbours from the run's graph; :func:`open_exchange`
 settles ``secure_messages``, opens the cell gate at the model's payload limit
-(:mod:`lightyear.p2p.site.cell_gate`) and builds the run's
-:class:`~lightyear.p2p.site.exchange.PeerExchange`; :func:`greet_neighbours` starts the handshake
+(:mod:`lightyear.p2p.wire.cell_gate`) and builds the run's
+:class:`~lightyear.p2p.wire.exchange.PeerExchange`; :func:`greet_neighbours` starts the handshake
 with the neighbours in the background (:mod:`lightyear.p2p.site.handshake`) and returns the wait
 for it that the first round makes before it sends. The site's executor
 (:meth:`~lightyear.p2p.site.executor.P2PExecutor._start`) calls them in that order and keeps what
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from nvflare.apis.fl_context import FLContext
 
 from lightyear.p2p import secure_messages
-from lightyear.p2p.site.cell_gate import PeerGate
-from lightyear.p2p.site.exchange import PeerExchange
 from lightyear.p2p.site.handshake import BackgroundHandshake
-from lightyear.p2p.site.payload import PayloadCodec, payload_limit
+from lightyear.p2p.wire.cell_gate import PeerGate
+from lightyear.p2p.wire.exchange import PeerExchange
+from lightyear.p2p.wire.payload import PayloadCodec, payload_limit
 
 
 def graph_neighbours(graph: dict, site: str) -> tuple[list[str], list[str]]:

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from lightyear.p2p.site.exchange import PerReceiver
+from lightyear.p2p.wire.exchange import PerReceiver
 
 __all__ = ["OutgoingHook", "PerReceiver", "Sending", "SendingRun", "encoded", "hook_problem"]
 

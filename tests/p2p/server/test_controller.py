@@ -17,8 +17,8 @@ from nvflare.apis.signal import Signal
 from lightyear.flare import constants as C
 from lightyear.flare.start_race import never_started
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
-from lightyear.p2p.controller import MAX_PROGRESS_BYTES, P2PController
-from lightyear.p2p.site_status import SiteStatus
+from lightyear.p2p.server.controller import MAX_PROGRESS_BYTES, P2PController
+from lightyear.p2p.server.site_status import SiteStatus
 
 from flare_fakes import ServerEngine, show_stats
 
@@ -301,7 +301,7 @@ def test_only_the_simulator_runner_s_own_line_counts_not_a_site_s_words_logged_b
     in it must not have another site dropped."""
     deaths = WorkerDeaths().install()
     try:
-        logging.getLogger("lightyear.p2p.controller.P2PController").error(
+        logging.getLogger("lightyear.p2p.server.controller.P2PController").error(
             "site-1 failed: Communication error with client site-4: forged; the other sites go on"
         )
         logging.getLogger(RUNNER_LOGGER).error("site-1 said: Subprocess died for client site-3, exit code: 1")
@@ -314,6 +314,6 @@ def test_only_the_simulator_runner_s_own_line_counts_not_a_site_s_words_logged_b
 
 def test_the_run_start_imports_what_flare_imports_at_the_run_end(tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr("lightyear.p2p.controller.import_in_background", lambda: started.append(True))
+    monkeypatch.setattr("lightyear.p2p.server.controller.import_in_background", lambda: started.append(True))
     controller(tmp_path)
     assert started == [True]

@@ -8,8 +8,8 @@ from nvflare.fuel.f3.streaming.download_service import OBJ_DOWNLOADER_CHANNEL
 from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_TOPIC, StreamHeaderKey
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.cell_gate import PRE_RUN_LIMIT, WATCHED, PeerGate
-from lightyear.p2p.site.stream_budget import LIMITS_PER_SITE, STREAM_TTL, STREAMS_PER_SITE
+from lightyear.p2p.wire.cell_gate import PRE_RUN_LIMIT, WATCHED, PeerGate
+from lightyear.p2p.wire.stream_budget import LIMITS_PER_SITE, STREAM_TTL, STREAMS_PER_SITE
 
 from flare_fakes import FakeCell
 

@@ -41,7 +41,7 @@ from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.flare.round_ledger import RoundLedger
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p import secure_messages as secure_setting
-from lightyear.p2p.site_status import SiteStatus
+from lightyear.p2p.server.site_status import SiteStatus
 from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
 from lightyear.records import format_table, summarize_sites, write_summary
 

@@ -2,11 +2,11 @@
 
 Every message a peer sends is treated as written by a broken or hostile site. A model is
 checked when it arrives (first decoded by :attr:`PeerExchange.codec`, which rebuilds a model from a
-delta payload, see :mod:`lightyear.p2p.site.payload`; then
+delta payload, see :mod:`lightyear.p2p.wire.payload`; then
 :func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes,
 values finite in the receiver's dtype and within ``max_abs_weight``), so a malformed one is never
 held for aggregation; the buffer accepts only the current and the next round, one model per
-sender and round (:class:`~lightyear.p2p.site.buffer.PeerModelBuffer`); a sender that is not an
+sender and round (:class:`~lightyear.p2p.wire.buffer.PeerModelBuffer`); a sender that is not an
 in-neighbour is refused. A neighbour that missed ``max_missed_rounds`` consecutive rounds is no
 longer waited for (a dead site costs one deadline, not one per round) but its models are still
 taken when it comes back.
@@ -21,7 +21,7 @@ its out-neighbours (:mod:`lightyear.p2p.site.sampling`): :meth:`PeerExchange.col
 :meth:`PeerExchange.send` take those subsets.
 
 Asynchronous mode (``asynchronous=True``, for AsyncDeFTA): models of any round are accepted and
-only the newest from each sender is held (:class:`~lightyear.p2p.site.latest_models.LatestModelStore`,
+only the newest from each sender is held (:class:`~lightyear.p2p.wire.latest_models.LatestModelStore`,
 at most one model per in-neighbour); :meth:`collect` waits at most ``async_wait`` seconds for
 models not yet taken and returns the newest held model of each sender, however old; a new send
 supersedes the previous one (its retries stop), so at most one outgoing model is in flight.
@@ -46,11 +46,11 @@ from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.algorithms.model_check import model_problems
 from lightyear.flare import constants as C
-from lightyear.p2p.site import buffer as peer_buffer
-from lightyear.p2p.site import latest_models
-from lightyear.p2p.site.buffer import PeerModelBuffer
-from lightyear.p2p.site.latest_models import LatestModelStore
-from lightyear.p2p.site.payload import PayloadCodec, payload_size_problem
+from lightyear.p2p.wire import buffer as peer_buffer
+from lightyear.p2p.wire import latest_models
+from lightyear.p2p.wire.buffer import PeerModelBuffer
+from lightyear.p2p.wire.latest_models import LatestModelStore
+from lightyear.p2p.wire.payload import PayloadCodec, payload_size_problem
 from lightyear.training.weights import num_bytes
 
 MAX_NUM_SAMPLES = 10**9
@@ -158,7 +158,7 @@ class PeerExchange:
         self.secure = bool(secure)  # True: every model is encrypted for its receiver (lightyear.p2p.secure_messages)
         self.codec = (
             codec or PayloadCodec()
-        )  # how payloads are read (and marked when sent); see lightyear.p2p.site.payload
+        )  # how payloads are read (and marked when sent); see lightyear.p2p.wire.payload
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
@@ -167,9 +167,9 @@ class PeerExchange:
         """Handle one model message; the reply only tells the sender whether to send it again.
 
         A payload larger than a model of this site can be
-        (:func:`~lightyear.p2p.site.payload.payload_size_problem`) is rejected before it is
+        (:func:`~lightyear.p2p.wire.payload.payload_size_problem`) is rejected before it is
         decoded, cast, copied or kept; the site's FLARE cell applied the same bound to the bytes
-        as they arrived (:mod:`lightyear.p2p.site.cell_gate`).
+        as they arrived (:mod:`lightyear.p2p.wire.cell_gate`).
         """
         sender = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
         round_num = request.get(C.KEY_ROUND)

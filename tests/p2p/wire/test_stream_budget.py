@@ -1,6 +1,6 @@
 """The bound on what one other site's streams make a site hold, on hand-worked frame sequences."""
 
-from lightyear.p2p.site.stream_budget import (
+from lightyear.p2p.wire.stream_budget import (
     FINISHED_TTL,
     FRAMES_BASE,
     LIMITS_PER_SITE,

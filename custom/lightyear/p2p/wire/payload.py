@@ -33,7 +33,7 @@ Before any of that, a payload's size is bounded by what a model of the job can t
 bytes, plus 1 MiB for the message's framing): :func:`payload_size_problem` refuses a larger one
 before it is decoded, cast, copied or buffered. FLARE has by then received and deserialised it;
 the same bound acts earlier, on the bytes as they arrive at the site's FLARE cell
-(:mod:`lightyear.p2p.site.cell_gate`).
+(:mod:`lightyear.p2p.wire.cell_gate`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from nvflare.apis.signal import Signal
 
 from lightyear.flare import constants as C
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
-from lightyear.p2p.site.exchange import PeerExchange
-from lightyear.p2p.site.payload import FLOAT16_DELTA, PayloadCodec, check_transfer_dtype
+from lightyear.p2p.wire.exchange import PeerExchange
+from lightyear.p2p.wire.payload import FLOAT16_DELTA, PayloadCodec, check_transfer_dtype
 
 from flare_fakes import context, model_message
 

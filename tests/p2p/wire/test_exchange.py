@@ -7,7 +7,7 @@ import numpy as np
 from nvflare.apis.fl_constant import ReturnCode
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.exchange import PeerExchange
+from lightyear.p2p.wire.exchange import PeerExchange
 
 from flare_fakes import model_message
 
@@ -205,8 +205,8 @@ def test_asynchronous_send_is_superseded_by_the_next():
 
 
 def test_a_payload_larger_than_a_model_is_refused_before_it_is_decoded_or_kept(monkeypatch):
-    from lightyear.p2p.site import payload as payload_module
-    from lightyear.p2p.site.payload import PAYLOAD_SLACK_BYTES, payload_limit
+    from lightyear.p2p.wire import payload as payload_module
+    from lightyear.p2p.wire.payload import PAYLOAD_SLACK_BYTES, payload_limit
 
     assert payload_limit(REF) == 2 * (16 + 8) + PAYLOAD_SLACK_BYTES
     ex = exchange()

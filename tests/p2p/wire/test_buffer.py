@@ -3,8 +3,8 @@
 import threading
 import time
 
-from lightyear.p2p.site import buffer as pb
-from lightyear.p2p.site.buffer import PeerModelBuffer
+from lightyear.p2p.wire import buffer as pb
+from lightyear.p2p.wire.buffer import PeerModelBuffer
 
 
 def test_rounds_do_not_mix():

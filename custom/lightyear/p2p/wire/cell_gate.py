@@ -21,7 +21,7 @@ Attach guard works there (``nvflare/app_common/executors/client_api/attach_backe
 server's and the site's own pass unchecked):
 
 - size: a streamed message declares its size on every frame; one that declares none, or more
-  than ``limit`` bytes (:func:`~lightyear.p2p.site.payload.payload_limit`: twice the site's model
+  than ``limit`` bytes (:func:`~lightyear.p2p.wire.payload.payload_limit`: twice the site's model
   plus 1 MiB), is refused before FLARE allocates anything for it, as is any frame or unstreamed
   message larger than that. FLARE then holds a stream to the size it declared. Before the run's
   model is known the bound is :data:`PRE_RUN_LIMIT` and no model is taken at all (a site answers
@@ -36,7 +36,7 @@ server's and the site's own pass unchecked):
 
 - streams in flight: FLARE holds a buffer of the declared size for every stream it has seen a
   frame of, until the stream ends or its read timeout passes; what one site's streams make this
-  site hold at once is bounded by :class:`~lightyear.p2p.site.stream_budget.StreamBudget`
+  site hold at once is bounded by :class:`~lightyear.p2p.wire.stream_budget.StreamBudget`
   (open streams and their declared bytes per sending site, counted in plaintext bytes of
   distinct frames), not by the frames it sends; every later frame of a refused stream is
   refused too.
@@ -70,7 +70,7 @@ from nvflare.fuel.f3.streaming.stream_const import STREAM_CHANNEL, STREAM_DATA_T
 from nvflare.fuel.f3.streaming.stream_types import StreamError
 
 from lightyear.flare import constants as C
-from lightyear.p2p.site.stream_budget import StreamBudget
+from lightyear.p2p.wire.stream_budget import StreamBudget
 
 PRE_RUN_LIMIT = 1 << 20
 """Bytes a message from another site may take before the site's model (and so its bound) is known."""
@@ -182,7 +182,7 @@ class PeerGate:
 
     def _stream_problem(self, headers: Mapping, payload_bytes: int) -> str | None:
         """Why a streamed frame from another site that :meth:`problem` let through is refused by the
-        bound on open streams (:mod:`~lightyear.p2p.site.stream_budget`), or None; counts the frame."""
+        bound on open streams (:mod:`~lightyear.p2p.wire.stream_budget`), or None; counts the frame."""
         origin = self._other_site(headers)
         if origin is None or not route(headers)[2]:
             return None
