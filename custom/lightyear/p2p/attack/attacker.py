@@ -24,7 +24,7 @@ from lightyear.algorithms.attacks.updates import ADAPTIVE, LF, PARTIAL
 from lightyear.checks import integer
 from lightyear.flare import constants as C
 from lightyear.p2p.attack.collusion import Collusion
-from lightyear.p2p.attack.crafting import PeerAttack
+from lightyear.p2p.attack.crafting import WAIT_SHARE, PeerAttack
 from lightyear.p2p.site.sending import Sending, SendingRun
 
 
@@ -99,7 +99,7 @@ class PeerAttacker(FLComponent):
         collusion = Collusion(
             run.site, self.spec.attackers, run.rounds, run.max_abs_weight, run.log, start_round=run.start_round
         )
-        collusion.open(run.reference, run.codec, run.secure, run.send_timeout)
+        collusion.open(run.reference, run.codec, run.secure, run.send_timeout, WAIT_SHARE * run.peer_deadline)
         self.attack = PeerAttack(self.spec, run, collusion, seed=self.seed)
         self.collusion = collusion
 

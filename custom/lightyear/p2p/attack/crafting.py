@@ -81,8 +81,8 @@ class PeerAttack:
         began = time.monotonic()
         needs_known = catalogue.attack(spec.kind).needs_known
         if needs_known:
-            self.collusion.share(r, inputs.honest, inputs.engine, self.wait)
-            colluders, refused = self.collusion.gather(r, self.wait, inputs.abort)
+            self.collusion.share(r, inputs.honest, inputs.engine)
+            colluders, refused = self.collusion.gather(r, inputs.abort)
         if spec.knowledge == FULL and (needs_known or spec.kind in REPARAMETRISATIONS):
             benign_senders = [s for s in inputs.senders if s not in spec.attackers]
             left = max(0.0, began + self.wait - time.monotonic())

@@ -135,11 +135,13 @@ class PeerExchange:
         codec: PayloadCodec | None = None,
         secure: bool = False,
         num_samples: int | None = None,
+        topic: str = C.TOPIC_MODEL,
     ):
         """``reference``: this site's model, against which every received model is checked (None:
         not ready, a sender is asked to retry); ``codec``: how payloads are read and marked;
         ``secure``: encrypt every model for its receiver; ``num_samples``: the training-set size
-        sent with every model (rules that weight by it)."""
+        sent with every model (rules that weight by it); ``topic``: the aux topic models are sent on
+        (the round's models; the simulated attackers' side channel has its own)."""
         self.send_to = sorted(send_to)
         self.receive_from = sorted(receive_from)
         self.peer_deadline = peer_deadline
@@ -159,6 +161,7 @@ class PeerExchange:
         self.codec = (
             codec or PayloadCodec()
         )  # how payloads are read (and marked when sent); see lightyear.p2p.wire.payload
+        self.topic = topic
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
@@ -365,7 +368,7 @@ class PeerExchange:
             return (
                 engine.send_aux_request(
                     targets=targets,
-                    topic=C.TOPIC_MODEL,
+                    topic=self.topic,
                     request=request,
                     timeout=timeout,
                     fl_ctx=fl_ctx,
