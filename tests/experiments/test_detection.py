@@ -226,8 +226,10 @@ def test_errors_name_the_file_and_what_it_lacks(tmp_path):
             {"round": 1, "kept": [], "excluded": []},
         ],
     )
-    found = run_detection(open_run(str(star)))  # a site outside the run is just another benign sender
-    assert found.decisions[0].counts == counts(0, 1, 1, 0)
+    with pytest.raises(  # a site outside the run: damaged records, never counted as a benign sender
+        DetectionError, match=r"aggregator_state\.json, round 0: excluded names site-9, which is not one of the job's"
+    ):
+        run_detection(open_run(str(star)))
     with pytest.raises(DetectionError, match="no folder at .*nowhere"):
         open_run(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()
