@@ -5,10 +5,12 @@ in test_detection_tables.py, real simulator runs in test_detection_real_runs.py.
 import csv
 import json
 import os
+import re
 import shutil
 
 import pytest
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.detection import Labelling
 from lightyear.experiments import detection
 from lightyear.experiments.detection import DetectionError, open_run, run_detection
@@ -191,6 +193,20 @@ def test_methods_without_detection_get_none_and_unknown_ones_an_error(tmp_path):
     odd = make_run(tmp_path / "odd", "median", ["site-4"], topology="star")
     with pytest.raises(DetectionError, match="no method 'median' is known .* install the plugin that declares it"):
         run_detection(open_run(str(odd)))
+
+
+def test_a_run_of_an_attack_no_one_declares_is_refused_naming_the_known_ones(tmp_path):
+    attack = {"malfunction": "none", "attack": "lie", "knowledge": "partial"}
+    lie = make_run(tmp_path / "lie", "krum", ["site-4"], topology="star", **attack)
+    assert open_run(str(lie)).info["attack"] == "lie"
+    odd = make_run(tmp_path / "odd", "krum", ["site-4"], topology="star", **dict(attack, attack="backdoor"))
+    known = re.escape(", ".join(catalogue.names()))
+    with pytest.raises(
+        DetectionError,
+        match=rf"odd/job/meta\.json: no attack 'backdoor' is known \(the toolkit's and installed plugins': {known}\); "
+        "install the plugin that declares it",
+    ):
+        open_run(str(odd))
 
 
 def test_errors_name_the_file_and_what_it_lacks(tmp_path):
