@@ -50,6 +50,27 @@ def test_a_good_summary_is_printed(tmp_path, capsys):
     assert out.splitlines()[0].endswith(os.path.join("server", "simulate_job", "summary.csv")) and "mean_benign" in out
 
 
+@pytest.mark.parametrize("column, value", [("acc", "inf"), ("acc", "abc"), ("ece", "-inf"), ("ece", "1e999")])
+def test_a_metric_that_is_not_a_finite_number_is_named_not_printed_as_a_mean(tmp_path, capsys, column, value):
+    cells = {"acc": "0.8", "ece": "0.1", column: value}
+    content = HEADER + "site-1,none,finished,0.9,0.1,3,\n" + f"site-2,none,finished,{cells['acc']},{cells['ece']},3,\n"
+    ws = summary_in(tmp_path, (content + "mean_benign,n=2,,0.85,0.1,,\n").encode())
+    assert records.summary_main([ws]) == 2
+    out = capsys.readouterr()
+    path = os.path.join(ws, "server", "simulate_job", "summary.csv")
+    assert out.out == "" and out.err.count("\n") == 1, out
+    assert out.err.startswith(f"lightyear-summary: error: the summary {path}: site-2: {column} {value!r} ") and (
+        "is not a finite number" in out.err
+    ), out.err
+
+
+def test_a_failed_sites_missing_metric_is_printed_as_no_value(tmp_path, capsys):
+    content = HEADER + "site-1,none,finished,0.9,0.1,3,\nsite-2,none,failed,nan,,1,out of memory\n"
+    ws = summary_in(tmp_path, (content + "mean_benign,n=1,,0.9,0.1,,\nstd_benign,n=1,,0.0,0.0,,\n").encode())
+    assert records.summary_main([ws]) == 0
+    assert "out of memory" in capsys.readouterr().out
+
+
 def test_table_rows_keeps_the_good_rows_and_names_the_rest(tmp_path):
     path = tmp_path / "rounds.csv"
     path.write_text("round,acc\n0,0.5\n1,0.6,x\n2,0.7\n3")

@@ -223,6 +223,32 @@ def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "e
     return rows
 
 
+SUMMARY_LABELS = ("site", "malfunction", "status", "last_round", "reason")
+"""The columns of a summary (:func:`summarize_sites`) that describe a site; every other one is a metric."""
+
+
+def check_summary_metrics(rows: list[dict], path: str) -> None:
+    """Refuse a summary with a metric (any column but :data:`SUMMARY_LABELS`) that is not a number or
+    is infinite: the benign mean and std beside it would be wrong. An empty cell or NaN is no value
+    (a site that failed before its test), as :func:`summarize_sites` writes it."""
+    for i, row in enumerate(rows):
+        for column, text in row.items():
+            if column not in SUMMARY_LABELS and not _finite_or_no_value(text):
+                raise RecordsError(
+                    f"the summary {path}: {row.get('site') or f'row {i + 1}'}: {column} {text!r:.40} is not a finite "
+                    "number (the benign mean and std would be wrong): run the job again or repair the file"
+                )
+
+
+def _finite_or_no_value(text: str) -> bool:
+    if not text.strip():
+        return True
+    try:
+        return not math.isinf(float(text))
+    except ValueError:
+        return False
+
+
 def write_summary(rows: list[dict], folder: str, stem: str = "summary") -> str:
     """Write ``<folder>/<stem>.csv`` and ``.json`` (each atomically); return the CSV path."""
     os.makedirs(folder, exist_ok=True)
@@ -310,7 +336,8 @@ def _endings(sites: list[tuple]) -> str:
 
 @command("lightyear-summary")
 def summary_main(argv=None) -> int:
-    """``lightyear-summary WORKSPACE``: print the summary table a run wrote."""
+    """``lightyear-summary WORKSPACE``: print the summary table a run wrote; a damaged one ends in one line
+    naming the damage (:func:`read_table`, :func:`check_summary_metrics`)."""
     parser = argparse.ArgumentParser(
         prog="lightyear-summary", description="Print the final summary of a LIGHTYEAR toolkit run."
     )
@@ -324,6 +351,7 @@ def summary_main(argv=None) -> int:
             f"no summary.csv under {args.workspace}: the run has not finished (or ran elsewhere); see its log.txt"
         )
     rows = read_table(path, "the summary")
+    check_summary_metrics(rows, path)
     print(path)
     print(format_table(rows))
     return 0

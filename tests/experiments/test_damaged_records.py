@@ -2,6 +2,7 @@
 file and the damage, and lightyear-report leaves their figures out with the run named beside the
 cell; neither command writes over a file a user made without --force."""
 
+import csv
 import json
 import os
 import shutil
@@ -43,6 +44,28 @@ def set_first_round(run, value):
     lines = rounds_csv(run).read_text().splitlines()
     lines[1] = value + lines[1][lines[1].index(",") :]
     rounds_csv(run).write_text("\n".join(lines) + "\n")
+
+
+def edit_round(run, site, rnd, **cells):
+    """Change cells of round ``rnd`` in ``site``'s rounds.csv."""
+    with open(rounds_csv(run, site), newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        if row["round"] == str(rnd):
+            row.update(cells)
+    with open(rounds_csv(run, site), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def edit_entry(run, rnd, **keys):
+    """Change keys of round ``rnd`` in the server's aggregator_state.json history."""
+    state = json.loads(state_json(run).read_text())
+    for entry in state["history"]:
+        if entry["round"] == rnd:
+            entry.update(keys)
+    state_json(run).write_text(json.dumps(state))
 
 
 def replace(path, make):
@@ -125,6 +148,28 @@ def test_a_row_cut_before_selected_gives_no_figures_instead_of_flagging_every_pe
         DetectionError, match=r"site-1's rounds.csv .*: line 4 has 2 fields, the header 10 .*whole record"
     ):
         run_detection(open_run(str(run)))
+
+
+@pytest.mark.parametrize(
+    "make_run, damage, record",
+    [
+        (
+            lightyear_run,
+            lambda r: edit_round(r, "site-2", 1, selected="site-1;site-9"),
+            lambda r: rounds_csv(r, "site-2"),
+        ),
+        (lightyear_run, lambda r: edit_round(r, "site-2", 1, rejected="site-9"), lambda r: rounds_csv(r, "site-2")),
+        (krum_run, lambda r: edit_entry(r, 1, excluded=["site-3", "site-9"]), state_json),
+    ],
+    ids=["selected", "rejected", "star excluded"],
+)
+def test_a_round_naming_a_site_the_job_does_not_run_gives_no_figures(make_run, damage, record, tmp_path, capsys):
+    """site-9 is not one of the job's sites: the records are damaged (or another job's), never counted."""
+    run = make_run(tmp_path / "run")
+    damage(run)
+    assert detection.main([str(run)]) == 2
+    err = one_line_error(capsys)
+    assert f"{record(run)}, round 1: " in err and "names site-9, which is not one of the job's sites" in err, err
 
 
 def test_the_report_gives_a_damaged_run_no_detection_or_selection_figure_and_says_why(tmp_path, capsys):

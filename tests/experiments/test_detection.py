@@ -5,10 +5,12 @@ in test_detection_tables.py, real simulator runs in test_detection_real_runs.py.
 import csv
 import json
 import os
+import re
 import shutil
 
 import pytest
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.detection import Labelling
 from lightyear.experiments import detection
 from lightyear.experiments.detection import DetectionError, open_run, run_detection
@@ -193,6 +195,20 @@ def test_methods_without_detection_get_none_and_unknown_ones_an_error(tmp_path):
         run_detection(open_run(str(odd)))
 
 
+def test_a_run_of_an_attack_no_one_declares_is_refused_naming_the_known_ones(tmp_path):
+    attack = {"malfunction": "none", "attack": "lie", "knowledge": "partial"}
+    lie = make_run(tmp_path / "lie", "krum", ["site-4"], topology="star", **attack)
+    assert open_run(str(lie)).info["attack"] == "lie"
+    odd = make_run(tmp_path / "odd", "krum", ["site-4"], topology="star", **dict(attack, attack="backdoor"))
+    known = re.escape(", ".join(catalogue.names()))
+    with pytest.raises(
+        DetectionError,
+        match=rf"odd/job/meta\.json: no attack 'backdoor' is known \(the toolkit's and installed plugins': {known}\); "
+        "install the plugin that declares it",
+    ):
+        open_run(str(odd))
+
+
 def test_errors_name_the_file_and_what_it_lacks(tmp_path):
     run = make_run(tmp_path / "ly", "lightyear", ["site-4"])
     with pytest.raises(DetectionError, match=r"no benign site .* wrote its records .*site-1/simulate_job/rounds\.csv"):
@@ -226,8 +242,10 @@ def test_errors_name_the_file_and_what_it_lacks(tmp_path):
             {"round": 1, "kept": [], "excluded": []},
         ],
     )
-    found = run_detection(open_run(str(star)))  # a site outside the run is just another benign sender
-    assert found.decisions[0].counts == counts(0, 1, 1, 0)
+    with pytest.raises(  # a site outside the run: damaged records, never counted as a benign sender
+        DetectionError, match=r"aggregator_state\.json, round 0: excluded names site-9, which is not one of the job's"
+    ):
+        run_detection(open_run(str(star)))
     with pytest.raises(DetectionError, match="no folder at .*nowhere"):
         open_run(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()

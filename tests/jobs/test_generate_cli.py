@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from lightyear.jobs import generate
+from lightyear.jobs import folders, generate
 
 from repo import ROOT
 
@@ -131,6 +131,40 @@ def test_a_folder_the_generator_did_not_write_is_never_replaced_without_force(tm
     server = json.load(open(tmp_path / "lightyear_digits" / "app" / "config" / "config_fed_server.json"))
     assert server["workflows"][0]["args"]["rounds"] == 3
     assert sorted(os.listdir(tmp_path)) == ["lightyear_digits"]  # no staging folder left behind
+
+
+def test_a_job_file_edited_by_hand_is_never_replaced_without_force(tmp_path, capsys):
+    job = ("--method", "lightyear", "--dataset", "digits")
+    assert run_cli(capsys, *job, out=tmp_path)[0] == 0
+    client = tmp_path / "lightyear_digits" / "app" / "config" / "config_fed_client.json"
+    config = json.loads(client.read_text())
+    config["executors"][0]["executor"]["args"]["max_abs_weight"] = 7.0  # the user's own change
+    client.write_text(json.dumps(config, indent=2) + "\n")
+    edited = client.read_text()
+    status, err = run_cli(capsys, *job, "--set", "rounds=3", out=tmp_path)
+    assert status == 2 and err.count("\n") == 1, err
+    assert "app/config/config_fed_client.json changed since lightyear-jobs wrote it" in err and "--force" in err, err
+    assert client.read_text() == edited
+    assert run_cli(capsys, *job, "--force", out=tmp_path)[0] == 0
+    assert client.read_text() != edited
+    # the folder it wrote, untouched since, is replaced without --force
+    assert run_cli(capsys, *job, "--set", "rounds=3", out=tmp_path)[0] == 0
+
+
+def test_a_job_file_the_generator_did_not_list_or_a_damaged_list_is_refused(tmp_path):
+    name, files = generate.build_job(CONFIGS, "fedavg", "digits")
+    job = tmp_path / name
+    generate.write_job(files, str(job))
+    folders.check_replaceable(str(job))  # as written: replaceable
+    added = job / "app_faulty" / "config" / "config_fed_client.json"  # a job file's name, made by hand
+    added.parent.mkdir(parents=True)
+    added.write_text("{}")
+    with pytest.raises(folders.JobFolderExists, match=r"did not write \(app_faulty/config/config_fed_client\.json\)"):
+        folders.check_replaceable(str(job))
+    shutil.rmtree(job / "app_faulty")
+    (job / folders.MARK).write_text('{"sha256": ')
+    with pytest.raises(folders.JobFolderExists, match=r"\.lightyear-jobs\.json is not valid JSON.*pass --force"):
+        folders.check_replaceable(str(job))
 
 
 def test_a_file_where_the_job_folder_goes_is_refused_even_with_force(tmp_path, capsys):

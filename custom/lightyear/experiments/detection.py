@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from lightyear.algorithms.attacks.detection import DetectionCounts, detection_counts, names, pool
 from lightyear.cli import UserError, command, output_file
 from lightyear.experiments.detection_records import (
+    RERUN,
     SERVER,
     STATE_FILE,
     DetectionError,
@@ -214,6 +215,29 @@ def _check_columns(path: str, rows: list[dict], rule: Rule, method: str) -> None
                     )
 
 
+SITE_LISTS = ("senders", "rejected")
+"""The lists of sites a record may hold besides those its rule needs: the round's senders (whose
+per-sender columns are read) and the senders the model checks refused (every rule counts them)."""
+
+
+def _check_sites(run: RunRecords, rule: Rule, path: str, records: list[dict]) -> None:
+    """Refuse records whose lists of sites (the columns or history keys the rule needs, ``round`` aside,
+    and :data:`SITE_LISTS`) name a site the job does not run: such a record is damaged, or another
+    job's, and its names would be counted as senders the run never had."""
+    sites = set(run.sites)
+    lists = [key for key in dict.fromkeys((*rule.needs, *SITE_LISTS)) if key != "round"]
+    for record in records:
+        for key in lists:
+            value = record.get(key)
+            strangers = sorted(names(value) - sites, key=site_key) if isinstance(value, (str, list)) else []
+            if strangers:
+                which = "which is not one of" if len(strangers) == 1 else "which are not among"
+                raise DetectionError(
+                    f"{path}, round {record['round']}: {key} names {', '.join(strangers)}, {which} the job's sites "
+                    f"({', '.join(run.sites)}): the records are damaged or another job's; {RERUN}"
+                )
+
+
 def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
     """One decision per benign receiving site and round, from its ``rounds.csv`` (whole records only:
     :func:`~lightyear.experiments.detection_records.site_rows`)."""
@@ -224,6 +248,7 @@ def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
             continue  # a site that wrote no round made no decision
         found.append(site)
         rows = site_rows(path, site)
+        _check_sites(run, rule, path, rows)
         _check_columns(path, rows, rule, run.method)
         decisions += [_decide(run, rule, path, row["round"], site, row) for row in rows]
     if run.benign and not found:
@@ -241,7 +266,9 @@ def star_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
         raise DetectionError(
             f"no {STATE_FILE} at {path}: the server writes it after every aggregated round; did any round aggregate?"
         )
-    return [_decide(run, rule, path, e["round"], SERVER, e) for e in state_history(path, run.method, rule.needs)]
+    history = state_history(path, run.method, rule.needs)
+    _check_sites(run, rule, path, history)
+    return [_decide(run, rule, path, e["round"], SERVER, e) for e in history]
 
 
 def run_detection(run: RunRecords) -> RunDetection | None:

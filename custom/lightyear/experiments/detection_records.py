@@ -4,7 +4,8 @@ A run's ground truth is its job's ``meta.json`` (``lightyear.method`` and ``faul
 sites of ``deploy_map``); its decisions are each benign site's ``rounds.csv`` (peer-to-peer) or the
 server's ``aggregator_state.json`` (star). Figures are computed from complete records only: any
 damage (a file that is not UTF-8 text, not JSON, of the wrong shape; a row cut short; a round
-that is not a round number; a ``faulty_sites`` that is not a list of the job's sites; a records
+that is not a round number; a ``faulty_sites`` that is not a list of the job's sites; a list of
+sites in a record that names a site the job does not run; an attack no one declares; a records
 path that is a folder or a loop of links) is a :class:`DetectionError` naming the file and what is
 wrong, and the run gets no figures. Only a benign site that wrote no ``rounds.csv`` at all is
 taken as a site that made no decision.
@@ -18,6 +19,8 @@ import re
 from dataclasses import dataclass
 
 from lightyear import records
+from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.malfunctions import NONE
 from lightyear.cli import UserError, read_text
 from lightyear.experiments.results import ReportError, site_key
 from lightyear.jobs.folders import load_json
@@ -87,6 +90,12 @@ def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -
     if strangers:
         raise DetectionError(
             f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map does not run: {fix}"
+        )
+    attack = info.get("attack") or NONE
+    if attack != NONE and attack not in catalogue.names():
+        raise DetectionError(
+            f"{meta_path}: no attack {attack!r:.60} is known (the toolkit's and installed plugins': "
+            f"{', '.join(catalogue.names())}); install the plugin that declares it, or {fix}"
         )
     run_name = name or meta.get("name")
     if not isinstance(run_name, str) or not run_name:

@@ -1,8 +1,10 @@
 """Job folders on disk: reading a job's JSON files, and writing a job folder in place of one the
-generator wrote before (:func:`write_job`), never over a folder it did not write."""
+generator wrote before (:func:`write_job`), never over a folder it did not write nor over a file
+changed since it wrote it: each folder it writes lists its files with their SHA-256 (:data:`MARK`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -13,6 +15,11 @@ from lightyear.cli import UserError, read_text
 
 JOB_FILE = re.compile(r"^(meta\.json|[A-Za-z0-9_]+/config/config_fed_(server|client)\.json)$")
 """The files of a job folder this generator writes."""
+
+MARK = ".lightyear-jobs.json"
+"""The file of a job folder that lists the files the generator wrote there, each with its SHA-256: the
+folder is replaced only while every one of them is as it was written. A folder written before the
+generator kept this list is known by its file names and meta.json alone."""
 
 
 class JobFolderExists(UserError):
@@ -31,11 +38,53 @@ def load_json(path: str, what: str = "the file"):
         raise UserError(f"{what} {path} is not usable JSON: {exc}") from None
 
 
+def job_file_bytes(obj) -> bytes:
+    """A job file (a JSON object) as the generator writes it."""
+    return (json.dumps(obj, indent=2) + "\n").encode()
+
+
+def sha256_of(path: str) -> str | None:
+    """The SHA-256 of the file ``path``; None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def written_files(folder: str) -> dict[str, str] | None:
+    """``{relative path: SHA-256}`` of the files the generator wrote in ``folder`` (its :data:`MARK`);
+    None when it has none. A mark that is not the generator's list is a :class:`JobFolderExists`."""
+    path = os.path.join(folder, MARK)
+    if not os.path.lexists(path):
+        return None
+    fix = "check the folder, then pass --force to replace it"
+    try:
+        mark = load_json(path, "the list of files lightyear-jobs wrote")
+    except UserError as exc:
+        raise JobFolderExists(f"{exc}: {fix}") from None
+    listed = mark.get("sha256") if isinstance(mark, dict) else None
+    if not isinstance(listed, dict) or not all(
+        JOB_FILE.fullmatch(rel) and isinstance(digest, str) for rel, digest in listed.items()
+    ):
+        raise JobFolderExists(f"{path} is not the list of files lightyear-jobs writes (a 'sha256' of job files): {fix}")
+    return listed
+
+
 def foreign_files(folder: str) -> list[str]:
-    """Files under ``folder`` that the generator does not write, or that show it is not a job
-    folder the generator wrote (no ``meta.json`` with its ``lightyear`` block); [] when it is one."""
-    found = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, names in os.walk(folder) for f in names)
-    foreign = [rel for rel in found if not JOB_FILE.fullmatch(rel.replace(os.sep, "/"))]
+    """Files under ``folder`` that the generator did not write there (not of a job's names, or absent
+    from its :data:`MARK`), or that show it is not a job folder the generator wrote (no mark, and no
+    ``meta.json`` with its ``lightyear`` block); [] when it is one."""
+    found = sorted(
+        os.path.relpath(os.path.join(d, f), folder).replace(os.sep, "/")
+        for d, _, names in os.walk(folder)
+        for f in names
+    )
+    found = [rel for rel in found if rel != MARK]
+    foreign = [rel for rel in found if not JOB_FILE.fullmatch(rel)]
+    listed = written_files(folder)
+    if listed is not None:
+        return foreign or [rel for rel in found if rel not in listed]
     if found and not foreign:
         try:
             meta = load_json(os.path.join(folder, "meta.json"))
@@ -46,9 +95,20 @@ def foreign_files(folder: str) -> list[str]:
     return foreign
 
 
+def edited_files(folder: str) -> list[str]:
+    """The files the generator wrote in ``folder`` (its :data:`MARK`) that have changed since (a
+    configuration edited by hand); a file removed since is not among them: nothing of it is lost."""
+    listed = written_files(folder) or {}
+    return [
+        rel
+        for rel, digest in sorted(listed.items())
+        if os.path.lexists(os.path.join(folder, rel)) and sha256_of(os.path.join(folder, rel)) != digest
+    ]
+
+
 def check_replaceable(folder: str, force: bool = False) -> None:
-    """Refuse to replace ``folder`` unless it is missing, empty or a job folder the generator wrote
-    (``force``: any folder). A file in the way is refused either way."""
+    """Refuse to replace ``folder`` unless it is missing, empty or a job folder the generator wrote,
+    each of its files as written (``force``: any folder). A file in the way is refused either way."""
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise JobFolderExists(f"{folder} is a file, not a job folder: move it away or choose another --out")
     if force or not os.path.isdir(folder):
@@ -60,23 +120,35 @@ def check_replaceable(folder: str, force: bool = False) -> None:
             f"{folder} holds files lightyear-jobs did not write ({shown}): choose another --out, move them away, "
             "or pass --force to replace the folder"
         )
+    edited = edited_files(folder)
+    if edited:
+        shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
+        raise JobFolderExists(
+            f"{folder}: {shown} changed since lightyear-jobs wrote {'it' if len(edited) == 1 else 'them'}: "
+            "choose another --out, or pass --force to replace the folder and lose the change (a setting can be "
+            "given with --set instead)"
+        )
 
 
 def write_job(files: dict, folder: str, force: bool = False) -> None:
     """Write the job ``files`` as ``folder``, replacing a job folder the generator wrote there before
-    (any folder with ``force``; see :func:`check_replaceable`). The files are written beside it
-    first, so a failure leaves the previous folder as it was."""
+    (any folder with ``force``; see :func:`check_replaceable`), and list them in its :data:`MARK`.
+    The files are written beside it first, so a failure leaves the previous folder as it was."""
     check_replaceable(folder, force)
     parent = os.path.dirname(os.path.abspath(folder))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(folder)}.")
     try:
+        written = {}
         for rel, obj in files.items():
-            path = os.path.join(staging, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                json.dump(obj, f, indent=2)
-                f.write("\n")
+            data = job_file_bytes(obj)
+            _write(os.path.join(staging, rel), data)
+            written[rel] = hashlib.sha256(data).hexdigest()
+        mark = {
+            "written_by": "lightyear-jobs, which replaces this folder only while these files are as it wrote them",
+            "sha256": dict(sorted(written.items())),
+        }
+        _write(os.path.join(staging, MARK), job_file_bytes(mark))
         os.chmod(staging, 0o777 & ~_umask())
         if os.path.isdir(folder):
             shutil.rmtree(folder)
@@ -84,6 +156,12 @@ def write_job(files: dict, folder: str, force: bool = False) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def _umask() -> int:

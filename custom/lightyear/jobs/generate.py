@@ -26,7 +26,8 @@ Usage::
 The configurations are the package's (:mod:`lightyear.configs`; ``--configs`` gives another
 folder), so an installed package generates jobs anywhere; the committed ``jobs/`` (the default
 ``--out``, and ``--check``) belong to a checkout of the repository. A folder is replaced only when
-it is a job this generator wrote (``--force`` replaces any; :mod:`lightyear.jobs.folders`).
+it is a job this generator wrote, every file as written (``--force`` replaces any;
+:mod:`lightyear.jobs.folders`).
 """
 
 from __future__ import annotations
