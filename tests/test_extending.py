@@ -1,8 +1,10 @@
 """docs/extending.md is a working plugin: its code blocks are built into a package, installed beside
 the toolkit (entry points only, nothing of the toolkit edited) and used by the toolkit's commands.
 
-The plugin is installed with ``pip --target`` into a temporary folder and reached through
-PYTHONPATH in subprocesses, so this test process's registries never see it.
+The plugin is installed with ``pip --prefix`` into a temporary folder, offline (``--no-index``) and
+with its declared dependencies resolved against the environment, where the toolkit is installed:
+a dependency that names anything but the toolkit's distribution fails the install. It is reached
+through PYTHONPATH in subprocesses, so this test process's registries never see it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -32,28 +35,36 @@ def guide_files() -> dict[str, str]:
 def plugin(tmp_path_factory):
     """PYTHONPATH-extended environment in which the guide's plugin is installed."""
     root = tmp_path_factory.mktemp("plugin")
-    source, site = root / "lightyear-example", root / "site"
+    source, prefix = root / "lightyear-example", root / "prefix"
     for path, body in guide_files().items():
         (source / path).parent.mkdir(parents=True, exist_ok=True)
         (source / path).write_text(body)
-    subprocess.run(
+    # --prefix (unlike --target) resolves the plugin's dependencies against what this environment has
+    # installed; --no-index and --isolated (no pip configuration, no find-links) keep it offline
+    installed = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "install",
             "-q",
-            "--no-deps",
+            "--isolated",
             "--no-build-isolation",
             "--no-index",
-            "--target",
-            str(site),
+            "--prefix",
+            str(prefix),
             str(source),
         ],
-        check=True,
         capture_output=True,
         text=True,
     )
+    assert installed.returncode == 0, (
+        "the guide's plugin does not install beside the toolkit with its declared dependencies:\n"
+        + installed.stdout
+        + installed.stderr
+    )
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
+    assert (site / "lightyear_example").is_dir(), sorted(str(p) for p in prefix.rglob("*"))[:20]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     return {"env": env, "root": root}
 
