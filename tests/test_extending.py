@@ -1,8 +1,10 @@
 """docs/extending.md is a working plugin: its code blocks are built into a package, installed beside
 the toolkit (entry points only, nothing of the toolkit edited) and used by the toolkit's commands.
 
-The plugin is installed with ``pip --target`` into a temporary folder and reached through
-PYTHONPATH in subprocesses, so this test process's registries never see it.
+The plugin is installed with ``pip --prefix`` into a temporary folder, offline (``--no-index``) and
+with its declared dependencies resolved against the environment, where the toolkit is installed:
+a dependency that names anything but the toolkit's distribution fails the install. It is reached
+through PYTHONPATH in subprocesses, so this test process's registries never see it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -32,28 +35,36 @@ def guide_files() -> dict[str, str]:
 def plugin(tmp_path_factory):
     """PYTHONPATH-extended environment in which the guide's plugin is installed."""
     root = tmp_path_factory.mktemp("plugin")
-    source, site = root / "lightyear-example", root / "site"
+    source, prefix = root / "lightyear-example", root / "prefix"
     for path, body in guide_files().items():
         (source / path).parent.mkdir(parents=True, exist_ok=True)
         (source / path).write_text(body)
-    subprocess.run(
+    # --prefix (unlike --target) resolves the plugin's dependencies against what this environment has
+    # installed; --no-index and --isolated (no pip configuration, no find-links) keep it offline
+    installed = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "install",
             "-q",
-            "--no-deps",
+            "--isolated",
             "--no-build-isolation",
             "--no-index",
-            "--target",
-            str(site),
+            "--prefix",
+            str(prefix),
             str(source),
         ],
-        check=True,
         capture_output=True,
         text=True,
     )
+    assert installed.returncode == 0, (
+        "the guide's plugin does not install beside the toolkit with its declared dependencies:\n"
+        + installed.stdout
+        + installed.stderr
+    )
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
+    assert (site / "lightyear_example").is_dir(), sorted(str(p) for p in prefix.rglob("*"))[:20]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     return {"env": env, "root": root}
 
@@ -96,18 +107,22 @@ def test_the_plugins_rules_give_the_hand_worked_answers(plugin):
         import numpy as np
         from lightyear_example.median import coordinate_median
         from lightyear_example.trimmed_mean import trimmed_mean
-        from lightyear_example.zero import craft
+        from lightyear_example.zero import craft, craft_noise
         own = {"w": np.array([1.0, 5.0], np.float32)}
         print(coordinate_median(own, [{"w": np.array([2.0, 0.0], np.float32)},
                                       {"w": np.array([9.0, 3.0], np.float32)}])["w"].tolist())
         models = [{"w": np.array([v], np.float32)} for v in (1.0, 2.0, 3.0, 100.0, 4.0)]
         print(trimmed_mean(models, 0.2)["w"].tolist(), trimmed_mean(models, 0.0)["w"].tolist())
         print(craft(np.array([1.0, -2.0]), None, 4, 1)[0].tolist())
+        noise, settings = craft_noise(np.zeros(3), None, 4, 1, rng=np.random.default_rng(0))
+        drawn = np.random.default_rng(0).normal(0.0, 0.001, size=3)
+        print(np.array_equal(noise, drawn), settings)
     """,
     ).split("\n")
     assert out[0] == "[2.0, 3.0]"  # medians of (1, 2, 9) and (5, 0, 3)
     assert out[1] == "[3.0] [22.0]"  # 1 and 100 dropped: mean(2, 3, 4); nothing dropped: 110 / 5
     assert out[2] == "[0.0, 0.0]"
+    assert out[3] == "True {'sigma': 0.001}"  # the default sigma, drawn from the generator it is given
 
 
 def test_the_toolkit_lists_the_plugin_beside_its_own(plugin):
@@ -120,11 +135,34 @@ def test_the_toolkit_lists_the_plugin_beside_its_own(plugin):
         from lightyear.jobs import registry
         from lightyear.models import models
         print(json.dumps([registry.method("median").topology, registry.method("trimmed_mean").topology,
-                          "zero" in catalogue.names(), "blobs" in datasets(), "mlp" in models(),
+                          {"zero", "noise"} <= set(catalogue.names()), "blobs" in datasets(), "mlp" in models(),
                           registry.plugin_packages(), "lightyear" in registry.names()]))
     """,
     )
     assert json.loads(out) == ["p2p", "star", True, True, True, ["lightyear_example."], True]
+
+
+def test_the_plugins_random_attack_draws_from_the_jobs_seed_the_round_and_the_attacker(plugin):
+    out = python(
+        plugin,
+        """
+        import json
+        import numpy as np
+        from lightyear.algorithms.attacks.colluding import craft_round
+        from lightyear.algorithms.attacks.declaration import attack_rng
+        from lightyear.algorithms.attacks.settings import AttackSpec
+        honest = {f"site-{i}": np.full(4, float(i)) for i in (1, 2, 3)}
+        spec = AttackSpec("noise", "partial", ("site-2", "site-3"), {"sigma": 0.5})
+        def sent(seed, round_num):
+            return craft_round(spec, honest, seed=seed, round_num=round_num).updates["site-3"]
+        print(json.dumps([
+            np.array_equal(sent(7, 2), attack_rng(7, 2, 1).normal(0.0, 0.5, size=4)),  # site-3: attacker 1
+            np.array_equal(sent(7, 2), sent(7, 2)),
+            np.array_equal(sent(7, 2), sent(8, 2)) or np.array_equal(sent(7, 2), sent(7, 3)),
+        ]))
+    """,
+    )
+    assert json.loads(out) == [True, True, False]
 
 
 def test_the_plugins_network_declares_symmetries_that_keep_its_outputs(plugin):
@@ -166,6 +204,21 @@ def test_jobs_and_sweeps_use_the_plugin_and_refuse_its_bad_settings(plugin, tmp_
     client = json.loads((jobs / "median_blobs_zero1" / "app" / "config" / "config_fed_client.json").read_text())
     assert client["executors"][0]["executor"]["path"] == "lightyear_example.median_site.MedianExecutor"
     assert "add lightyear_example. to class_allow_list" in client["executors"][0]["executor"]["if_not_in_allow_list"]
+    star = ["--method", "trimmed_mean", "--dataset", "blobs", "--attack", "noise", "--attackers", "1"]
+    run(plugin, str(BIN / "lightyear-jobs"), *star, "--set", "attack_sigma=0.01", "--seed", "5", "--out", str(jobs))
+    server = json.loads((jobs / "trimmed_mean_blobs_noise1" / "app" / "config" / "config_fed_server.json").read_text())
+    adversary = next(c for c in server["components"] if c["id"] == "adversary")["args"]
+    assert (adversary["kind"], adversary["params"], adversary["seed"]) == ("noise", {"sigma": 0.01}, 5)
+    for args, message in [
+        (["--set", "attack_sigma=-1"], "attack 'noise' refuses its settings {'sigma': -1}: attack_sigma must be"),
+        (["--set", "attack_scale=2"], "attack 'noise' takes no setting attack_scale; it takes attack_sigma"),
+    ]:
+        bad = run(plugin, str(BIN / "lightyear-jobs"), *star, *args, "--out", str(jobs / "bad"), check=False)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+    p2p = ["--method", "median", "--dataset", "blobs", "--attack", "noise", "--attackers", "1", "--out", str(jobs)]
+    bad = run(plugin, str(BIN / "lightyear-jobs"), *p2p, check=False)
+    assert bad.returncode == 2 and "attack noise draws at random (needs_rng)" in bad.stderr, bad.stderr
+    assert not (jobs / "bad").exists() and not (jobs / "median_blobs_noise1").exists()
     bad = run(
         plugin,
         str(BIN / "lightyear-jobs"),
@@ -183,12 +236,12 @@ def test_jobs_and_sweeps_use_the_plugin_and_refuse_its_bad_settings(plugin, tmp_
     assert not (jobs / "trimmed_mean_blobs").exists()
     spec = tmp_path / "sweep.yaml"
     spec.write_text(
-        "name: plugin\ndatasets: [blobs]\nmethods: [median, trimmed_mean]\nattacks: [zero]\nattackers: [0, 1]\n"
+        "name: plugin\ndatasets: [blobs]\nmethods: [median, trimmed_mean]\nattacks: [zero, noise]\nattackers: [0, 1]\n"
     )
     listed = run(plugin, str(BIN / "lightyear-sweep"), str(spec), "--out", str(tmp_path / "sweep"), "--dry-run").stdout
-    assert {"median_blobs_clean_s0", "median_blobs_zero1_s0", "trimmed_mean_blobs_zero1_s0"} <= set(
-        re.findall(r"todo +(\S+)", listed)
-    )
+    todo = set(re.findall(r"todo +(\S+)", listed))
+    assert {"median_blobs_clean_s0", "median_blobs_zero1_s0", "trimmed_mean_blobs_zero1_s0"} <= todo
+    assert "trimmed_mean_blobs_noise1_s0" in todo and "median_blobs_noise1_s0" not in todo  # drawn in star jobs only
     local = tmp_path / "site-1" / "local"
     local.mkdir(parents=True)
     run(plugin, str(BIN / "lightyear-allow"), str(local))

@@ -66,6 +66,27 @@ def test_overrides_reach_every_run_and_the_site_count():
     assert all(r.overrides == {"sites": ["site-1", "site-2", "site-3"], "rounds": 2} for r in s.runs)
 
 
+def test_unset_drops_a_dict_settings_key_in_every_run_as_lightyear_jobs_does():
+    from lightyear.experiments.runner import job_files
+
+    s = spec(
+        datasets=["digits32"],
+        methods=["lightyear"],
+        faulty=[0],
+        seeds=[0],
+        malfunctions=None,
+        set={"topology": "full"},
+        unset=["topology_args.degree"],
+    )
+    assert [r.unset for r in s.runs] == [["topology_args.degree"]] and s.as_dict()["unset"] == ["topology_args.degree"]
+    args = job_files(s.runs[0], CONFIGS)["app/config/config_fed_server.json"]["workflows"][0]["args"]
+    assert (args["topology"], args["topology_args"]) == ("full", {})
+    with pytest.raises(SpecError, match="'unset': --unset takes KEY or KEY.SUB"):
+        spec(unset=["topology_args.degree.x"])
+    with pytest.raises(SpecError, match="'unset' must be a list"):
+        spec(unset="topology_args.degree")
+
+
 def test_all_means_every_folder_of_app_configs():
     s = spec(methods="all", datasets="all", faulty=[0], malfunctions=None)
     assert s.methods == generate.methods(CONFIGS) and s.datasets == generate.datasets(CONFIGS)

@@ -63,6 +63,15 @@ def one_line_refusal(capsys, out, *args):
             "has no setting 'task_check_period'",
         ),  # FLARE's Controller argument our controller does not pass on
         (["--set", "novalue"], "--set takes KEY=VALUE"),
+        (["--unset", "tau"], "--unset tau: no layer of this job gives 'tau'"),
+        (
+            ["--unset", "rounds.x"],
+            "only the dict settings .* have keys to drop; drop the whole setting with --unset rounds",
+        ),
+        (["--unset", "train_args.loss_args.gamma"], "--unset takes KEY or KEY.SUB"),
+        (["--unset", "seed"], "the seed is set with --seed N"),
+        (["--unset", "train_args.lr", "--unset", "train_args.lr"], "--unset train_args.lr is given twice"),
+        (["--set", "train_args=null"], "would drop the dataset's train_args: to drop it, --unset train_args"),
         (["--malfunction", "sfa", "--faulty", "9"], "between 0 and 8"),
         (["--faulty", "2"], "--faulty needs --malfunction"),
         (["--configs", "/nonexistent"], "--configs /nonexistent is not a folder"),
@@ -217,3 +226,49 @@ def test_writing_every_committed_job_checks_every_folder_before_writing_any(tmp_
     status, err = run_cli(capsys, out=tmp_path)
     assert status == 2 and "holds files lightyear-jobs did not write (notes.txt)" in err
     assert os.listdir(tmp_path) == ["lightyear_digits"] and mine.read_text() == "my notes"  # nothing else written
+
+
+def server_and_executor(out, name):
+    server = json.load(open(out / name / "app" / "config" / "config_fed_server.json"))
+    client = json.load(open(out / name / "app" / "config" / "config_fed_client.json"))
+    return server["workflows"][0]["args"], client["executors"][0]["executor"]["args"]
+
+
+def test_unset_drops_one_key_of_a_dict_setting_so_the_default_applies(tmp_path, capsys):
+    args = ["--method", "lightyear", "--dataset", "digits", "--unset", "train_args.weight_decay"]
+    assert run_cli(capsys, *args, out=tmp_path)[0] == 0
+    dataset = json.load(open(os.path.join(CONFIGS, "datasets", "digits.json")))["train_args"]
+    _, executor = server_and_executor(tmp_path, "lightyear_digits")
+    assert "weight_decay" in dataset and executor["train_args"] == {
+        k: v for k, v in dataset.items() if k != "weight_decay"
+    }
+
+
+def test_unset_then_set_replaces_a_whole_dict_setting(tmp_path, capsys):
+    args = ["--method", "lightyear", "--dataset", "digits32", "--set", "topology=k_regular"]
+    # merged with digits32's {"degree": 3}, k_regular's k would come with a degree it does not take
+    status, err = run_cli(capsys, *args, "--set", 'topology_args={"k": 4}', out=tmp_path)
+    assert status == 2 and "--unset topology_args.degree" in err
+    replace = ["--unset", "topology_args", "--set", 'topology_args={"k": 4}', "--unset", "train_args"]
+    assert run_cli(capsys, *args, *replace, "--set", 'train_args={"lr": 0.01}', out=tmp_path)[0] == 0
+    server, executor = server_and_executor(tmp_path, "lightyear_digits32")
+    assert (server["topology"], server["topology_args"]) == ("k_regular", {"k": 4})
+    assert executor["train_args"] == {"lr": 0.01}
+
+
+def test_the_digits32_full_mesh_names_its_fix_and_generates_with_it(tmp_path, capsys):
+    args = ["--method", "lightyear", "--dataset", "digits32", "--set", "topology=full"]
+    status, err = run_cli(capsys, *args, out=tmp_path)
+    assert status == 2 and err.count("\n") == 1 and not os.listdir(tmp_path)
+    assert "topology 'full' takes no arguments" in err and "remove it: --unset topology_args.degree" in err
+    assert run_cli(capsys, *args, "--unset", "topology_args.degree", out=tmp_path)[0] == 0
+    server, _ = server_and_executor(tmp_path, "lightyear_digits32")
+    assert (server["topology"], server["topology_args"]) == ("full", {})
+    assert len(json.load(open(tmp_path / "lightyear_digits32" / "meta.json"))["deploy_map"]["app"]) == 33
+
+
+def test_unset_of_a_key_the_dict_does_not_have_is_refused_naming_the_keys_it_has(tmp_path, capsys):
+    args = ["--method", "lightyear", "--dataset", "digits32", "--set", "topology=full", "--unset", "topology_args.k"]
+    status, err = run_cli(capsys, *args, out=tmp_path)
+    assert status == 2 and err.count("\n") == 1 and not os.listdir(tmp_path)
+    assert "--unset topology_args.k: this job's topology_args has no key 'k' (it has degree)" in err

@@ -113,6 +113,18 @@ def test_the_job_api_refuses_bad_settings_in_one_line(capsys, setting, message):
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_the_job_api_drops_a_dict_settings_key_with_unset(capsys, monkeypatch):
+    built = []
+    monkeypatch.setattr(job_api, "make_env", lambda args, recipe: built.append(recipe))
+    monkeypatch.setattr(job_api, "run_simulator", lambda recipe, env: 0)
+    argv = ["--method", "lightyear", "--dataset", "digits32", "--set", "topology=full"]
+    assert status_of([*argv, "--unset", "topology_args.k"]) == 2
+    assert "this job's topology_args has no key 'k' (it has degree)" in capsys.readouterr().err
+    assert status_of([*argv, "--unset", "topology_args.degree"]) == 0
+    args = built[0].files["app/config/config_fed_server.json"]["workflows"][0]["args"]
+    assert (args["topology"], args["topology_args"]) == ("full", {})
+
+
 @pytest.mark.parametrize("wait", ["-5", "inf", "nan"])
 def test_a_wait_no_timer_can_keep_is_refused_before_a_poc_starts(capsys, wait, monkeypatch):
     monkeypatch.setattr(job_api, "make_env", lambda *a: pytest.fail("an environment was made"))

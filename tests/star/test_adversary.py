@@ -18,6 +18,8 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import make_reply
 from nvflare.apis.signal import Signal
 
+from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.declaration import Attack, attack_rng
 from lightyear.star.adversary import SimulatedAdversary, crafted_data, update_vector
 from lightyear.star.aggregator import FedAvgAggregator
 from lightyear.star.controller import StarController
@@ -370,3 +372,46 @@ def test_a_reparametrising_attacker_sends_a_model_that_predicts_like_the_one_it_
 def test_a_reparametrising_adversary_needs_the_jobs_network():
     with pytest.raises(ValueError, match="give the adversary model"):
         SimulatedAdversary("permute", "partial", ["site-3"])
+
+
+def test_an_attack_that_draws_is_given_the_jobs_seed_and_the_round_by_the_adversary(monkeypatch):
+    def craft(own_update, known, n, m, rng, sigma=1.0):
+        return rng.normal(0.0, sigma, size=own_update.shape), {"sigma": sigma}
+
+    noise = Attack("noise", "noise", ("sigma",), craft, needs_rng=True)
+    table = {**catalogue.attacks(), "noise": noise}
+    monkeypatch.setattr(catalogue, "attacks", lambda: table)
+
+    adversary = SimulatedAdversary("noise", "partial", ["site-3"], {"sigma": 0.5}, seed=7)
+    raw = {
+        "site-1": result_data(weights([2.0, 1.0]), 10, 0),
+        "site-3": result_data(weights([2.0, 2.0], n=0), 10, 0, DataKind.WEIGHT_DIFF),
+    }
+    sent = {s: G for s in raw}
+
+    def sent_update(seed, round_num):
+        adversary.seed = seed
+        out, record = adversary.rewrite(raw, sent, G, round_num, None)
+        assert record["settings"] == {"sigma": 0.5}
+        return from_shareable(out["site-3"]).data["w"]
+
+    drawn = sent_update(7, 2)  # the attacker sent a difference: the crafted one is a difference too
+    np.testing.assert_array_equal(drawn, attack_rng(7, 2, 0).normal(0.0, 0.5, size=2).astype(np.float32))
+    np.testing.assert_array_equal(sent_update(7, 2), drawn)
+    assert not np.array_equal(sent_update(7, 3), drawn) and not np.array_equal(sent_update(8, 2), drawn)
+
+
+def test_a_reparametrisation_draws_from_the_seed_the_round_and_the_attacker_as_before():
+    from lightyear.algorithms.attacks.reparametrise import reparametrised
+    from lightyear.algorithms.vectors import float_keys
+    from lightyear.models import model_symmetries
+
+    _, g, _ = _cnn()
+    keys = float_keys(g)
+    adversary = SimulatedAdversary(
+        "rescale_permute", "full", ["site-2", "site-3"], {"factor": 10.0}, model="cnn", seed=9
+    )
+    got = adversary.reparametrised_round({"site-1": g, "site-3": g}, {"site-1": g, "site-3": g}, g, 4, keys)
+    rng = np.random.default_rng([9, 4, 1])  # the derivation of the reparametrisations before attack_rng
+    model, _ = reparametrised(g, model_symmetries("cnn", g, {}), "rescale_permute", 10.0, rng)
+    np.testing.assert_array_equal(got.updates["site-3"], update_vector(model, g, keys))

@@ -93,6 +93,7 @@ def job_files(run: Run, configs: str) -> dict:
         attack=run.attack,
         attackers=run.attackers,
         knowledge=run.knowledge,
+        unset=run.unset,
     )
     files["meta.json"]["name"] = run.name
     return files

@@ -9,6 +9,8 @@ Example (``app_configs/sweeps/digits_dynamic.yaml``)::
     faulty: [0, 1, 3, 5, 7]    # numbers of malfunctioning sites (the last K sites); 0 = clean
     seeds: [0]
     set: {rounds: 12}          # dataset settings overridden in every run (as lightyear-jobs --set)
+    unset: []                  # settings, or keys of dict settings, dropped first (as lightyear-jobs --unset),
+                               # e.g. [topology_args.degree] with set: {topology: full} on digits32
 
 Every combination of dataset, method, malfunction, faulty count and seed is one run, named
 ``<method>_<dataset>_<malfunction><k>_s<seed>``. A count of 0 is one clean run per dataset, method
@@ -44,10 +46,23 @@ from lightyear.documents import DocumentError, plain_document
 from lightyear.jobs import generate
 from lightyear.jobs.attacks import PREFIX, takes_attack, uses_knowledge, why_not
 from lightyear.jobs.attacks import known_params as attack_settings
+from lightyear.jobs.settings import parse_unset
 
 ALL = "all"
 CLEAN = "clean"
-KEYS = ("name", "datasets", "methods", "malfunctions", "faulty", "attacks", "attackers", "knowledge", "seeds", "set")
+KEYS = (
+    "name",
+    "datasets",
+    "methods",
+    "malfunctions",
+    "faulty",
+    "attacks",
+    "attackers",
+    "knowledge",
+    "seeds",
+    "set",
+    "unset",
+)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -71,6 +86,7 @@ class Run:
     attack: str = NONE  # an attack run: its kind, number of attackers and knowledge
     attackers: int = 0
     knowledge: str | None = None
+    unset: list = field(default_factory=list)  # lightyear-jobs --unset: dropped before the overrides apply
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -91,6 +107,7 @@ class SweepSpec:
     attacks: list[str] = field(default_factory=list)
     attackers: list[int] = field(default_factory=list)
     knowledge: list[str] = field(default_factory=list)
+    unset: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -104,6 +121,7 @@ class SweepSpec:
             "knowledge": self.knowledge,
             "seeds": self.seeds,
             "set": self.overrides,
+            "unset": self.unset,
             "runs": [r.as_dict() for r in self.runs],
         }
 
@@ -179,8 +197,8 @@ def _ints(raw: dict, key: str, default=None, minimum: int = 0, maximum: int | No
     return items
 
 
-def _site_count(configs: str, dataset: str, overrides: dict) -> tuple[int, int]:
-    settings = dict(generate.dataset_settings_of(configs, dataset))
+def _site_count(configs: str, dataset: str, overrides: dict, unset: list[str]) -> tuple[int, int]:
+    settings = {k: v for k, v in generate.dataset_settings_of(configs, dataset).items() if k not in unset}
     settings.update(overrides)
     sites = settings.get("sites")
     if not isinstance(sites, list) or not sites:
@@ -251,6 +269,13 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         raise SpecError("'set' must be a mapping of dataset settings, e.g. set: {rounds: 3}")
     if "seed" in overrides:
         raise SpecError("set the seed with 'seeds: [...]', not 'set: {seed: ...}'")
+    unset = raw.get("unset") or []
+    if not isinstance(unset, list):
+        raise SpecError("'unset' must be a list of settings or KEY.SUB keys, e.g. unset: [topology_args.degree]")
+    try:
+        unset = parse_unset(unset)
+    except UserError as exc:
+        raise SpecError(f"'unset': {exc}") from None
     unused = sorted(k for k in overrides if k.startswith(PREFIX) and not any(k in attack_settings(a) for a in attacks))
     if unused:
         raise SpecError(
@@ -269,7 +294,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         malfunctions = malfunctions if any(faulty) else []
     runs = []
     for dataset in datasets:
-        n_sites, rounds = _site_count(configs, dataset, overrides)
+        n_sites, rounds = _site_count(configs, dataset, overrides, unset)
         for key, counts in (("faulty", faulty), ("attackers", attackers)):
             too_many = [k for k in counts if k >= n_sites]
             if too_many:
@@ -294,6 +319,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
                             attack,
                             m,
                             level,
+                            list(unset),
                         )
                     )
     idle = [a for a in attacks if not any(r.attack == a for r in runs)]
@@ -303,5 +329,16 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in counts)
         raise SpecError(f"attack {idle[0]} has no run: {'; '.join(w for w in why if w)}")
     return SweepSpec(
-        name, datasets, methods, malfunctions, faulty, seeds, dict(overrides), runs, attacks, attackers, knowledge
+        name,
+        datasets,
+        methods,
+        malfunctions,
+        faulty,
+        seeds,
+        dict(overrides),
+        runs,
+        attacks,
+        attackers,
+        knowledge,
+        unset,
     )

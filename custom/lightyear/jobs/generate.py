@@ -22,6 +22,7 @@ Usage::
     lightyear-jobs --check              # exit 1 if a committed job differs from what would be written
     lightyear-jobs --method lightyear --dataset digits --malfunction dynamic --faulty 3 --out /tmp/jobs
     lightyear-jobs --method krum --dataset digits --attack lie --attackers 3 --knowledge full --out /tmp/jobs
+    lightyear-jobs --method lightyear --dataset digits32 --set topology=full --unset topology_args.degree --out /tmp/j
 
 The configurations are the package's (:mod:`lightyear.configs`; ``--configs`` gives another
 folder), so an installed package generates jobs anywhere; the committed ``jobs/`` (the default
@@ -62,10 +63,11 @@ from lightyear.jobs.settings import (
     known_settings,
     layered_settings,
     parse_set,
+    parse_unset,
     resource_spec,
     with_direct_arguments,
 )
-from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
+from lightyear.p2p.topology import TOPOLOGY_ARGS, build_graph, check_graph, check_topology_args
 
 DEFAULT_SEED = 0
 
@@ -95,10 +97,14 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
     return client
 
 
-def check_settings(settings: dict, topology: str) -> tuple[str, dict] | None:
+def check_settings(
+    settings: dict, topology: str, layered: dict | None = None, overrides: dict | None = None
+) -> tuple[str, dict] | None:
     """The checks no single component makes: what the dataset file must give, the sites, the
     resources every site asks for and (peer-to-peer) the graph over the sites, returned as
-    (topology, site -> out-neighbours)."""
+    (topology, site -> out-neighbours). ``layered`` (the settings before ``--set``, after
+    ``--unset``) and ``overrides`` (``--set``) tell where a refused value comes from, for the fix
+    a message names."""
     for key in ("dataset", "model", "sites", "rounds"):
         if key not in settings:
             raise SettingError(f"the dataset settings lack {key!r}")
@@ -107,14 +113,34 @@ def check_settings(settings: dict, topology: str) -> tuple[str, dict] | None:
         boolean("tensorboard", settings.get("tensorboard"))
     check_site_names(settings["sites"], minimum=2 if topology == "p2p" else 1)
     check_site_resources(settings.get("site_resource_spec"))
-    return check_topology_settings(settings) if topology == "p2p" else None
+    return check_topology_settings(settings, layered, overrides) if topology == "p2p" else None
 
 
-def check_topology_settings(settings: dict) -> tuple[str, dict]:
-    """Refuse a topology that cannot be built over the job's sites, before any site starts."""
+def check_topology_settings(
+    settings: dict, layered: dict | None = None, overrides: dict | None = None
+) -> tuple[str, dict]:
+    """Refuse a topology that cannot be built over the job's sites, before any site starts; a
+    ``topology_args`` key the topology does not take is refused with the command-line fix:
+    ``--unset topology_args.KEY`` for a key the layers give (``layered``: the settings before
+    ``--set``; e.g. digits32's ``degree`` under ``--set topology=full``), leaving it out of
+    ``--set topology_args`` for a key given there (``overrides``)."""
     controller = "lightyear.p2p.server.controller.P2PController"
     topology = settings.get("topology", constructor_default(controller, "topology"))
     args = settings.get("topology_args") or {}
+    known = isinstance(topology, str) and topology in TOPOLOGY_ARGS
+    extra = sorted(set(args) - set(TOPOLOGY_ARGS[topology])) if known and isinstance(args, dict) else []
+    if extra:
+        base = (layered if layered is not None else settings).get("topology_args")
+        given = (overrides or {}).get("topology_args")
+        base, given = (d if isinstance(d, dict) else {} for d in (base, given))
+        allowed = TOPOLOGY_ARGS[topology]
+        takes = f"takes only {', '.join(allowed)}" if allowed else "takes no arguments"
+        fixes = [f"--unset topology_args.{k}" for k in extra if k in base or k not in given]
+        fixes += [f"leave {k} out of --set topology_args" for k in extra if k in given]
+        raise SettingError(
+            f"topology {topology!r} {takes}, and this job's topology_args give {', '.join(extra)}; "
+            f"remove {'it' if len(extra) == 1 else 'them'}: {', '.join(fixes)}"
+        )
     check_topology_args(topology, args)
     graph = build_graph(settings["sites"], topology, seed=settings["seed"], **args)
     if topology != "none":
@@ -138,9 +164,12 @@ def build_job(
     attack: str = NONE,
     attackers: int = 0,
     knowledge: str | None = None,
+    unset: list[str] | None = None,
 ) -> tuple[str, dict]:
     """Return (job name, {relative path: JSON object}) for one job folder (``attack``, ``attackers``,
-    ``knowledge`` and the ``attack_<param>`` overrides: :mod:`lightyear.jobs.attacks`).
+    ``knowledge`` and the ``attack_<param>`` overrides: :mod:`lightyear.jobs.attacks`; ``unset``: the
+    ``--unset KEY[.SUB]`` names, dropped from the layers before ``overrides`` apply,
+    :mod:`lightyear.jobs.settings`).
 
     A setting the job cannot run with raises :class:`~lightyear.jobs.settings.SettingError` (a
     ``ValueError``) with the message of the check or component that refused it.
@@ -151,7 +180,15 @@ def build_job(
         params, overrides = attacks.split_params(overrides)
         attacks.check_request(attack, attackers, knowledge, malfunction, faulty, params)
         return _build_job(
-            configs, method, dataset, malfunction, faulty, seed, overrides, (attack, attackers, knowledge, params)
+            configs,
+            method,
+            dataset,
+            malfunction,
+            faulty,
+            seed,
+            overrides,
+            (attack, attackers, knowledge, params),
+            parse_unset(unset),
         )
     except SettingError:
         raise
@@ -160,7 +197,15 @@ def build_job(
 
 
 def _build_job(
-    configs: str, method: str, dataset: str, malfunction: str, faulty: int, seed: int, overrides: dict, attack: tuple
+    configs: str,
+    method: str,
+    dataset: str,
+    malfunction: str,
+    faulty: int,
+    seed: int,
+    overrides: dict,
+    attack: tuple,
+    unset: list[str],
 ) -> tuple[str, dict]:
     if method not in methods():
         raise SettingError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
@@ -179,9 +224,10 @@ def _build_job(
         raise SettingError(
             f"{os.path.join(configs, 'datasets', dataset + '.json')} must hold a JSON object of settings"
         )
-    settings = layered_settings(declared.layers, dataset, dataset_settings, overrides)
+    settings = layered_settings(declared.layers, dataset, dataset_settings, overrides, unset)
     settings["seed"] = seed
-    graph = check_settings(settings, topology) or (None, None)
+    layered = layered_settings(declared.layers, dataset, dataset_settings, {}, unset)
+    graph = check_settings(settings, topology, layered, overrides) or (None, None)
     spec = attacks.attack_spec(method, topology, settings, *attack, graph=graph[1], graph_topology=graph[0])
     sites = list(settings["sites"])
     if not 0 <= faulty <= len(sites):
@@ -302,7 +348,17 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a setting with a JSON value, e.g. --set rounds=3 --set 'train_args={\"lr\": 0.001}'",
+        help="override a setting with a JSON value, e.g. --set rounds=3 --set 'train_args={\"lr\": 0.001}'; "
+        "a dict setting (train_args, dataset_args, model_args, topology_args) changes only the keys given",
+    )
+    parser.add_argument(
+        "--unset",
+        action="append",
+        default=[],
+        metavar="KEY[.SUB]",
+        help="drop a setting the dataset or method gives, or one key of a dict setting, before --set applies "
+        "(the component's default then applies), e.g. --set topology=full --unset topology_args.degree; "
+        "replace a whole dict: --unset topology_args --set 'topology_args={\"k\": 4}'",
     )
 
 
@@ -364,6 +420,7 @@ def main(argv=None) -> int:
             args.faulty,
             args.seed,
             overrides,
+            unset=args.unset,
             **attacks.job_arguments(args),
         )
         root = config_folders.checkout_root()
@@ -373,9 +430,17 @@ def main(argv=None) -> int:
         write_job(files, os.path.join(output_folder(out), name), args.force)
         print(folder)
         return 0
-    if args.set or args.malfunction != NONE or args.faulty or args.seed != DEFAULT_SEED or attacks.given(args):
+    if (
+        args.set
+        or args.unset
+        or args.malfunction != NONE
+        or args.faulty
+        or args.seed != DEFAULT_SEED
+        or attacks.given(args)
+    ):
         parser.error(
-            "--set, --malfunction, --faulty, --attack, --attackers, --knowledge and --seed need --method and --dataset "
+            "--set, --unset, --malfunction, --faulty, --attack, --attackers, --knowledge and --seed need --method and "
+            "--dataset "
             "(without them every committed job is rewritten)"
         )
     out = committed_jobs_folder(args.out, "lightyear-jobs without --method")

@@ -2,7 +2,7 @@
 
 The job is the one the generator builds (:func:`lightyear.jobs.generate.build_job`, same
 arguments: ``--method``, ``--dataset``, ``--malfunction``, ``--faulty``, ``--attack``, ``--attackers``,
-``--knowledge``, ``--seed``, ``--set``),
+``--knowledge``, ``--seed``, ``--set``, ``--unset``),
 wrapped as a FLARE recipe (:class:`lightyear.jobs.flare_job.GeneratedRecipe`) and handed to an
 execution environment:
 
@@ -223,6 +223,7 @@ def main(argv=None) -> int:
         faulty=args.faulty,
         seed=args.seed,
         overrides=parse_set(args.set),
+        unset=args.unset,
         **attacks.job_arguments(args),
     )
     env = make_env(args, recipe)

@@ -7,7 +7,10 @@ A job's settings are layered, later layers winning:
 3. the dataset's (``app_configs/datasets/<dataset>.json``: sites, model, training, rounds...);
 4. the method's values for the dataset's task (``tasks[<task>]`` of its declaration, e.g. LIGHTYEAR's
    tau of 0.6 on segmentation), then for that dataset alone (``datasets.<dataset>``);
-5. the user's ``--set KEY=VALUE``: a dict-valued setting (``train_args``...) keeps the keys not given.
+5. the user's ``--unset KEY[.SUB]`` (:func:`parse_unset`), which drops a setting or one key of a dict
+   setting that the layers above give, so that the constructor's default applies; then the user's
+   ``--set KEY=VALUE``: a dict-valued setting (``train_args``...) keeps the keys not given. A dict is
+   replaced whole with both: ``--unset topology_args --set 'topology_args={"k": 4}'``.
 
 A setting no layer gives is left out of the job, so the component's constructor default applies:
 each default lives in one place, the constructor. The job is checked the way FLARE will build it:
@@ -80,7 +83,7 @@ JSON_SETTINGS = {
 """Settings whose ``--set`` value must be JSON (never a bare string), with an example."""
 
 RESERVED = {"seed": "the seed is set with --seed N"}
-"""Keys ``--set`` does not take, with what to use instead."""
+"""Keys ``--set`` and ``--unset`` do not take, with what to use instead."""
 
 
 def parse_set(items: list[str]) -> dict:
@@ -109,6 +112,55 @@ def parse_set(items: list[str]) -> dict:
         except ValueError:  # an integer of thousands of digits
             raise SettingError(f"--set {key}: a number of {len(text.strip())} characters is out of range") from None
     return overrides
+
+
+def parse_unset(items: list[str] | None) -> list[str]:
+    """``["KEY", "KEY.SUB", ...]`` of ``--unset``, checked: a setting, or one key of a dict setting
+    (:data:`DICT_SETTINGS`), each given once. Whether a layer gives it is checked by :func:`unset_settings`."""
+    names: list[str] = []
+    for item in items or []:
+        name = item.strip() if isinstance(item, str) else item
+        if not isinstance(name, str) or not re.fullmatch(r"[^.\s=]+(\.[^.\s=]+)?", name):
+            raise SettingError(
+                f"--unset takes KEY or KEY.SUB (a setting, or one key of {', '.join(DICT_SETTINGS)}), "
+                f"got {item!r:.80}: e.g. --unset topology_args.degree"
+            )
+        key, _, sub = name.partition(".")
+        if key in RESERVED:
+            raise SettingError(f"--unset {key} is not a setting: {RESERVED[key]}")
+        if sub and key not in DICT_SETTINGS:
+            raise SettingError(
+                f"--unset {name}: only the dict settings ({', '.join(DICT_SETTINGS)}) have keys to drop; "
+                f"drop the whole setting with --unset {key}"
+            )
+        if name in names:
+            raise SettingError(f"--unset {name} is given twice: give it once")
+        names.append(name)
+    return names
+
+
+def unset_settings(settings: dict, unset: list[str]) -> dict:
+    """``settings`` without the ``--unset`` names (a copy; every dict it changes is copied too); a name
+    no layer gives is refused, naming what there is to drop."""
+    settings = dict(settings)
+    for name in unset:
+        key, _, sub = name.partition(".")
+        if key not in settings:
+            raise SettingError(
+                f"--unset {key}: no layer of this job gives {key!r} (the generator's, the method's or the dataset's "
+                "settings), so there is nothing to drop; leave it out"
+            )
+        if not sub:
+            del settings[key]
+            continue
+        value = settings[key]
+        if not isinstance(value, dict) or sub not in value:
+            has = ", ".join(map(str, value)) if isinstance(value, dict) and value else "no keys"
+            raise SettingError(
+                f"--unset {name}: this job's {key} has no key {sub!r} (it has {has}), so there is nothing to drop"
+            )
+        settings[key] = {k: v for k, v in value.items() if k != sub}
+    return settings
 
 
 def check_dict_settings(settings: dict) -> None:
@@ -174,20 +226,24 @@ def check_value_range(key: str, value) -> None:
         )
 
 
-def layered_settings(method_meta: dict, dataset: str, dataset_settings: dict, overrides: dict | None) -> dict:
-    """The job's settings from the five layers (module docstring); dict settings merged key by key."""
+def layered_settings(
+    method_meta: dict, dataset: str, dataset_settings: dict, overrides: dict | None, unset: list[str] | None = None
+) -> dict:
+    """The job's settings from the five layers (module docstring): ``unset`` (checked ``--unset``
+    names) dropped from the first four, then ``overrides`` (``--set``), dict settings merged key by key."""
     for key, value in (overrides or {}).items():
         check_value_range(key, value)
         if key in DICT_SETTINGS and value is None:
             raise SettingError(
-                f"{key}=null would drop the dataset's {key}: give the keys to change, "
-                f"e.g. --set '{key}={DICT_EXAMPLES[key]}'"
+                f"{key}=null would drop the dataset's {key}: to drop it, --unset {key} (one key: "
+                f"--unset {key}.KEY); to change some of its keys, --set '{key}={DICT_EXAMPLES[key]}'"
             )
     settings = dict(GENERATOR_DEFAULTS)
     settings.update(method_meta.get("defaults", {}))
     settings.update(dataset_settings)
     settings.update(method_meta.get("tasks", {}).get(dataset_settings.get("task"), {}))
     settings.update(method_meta.get("datasets", {}).get(dataset, {}))
+    settings = unset_settings(settings, parse_unset(unset))
     for key, value in (overrides or {}).items():
         if key in DICT_SETTINGS and isinstance(value, dict) and isinstance(settings.get(key), dict):
             settings[key] = {**settings[key], **value}

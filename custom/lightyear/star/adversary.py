@@ -32,6 +32,7 @@ from nvflare.apis.fl_context import FLContext
 from nvflare.apis.shareable import Shareable
 
 from lightyear.algorithms.attacks.colluding import CraftedRound, check_spec, craft_round
+from lightyear.algorithms.attacks.declaration import attack_rng
 from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparametrised
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL
@@ -105,7 +106,9 @@ class SimulatedAdversary(FLComponent):
             for a reparametrisation: the model the server sent, which the attacker transforms).
         params: the attack's parameters (``attack_<name>`` job settings); the rest keep their defaults.
         seed: the job's seed: a reparametrisation draws its factors and permutations from it, the
-            site and the round; the other attacks draw nothing at random.
+            site and the round, and so does an attack that declares ``needs_rng`` (a plugin's;
+            :func:`~lightyear.algorithms.attacks.declaration.attack_rng`); the other attacks draw
+            nothing at random.
         model, model_args: the job's network, whose symmetries a reparametrisation uses
             (:func:`lightyear.models.model_symmetries`); required for those attacks only.
         """
@@ -170,7 +173,8 @@ class SimulatedAdversary(FLComponent):
         if self.spec.kind in REPARAMETRISATIONS:
             crafted = self.reparametrised_round(models, sent, reference, round_num, keys)
         else:
-            crafted = craft_round(self.spec, honest, self.target({s: sent[s] for s in honest}, keys))
+            target = self.target({s: sent[s] for s in honest}, keys)
+            crafted = craft_round(self.spec, honest, target, seed=self.seed, round_num=round_num)
         out = dict(results)
         for site, update in crafted.updates.items():
             unpacked = read_result(results[site])
@@ -192,7 +196,7 @@ class SimulatedAdversary(FLComponent):
         updates, settings = {}, {}
         for site in attackers:
             base = sent[site] if self.spec.knowledge == FULL else models[site]
-            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, int(round_num), self.spec.attackers.index(site)])
+            rng = attack_rng(self.seed, round_num, self.spec.attackers.index(site))
             model, settings = reparametrised(
                 base, self.symmetries, self.spec.kind, self.spec.param("factor", DEFAULT_FACTOR), rng
             )

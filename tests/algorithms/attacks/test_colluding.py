@@ -18,8 +18,10 @@ import math
 import numpy as np
 import pytest
 
+from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.adaptive import krum_adaptive
 from lightyear.algorithms.attacks.colluding import FedCapTarget, KrumTarget, craft_round, known_sites
+from lightyear.algorithms.attacks.declaration import Attack, attack_rng
 from lightyear.algorithms.attacks.settings import AttackSpec
 from lightyear.algorithms.attacks.updates import crafted_update, lie_z_max
 from lightyear.algorithms.star.krum import krum_select
@@ -213,3 +215,47 @@ def test_the_declared_attack_refuses_what_it_cannot_run(target, args, message):
 
 def test_the_declared_attack_passes_the_other_attacks():
     assert KrumTarget.ATTACK.check(AttackSpec("minmax", "partial", ("site-3",)), "krum").kind == "minmax"
+
+
+def _draws(own_update, known, n, m, rng, sigma=1.0):
+    """A plugin's attack that draws at random: its own update plus noise (the mean of ``known`` for a pooled one)."""
+    base = own_update if known is None else known.mean(axis=0)
+    return base + rng.normal(0.0, sigma, size=base.shape), {"sigma": sigma}
+
+
+@pytest.fixture
+def drawing_attacks(monkeypatch):
+    """The catalogue with two plugin attacks that draw: ``noisy`` on each attacker's own update,
+    ``noisy_mean`` on the pooled updates."""
+    table = {
+        **catalogue.attacks(),
+        "noisy": Attack("noisy", "own update plus noise", ("sigma",), _draws, needs_rng=True),
+        "noisy_mean": Attack("noisy_mean", "mean plus noise", ("sigma",), _draws, needs_known=True, needs_rng=True),
+    }
+    monkeypatch.setattr(catalogue, "attacks", lambda: table)
+
+
+def test_an_attack_that_draws_gets_a_generator_from_the_jobs_seed_the_round_and_the_attacker(drawing_attacks):
+    crafted = craft_round(spec("noisy", sigma=0.5), HONEST, seed=7, round_num=3)
+    for index, site in enumerate(ATTACKERS):  # each attacker its own generator: its index among the attackers
+        np.testing.assert_array_equal(
+            crafted.updates[site], HONEST[site] + attack_rng(7, 3, index).normal(0.0, 0.5, size=2)
+        )
+    assert crafted.settings == {"sigma": 0.5}
+    again = craft_round(spec("noisy", sigma=0.5), HONEST, seed=7, round_num=3)
+    assert all(np.array_equal(again.updates[s], crafted.updates[s]) for s in ATTACKERS)  # the same job, the same draws
+    for other in ({"seed": 8, "round_num": 3}, {"seed": 7, "round_num": 4}):
+        moved = craft_round(spec("noisy", sigma=0.5), HONEST, **other)
+        assert not np.array_equal(moved.updates["site-3"], crafted.updates["site-3"])
+    pooled = craft_round(spec("noisy_mean"), HONEST, seed=7, round_num=3)  # one update for all: the first's draw
+    expected = np.array([1.0, 2.0]) + attack_rng(7, 3, 0).normal(0.0, 1.0, size=2)
+    assert all(np.array_equal(pooled.updates[s], expected) for s in ATTACKERS)
+    with pytest.raises(ValueError, match="'noisy' draws at random: give craft_round the job's seed and the round"):
+        craft_round(spec("noisy"), HONEST)
+
+
+@pytest.mark.parametrize("kind", ["sf", "mr", "lie", "minmax", "minsum", "ipm"])
+def test_the_toolkits_attacks_draw_nothing_from_the_seed(kind):
+    plain, seeded = craft_round(spec(kind), HONEST), craft_round(spec(kind), HONEST, seed=5, round_num=2)
+    assert plain.settings == seeded.settings
+    assert all(np.array_equal(plain.updates[s], seeded.updates[s]) for s in ATTACKERS)

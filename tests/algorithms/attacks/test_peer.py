@@ -72,3 +72,20 @@ def test_min_max_records_its_gamma():
     # 0.4 sqrt 2 gives g = 0.2 sqrt 2, and m + g p = u1
     assert fields["attack_gamma"] == pytest.approx(0.2 * np.sqrt(2), abs=1e-4)
     np.testing.assert_allclose(sent, START + np.array([-0.1, 0.1]), atol=1e-4)
+
+
+def test_an_attack_that_draws_takes_the_generator_it_is_given_and_refuses_to_draw_unseeded(monkeypatch):
+    from lightyear.algorithms.attacks import catalogue
+    from lightyear.algorithms.attacks.declaration import Attack, attack_rng
+    from lightyear.algorithms.attacks.peer import crafted_update
+
+    def craft(own_update, known, n, m, rng):
+        return own_update + rng.normal(size=own_update.shape), {}
+
+    table = {**catalogue.attacks(), "noisy": Attack("noisy", "noisy", craft=craft, needs_rng=True)}
+    monkeypatch.setattr(catalogue, "attacks", lambda: table)
+    own = np.array([1.0, 2.0])
+    update, _ = crafted_update("noisy", "partial", own, [own], [], 3, 1, {}, attack_rng(3, 1, 0, 2))
+    np.testing.assert_array_equal(update, own + attack_rng(3, 1, 0, 2).normal(size=2))
+    with pytest.raises(ValueError, match="'noisy' draws at random and was given no generator"):
+        crafted_update("noisy", "partial", own, [own], [], 3, 1, {})

@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 import numpy as np
 
 from lightyear.algorithms.attacks import reparametrise, updates
-from lightyear.algorithms.attacks.declaration import Attack
+from lightyear.algorithms.attacks.declaration import RNG, Attack, attack_rng
 
 GROUP = "lightyear.attacks"
 
@@ -68,4 +68,5 @@ def check_craft_params(name: str, params: dict) -> None:
     if declared.craft is None:
         return
     own, known = np.array([1.0, -1.0]), np.array([[1.0, -1.0], [0.5, 0.5], [-1.0, 2.0]])
-    declared.craft(own, known if declared.needs_known else None, 4, 1, **params)
+    drawn = {RNG: attack_rng(0, 0, 0)} if declared.needs_rng else {}
+    declared.craft(own, known if declared.needs_known else None, 4, 1, **params, **drawn)

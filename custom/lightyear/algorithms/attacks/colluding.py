@@ -14,6 +14,10 @@ an :class:`~lightyear.algorithms.attacks.settings.AttackSpec`, what each attacke
   own updates stand in for it.
 * sf and mr transform each attacker's own update (each attacker its own); lie, minmax, minsum
   and ipm compute one update from the known ones, which every attacker sends (FedCAP Sec. VI-A3).
+* an attack that draws at random (its declaration's ``needs_rng``, a plugin's) gets a generator
+  seeded from the job's seed, the round and the attacker
+  (:func:`~lightyear.algorithms.attacks.declaration.attack_rng`): each attacker its own when it
+  transforms its own update, the first attacker's when one update is computed for all.
 * ``adaptive`` aims at the job's rule (:func:`check_target`), and every attacker sends the same
   update:
 
@@ -41,6 +45,7 @@ import numpy as np
 
 from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.adaptive import fedcap_targeted, krum_adaptive
+from lightyear.algorithms.attacks.declaration import RNG, attack_rng
 from lightyear.algorithms.attacks.settings import AdaptiveTarget, AttackSpec
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, LF, PARTIAL
 from lightyear.algorithms.star.krum import default_f
@@ -128,12 +133,18 @@ def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
 
 
 def craft_round(
-    spec: AttackSpec, honest: Mapping[str, np.ndarray], target: KrumTarget | FedCapTarget | None = None
+    spec: AttackSpec,
+    honest: Mapping[str, np.ndarray],
+    target: KrumTarget | FedCapTarget | None = None,
+    seed: int | None = None,
+    round_num: int | None = None,
 ) -> CraftedRound:
     """The crafted update of every attacker present in ``honest`` (site -> its honest update of
     the round, one 1-D vector per site with a usable result). ``target``: what the adaptive
-    attack knows of the rule it aims at (required for it). Raises ValueError when the round
-    cannot be crafted (e.g. one participant only: the attacks need n >= 2)."""
+    attack knows of the rule it aims at (required for it). ``seed`` and ``round_num``: the job's
+    seed and the round, from which an attack that declares ``needs_rng`` draws (required for it;
+    the other attacks draw nothing). Raises ValueError when the round cannot be crafted (e.g. one
+    participant only: the attacks need n >= 2)."""
     check_spec(spec)
     if spec.kind == ADAPTIVE:
         if not isinstance(target, (KrumTarget, FedCapTarget)):
@@ -160,14 +171,22 @@ def craft_round(
         raise ValueError(
             f"attack {spec.kind!r} crafts no update on the server (it acts on the training data or a whole model)"
         )
+    if declared.needs_rng and (seed is None or round_num is None):
+        raise ValueError(f"attack {spec.kind!r} draws at random: give craft_round the job's seed and the round")
+
+    def drawn(attacker: str) -> dict:
+        return {RNG: attack_rng(seed, round_num, spec.attackers.index(attacker))} if declared.needs_rng else {}
+
     if not declared.needs_known:  # each attacker transforms its own update
         crafted = {
-            a: declared.craft(np.asarray(honest[a], dtype=np.float64), None, n, m, **spec.params) for a in attackers
+            a: declared.craft(np.asarray(honest[a], dtype=np.float64), None, n, m, **spec.params, **drawn(a))
+            for a in attackers
         }
         settings = crafted[attackers[0]][1]
         return CraftedRound({a: c[0] for a, c in crafted.items()}, settings, known, n)
     matrix = np.stack([np.asarray(honest[s], dtype=np.float64) for s in known])
-    update, settings = declared.craft(np.asarray(honest[attackers[0]], dtype=np.float64), matrix, n, m, **spec.params)
+    own = np.asarray(honest[attackers[0]], dtype=np.float64)
+    update, settings = declared.craft(own, matrix, n, m, **spec.params, **drawn(attackers[0]))
     return CraftedRound({a: update.copy() for a in attackers}, settings, known, n)
 
 

@@ -11,8 +11,21 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 COUNTS = ("", "n", "nm")
+RNG = "rng"
+"""The keyword by which a ``craft`` that declares ``needs_rng`` gets its generator (no parameter's name)."""
+
+
+def attack_rng(seed: int, round_num: int, attacker: int, *stream: int) -> np.random.Generator:
+    """The generator an attack draws from in round ``round_num`` for ``attacker`` (its index among the
+    job's attackers), from the job's ``seed``: the same job draws the same values. The toolkit's
+    reparametrisations draw their factors and permutations from it (the peer-to-peer attacker adds
+    the receiver's index as ``stream``), and a plugin's attack that declares ``needs_rng`` gets it
+    as ``craft(..., rng=...)``."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(round_num), int(attacker), *map(int, stream)])
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,9 @@ class Attack:
         counts: what of n and m the crafted update depends on (``"n"``, ``"nm"`` or ``""``): an
             attacker crafts once for every distinct value among its receivers.
         benign_only: under full knowledge it is computed from the benign updates alone.
+        needs_rng: it draws at random: ``craft`` also takes the keyword ``rng``, a NumPy Generator
+            seeded from the job's seed, the round and the attacker (:func:`attack_rng`), and draws
+            from nothing else, so the same job crafts the same updates.
     """
 
     name: str
@@ -45,6 +61,7 @@ class Attack:
     uses_knowledge: bool = False
     counts: str = ""
     benign_only: bool = False
+    needs_rng: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
@@ -58,6 +75,10 @@ class Attack:
             raise ValueError(
                 f"attack {self.name}: "
                 "craft must be a function (own_update, known, n, m, **params) -> (update, settings)"
+            )
+        if RNG in self.params:
+            raise ValueError(
+                f"attack {self.name}: {RNG!r} is no setting; declare needs_rng=True and craft gets the job's generator"
             )
         if self.needs_known:
             object.__setattr__(self, "uses_knowledge", True)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.declaration import RNG
 from lightyear.algorithms.attacks.updates import FULL, KNOWLEDGE
 from lightyear.algorithms.vectors import as_matrix
 
@@ -50,6 +51,7 @@ def attack_model(
     n: int,
     m: int,
     params: dict,
+    rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, dict]:
     """(the model an attacker sends, as a vector; record fields), from flat vectors.
 
@@ -68,7 +70,7 @@ def attack_model(
     own = honest - start
     pooled = [own] + [np.asarray(colluders[p], dtype=np.float64) - start for p in sorted(colluders)]
     known_benign = [np.asarray(benign[p], dtype=np.float64) - start for p in sorted(benign)]
-    crafted, fields = crafted_update(kind, knowledge, own, pooled, known_benign, n, m, params)
+    crafted, fields = crafted_update(kind, knowledge, own, pooled, known_benign, n, m, params, rng)
     model = start + crafted
     fields["attack_known"] = len(pooled) + len(known_benign)
     return model, fields
@@ -83,6 +85,7 @@ def crafted_update(
     n: int,
     m: int,
     params: dict,
+    rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, dict]:
     """(the update an attacker sends, the record fields of how it was made) for an attack on updates
     (its declaration's ``craft``, :mod:`~lightyear.algorithms.attacks.catalogue`).
@@ -93,7 +96,8 @@ def crafted_update(
     when it is ``benign_only`` under full knowledge and any benign update is known (IPM: Xie et
     al.'s benign mean). Fields: ``attack_gamma`` (Min-Max / Min-Sum), ``attack_z`` (LIE),
     ``attack_scale`` (MR), ``attack_epsilon`` (IPM), a plugin's settings as ``attack_<name>``, and
-    the norms of the honest and crafted updates.
+    the norms of the honest and crafted updates. ``rng``: the generator of an attack that declares
+    ``needs_rng`` (:func:`~lightyear.algorithms.attacks.declaration.attack_rng`), required for it.
     """
     if knowledge not in KNOWLEDGE:
         raise ValueError(f"unknown knowledge {knowledge!r}; choose one of {', '.join(KNOWLEDGE)}")
@@ -108,7 +112,15 @@ def crafted_update(
         known = as_matrix(
             list(benign) if declared.benign_only and knowledge == FULL and len(benign) else list(pooled) + list(benign)
         )
-    crafted, settings = declared.craft(np.asarray(own_update, dtype=np.float64), known, n, m, **params)
+    drawn = {}
+    if declared.needs_rng:
+        if rng is None:
+            raise ValueError(
+                f"attack {kind!r} draws at random and was given no generator: the peer-to-peer attacker passes "
+                "none yet, so its jobs are refused when generated"
+            )
+        drawn[RNG] = rng
+    crafted, settings = declared.craft(np.asarray(own_update, dtype=np.float64), known, n, m, **params, **drawn)
     fields = {RECORDED.get(k, f"attack_{k}"): v for k, v in settings.items() if k != "ddof"}
     fields["attack_honest_norm"] = float(np.linalg.norm(own_update))
     fields["attack_norm"] = float(np.linalg.norm(crafted))
