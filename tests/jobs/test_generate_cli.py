@@ -160,6 +160,17 @@ def test_a_job_file_edited_by_hand_is_never_replaced_without_force(tmp_path, cap
     assert run_cli(capsys, *job, "--set", "rounds=3", out=tmp_path)[0] == 0
 
 
+def test_rewriting_every_committed_job_keeps_an_edited_one_unless_forced(tmp_path):
+    names = generate.write_committed(CONFIGS, str(tmp_path))
+    server = tmp_path / names[0] / "app" / "config" / "config_fed_server.json"
+    server.write_text(server.read_text() + " ")  # an edit, or a job written before the toolkit changed
+    with pytest.raises(folders.JobFolderExists, match="changed since lightyear-jobs wrote it"):
+        generate.write_committed(CONFIGS, str(tmp_path))
+    assert server.read_text().endswith(" ")
+    generate.write_committed(CONFIGS, str(tmp_path), force=True)
+    assert not server.read_text().endswith(" ")
+
+
 def test_a_job_file_the_generator_did_not_list_or_a_damaged_list_is_refused(tmp_path):
     name, files = generate.build_job(CONFIGS, "fedavg", "digits")
     job = tmp_path / name

@@ -283,14 +283,15 @@ def _build_job(
     return name, files
 
 
-def write_committed(configs: str, out: str) -> list[str]:
+def write_committed(configs: str, out: str, force: bool = False) -> list[str]:
     """Write every committed job under ``out``; every folder is checked before any is written, so a
-    folder holding another's files stops the command with nothing changed."""
+    folder holding another's files (or one edited by hand, unless ``force``) stops the command with
+    nothing changed."""
     jobs = [build_job(configs, method, dataset) for method, dataset in committed_jobs(configs)]
     for name, _files in jobs:
-        check_replaceable(os.path.join(out, name))
+        check_replaceable(os.path.join(out, name), force)
     for name, files in jobs:
-        write_job(files, os.path.join(out, name))
+        write_job(files, os.path.join(out, name), force)
     return [name for name, _files in jobs]
 
 
@@ -444,7 +445,7 @@ def main(argv=None) -> int:
             "(without them every committed job is rewritten)"
         )
     out = committed_jobs_folder(args.out, "lightyear-jobs without --method")
-    for name in write_committed(configs, output_folder(out)):
+    for name in write_committed(configs, output_folder(out), args.force):
         print(os.path.join(out, name))
     return 0
 
