@@ -85,9 +85,6 @@ class SiteRuntime:
         """A newly initialised network; the same seed gives the same weights on every site."""
         return build_model(self.model_name, self.data.num_classes, self.data.in_channels, seed=seed, **self.model_args)
 
-    def fresh_weights(self, seed: int) -> dict[str, np.ndarray]:
-        return get_weights(self.fresh_model(seed))
-
     def get_weights(self) -> dict[str, np.ndarray]:
         return get_weights(self.model)
 

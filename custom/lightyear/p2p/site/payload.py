@@ -12,7 +12,7 @@ Three encodings, chosen per job with ``transfer_dtype`` (every site of a job use
 ``float16_delta``
     the difference between the model and the seeded initial model, in float16. Every site
     builds that initial model identically from the job's seed
-    (:meth:`lightyear.training.site_runtime.SiteRuntime.fresh_weights`), so a receiver rebuilds the
+    (:meth:`lightyear.training.site_runtime.SiteRuntime.fresh_model`), so a receiver rebuilds the
     model as ``initial + delta`` from nothing but its own job settings: no state kept between
     rounds that could be lost or poisoned. Half the bytes of ``float32``, and the rounding error
     scales with ``|model - initial|`` instead of ``|model|``. An entry whose difference exceeds
