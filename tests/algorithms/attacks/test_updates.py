@@ -32,39 +32,6 @@ def sum_distance_holds(crafted, known):
     return sum(np.sum((crafted - k) ** 2) for k in known) <= bound
 
 
-# --- label flipping ---------------------------------------------------------------------------
-
-
-def test_flip_label_shifts_by_one_mod_c():
-    np.testing.assert_array_equal(U.flip_label([0, 1, 9], 10), [1, 2, 0])
-
-
-def test_flip_label_inverts_a_binary_mask_and_keeps_dtype():
-    mask = np.array([[[0, 1], [1, 1]]], dtype=np.uint8)  # (N, H, W)
-    out = U.flip_label(mask, 2)
-    np.testing.assert_array_equal(out, [[[1, 0], [0, 0]]])
-    assert out.dtype == np.uint8 and out.shape == mask.shape
-    assert mask[0, 0, 0] == 0  # input untouched
-
-
-def test_flip_label_uint8_at_the_top_class_wraps_without_overflow():
-    np.testing.assert_array_equal(U.flip_label(np.array([255], dtype=np.uint8), 256), [0])
-
-
-@pytest.mark.parametrize(
-    "labels,c,match",
-    [
-        ([0, 1], 1, "num_classes must be an integer >= 2"),
-        ([0, 2], 2, r"\[0, 2\)"),
-        ([-1, 0], 3, r"\[0, 3\)"),
-        ([0.0, 1.0], 2, "integer class indices"),
-    ],
-)
-def test_flip_label_refuses(labels, c, match):
-    with pytest.raises(ValueError, match=match):
-        U.flip_label(labels, c)
-
-
 # --- SF, MR, IPM ----------------------------------------------------------------------------
 
 

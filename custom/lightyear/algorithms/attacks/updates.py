@@ -73,29 +73,6 @@ CRAFT_PARAMS = {
 }
 
 
-def flip_label(labels, num_classes: int) -> np.ndarray:
-    """y' = (y + 1) mod C (FedCAP Sec. VI-A3, LF), for integer labels of any shape, same dtype back.
-
-    Works on class labels ``(N,)`` and on per-pixel class masks ``(N, H, W)``; with C = 2 it
-    inverts a binary mask. Raises ValueError for C < 2, non-integer labels or labels outside [0, C).
-    """
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
-        raise ValueError(
-            f"num_classes must be an integer >= 2 (flipping needs another class to flip to), got {num_classes!r}"
-        )
-    arr = np.asarray(labels)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(
-            f"labels must be integer class indices, got dtype {arr.dtype}; cast them (e.g. mask.astype(np.int64)) first"
-        )
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= num_classes):
-        raise ValueError(
-            f"labels must lie in [0, {num_classes}), got values from {int(arr.min())} to {int(arr.max())}; "
-            "check num_classes"
-        )
-    return ((arr.astype(np.int64) + 1) % int(num_classes)).astype(arr.dtype)
-
-
 def sign_flip(update) -> np.ndarray:
     """-d: the negated honest update (FedCAP Sec. VI-A3, SF)."""
     return -_update("update", update)
@@ -202,9 +179,10 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     """The update an attacker sends for attack ``kind``, with FedCAP's defaults.
 
     ``kind`` is one of sf, mr, lie, minmax, minsum, ipm, or lf: label flipping acts on the
-    training data (:func:`flip_label`), so its update is the one trained on flipped labels and is
-    returned unchanged. ``known_updates`` (see the module docstring on knowledge) is needed by lie,
-    minmax, minsum and ipm and ignored by the others. ``params`` per kind (defaults in brackets):
+    training data (:func:`lightyear.training.trainer.flip_targets`), so its update is the one
+    trained on flipped labels and is returned unchanged. ``known_updates`` (see the module
+    docstring on knowledge) is needed by lie, minmax, minsum and ipm and ignored by the others.
+    ``params`` per kind (defaults in brackets):
     mr ``scale`` [n_participants]; lie ``z`` [lie_z_max(n_participants, n_attackers)], ``ddof`` [1];
     minmax / minsum ``perturbation`` ["std"], ``gamma_init`` [10], ``tol`` [1e-5];
     ipm ``epsilon`` [n_participants], applied to the mean of ``known_updates`` (benign ones only
