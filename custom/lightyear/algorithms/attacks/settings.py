@@ -16,7 +16,7 @@ from numbers import Real
 from lightyear.algorithms.attacks import catalogue, reparametrise, updates
 from lightyear.algorithms.attacks.adaptive import DIRECTIONS, REVERSE
 from lightyear.algorithms.attacks.reparametrise import TRANSFORMS, check_factor
-from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
+from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, PARTIAL, PERTURBATIONS
 from lightyear.checks import boolean, int_in, mapping, one_of
 
 ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
@@ -81,10 +81,6 @@ class AttackSpec:
         if name in self.params:
             return self.params[name]
         return ADAPTIVE_DEFAULTS.get(name, default) if self.kind == ADAPTIVE else default
-
-    @property
-    def trains_on_flipped_labels(self) -> bool:
-        return self.kind == LF
 
     def is_attacker(self, site: str) -> bool:
         return site in self.attackers
