@@ -69,7 +69,8 @@ def use_deterministic_kernels(enabled: bool, device: torch.device | str = "cuda"
 
     On a CPU ``device`` the process-wide ``use_deterministic_algorithms`` switch is left as it is:
     the CPU kernels these networks use give the same result for the same seed either way, and
-    the switch imports PyTorch's compiler stack (about 1.5 s of CPU in every site process).
+    the switch imports PyTorch's compiler stack in every site process (its cost: docs/results.md,
+    "Deterministic kernels on GPUs only").
     """
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

@@ -145,4 +145,4 @@ METHOD = Method(
     ),
     adaptive=FedCapAggregator.ADAPTIVE,
 )
-"""FedCAP; on digits T_norm is 20 (a benign calibrated update measured 8.6-13.9 there, docs/methods.md)."""
+"""FedCAP; on digits T_norm is 20, above the benign calibrated updates' norms there (docs/methods.md, FedCAP)."""
