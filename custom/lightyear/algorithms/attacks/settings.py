@@ -3,7 +3,7 @@
 A job names an attack with ``--attack KIND --attackers K --knowledge LEVEL`` and may set its
 parameters; :class:`AttackSpec` holds them and refuses what no rule can use, so a bad value is
 named when the job is generated, not on a running site. The parameters' defaults stay with the
-rules that use them (:func:`lightyear.algorithms.attacks.updates.craft_update` for the seven
+rules that use them (:func:`lightyear.algorithms.attacks.updates.crafted_update` for the seven
 attacks of FedCAP Sec. VI-A3; this module for the adaptive attack's margin and search).
 """
 

@@ -175,8 +175,11 @@ def ipm(benign_mean, epsilon: float) -> np.ndarray:
     return -_positive("epsilon", epsilon, "FedCAP uses epsilon = N participants") * _update("benign_mean", benign_mean)
 
 
-def craft_update(kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params) -> np.ndarray:
-    """The update an attacker sends for attack ``kind``, with FedCAP's defaults.
+def crafted_update(
+    kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params
+) -> tuple[np.ndarray, dict]:
+    """(the update an attacker sends for attack ``kind``, with FedCAP's defaults; the attack's
+    settings in force, what a run records of each crafted round).
 
     ``kind`` is one of sf, mr, lie, minmax, minsum, ipm, or lf: label flipping acts on the
     training data (:func:`lightyear.training.trainer.flip_targets`), so its update is the one
@@ -188,22 +191,14 @@ def craft_update(kind: str, own_update, known_updates, n_participants: int, n_at
     ipm ``epsilon`` [n_participants], applied to the mean of ``known_updates`` (benign ones only
     under full knowledge; see the module docstring).
     Raises ValueError for an unknown kind or parameter, or values of the wrong type or range.
-    """
-    return crafted_update(kind, own_update, known_updates, n_participants, n_attackers, **params)[0]
-
-
-def crafted_update(
-    kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params
-) -> tuple[np.ndarray, dict]:
-    """(:func:`craft_update`'s update, the attack's settings in force): what a run records of
-    each crafted round. The settings are mr ``scale``, lie ``z`` and ``ddof``, ipm ``epsilon``,
-    minmax / minsum the ``gamma`` the search found; {} for lf and sf."""
+    The settings are mr ``scale``, lie ``z`` and ``ddof``, ipm ``epsilon``, minmax / minsum the
+    ``gamma`` the search found; {} for lf and sf."""
     if kind == ADAPTIVE:
         raise ValueError(
             "the adaptive attack needs an acceptance test, not a fixed rule; use lightyear.algorithms.attacks.adaptive"
         )
     if kind not in CRAFT_PARAMS:
-        raise ValueError(f"unknown attack {kind!r}; craft_update handles {', '.join(CRAFT_PARAMS)}")
+        raise ValueError(f"unknown attack {kind!r}; crafted_update handles {', '.join(CRAFT_PARAMS)}")
     unknown = sorted(set(params) - set(CRAFT_PARAMS[kind]))
     if unknown:
         raise ValueError(
