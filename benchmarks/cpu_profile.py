@@ -49,7 +49,7 @@ PHASES = (
     ("slot_wait", "lightyear/training/compute_slots.py", "_acquire"),
     ("aggregate", "lightyear/algorithms/p2p/validated_update.py", None),
     ("aggregate", "lightyear/algorithms/p2p/decayed_update.py", None),
-    ("score", "lightyear/training/site_runtime.py", "summarize"),
+    ("score", "lightyear/training/site_runtime.py", "assess"),
     ("train", "lightyear/training/trainer.py", "train"),
     ("eval", "lightyear/training/trainer.py", "predict"),
     ("setup", "lightyear/training/site_runtime.py", "__init__"),
