@@ -266,17 +266,4 @@ def test_crafted_update_refuses(kind, known, n, m, params, match):
 
 
 def test_constants():
-    assert U.ATTACKS == (
-        "lf",
-        "sf",
-        "mr",
-        "lie",
-        "minmax",
-        "minsum",
-        "ipm",
-        "adaptive",
-        "rescale",
-        "permute",
-        "rescale_permute",
-    )
     assert U.KNOWLEDGE == ("partial", "full")

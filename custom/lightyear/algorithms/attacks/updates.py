@@ -37,16 +37,9 @@ from statistics import NormalDist
 import numpy as np
 
 from lightyear.algorithms.attacks.declaration import Attack
-from lightyear.algorithms.attacks.reparametrise import TRANSFORMS
 from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
 
 LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE = "lf", "sf", "mr", "lie", "minmax", "minsum", "ipm", "adaptive"
-ATTACKS = (LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE, *TRANSFORMS)
-"""Attack names: lf (label flipping, data side), sf (sign flipping), mr (model replacement), lie
-("a little is enough"), minmax, minsum (Shejwalkar & Houmansadr), ipm (inner product manipulation),
-adaptive (a step along a harmful direction that the defence is predicted to accept; see
-``lightyear.algorithms.attacks.adaptive``), and the function-preserving reparametrisations rescale,
-permute and rescale_permute (``lightyear.algorithms.attacks.reparametrise``)."""
 
 PARTIAL, FULL = "partial", "full"
 KNOWLEDGE = (PARTIAL, FULL)
