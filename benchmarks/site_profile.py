@@ -5,11 +5,11 @@
     python benchmarks/site_profile.py --swarm --interval 0.1       # Swarm Learning too, half the samples
 
 Generates the star and the peer-to-peer job as ``benchmarks/star_vs_p2p.py`` does (same dataset,
-seed, ``--set`` values), adds :class:`lightyear.flare.cpu_profile.CPUProfile` to every
-participant (sites and server), runs each with ``nvflare simulator JOB -w WS -t SITES``, one after
+seed, ``--set`` values), adds :class:`cpu_profile.CPUProfile` (``benchmarks/cpu_profile.py``) to
+every participant (sites and server), runs each with ``nvflare simulator JOB -w WS -t SITES``, one after
 the other, and prints for each topology, as means over the sites (and for the server process):
 
-* per phase (``lightyear.flare.cpu_profile.PHASES``: training, scoring, aggregation, evaluation,
+* per phase (``cpu_profile.PHASES``: training, scoring, aggregation, evaluation,
   FLARE's serialisation, streaming and transport, ...): CPU seconds, seconds runnable but waiting
   for a core (``runq``), and seconds blocked while active (neither: mostly the GIL, held by another
   thread of the process);
@@ -35,18 +35,28 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "custom"))
 
-from star_vs_p2p import build_jobs, job_arguments, phases, run_job, site_rows  # noqa: E402  (this folder is on sys.path as a script)
+from cpu_profile import PROFILE_FILE  # noqa: E402  (this folder is on sys.path as a script)
+from star_vs_p2p import build_jobs, job_arguments, phases, run_job, site_rows  # noqa: E402
 
 from lightyear.cli import command, output_folder  # noqa: E402
-from lightyear.flare.cpu_profile import PROFILE_FILE  # noqa: E402
 from lightyear.jobs import generate  # noqa: E402
 
 PROG = "benchmarks/site_profile.py"
-COMPONENT = "lightyear.flare.cpu_profile.CPUProfile"
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMPONENT = "cpu_profile.CPUProfile"
+"""The profiler's class path: ``benchmarks/cpu_profile.py``, outside the package. :func:`main` puts
+this folder on the simulator's ``PYTHONPATH`` and :data:`ALLOW` admits it in the workspace's
+component policy."""
+ALLOW = ("cpu_profile.",)
+
+
+def simulator_pythonpath(current: str | None) -> str:
+    """``PYTHONPATH`` for the simulator's processes: this folder (for :data:`COMPONENT`), then ``current``."""
+    return os.pathsep.join(p for p in (HERE, current) if p)
 
 
 def with_profile(files: dict, interval: float = 0.05) -> dict:
-    """The job's files with :class:`~lightyear.flare.cpu_profile.CPUProfile` in every participant's config."""
+    """The job's files with :class:`cpu_profile.CPUProfile` in every participant's config."""
     component = {"id": "cpu_profile", "path": COMPONENT, "args": {"interval": interval}}
     out = dict(files)
     for path, config in files.items():
@@ -160,12 +170,13 @@ def main(argv=None) -> int:
         jobs = build_jobs(args, os.path.join(ROOT, "app_configs"), folder)
         keep = output_folder(args.keep, "--keep") if args.keep is not None else None
         print(f"{os.cpu_count()} CPUs; figures are CPU seconds over the whole run unless named wall")
+        os.environ["PYTHONPATH"] = simulator_pythonpath(os.environ.get("PYTHONPATH"))
         for role in jobs:
             path, sites, files = jobs[role]
             generate.write_job(with_profile(files, args.interval), path)
             ws = tempfile.mkdtemp(prefix="lightyear-profile-")
             try:
-                run = run_job(path, sites, ws)
+                run = run_job(path, sites, ws, allow=ALLOW)
                 report(f"{os.path.basename(path)} ({role})", "p2p" if role == "p2p" else "star", ws, run)
                 if keep:
                     shutil.copytree(ws, os.path.join(keep, os.path.basename(path)), dirs_exist_ok=True)

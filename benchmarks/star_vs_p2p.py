@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.join(ROOT, "custom"))
 from p2p_job_timing import tree_memory  # noqa: E402  (this folder is on sys.path when run as a script)
 
 from lightyear.cli import command, output_folder  # noqa: E402
+from lightyear.flare.component_policy import allow_package  # noqa: E402
 from lightyear.jobs import generate  # noqa: E402
 from lightyear.jobs.settings import SettingError, parse_set  # noqa: E402
 from lightyear.star.swarm import swarm_job  # noqa: E402
@@ -93,10 +94,15 @@ def build_jobs(args, configs: str, folder: str) -> dict:
     return jobs
 
 
-def run_job(job: str, sites: int, ws: str) -> dict:
-    """Run ``job`` in the simulator; wall seconds, launch time (epoch), peak PSS and exit code."""
+def run_job(job: str, sites: int, ws: str, allow: tuple[str, ...] = ()) -> dict:
+    """Run ``job`` in the simulator; wall seconds, launch time (epoch), peak PSS and exit code.
+
+    The workspace's component policy is the repository's (``workspace/local/resources.json``),
+    admitting also the class-path prefixes ``allow`` (such as ``"cpu_profile."``)."""
     os.makedirs(os.path.join(ws, "local"), exist_ok=True)
     shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), os.path.join(ws, "local"))
+    if allow:
+        allow_package(os.path.join(ws, "local"), tuple(allow))
     nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
     launched = time.time()
     start = time.perf_counter()

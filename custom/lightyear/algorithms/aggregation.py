@@ -11,11 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from lightyear.algorithms.vectors import is_float_entry
+
 Weights = Mapping[str, np.ndarray]
-
-
-def is_float(a: np.ndarray) -> bool:
-    return np.issubdtype(np.asarray(a).dtype, np.floating)
 
 
 def normalised(weights) -> np.ndarray:
@@ -47,7 +45,7 @@ def weighted_average(models: Sequence[Weights], weights: Sequence[float] | None 
     w = normalised(weights)
     out = {}
     for key, first in models[0].items():
-        if not is_float(first):
+        if not is_float_entry(first):
             out[key] = np.array(first, copy=True)
             continue
         acc = np.zeros(np.shape(first), dtype=np.float64)

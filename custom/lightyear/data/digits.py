@@ -86,8 +86,9 @@ def read_digits() -> tuple[np.ndarray, np.ndarray]:
     """The 1,797 digit images (N, 8, 8) with values 0..16 and their labels.
 
     Read straight from the CSV that scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``,
-    what ``sklearn.datasets.load_digits`` reads): importing ``sklearn.datasets`` costs about 2 s
-    of CPU in every site process. Falls back to ``load_digits`` if the file is not found.
+    what ``sklearn.datasets.load_digits`` reads), without importing ``sklearn.datasets`` in every
+    site process (its cost: docs/datasets.md, "The embedded data"). Falls back to ``load_digits``
+    if the file is not found.
     """
     spec = importlib.util.find_spec("sklearn")
     folder = list(spec.submodule_search_locations or [])[0] if spec else None

@@ -57,7 +57,6 @@ IMAGE_SIZE = 64
 NUM_SITES = 5
 ARRAY_DIR = "ARRAY_FORMAT"
 PNG_DIR = "IMAGES"
-STRUCTURES = ("artery", "liver", "stomach", "vein")
 NAME_PATTERN = re.compile(r"^P(\d+)_IMG(\d+)$")
 SOURCE = (
     "the Fetal Abdominal Structures Segmentation dataset, Mendeley Data 4gcpm9dsc3 v1 "

@@ -1,6 +1,6 @@
 """``lightyear-poc JOB [JOB ...] --out DIR``: run jobs on a FLARE POC deployment and bring back the records.
 
-One command does what the README's *POC mode* lists by hand:
+One command does what docs/deployment.md's *POC mode* lists by hand:
 
 1. provisions a POC for the jobs' sites (read from each ``meta.json`` deploy_map) in a fresh
    temporary folder, with its own ``HOME`` and ``NVFLARE_POC_WORKSPACE`` so that nothing of the

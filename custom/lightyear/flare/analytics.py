@@ -8,9 +8,10 @@ TensorBoard scalars (global step = the round) under the run folder, ``tb_events/
     tensorboard --logdir workspace/server/simulate_job/tb_events
 
 One message a site and round, not one FLARE analytics event a metric relayed as a federated event
-(``AnalyticsSender`` and ``ConvertToFedEvent``): a LIGHTYEAR digits run sent about 2,000 of those
-(some 22 metrics a site and round), and once a run had received one, FLARE's federated-event runner
-held the server's end of the run for 2 s more (its ``grace_period``, ``nvflare/widgets/fed_event.py``).
+(``AnalyticsSender`` and ``ConvertToFedEvent``): a run sent one such event per metric, site and
+round (counted in docs/results.md, "Waits taken off the two ends of a run"), and once a run had
+received one, FLARE's federated-event runner held the server's end of the run for 2 s more (its
+``grace_period``, ``nvflare/widgets/fed_event.py``).
 The generator adds the two components to every job (setting ``tensorboard``, default true).
 
 Streaming is monitoring: a failure to send is logged and never stops a round. What the server

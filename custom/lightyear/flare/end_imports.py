@@ -3,10 +3,10 @@
 When a workflow ends, FLARE 2.9's ``WFCommServer.finalize_run`` cleans up tensor downloads by
 importing ``nvflare.app_opt.pt.tensor_downloader``, and with it PyTorch
 (``nvflare/apis/impl/wf_comm_server.py``). A peer-to-peer server needs PyTorch for nothing else,
-so that import (1.5-2.5 s of CPU on 2 cores) ran after the last round, while every site waited for
-the end of the run. Started in a background thread when the run starts, it overlaps the sites' own
-start instead; the import at the end then finds the module loaded. A failure here changes nothing:
-FLARE's own import handles a missing module.
+so that import (its cost: docs/results.md, "Waits taken off the two ends of a run") ran after the
+last round, while every site waited for the end of the run. Started in a background thread when
+the run starts, it overlaps the sites' own start instead; the import at the end then finds the
+module loaded. A failure here changes nothing: FLARE's own import handles a missing module.
 """
 
 from __future__ import annotations

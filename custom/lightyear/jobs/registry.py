@@ -95,10 +95,6 @@ def names(topology: str | None = None) -> list[str]:
     return [n for n, m in methods().items() if topology is None or m.topology == topology]
 
 
-def with_detection() -> dict[str, Method]:
-    return {n: m for n, m in methods().items() if m.detection is not None}
-
-
 def with_adaptive_attack() -> list[str]:
     """The methods an adaptive attack targets (in the toolkit's order of declaration, then plugins')."""
     return [m.name for m in _declaration_order() if m.adaptive is not None]

@@ -61,9 +61,6 @@ GENERATOR_KEYS = {
 MALFUNCTION_KEYS = {"ana_scale": "scale", "ana_sigma": "sigma", "sfa_alpha": "alpha"}
 """Settings of the malfunction filter (a job with ``--malfunction``): setting -> filter argument."""
 
-DESCRIPTIVE_KEYS = {"description", "task"}
-"""Keys of a dataset file that describe it and configure nothing."""
-
 DICT_SETTINGS = ("train_args", "dataset_args", "model_args", "topology_args")
 """Settings whose ``--set`` value is merged key by key into the dataset's."""
 

@@ -30,7 +30,6 @@ FLARE's ``SECURE``/``ENCRYPTED`` markers on its cell, before FLARE decrypts or d
 from __future__ import annotations
 
 AUTO = "auto"
-CHOICES = (AUTO, True, False)
 
 
 def check_setting(value):

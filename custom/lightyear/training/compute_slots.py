@@ -1,16 +1,16 @@
 """Limit how many site processes on one machine compute at the same time (no FLARE import).
 
 FLARE's simulator runs every site as its own process. With more sites than CPU cores, all of
-them training at once thrash the caches and the scheduler: 8 digits sites on 2 cores took twice
-as long as the same work done two at a time. Sites that share a machine take one of ``slots``
-file locks around their compute-heavy steps (training, scoring, evaluation), never while they
-wait for peers, so the run cannot deadlock; a lock is freed when its process dies. On a machine
-of its own a site always finds a free slot.
+them training at once thrash the caches and the scheduler (measured in docs/results.md, "The
+compute-slot queue"). Sites that share a machine take one of ``slots`` file locks around their
+compute-heavy steps (training, scoring, evaluation), never while they wait for peers, so the run
+cannot deadlock; a lock is freed when its process dies. On a machine of its own a site always
+finds a free slot.
 
 Waiting sites queue: one of them at a time, the holder of a queue lock, tries the slots every
 :data:`HEAD_POLL` seconds; the others only try for the queue lock, every :data:`QUEUE_POLL`
-seconds. On the 8-site digits job on 2 cores, every waiting site trying every slot every 5 ms (an
-open, a lock and a close per slot) cost each site 1.54 s of CPU over the run; queueing, 1.01 s.
+seconds, which costs a waiting site less CPU than every site trying every slot (an open, a lock
+and a close per slot; docs/results.md, "The compute-slot queue").
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """A site's local optimizers: PyTorch's own Adam and SGD arithmetic, without ``torch.optim``'s classes.
 
 The first ``step`` of any ``torch.optim.Optimizer`` imports PyTorch's compiler stack
-(``torch._dynamo``, with SymPy and the distributed tensor modules): 1.2 s of CPU and a full
-garbage collection in every site process, paid once per process and spent by nothing in this
-toolkit, which never compiles. On the 8-site digits job that is 8 such imports at the same time,
-on the machine's cores, in the first round.
+(``torch._dynamo``, with SymPy and the distributed tensor modules) and a full garbage collection
+in every site process (measured in docs/results.md, "The optimizer without PyTorch's compiler"),
+paid once per process and spent by nothing in this toolkit, which never compiles. On the 8-site
+digits job that is 8 such imports at the same time, on the machine's cores, in the first round.
 
 :class:`Adam` and :class:`SGD` keep the state that those classes keep (per parameter, created on
 the parameter's first gradient) and hand it to PyTorch's functional forms, ``torch.optim.adam.adam``

@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from lightyear.algorithms.metrics import metrics_from_predictions
-from lightyear.algorithms.p2p.agreement import PredictionSummary, summarize_predictions
 from lightyear.algorithms.p2p.validation_bounds import Assessment, assess_predictions
 from lightyear.checks import boolean, positive_int
 from lightyear.data import load_site_data
@@ -85,9 +84,6 @@ class SiteRuntime:
         """A newly initialised network; the same seed gives the same weights on every site."""
         return build_model(self.model_name, self.data.num_classes, self.data.in_channels, seed=seed, **self.model_args)
 
-    def fresh_weights(self, seed: int) -> dict[str, np.ndarray]:
-        return get_weights(self.fresh_model(seed))
-
     def get_weights(self) -> dict[str, np.ndarray]:
         return get_weights(self.model)
 
@@ -122,15 +118,11 @@ class SiteRuntime:
         probs, labels, loss = self._predict(split, weights)
         return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
 
-    def summarize(self, weights=None, normalize_entropy: bool = True) -> PredictionSummary:
-        """Agreement summary of the current model (or of ``weights``) on the validation set."""
-        probs, labels, _ = self._predict("val", weights)
-        return summarize_predictions(probs, labels, self.config.ece_bins, normalize_entropy)
-
     def assess(self, weights=None, normalize_entropy: bool = True) -> Assessment:
         """The :class:`~lightyear.algorithms.p2p.validation_bounds.Assessment` of the current model (or of
-        ``weights``) on the validation set, from one forward pass: :meth:`summarize`'s summary,
-        ``evaluate("val")``'s metrics (the same figures as the two calls give) and per-sample losses and errors."""
+        ``weights``) on the validation set, from one forward pass: the agreement summary
+        (:func:`~lightyear.algorithms.p2p.agreement.summarize_predictions`), ``evaluate("val")``'s metrics (the
+        same figures) and per-sample losses and errors."""
         probs, labels, loss = self._predict("val", weights)
         return assess_predictions(probs, labels, loss, self.config.ece_bins, normalize_entropy)
 

@@ -69,7 +69,8 @@ def use_deterministic_kernels(enabled: bool, device: torch.device | str = "cuda"
 
     On a CPU ``device`` the process-wide ``use_deterministic_algorithms`` switch is left as it is:
     the CPU kernels these networks use give the same result for the same seed either way, and
-    the switch imports PyTorch's compiler stack (about 1.5 s of CPU in every site process).
+    the switch imports PyTorch's compiler stack in every site process (its cost: docs/results.md,
+    "Deterministic kernels on GPUs only").
     """
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -154,10 +155,9 @@ class LocalTrainer:
 def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
     """y' = (y + 1) mod C of integer targets, on their device (FedCAP Sec. VI-A3, LF).
 
-    The torch form of :func:`lightyear.algorithms.attacks.updates.flip_label`, applied to each
-    batch as it is trained on. The trainer's losses take integer class indices, so one rule covers
-    both tasks: class labels ``(N,)`` and segmentation label maps ``(N, H, W)`` flip per sample or
-    per pixel. Every segmentation dataset of this toolkit has binary masks (C = 2: background 0,
+    Applied to each batch as it is trained on. The trainer's losses take integer class indices, so
+    one rule covers both tasks: class labels ``(N,)`` and segmentation label maps ``(N, H, W)``
+    flip per sample or per pixel. Every segmentation dataset of this toolkit has binary masks (C = 2: background 0,
     object 1), for which (y + 1) mod 2 = 1 - y inverts the mask. Float or one-hot masks are no
     target form of this trainer (it casts targets to class indices), so they need no rule of
     their own. Raises ValueError for floating targets, C < 2, or a target outside [0, C).

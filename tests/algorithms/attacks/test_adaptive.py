@@ -205,59 +205,6 @@ def test_krum_adaptive_refuses(kw, match):
         A.krum_adaptive(**args)
 
 
-# --- fedcap_adaptive ---------------------------------------------------------------------------
-
-
-def test_fedcap_adaptive_by_hand():
-    """Known calibrated updates [3, 4] and [3, 4]: mean [3, 4], u = -[0.6, 0.8]; T_norm = 10 and
-    margin 0.02 give r = 9.8 and the crafted update -9.8 [0.6, 0.8] = [-5.88, -7.84]."""
-    crafted, radius = A.fedcap_adaptive([[3.0, 4.0], [3.0, 4.0]], t_norm=10.0, margin=0.02)
-    assert radius == pytest.approx(9.8)
-    np.testing.assert_allclose(crafted, [-5.88, -7.84])
-    assert np.linalg.norm(crafted) == pytest.approx(9.8)  # inside FedCAP's ball of radius 10
-
-
-def test_fedcap_adaptive_sign_direction_by_hand():
-    """mean [1, -3]: -sign = [-1, 1], unit [-1, 1] / sqrt 2; margin 0 puts it on the sphere of radius 10."""
-    crafted, radius = A.fedcap_adaptive([[1.0, -2.0], [1.0, -4.0]], t_norm=10.0, margin=0.0, direction="sign")
-    assert radius == 10.0
-    np.testing.assert_allclose(crafted, [-10 / math.sqrt(2), 10 / math.sqrt(2)])
-
-
-def test_fedcap_adaptive_is_the_farthest_kept_point_along_the_harmful_direction():
-    """No point of the ball ||d|| <= r goes farther along u than r u (Cauchy-Schwarz): sampled."""
-    rng = np.random.default_rng(3)
-    known = rng.normal(0.5, 1.0, size=(5, 12))
-    crafted, radius = A.fedcap_adaptive(known, t_norm=4.0, margin=0.1)
-    u = -known.mean(axis=0) / np.linalg.norm(known.mean(axis=0))
-    assert crafted @ u == pytest.approx(radius) and radius == pytest.approx(3.6)
-    points = rng.normal(size=(2000, 12))
-    points *= radius * rng.uniform(0, 1, size=(2000, 1)) / np.linalg.norm(points, axis=1, keepdims=True)
-    assert (points @ u).max() < radius
-
-
-def test_fedcap_adaptive_zero_mean_sends_the_reference():
-    crafted, radius = A.fedcap_adaptive([[1.0, 2.0], [-1.0, -2.0]], t_norm=10.0)
-    assert radius == 0.0 and crafted.tolist() == [0.0, 0.0]
-
-
-@pytest.mark.parametrize(
-    "kw,match",
-    [
-        ({"t_norm": 0.0}, r"t_norm \(FedCAP detection threshold\) must be a finite number > 0"),
-        ({"t_norm": float("inf")}, r"t_norm \(FedCAP detection threshold\) must be a finite number > 0"),
-        ({"margin": 1.0}, r"margin must be a number in \[0, 1\)"),
-        ({"margin": -0.1}, r"margin must be a number in \[0, 1\)"),
-        ({"direction": "up"}, "unknown direction 'up'"),
-        ({"known_calibrated_updates": [[1.0, float("nan")]]}, "NaN or inf"),
-    ],
-)
-def test_fedcap_adaptive_refuses(kw, match):
-    args = {"known_calibrated_updates": [[3.0, 4.0]], "t_norm": 10.0} | kw
-    with pytest.raises(ValueError, match=match):
-        A.fedcap_adaptive(**args)
-
-
 # ---------------------------------------------------------------------------- most_harmful
 def test_most_harmful_takes_the_accepted_candidate_of_largest_harm_across_families():
     # "step": accepted up to 3, harm (s, 0) peaks at the edge; "fixed": one candidate, accepted, harm (1, 9)
@@ -302,20 +249,26 @@ def predicted_harm(d, benign, attackers, alpha=10.0, phi=0.1):
     return harm
 
 
+def far_edge_of(benign, t_norm, margin):
+    """r u: the farthest point along u = -mean / ||mean|| inside FedCAP's norm ball, r = (1 - margin) T_norm."""
+    mean = np.mean([np.asarray(b, dtype=float) for b in benign], axis=0)
+    return (1 - margin) * t_norm * -mean / np.linalg.norm(mean)
+
+
 def test_fedcap_targeted_trades_cosine_for_weight_and_beats_the_far_edge():
     # two orthogonal benign sites: the far edge r u has cosine -0.71 with both and gets almost no weight;
     # a direction closer to one of them wins weight in its customised model and still points against the mean
     benign = {"a": [1.0, 0.0], "b": [0.0, 1.0]}
     crafted, found = A.fedcap_targeted(benign, attackers=1, t_norm=10.0, alpha=10.0, phi=0.1, margin=0.02)
     assert np.linalg.norm(crafted) == pytest.approx(9.8)  # inside the norm ball FedCAP keeps
-    far_edge, _ = A.fedcap_adaptive(list(benign.values()), 10.0, 0.02)
+    far_edge = far_edge_of(benign.values(), 10.0, 0.02)
     mine, edge = predicted_harm(crafted, benign.values(), 1), predicted_harm(far_edge, benign.values(), 1)
     assert found["harm"] == pytest.approx(mine) and mine > 1.3 * edge
     assert found["target"] == "a" and 0.0 < found["angle"] < math.pi / 2
     # three sites fanned over 90 degrees: no angle wins enough weight, the far edge is the best candidate
     fanned = {"a": [1.0, 0.0], "b": [0.7071, 0.7071], "c": [0.0, 1.0]}
     crafted, found = A.fedcap_targeted(fanned, attackers=2, t_norm=10.0, alpha=10.0, phi=0.1)
-    np.testing.assert_allclose(crafted, A.fedcap_adaptive(list(fanned.values()), 10.0, 0.02)[0], atol=1e-6)
+    np.testing.assert_allclose(crafted, far_edge_of(fanned.values(), 10.0, 0.02), atol=1e-6)
 
 
 def test_fedcap_targeted_refuses_what_it_cannot_use():

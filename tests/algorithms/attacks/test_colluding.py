@@ -93,7 +93,7 @@ def test_known_sites_per_kind_and_knowledge():
     assert known_sites("adaptive", "full", ["a"], ["b"]) == ["b"]
 
 
-def test_crafted_update_reports_the_settings_in_force_and_craft_update_agrees():
+def test_crafted_update_reports_the_settings_in_force():
     own, known = np.array([1.0, -1.0]), np.array([[0.0, 0.0], [2.0, 4.0]])
     update, settings = crafted_update("mr", own, None, 10, 3)
     assert settings == {"scale": 10.0}

@@ -9,7 +9,6 @@ def test_a_valid_spec_keeps_given_parameters_and_adaptive_defaults():
     assert spec.param("margin") == 0.05
     assert spec.param("direction") == "reverse"
     assert spec.is_attacker("site-8") and not spec.is_attacker("site-1")
-    assert not spec.trains_on_flipped_labels and AttackSpec("lf").trains_on_flipped_labels
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from nvflare.apis.fl_context import FLContext
 from lightyear.star.rules.afa import AfaAggregator
 from lightyear.star.rules.asmr import AsmrAggregator
 from lightyear.star.rules.cfl import CflAggregator
-from lightyear.star.rules.fedcap import FedCapAggregator, load_state
+from lightyear.star.rules.fedcap import FedCapAggregator
 from lightyear.star.rules.krum import KrumAggregator
 
 CTX = FLContext()
@@ -143,11 +143,13 @@ def test_fedcap_customises_per_site_removes_for_good_and_saves_its_state():
     state = json.loads(json.dumps(agg.state()))
     assert state["fedcap"]["removed"] == {"c": 0}
     assert agg.removed_sites() == ["c"]  # shown as `removed` in show_stats
-    restored = load_state(state["fedcap"], agg.state_arrays())
-    assert restored.removed == agg.fedcap.removed and restored.round == 2
+    assert state["fedcap"]["round"] == 2 and state["fedcap"]["pool"] == ["a", "b"]
+    arrays = agg.state_arrays()  # w^t and the recovered pool; the calibrated pool is recovered - w^t
+    assert sorted(arrays) == ["global", "recovered/a", "recovered/b"]
+    np.testing.assert_array_equal(arrays["global"], agg.fedcap.global_vector)
     for s in ("a", "b"):
-        np.testing.assert_array_equal(restored.recovered[s], agg.fedcap.recovered[s])
-        np.testing.assert_array_equal(restored.calibrated[s], agg.fedcap.calibrated[s])
+        np.testing.assert_array_equal(arrays[f"recovered/{s}"], agg.fedcap.recovered[s])
+        np.testing.assert_allclose(arrays[f"recovered/{s}"] - arrays["global"], agg.fedcap.calibrated[s])
 
 
 def test_fedcap_settings_are_checked_at_build():
@@ -168,6 +170,6 @@ def test_the_controller_saves_the_rule_state_with_the_run(tmp_path):
     ctrl._save_round(decision.weights)
     saved = json.loads((tmp_path / "aggregator_state.json").read_text())
     with np.load(tmp_path / "aggregator_state.npz") as arrays:
-        restored = load_state(saved["fedcap"], dict(arrays))
-    assert sorted(restored.recovered) == ["a", "b"] and saved["history"][0]["kept"] == ["a", "b"]
+        assert sorted(arrays.files) == ["global", "recovered/a", "recovered/b"]
+    assert saved["fedcap"]["pool"] == ["a", "b"] and saved["history"][0]["kept"] == ["a", "b"]
     assert (tmp_path / "global_model.npz").exists()

@@ -8,9 +8,9 @@ most harmful accepted candidate over several families of models (:func:`most_har
 peer-to-peer attacks that predict what the receiver adopts), the harmful direction
 (:func:`harmful_direction`) and two complete instances: the attack on Krum of Fang,
 Cao, Jia, Gong, "Local Model Poisoning Attacks to Byzantine-Robust Federated Learning", USENIX
-Security 2020, Sec. 4 (:func:`krum_adaptive`), and the attack on FedCAP's norm detection
-(paper 002, Sec. V-C; :func:`fedcap_adaptive`), where the accepted region is a ball and the
-farthest accepted point has a closed form.
+Security 2020, Sec. 4 (:func:`krum_adaptive`), and the attack on FedCAP's norm detection and
+customisation (paper 002, Sec. V; :func:`fedcap_targeted`), where the accepted region is a ball
+and the farthest accepted point along a direction has a closed form.
 """
 
 from __future__ import annotations
@@ -249,43 +249,6 @@ def krum_adaptive(
     return lam * unit, lam
 
 
-def fedcap_adaptive(
-    known_calibrated_updates, t_norm: float, margin: float = 0.02, direction: str = REVERSE
-) -> tuple[np.ndarray, float]:
-    """The attack on FedCAP's detection: (crafted calibrated update, its length r).
-
-    FedCAP keeps a site whose calibrated update d~ = w~ - w^t has ||d~||_2 <= T_norm and removes
-    it for good otherwise (paper 002, Sec. V-C, Detection). The accepted updates form the ball of
-    radius T_norm around w^t, so the point farthest along a unit harmful direction u that the
-    attacker predicts to be kept is d~ = r u with r = (1 - ``margin``) T_norm: for any kept
-    d~, d~ . u <= ||d~|| <= r. No search is needed, and the cost is one mean over the known
-    updates, O(n d). ``margin`` (in [0, 1)) is the share of T_norm the attacker keeps in
-    reserve; with 0 it aims at T_norm itself, which a float32 model may round just past.
-
-    ``known_calibrated_updates`` (a non-empty sequence or ``(n, d)`` array) are the calibrated
-    updates d~_k = w~_k - w^t the attackers know; u = :func:`harmful_direction` of their mean
-    (``reverse``: -mean / ||mean||; ``sign``: -sign(mean), normalised). A zero mean has no
-    direction: the result is the zero update (the attacker sends w^t itself) and r = 0.
-
-    What the crafted update does: every attacker sends w^t + r u, so Eq. 6 moves the next global
-    model, the next round's calibration reference, by (attackers' sample share) x r along u,
-    against the benign progress; the benign calibrated updates, measured from the moved w^t,
-    grow with it and, once past T_norm, the benign sites are removed for good. It does not try to win weight in the
-    customisation (Eqs. 4-5): its cosine with the benign mean is -1 (``reverse``).
-    """
-    known = as_matrix(known_calibrated_updates)
-    t_norm = check_t_norm(t_norm)
-    if not _number(margin) or not 0.0 <= margin < 1.0:
-        raise ValueError(
-            f"margin must be a number in [0, 1): the share of T_norm the attacker keeps in reserve, got {margin!r}"
-        )
-    unit = harmful_direction(known.mean(axis=0), kind=direction)  # all zeros when the mean has no direction
-    if not unit.any():
-        return unit, 0.0
-    radius = (1.0 - float(margin)) * t_norm
-    return radius * unit, radius
-
-
 def _number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value)
 
@@ -314,7 +277,7 @@ def fedcap_targeted(
 
     FedCAP gives site k the customised model w^_k = sum_i p'_ki w~_i (paper 002, Eqs. 3-5), the
     weights a softmax of alpha * cos(d~_k, d~_i) over the pool. A crafted update r u along the
-    harmful direction u (:func:`fedcap_adaptive`, the far edge of the norm ball) has a low cosine
+    harmful direction u (the far edge of the norm ball) has a low cosine
     with every benign site and gets almost no weight; one along a benign site's own update gets
     weight and does no harm. This searches the plane of the two, for every benign target k:
     d = r (cos a v_k + sin a w_k), v_k = d~_k / ||d~_k||, w_k the unit part of u orthogonal to v_k,

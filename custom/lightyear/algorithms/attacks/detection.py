@@ -63,17 +63,6 @@ class DetectionCounts:
             return NotImplemented
         return DetectionCounts(self.tp + other.tp, self.fp + other.fp, self.tn + other.tn, self.fn + other.fn)
 
-    def as_dict(self) -> dict:
-        return {
-            "tp": self.tp,
-            "fp": self.fp,
-            "tn": self.tn,
-            "fn": self.fn,
-            "dacc": self.dacc,
-            "fpr": self.fpr,
-            "fnr": self.fnr,
-        }
-
 
 def detection_counts(malicious: Iterable, evaluated: Iterable, flagged: Iterable) -> DetectionCounts:
     """Count one labelling: ``evaluated`` senders, of which ``flagged`` were labelled malicious.

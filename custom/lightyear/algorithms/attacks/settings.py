@@ -3,7 +3,7 @@
 A job names an attack with ``--attack KIND --attackers K --knowledge LEVEL`` and may set its
 parameters; :class:`AttackSpec` holds them and refuses what no rule can use, so a bad value is
 named when the job is generated, not on a running site. The parameters' defaults stay with the
-rules that use them (:func:`lightyear.algorithms.attacks.updates.craft_update` for the seven
+rules that use them (:func:`lightyear.algorithms.attacks.updates.crafted_update` for the seven
 attacks of FedCAP Sec. VI-A3; this module for the adaptive attack's margin and search).
 """
 
@@ -16,7 +16,7 @@ from numbers import Real
 from lightyear.algorithms.attacks import catalogue, reparametrise, updates
 from lightyear.algorithms.attacks.adaptive import DIRECTIONS, REVERSE
 from lightyear.algorithms.attacks.reparametrise import TRANSFORMS, check_factor
-from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, LF, PARTIAL, PERTURBATIONS
+from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, PARTIAL, PERTURBATIONS
 from lightyear.checks import boolean, int_in, mapping, one_of
 
 ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
@@ -81,10 +81,6 @@ class AttackSpec:
         if name in self.params:
             return self.params[name]
         return ADAPTIVE_DEFAULTS.get(name, default) if self.kind == ADAPTIVE else default
-
-    @property
-    def trains_on_flipped_labels(self) -> bool:
-        return self.kind == LF
 
     def is_attacker(self, site: str) -> bool:
         return site in self.attackers

@@ -37,16 +37,9 @@ from statistics import NormalDist
 import numpy as np
 
 from lightyear.algorithms.attacks.declaration import Attack
-from lightyear.algorithms.attacks.reparametrise import TRANSFORMS
 from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
 
 LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE = "lf", "sf", "mr", "lie", "minmax", "minsum", "ipm", "adaptive"
-ATTACKS = (LF, SF, MR, LIE, MINMAX, MINSUM, IPM, ADAPTIVE, *TRANSFORMS)
-"""Attack names: lf (label flipping, data side), sf (sign flipping), mr (model replacement), lie
-("a little is enough"), minmax, minsum (Shejwalkar & Houmansadr), ipm (inner product manipulation),
-adaptive (a step along a harmful direction that the defence is predicted to accept; see
-``lightyear.algorithms.attacks.adaptive``), and the function-preserving reparametrisations rescale,
-permute and rescale_permute (``lightyear.algorithms.attacks.reparametrise``)."""
 
 PARTIAL, FULL = "partial", "full"
 KNOWLEDGE = (PARTIAL, FULL)
@@ -71,29 +64,6 @@ CRAFT_PARAMS = {
     MINSUM: ("perturbation", "gamma_init", "tol"),
     IPM: ("epsilon",),
 }
-
-
-def flip_label(labels, num_classes: int) -> np.ndarray:
-    """y' = (y + 1) mod C (FedCAP Sec. VI-A3, LF), for integer labels of any shape, same dtype back.
-
-    Works on class labels ``(N,)`` and on per-pixel class masks ``(N, H, W)``; with C = 2 it
-    inverts a binary mask. Raises ValueError for C < 2, non-integer labels or labels outside [0, C).
-    """
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
-        raise ValueError(
-            f"num_classes must be an integer >= 2 (flipping needs another class to flip to), got {num_classes!r}"
-        )
-    arr = np.asarray(labels)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(
-            f"labels must be integer class indices, got dtype {arr.dtype}; cast them (e.g. mask.astype(np.int64)) first"
-        )
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= num_classes):
-        raise ValueError(
-            f"labels must lie in [0, {num_classes}), got values from {int(arr.min())} to {int(arr.max())}; "
-            "check num_classes"
-        )
-    return ((arr.astype(np.int64) + 1) % int(num_classes)).astype(arr.dtype)
 
 
 def sign_flip(update) -> np.ndarray:
@@ -198,34 +168,30 @@ def ipm(benign_mean, epsilon: float) -> np.ndarray:
     return -_positive("epsilon", epsilon, "FedCAP uses epsilon = N participants") * _update("benign_mean", benign_mean)
 
 
-def craft_update(kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params) -> np.ndarray:
-    """The update an attacker sends for attack ``kind``, with FedCAP's defaults.
+def crafted_update(
+    kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params
+) -> tuple[np.ndarray, dict]:
+    """(the update an attacker sends for attack ``kind``, with FedCAP's defaults; the attack's
+    settings in force, what a run records of each crafted round).
 
     ``kind`` is one of sf, mr, lie, minmax, minsum, ipm, or lf: label flipping acts on the
-    training data (:func:`flip_label`), so its update is the one trained on flipped labels and is
-    returned unchanged. ``known_updates`` (see the module docstring on knowledge) is needed by lie,
-    minmax, minsum and ipm and ignored by the others. ``params`` per kind (defaults in brackets):
+    training data (:func:`lightyear.training.trainer.flip_targets`), so its update is the one
+    trained on flipped labels and is returned unchanged. ``known_updates`` (see the module
+    docstring on knowledge) is needed by lie, minmax, minsum and ipm and ignored by the others.
+    ``params`` per kind (defaults in brackets):
     mr ``scale`` [n_participants]; lie ``z`` [lie_z_max(n_participants, n_attackers)], ``ddof`` [1];
     minmax / minsum ``perturbation`` ["std"], ``gamma_init`` [10], ``tol`` [1e-5];
     ipm ``epsilon`` [n_participants], applied to the mean of ``known_updates`` (benign ones only
     under full knowledge; see the module docstring).
     Raises ValueError for an unknown kind or parameter, or values of the wrong type or range.
-    """
-    return crafted_update(kind, own_update, known_updates, n_participants, n_attackers, **params)[0]
-
-
-def crafted_update(
-    kind: str, own_update, known_updates, n_participants: int, n_attackers: int, **params
-) -> tuple[np.ndarray, dict]:
-    """(:func:`craft_update`'s update, the attack's settings in force): what a run records of
-    each crafted round. The settings are mr ``scale``, lie ``z`` and ``ddof``, ipm ``epsilon``,
-    minmax / minsum the ``gamma`` the search found; {} for lf and sf."""
+    The settings are mr ``scale``, lie ``z`` and ``ddof``, ipm ``epsilon``, minmax / minsum the
+    ``gamma`` the search found; {} for lf and sf."""
     if kind == ADAPTIVE:
         raise ValueError(
             "the adaptive attack needs an acceptance test, not a fixed rule; use lightyear.algorithms.attacks.adaptive"
         )
     if kind not in CRAFT_PARAMS:
-        raise ValueError(f"unknown attack {kind!r}; craft_update handles {', '.join(CRAFT_PARAMS)}")
+        raise ValueError(f"unknown attack {kind!r}; crafted_update handles {', '.join(CRAFT_PARAMS)}")
     unknown = sorted(set(params) - set(CRAFT_PARAMS[kind]))
     if unknown:
         raise ValueError(

@@ -53,9 +53,6 @@ class AgreementScore:
     ece: float
     third: float
 
-    def as_dict(self) -> dict:
-        return {"score": self.score, "perf": self.performance, "ece": self.ece, "third": self.third}
-
 
 def summarize_predictions(
     probs: np.ndarray,

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lightyear.algorithms.aggregation import Weights, is_float
+from lightyear.algorithms.aggregation import Weights
+from lightyear.algorithms.vectors import is_float_entry
 from lightyear.checks import number_in
 
 
@@ -45,7 +46,7 @@ def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float,
         return out
     step = gamma**t
     for key, mine in own.items():
-        if not is_float(mine):
+        if not is_float_entry(mine):
             continue
         acc = np.zeros(np.shape(mine), dtype=np.float64)
         for peer in selected:

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from lightyear.algorithms.aggregation import Weights, is_float
+from lightyear.algorithms.aggregation import Weights
+from lightyear.algorithms.vectors import is_float_entry
 
 
 class FlatModels:
@@ -20,7 +21,7 @@ class FlatModels:
 
     def __init__(self, own: Weights, models: Mapping[str, Weights]):
         self.own, self.models = own, models
-        self.keys = [k for k, v in own.items() if is_float(v)]
+        self.keys = [k for k, v in own.items() if is_float_entry(v)]
         self.dtype = np.result_type(*[np.asarray(own[k]).dtype for k in self.keys]) if self.keys else np.float64
         self.base = self.flat(own)
         sizes = [np.asarray(own[k]).size for k in self.keys]

@@ -53,9 +53,6 @@ class ClipRecord:
     clipped: bool
     scale: float
 
-    def to_dict(self) -> dict:
-        return {"distance": self.distance, "removed": self.removed, "clipped": self.clipped, "scale": self.scale}
-
 
 class ScclipResult(NamedTuple):
     """The new model, the radius tau used, and a ClipRecord per neighbour (by name)."""

@@ -82,8 +82,7 @@ class AfaReputation:
     """Per-site Beta(alpha, beta) reputation counts and the set of blocked sites.
 
     A site seen for the first time starts at the prior (alpha0, beta0). Keep one instance for
-    the whole run; save it with :meth:`to_dict` (JSON-serialisable) and restore it with
-    :meth:`from_dict`, so that reputations and blocks survive across rounds and restarts.
+    the whole run; :meth:`to_dict` gives it as JSON (the rule's ``aggregator_state.json``).
     """
 
     alpha0: float = PRIOR
@@ -129,17 +128,6 @@ class AfaReputation:
             "beta": {k: float(self.beta[k]) for k in sorted(self.beta)},
             "blocked": sorted(self.blocked),
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> AfaReputation:
-        """Rebuild a reputation from :meth:`to_dict`'s output."""
-        return cls(
-            alpha0=data["alpha0"],
-            beta0=data["beta0"],
-            alpha={str(k): float(v) for k, v in data["alpha"].items()},
-            beta={str(k): float(v) for k, v in data["beta"].items()},
-            blocked={str(s) for s in data["blocked"]},
-        )
 
 
 @dataclass

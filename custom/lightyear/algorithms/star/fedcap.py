@@ -11,8 +11,9 @@ template). One round t, on the server:
    p'_ki = (1 - phi) * softmax_i(alpha * p_ki) over the others, and p'_kk = phi (Eq. 5 and the
    text after it). The global model is then updated from the pool, w^t = sum_i |D_i| w~_i /
    sum_i |D_i| (Eq. 6): the reference for this round's calibration.
-2. The sites train (below) and return w_k^t, or d_k^t = w_k^t - w^_k^t; :func:`fedcap_recover`
-   turns d into w~_k = w^_k + d_k (Sec. V-C, Recovery).
+2. The sites train (below) and return w_k^t, or d_k^t = w_k^t - w^_k^t, which the star
+   controller turns into w~_k = w^_k + d_k by adding the model it sent (Sec. V-C, Recovery;
+   :class:`lightyear.star.controller.StarController`).
 3. :func:`fedcap_calibrate_and_detect` (Sec. V-C, Alg. 1 lines 18-19): d~_k = w~_k - w^t
    (Calibration); a site whose ||d~_k||_2 exceeds T_norm is removed **permanently**
    (Detection); the kept sites' w~ and d~ become the pools for round t + 1.
@@ -49,7 +50,6 @@ from lightyear.algorithms.vectors import check_finite, cosine_similarity, stack
 ALPHA = 10.0
 PHI = 0.1
 T_NORM = 10.0
-POOLS = ("recovered", "calibrated", "customized")
 
 
 def _number(value) -> bool:
@@ -117,12 +117,8 @@ class FedCapState:
     global_vector: w^t, the calibration reference (w^0 before the first round);
     recovered / calibrated: the pools {w~_i} and {d~_i} of the last round's kept sites;
     num_samples: |D_i| of those sites (Eq. 6); customized: the w^_k sent this round, kept
-    until detection for :func:`fedcap_recover`; removed: site -> round it was removed in
-    (permanent); norms: site -> its last ||d~||_2; round: rounds completed.
-
-    Saving: ``json.dump(state.to_dict(), f)`` for the scalars and ``np.savez(path,
-    **state.arrays())`` for the vectors; ``FedCapState.from_dict(json.load(f),
-    dict(np.load(path)))`` restores it.
+    until detection; removed: site -> round it was removed in (permanent); norms: site -> its
+    last ||d~||_2; round: rounds completed.
     """
 
     global_vector: np.ndarray
@@ -138,7 +134,7 @@ class FedCapState:
         self.global_vector = check_finite("global_vector", self.global_vector).ravel().copy()
 
     def to_dict(self) -> dict:
-        """The JSON-serialisable part (the vectors are in :meth:`arrays`)."""
+        """The JSON-serialisable part (the vectors are left out)."""
         return {
             "round": int(self.round),
             "removed": {s: int(self.removed[s]) for s in sorted(self.removed)},
@@ -147,32 +143,6 @@ class FedCapState:
             "pool": sorted(self.recovered),
             "customized": sorted(self.customized),
         }
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every vector under a flat name: "global", "recovered/<site>", "calibrated/<site>", "customized/<site>"."""
-        out = {"global": self.global_vector}
-        for pool in POOLS:
-            out.update({f"{pool}/{s}": v for s, v in getattr(self, pool).items()})
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping, arrays: Mapping[str, np.ndarray]) -> FedCapState:
-        """Rebuild the state from :meth:`to_dict` and :meth:`arrays` output."""
-        pools: dict[str, dict[str, np.ndarray]] = {p: {} for p in POOLS}
-        for key, value in arrays.items():
-            if key != "global":
-                pool, site = key.split("/", 1)
-                pools[pool][site] = np.asarray(value, dtype=np.float64)
-        if sorted(pools["recovered"]) != list(data["pool"]) or sorted(pools["calibrated"]) != list(data["pool"]):
-            raise ValueError(f"the saved arrays do not hold the pool of sites {data['pool']}")
-        return cls(
-            global_vector=arrays["global"],
-            num_samples={s: float(n) for s, n in data["num_samples"].items()},
-            removed={s: int(r) for s, r in data["removed"].items()},
-            norms={s: float(n) for s, n in data["norms"].items()},
-            round=int(data["round"]),
-            **pools,
-        )
 
 
 @dataclass
@@ -229,16 +199,6 @@ def fedcap_customize(
     for s in active:
         out.setdefault(s, state.global_vector.copy())
     state.customized = {s: v.copy() for s, v in out.items()}
-    return out
-
-
-def fedcap_recover(state: FedCapState, updates: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """w~_k = w^_k + d_k for sites that returned updates d_k (Sec. V-C, Recovery)."""
-    out = {}
-    for s, d in updates.items():
-        if s not in state.customized:
-            raise ValueError(f"site {s!r} was sent no customised model this round; nothing to recover from")
-        out[s] = state.customized[s] + check_finite(f"updates[{s!r}]", d).ravel()
     return out
 
 

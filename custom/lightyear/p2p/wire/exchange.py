@@ -29,8 +29,8 @@ supersedes the previous one (its retries stop), so at most one outgoing model is
 The sender's name is the identity FLARE puts in the message's peer properties. FLARE 2.9
 passes aux handlers only those properties, which the sending site's own FLARE code sets: the
 server relay authenticates the sending client (mTLS and its token in a provisioned deployment),
-but a site running modified FLARE code could claim another site's name to its peers. See the
-README's section on reliability.
+but a site running modified FLARE code could claim another site's name to its peers. See
+docs/reliability.md, "Identity".
 """
 
 from __future__ import annotations

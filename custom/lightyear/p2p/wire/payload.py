@@ -12,7 +12,7 @@ Three encodings, chosen per job with ``transfer_dtype`` (every site of a job use
 ``float16_delta``
     the difference between the model and the seeded initial model, in float16. Every site
     builds that initial model identically from the job's seed
-    (:meth:`lightyear.training.site_runtime.SiteRuntime.fresh_weights`), so a receiver rebuilds the
+    (:meth:`lightyear.training.site_runtime.SiteRuntime.fresh_model`), so a receiver rebuilds the
     model as ``initial + delta`` from nothing but its own job settings: no state kept between
     rounds that could be lost or poisoned. Half the bytes of ``float32``, and the rounding error
     scales with ``|model - initial|`` instead of ``|model|``. An entry whose difference exceeds
@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from lightyear.algorithms.model_check import model_problems
+from lightyear.algorithms.vectors import is_float_entry
 
 FLOAT32, FLOAT16, FLOAT16_DELTA = "float32", "float16", "float16_delta"
 TRANSFER_DTYPES = (FLOAT32, FLOAT16, FLOAT16_DELTA)
@@ -101,10 +102,6 @@ def fingerprint(weights: Mapping[str, np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _is_float(arr: np.ndarray) -> bool:
-    return np.issubdtype(arr.dtype, np.floating)
-
-
 def _shown(value: Any) -> str:
     return repr(value)[:60] if isinstance(value, str) else type(value).__name__
 
@@ -131,11 +128,11 @@ class PayloadCodec:
         if self.transfer_dtype == FLOAT32:
             return dict(weights)
         if self.transfer_dtype == FLOAT16:
-            return {k: (v.astype(np.float16) if _is_float(v) else v) for k, v in weights.items()}
+            return {k: (v.astype(np.float16) if is_float_entry(v) else v) for k, v in weights.items()}
         out = {}
         for key, value in weights.items():
             value = np.asarray(value)
-            if not _is_float(value):
+            if not is_float_entry(value):
                 out[key] = value
                 continue
             diff = value - self.base[key]
@@ -177,7 +174,7 @@ class PayloadCodec:
         model = {}
         for key, ref in reference.items():
             value = np.asarray(payload[key])
-            if not _is_float(np.asarray(ref)):
+            if not is_float_entry(np.asarray(ref)):
                 model[key] = value
                 continue
             with np.errstate(over="ignore", invalid="ignore"):

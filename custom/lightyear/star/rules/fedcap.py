@@ -21,12 +21,10 @@ parameters, so it depends on the network's size and the training settings).
 
 State kept across rounds (removed sites, pools, norms) is in :meth:`state`
 (``aggregator_state.json``) and :meth:`state_arrays` (``aggregator_state.npz``: w^t and the
-recovered pool; the calibrated pool is recovered - w^t); :func:`load_state` rebuilds it.
+recovered pool; the calibrated pool is recovered - w^t).
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -46,17 +44,6 @@ from lightyear.algorithms.star.fedcap import (
 from lightyear.algorithms.vectors import flatten, unflatten
 from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator
-
-
-def load_state(saved: Mapping, arrays: Mapping[str, np.ndarray]) -> FedCapState:
-    """The FedCapState from ``aggregator_state.json``'s ``fedcap`` entry and ``aggregator_state.npz``."""
-    full = {"global": np.asarray(arrays["global"], dtype=np.float64)}
-    for key, value in arrays.items():
-        if key.startswith("recovered/"):
-            recovered = np.asarray(value, dtype=np.float64)
-            full[key] = recovered
-            full["calibrated/" + key.split("/", 1)[1]] = recovered - full["global"]
-    return FedCapState.from_dict(saved, full)
 
 
 def _compact(vector: np.ndarray) -> np.ndarray:
@@ -158,4 +145,4 @@ METHOD = Method(
     ),
     adaptive=FedCapAggregator.ADAPTIVE,
 )
-"""FedCAP; on digits T_norm is 20 (a benign calibrated update measured 8.6-13.9 there, docs/methods.md)."""
+"""FedCAP; on digits T_norm is 20, above the benign calibrated updates' norms there (docs/methods.md, FedCAP)."""

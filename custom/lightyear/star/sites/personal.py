@@ -90,7 +90,6 @@ class PersonalExecutor(StarExecutor):
         self.evaluate_received = boolean("evaluate_received", evaluate_received)
         super().__init__(**kwargs)
         self.personal = None
-        self.personal_round = -1
 
     def runtime_ready(self, fl_ctx) -> None:
         rt = self.runtime
@@ -98,7 +97,6 @@ class PersonalExecutor(StarExecutor):
         saved = load_personal(self.run_dir)
         if saved is not None:
             set_weights(self.personal, saved[0])
-            self.personal_round = saved[1]
             self.log_info(fl_ctx, f"continuing with the personal model saved after round {saved[1]}")
 
     def evaluate_round(self, task: StarTask) -> tuple[dict, dict, dict]:
@@ -122,5 +120,4 @@ class PersonalExecutor(StarExecutor):
         )
         stats = rt.train(task.round_num, **options)
         save_personal(self.run_dir, get_weights(self.personal), task.round_num)
-        self.personal_round = task.round_num
         return {**stats, "personal_train_loss": personal["train_loss"]}

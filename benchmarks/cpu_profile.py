@@ -1,6 +1,8 @@
 """Where one FLARE process's CPU time goes: a sampling profiler by phase and by thread (Linux).
 
-:class:`CPUProfile` is a FLARE component for a job's client (and server) configuration. From
+:class:`CPUProfile` is a FLARE component for a job's client (and server) configuration, outside the
+package: ``benchmarks/site_profile.py``, its one user, puts this folder on the simulator's
+``PYTHONPATH`` and admits ``cpu_profile.`` in the workspace's component policy. From
 ``START_RUN`` to ``END_RUN`` a thread of its own wakes every ``interval`` seconds and reads, for
 every Python thread of the process, the kernel's per-thread scheduler figures
 (``/proc/self/task/<tid>/schedstat``: nanoseconds on a CPU and nanoseconds runnable but waiting for
@@ -19,9 +21,8 @@ at most. ``benchmarks/site_profile.py`` adds this component to a star and a
 peer-to-peer job and prints the figures side by side.
 
 A sample reads every thread's clock and walks the stacks of those that ran, holding the GIL
-meanwhile: its cost grows with the threads alive (about 0.35 ms with 150 threads, more in a
-peer-to-peer site's 300) and shows as the phase ``profiler``; on the 2-core digits benchmark at
-50 ms it was 9 % of a star site's CPU and 18 % of a peer-to-peer site's, so compare phases, not
+meanwhile: its cost grows with the threads alive and shows as the phase ``profiler`` (its share
+of a site's CPU is in docs/results.md, "Training compute per topology"), so compare phases, not
 totals, and lengthen ``interval`` for less. A phase's figure is the CPU a thread used between two
 samples, credited to what it was doing at the second: short bursts are credited to a neighbour
 phase at times, long phases (training, scoring) are exact to a sample. A thread's CPU before the
@@ -48,7 +49,7 @@ PHASES = (
     ("slot_wait", "lightyear/training/compute_slots.py", "_acquire"),
     ("aggregate", "lightyear/algorithms/p2p/validated_update.py", None),
     ("aggregate", "lightyear/algorithms/p2p/decayed_update.py", None),
-    ("score", "lightyear/training/site_runtime.py", "summarize"),
+    ("score", "lightyear/training/site_runtime.py", "assess"),
     ("train", "lightyear/training/trainer.py", "train"),
     ("eval", "lightyear/training/trainer.py", "predict"),
     ("setup", "lightyear/training/site_runtime.py", "__init__"),
@@ -64,7 +65,8 @@ PHASES = (
     ("lightyear_other", "lightyear/", None),
 )
 """(phase, path fragment, function or None for any): a stack's phase is that of the first rule that
-one of its frames matches; a stack that matches none is ``other``."""
+one of its frames matches; a stack that matches none is ``other``. The fragments name the package's
+files: a renamed file or function needs its rule renamed here."""
 _DIGITS = re.compile(r"\d+")
 
 

@@ -1,16 +1,22 @@
-"""The CPU profile of a FLARE process: phases from stacks, thread groups, per-thread clocks, the report."""
+"""The CPU profile of a FLARE process (benchmarks/cpu_profile.py): phases from stacks, thread groups,
+per-thread clocks, the report."""
 
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from nvflare.apis.event_type import EventType
 
-from lightyear.flare.cpu_profile import PROFILE_FILE, CPUProfile, Sampler, ThreadClock, phase_of, thread_group
-
 from flare_fakes import FakeWorkspace, context
+from repo import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # as for benchmarks/site_profile.py, its one user
+from cpu_profile import PROFILE_FILE, CPUProfile, Sampler, ThreadClock, phase_of, thread_group  # noqa: E402
 
 
 def functions(path: str, source: str) -> dict:
@@ -116,7 +122,7 @@ def test_the_profiler_thread_counts_as_profiler_and_the_report_holds_the_process
     sampler.stop()
     report = sampler.report()
     assert not sampler._thread.is_alive() and sampler.clocks == {}  # every clock closed at the end
-    # this test's stack matches no rule but the catch-all one of the toolkit's modules, in stop()
+    # this test's stack matches no rule (or, in a checkout named lightyear, the catch-all one)
     assert "profiler" in report["phases"] and set(report["phases"]) <= {"profiler", "other", "lightyear_other"}
     assert report["user_s"] + report["system_s"] >= 0.09 and report["wall_s"] >= 0.2
     assert report["peak_rss_MiB"] >= report["rss_anon_MiB"] > 0 and report["interval_s"] == 0.01
@@ -148,3 +154,44 @@ def test_the_component_profiles_from_start_to_end_of_the_run_and_writes_its_file
     assert written["identity"] == "site-2" and written["interval_s"] == 0.01
     assert {"phases", "thread_groups", "user_s", "system_s", "minor_faults", "max_threads"} <= set(written)
     assert profile.run_dir == ""
+
+
+class Workspace:
+    def __init__(self, resources: str):
+        self.resources = resources
+
+    def get_resources_file_path(self):
+        return self.resources
+
+
+def test_site_profiles_simulator_admits_and_imports_the_profiler_from_outside_the_package(tmp_path):
+    """What benchmarks/site_profile.py gives the simulator: a workspace policy that admits the profiler's
+    class path (FLARE refuses any other, star_vs_p2p.run_job), and a PYTHONPATH on which it imports."""
+    import site_profile
+    from nvflare.apis.fl_exception import UnsafeComponentError
+    from nvflare.app_common.widgets.component_path_authorizer import ComponentPathAuthorizer
+
+    from lightyear.flare.component_policy import allow_package
+
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "resources.json").write_text((Path(ROOT) / "workspace" / "local" / "resources.json").read_text())
+    component = {"id": "cpu_profile", "path": site_profile.COMPONENT, "args": {}}
+    authorizer = ComponentPathAuthorizer()
+    with pytest.raises(UnsafeComponentError, match="not in allow_list"):
+        authorizer.authorize_component_config(component, workspace=Workspace(str(local / "resources.json")))
+    allow_package(str(local), site_profile.ALLOW)  # what run_job does with allow=ALLOW
+    authorizer.authorize_component_config(component, workspace=Workspace(str(local / "resources.json")))
+
+    module, name = site_profile.COMPONENT.rsplit(".", 1)
+    env = {**os.environ, "PYTHONPATH": site_profile.simulator_pythonpath(os.path.join(ROOT, "custom"))}
+    found = subprocess.run(
+        [sys.executable, "-c", f"import {module}; print({module}.{name}.__module__, {module}.PROFILE_FILE)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == ["cpu_profile", site_profile.PROFILE_FILE]
