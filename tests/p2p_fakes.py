@@ -10,6 +10,8 @@ from nvflare.apis.signal import Signal
 from lightyear.flare import constants as C
 from lightyear.p2p.attack.attacker import PeerAttacker
 from lightyear.p2p.methods.p2p_fedavg import P2PFedAvgExecutor
+from lightyear.p2p.site.checkpoint import load_site_checkpoint
+from lightyear.p2p.site.resume import find_checkpoint
 from lightyear.p2p.site.sampling import RoundSampling
 from lightyear.p2p.site.sending import SendingRun
 from lightyear.p2p.wire.exchange import PeerExchange
@@ -177,3 +179,12 @@ def run_round(ex, round_num=0):
     engine = SiteEngine("/tmp")
     row = ex._round(round_num, context(engine, ex.site), Signal())
     return row, engine
+
+
+def starting_checkpoint(run_dir, meta, site, resume_from, reference=None, max_abs=None):
+    """(the checkpoint a site starting its run continues from, its folder); (None, "") for round 0: what
+    the executor's start does (find it, then read it whole and check it against ``reference``)."""
+    found, folder, fix = find_checkpoint(run_dir, meta, site, resume_from)
+    if found is None:
+        return None, ""
+    return load_site_checkpoint(folder, reference, max_abs, rounds=meta["rounds"], fix=fix), folder

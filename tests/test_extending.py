@@ -216,9 +216,11 @@ def test_jobs_and_sweeps_use_the_plugin_and_refuse_its_bad_settings(plugin, tmp_
         bad = run(plugin, str(BIN / "lightyear-jobs"), *star, *args, "--out", str(jobs / "bad"), check=False)
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
     p2p = ["--method", "median", "--dataset", "blobs", "--attack", "noise", "--attackers", "1", "--out", str(jobs)]
-    bad = run(plugin, str(BIN / "lightyear-jobs"), *p2p, check=False)
-    assert bad.returncode == 2 and "attack noise draws at random (needs_rng)" in bad.stderr, bad.stderr
-    assert not (jobs / "bad").exists() and not (jobs / "median_blobs_noise1").exists()
+    run(plugin, str(BIN / "lightyear-jobs"), *p2p, "--seed", "5")
+    faulty = json.loads((jobs / "median_blobs_noise1" / "app_faulty" / "config" / "config_fed_client.json").read_text())
+    attacker = next(c for c in faulty["components"] if c["id"] == "attack")["args"]
+    assert (attacker["kind"], attacker["seed"]) == ("noise", 5)  # the attacker draws from the job's seed
+    assert not (jobs / "bad").exists()
     bad = run(
         plugin,
         str(BIN / "lightyear-jobs"),
@@ -241,7 +243,7 @@ def test_jobs_and_sweeps_use_the_plugin_and_refuse_its_bad_settings(plugin, tmp_
     listed = run(plugin, str(BIN / "lightyear-sweep"), str(spec), "--out", str(tmp_path / "sweep"), "--dry-run").stdout
     todo = set(re.findall(r"todo +(\S+)", listed))
     assert {"median_blobs_clean_s0", "median_blobs_zero1_s0", "trimmed_mean_blobs_zero1_s0"} <= todo
-    assert "trimmed_mean_blobs_noise1_s0" in todo and "median_blobs_noise1_s0" not in todo  # drawn in star jobs only
+    assert {"trimmed_mean_blobs_noise1_s0", "median_blobs_noise1_s0"} <= todo
     local = tmp_path / "site-1" / "local"
     local.mkdir(parents=True)
     run(plugin, str(BIN / "lightyear-allow"), str(local))

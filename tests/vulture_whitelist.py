@@ -17,10 +17,12 @@ from lightyear.algorithms.p2p.defta_trust import TrustDecision
 from lightyear.experiments import results
 from lightyear.flare import analytics, malfunction_filter
 from lightyear.jobs.flare_job import GeneratedJobConfig, GeneratedRecipe
-from lightyear.p2p import controller as p2p_controller
+from lightyear.p2p.attack.attacker import PeerAttacker
 from lightyear.p2p.methods import balance, defta, p2p_fedavg, scclip
 from lightyear.p2p.methods import lightyear as lightyear_method
-from lightyear.p2p.site import buffer, delivery, latest_models, payload, resume
+from lightyear.p2p.server import controller as p2p_controller
+from lightyear.p2p.site import result_watch
+from lightyear.p2p.wire import buffer, latest_models
 from lightyear.records import summary_main
 from lightyear.star import controller as star_controller
 from lightyear.star import swarm
@@ -45,6 +47,7 @@ for controller in (star_controller.StarController, p2p_controller.P2PController)
 _.client_task_id
 balance.BalanceExecutor, defta.DeftaExecutor, p2p_fedavg.P2PFedAvgExecutor, scclip.ScclipExecutor
 fedprox.FedProxExecutor, personal.PersonalExecutor
+PeerAttacker  # an attacking site's component (lightyear.jobs.attacks.PEER_ATTACKER)
 analytics.RoundBoard
 malfunction_filter.MalfunctionFilter.process  # a FLARE Filter: FLARE calls process
 swarm.SeededModelPersistor.load_model, swarm.SeededModelPersistor.save_model  # a FLARE ModelPersistor
@@ -52,7 +55,7 @@ cpu_profile.CPUProfile  # added to a job's configuration by benchmarks/site_prof
 
 # The methods' declarations, which lightyear.jobs.registry loads by name from its BUILTIN strings
 # ("module:METHOD"); one entry covers every module's METHOD.
-lightyear_method.METHOD, lightyear_method.PAPER_METHOD, lightyear_method.LOCAL_METHOD
+lightyear_method.METHOD
 
 # FLARE's Job API calls these overrides (nvflare/job_config/fed_job_config.py, nvflare/recipe/spec.py).
 GeneratedJobConfig.generate_job_config, GeneratedRecipe.process_env
@@ -72,9 +75,7 @@ logging.makeLogRecord({}).levelname
 # A field of DeFTA's trust decision (Algorithm 3's score changes), returned whole; read by its tests.
 TrustDecision(False, False, 0.0).score_changes
 
-# Dead: only tests use these. They are in p2p/site, which the dead-code cleanup (branch 47-dead) left to
-# its owners: remove each with its tests, and its entry here.
+# The tests' view of what a site holds: the memory bounds a peer's messages cannot grow past, and
+# whether the result watch is armed.
 buffer.PeerModelBuffer.models_held, latest_models.LatestModelStore.models_held
-delivery.DeliveryWatch.armed
-payload.FLOAT16_MAX
-resume.starting_checkpoint
+result_watch.DeliveryWatch.armed

@@ -34,9 +34,6 @@ the components themselves are not built here), and what only a job knows:
   attacker needs a benign in-neighbour in the job's topology (``topology: none`` sends nothing and
   is not checked). With ``sample_neighbours`` a round's sample may still hold none; the attacker
   then knows only the attackers' updates that round.
-* an attack that draws at random (its declaration's ``needs_rng``, a plugin's) only in a star job:
-  the server's adversary gives it a generator seeded from the job's seed, the round and the
-  attacker; the peer-to-peer attacker passes none (:func:`draws_unseeded`).
 * ``lf`` needs ``num_classes`` >= 2. Every dataset takes it: both losses (cross_entropy,
   weighted_focal) train on class indices, per pixel for the segmentation masks, where the flip of a
   binary mask (shapes, ultrasound, xray) is its inversion.
@@ -85,16 +82,6 @@ def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
             f"choose --method {', '.join(adaptive_methods())}, or another --attack"
         )
     return declared.check(spec, method)
-
-
-def draws_unseeded(attack: str, topology: str) -> str:
-    """Why ``attack`` cannot run in a job of ``topology``, where it would draw unseeded; "" when it can."""
-    if topology == "p2p" and attack in catalogue.names() and catalogue.attack(attack).needs_rng:
-        return (
-            f"attack {attack} draws at random (needs_rng), and only the star topology's adversary gives it a "
-            "generator seeded from the job's seed, the round and the attacker: run it against a star method"
-        )
-    return ""
 
 
 def uses_knowledge() -> tuple[str, ...]:
@@ -183,8 +170,6 @@ def attack_spec(
             int_in("num_classes", settings.get("num_classes"), 2, note=note)
     if attack in REPARAMETRISATIONS:
         check_reparametrisation(spec, topology, settings)
-    if names and draws_unseeded(attack, topology):
-        raise SettingError(draws_unseeded(attack, topology))
     if names:
         try:  # what the attack cannot run against this method, in the words the components would use
             check_adaptive(spec, method)
@@ -315,8 +300,6 @@ def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
         return f"the adaptive attack adapts only to {', '.join(adaptive_methods())}, not {method}"
     if knowledge == FULL and attack not in uses_knowledge():
         return f"full knowledge changes nothing for {attack}"
-    if method in registry.methods() and draws_unseeded(attack, registry.method(method).topology):
-        return draws_unseeded(attack, registry.method(method).topology)
     try:
         check_adaptive(AttackSpec(attack, knowledge, tuple(f"attacker-{i}" for i in range(attackers))), method)
     except ValueError as exc:

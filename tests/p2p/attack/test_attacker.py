@@ -261,3 +261,23 @@ def test_under_full_knowledge_each_benign_receiver_gets_a_transform_of_its_own_m
         and row["attack_known"] == 2
     )
     assert row["selected"] == ["site-1", "site-2"]  # what it read was left for its own aggregation
+
+
+# ---------------------------------------------------------------------------- an attack that draws
+def test_a_peer_attack_that_draws_gets_a_generator_from_the_jobs_seed_the_round_and_the_attacker(monkeypatch):
+    from lightyear.algorithms.attacks import catalogue
+    from lightyear.algorithms.attacks.declaration import Attack, attack_rng
+
+    def craft(own_update, known, n, m, rng):
+        return own_update + rng.normal(size=own_update.shape), {}
+
+    table = {**catalogue.attacks(), "noisy": Attack("noisy", "noisy", craft=craft, needs_rng=True)}
+    monkeypatch.setattr(catalogue, "attacks", lambda: table)
+    monkeypatch.setattr(catalogue, "names", lambda: list(table))
+    ex = attacking(site4(), "noisy", attackers=("site-4",))
+    for peer in ("site-1", "site-2", "site-3"):
+        deliver(ex, peer, 2, 1.0)
+    row, engine = run_round(ex, round_num=2)
+    drawn = attack_rng(0, 2, 0).normal(size=4)  # seed 0, round 2, the first attacker
+    honest = np.full(4, 0.9, dtype=np.float64)
+    np.testing.assert_allclose(sent(engine)[0][1][C.KEY_WEIGHTS]["w"], 1.0 + (honest - 1.0) + drawn, rtol=1e-6)

@@ -16,7 +16,9 @@ from lightyear.p2p.site.checkpoint import (
     load_site_checkpoint,
     save_site_checkpoint,
 )
-from lightyear.p2p.site.resume import find_checkpoint, restore_state, starting_checkpoint
+from lightyear.p2p.site.resume import find_checkpoint, restore_state
+
+from p2p_fakes import starting_checkpoint
 
 REFERENCE = {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3, np.float32), "n": np.array(0, np.int64)}
 META = {"rounds": 6, "seed": 0}

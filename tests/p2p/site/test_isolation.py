@@ -19,9 +19,10 @@ from lightyear.p2p.site import result_watch as delivery
 from lightyear.p2p.site.checkpoint import load_site_checkpoint
 from lightyear.p2p.site.isolation import IsolationWatch, check_max_isolated_rounds
 from lightyear.p2p.site.result_watch import DeliveryWatch, delivery_grace
-from lightyear.p2p.site.resume import check_resume_from, starting_checkpoint
+from lightyear.p2p.site.resume import check_resume_from
 
 from flare_fakes import SiteEngine, context
+from p2p_fakes import starting_checkpoint
 
 TRAIN = {"local_epochs": 1, "batch_size": 64}
 FULL3 = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3": ["site-1", "site-2"]}

@@ -116,8 +116,8 @@ def crafted_update(
     if declared.needs_rng:
         if rng is None:
             raise ValueError(
-                f"attack {kind!r} draws at random and was given no generator: the peer-to-peer attacker passes "
-                "none yet, so its jobs are refused when generated"
+                f"attack {kind!r} draws at random and was given no generator: pass rng=attack_rng(seed, round, "
+                "attacker) (lightyear.algorithms.attacks.declaration)"
             )
         drawn[RNG] = rng
     crafted, settings = declared.craft(np.asarray(own_update, dtype=np.float64), known, n, m, **params, **drawn)

@@ -46,7 +46,9 @@ class PeerAttacker(FLComponent):
         params: the attack's parameters (``attack_<param>`` settings;
             :func:`~lightyear.algorithms.attacks.settings.params_of`).
         seed: the job seed: a reparametrisation draws its factors and permutations from it, the
-            attacker, the round and the receiver; no other attack draws at random.
+            attacker, the round and the receiver, and an attack that declares ``needs_rng`` (a
+            plugin's) from it, the attacker and the round
+            (:func:`~lightyear.algorithms.attacks.declaration.attack_rng`).
         """
         super().__init__()
         self.spec = AttackSpec(

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from lightyear.algorithms.attacks import catalogue
+from lightyear.algorithms.attacks.declaration import attack_rng
 from lightyear.algorithms.attacks.peer import attack_model, participants
 from lightyear.algorithms.attacks.reparametrise import DEFAULT_FACTOR, reparametrised
 from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec
@@ -165,14 +164,8 @@ class PeerAttack:
                 if shared is not None:  # without per_receiver: one draw of the honest model for all
                     out[receiver] = shared
                     continue
-            rng = np.random.default_rng(
-                [
-                    self.seed & 0xFFFFFFFF,
-                    inputs.round_num,
-                    spec.attackers.index(self.site),
-                    stream if per_receiver else 0,
-                ]
-            )
+            attacker = spec.attackers.index(self.site)
+            rng = attack_rng(self.seed, inputs.round_num, attacker, stream if per_receiver else 0)
             out[receiver], fields = reparametrised(
                 inputs.honest if base is None else base, self.groups, spec.kind, factor, rng
             )
@@ -195,6 +188,9 @@ class PeerAttack:
             n,
             m,
             spec.params,
+            rng=attack_rng(self.seed, inputs.round_num, spec.attackers.index(self.site))
+            if catalogue.attack(spec.kind).needs_rng
+            else None,
         )
         return unflatten(vector, honest, keys), fields
 

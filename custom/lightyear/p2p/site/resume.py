@@ -111,20 +111,6 @@ def find_checkpoint(
     return found, folder, fix
 
 
-def starting_checkpoint(
-    run_dir: str, meta: dict, site: str, resume_from: str | None, reference=None, max_abs: float | None = None
-) -> tuple[SiteCheckpoint | None, str]:
-    """(the checkpoint this site continues from, the folder it came from); (None, "") for round 0.
-
-    As :func:`find_checkpoint`, then the whole checkpoint is read and its weights checked against
-    ``reference`` (the site's freshly built model; None: not checked) and ``max_abs``.
-    """
-    found, folder, fix = find_checkpoint(run_dir, meta, site, resume_from)
-    if found is None:
-        return None, ""
-    return load_site_checkpoint(folder, reference, max_abs, rounds=meta["rounds"], fix=fix), folder
-
-
 class HoldsWeights(Protocol):
     """The site's model as a resume sets it (:class:`~lightyear.training.site_runtime.SiteRuntime`)."""
 

@@ -50,7 +50,6 @@ from lightyear.algorithms.vectors import is_float_entry
 FLOAT32, FLOAT16, FLOAT16_DELTA = "float32", "float16", "float16_delta"
 TRANSFER_DTYPES = (FLOAT32, FLOAT16, FLOAT16_DELTA)
 FULL_MODELS = (FLOAT32, FLOAT16)
-FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 def check_transfer_dtype(value) -> str:
