@@ -24,7 +24,7 @@ def test_the_methods_table_lists_every_method_with_its_topology():
     assert sorted(listed) == registry.builtin_names()
     for name, topology in listed.items():
         declared = registry.method(name)
-        no_exchange = declared.controller_fixed.get("topology") == "none"
+        no_exchange = declared.fixed.get("topology") == "none"
         assert topology == ("none" if no_exchange else TOPOLOGY_WORDS[declared.topology]), name
 
 

@@ -122,7 +122,7 @@ def test_every_flare_class_a_job_names_is_allowed_by_the_default_list_plus_ours(
 
     configs = os.path.join(ROOT, "app_configs")
     allowed = with_package({})[0]["class_allow_list"]
-    for method in generate.methods(configs):
+    for method in generate.methods():
         for malfunction, faulty in (("none", 0), ("sfa", 1)):
             _, files = generate.build_job(configs, method, "digits", malfunction, faulty)
             for name in (
@@ -169,7 +169,7 @@ def test_every_generated_component_flare_would_refuse_names_the_fix():
 
     configs = os.path.join(ROOT, "app_configs")
     default = component_policy.flare_default_allow_list()
-    for method in generate.methods(configs):
+    for method in generate.methods():
         _, files = generate.build_job(configs, method, "digits", "sfa", 1)
         refusable = [
             c for f in files.values() for c in _components(f) if not component_policy._covered(c["path"], default)

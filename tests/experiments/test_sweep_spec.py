@@ -89,7 +89,7 @@ def test_unset_drops_a_dict_settings_key_in_every_run_as_lightyear_jobs_does():
 
 def test_all_means_every_folder_of_app_configs():
     s = spec(methods="all", datasets="all", faulty=[0], malfunctions=None)
-    assert s.methods == generate.methods(CONFIGS) and s.datasets == generate.datasets(CONFIGS)
+    assert s.methods == generate.methods() and s.datasets == generate.datasets(CONFIGS)
     assert len(s.runs) == len(s.methods) * len(s.datasets) * 2
 
 
@@ -184,9 +184,9 @@ def test_shipped_sweeps_expand_and_do_not_confuse_the_generator():
     for name in os.listdir(folder):
         s = expand(read_spec(os.path.join(folder, name)), CONFIGS, name)
         assert s.runs
-    assert "sweeps" not in generate.methods(CONFIGS) and "sweeps" not in generate.datasets(CONFIGS)
+    assert "sweeps" not in generate.methods() and "sweeps" not in generate.datasets(CONFIGS)
     s = expand(read_spec(os.path.join(folder, "digits_dynamic.yaml")), CONFIGS, "digits_dynamic")
-    assert s.methods == generate.methods(CONFIGS) and s.faulty == [0, 1, 3, 5, 7]
+    assert s.methods == generate.methods() and s.faulty == [0, 1, 3, 5, 7]
     assert len(s.runs) == len(s.methods) * 5
 
 

@@ -206,12 +206,12 @@ def test_every_p2p_method_takes_a_topology_and_neighbour_sampling(method):
 @pytest.mark.parametrize("method", ["balance", "scclip", "defta"])
 def test_method_defaults_reach_the_executor(method):
     _, files = generate.build_job(CONFIGS, method, "digits")
-    from lightyear.jobs.settings import placeholders
+    from lightyear.jobs.settings import known_settings
 
-    _, template = generate.method_templates(registry.method(method))
+    templates = list(generate.method_templates(registry.method(method)))
     assert {
-        p for p in placeholders(template) if p.startswith(method + "_")
-    }  # every method here has settings of its own
+        s for s in known_settings(templates, False) if s.startswith(method + "_")
+    }  # every method here has settings of its own, named by its class's SETTING_NAMES
     args = files["app/config/config_fed_client.json"]["executors"][0]["executor"]["args"]
     site = build_component(files["app/config/config_fed_client.json"]["executors"][0]["executor"])
     for key, value in args.items():

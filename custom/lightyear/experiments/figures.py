@@ -42,7 +42,7 @@ KIND_TITLES = {
 
 
 FEATURED = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.5, "markersize": 9}
-"""The look of the toolkit's own method (``Method.featured``): black, a star, thicker."""
+"""The look of the toolkit's own method (``registry.FEATURED``): black, a star, thicker."""
 
 
 def method_styles(methods: list[str]) -> dict[str, dict]:

@@ -260,7 +260,7 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     if not NAME_PATTERN.fullmatch(name):
         raise SpecError(f"sweep name {name!r} must be letters, digits, '_', '-' or '.'")
     datasets = _choose(raw, "datasets", generate.datasets(configs), "app_configs/datasets")
-    methods = _choose(raw, "methods", generate.methods(configs), "app_configs")
+    methods = _choose(raw, "methods", generate.methods(), "app_configs")
     attacks, attackers, knowledge = _attack_axis(raw)
     faulty = sorted(_ints(raw, "faulty")) if raw.get("faulty") is not None or not attackers else []
     seeds = _ints(raw, "seeds", default=[generate.DEFAULT_SEED], maximum=generate.SEED_MAX)

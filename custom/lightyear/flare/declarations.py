@@ -2,11 +2,10 @@
 
 A method's module (a peer-to-peer executor in ``lightyear.p2p.methods``, a star rule in
 ``lightyear.star.rules``, or a plugin's module) declares everything the toolkit needs to know of
-it: its topology, the classes FLARE builds and which job settings reach their constructors, its
-settings per dataset task and dataset, how its records are read as detections, and which adaptive
-attack targets it. The job generator, the detection metrics, the attack checks and the reports
-read these declarations through the registry (:mod:`lightyear.jobs.registry`); no other module
-names a method.
+it: its topology, the classes FLARE builds, its settings per dataset task and dataset, how its
+records are read as detections, and which adaptive attack targets it. The job generator, the
+detection metrics, the attack checks and the reports read these declarations through the registry
+(:mod:`lightyear.jobs.registry`); no other module names a method.
 """
 
 from __future__ import annotations
@@ -39,44 +38,62 @@ class Detection:
     per_client: bool = False
 
 
+STAR_SITE = "lightyear.star.executor.StarExecutor"
+"""The site every star method runs unless it declares its own (named, not imported: a declaration
+that names no site of its own imports no PyTorch)."""
+
+
+def class_path(cls: type) -> str:
+    """The path a job configuration names a class by (``package.module.Class``)."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A method's own values of job settings, in three layers (:mod:`lightyear.jobs.settings`): for
+    all its jobs (``defaults``), per dataset task (``tasks``: ``{"segmentation": {...}}``) and per
+    dataset (``datasets``: ``{"digits": {...}}``)."""
+
+    defaults: Mapping[str, object] = field(default_factory=dict)
+    tasks: Mapping[str, Mapping] = field(default_factory=dict)
+    datasets: Mapping[str, Mapping] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Method:
     """One method, as the toolkit sees it.
+
+    Every constructor argument of its classes that the topology's templates do not set is a job
+    setting of the same name (or the name the class's ``SETTING_NAMES`` gives it), written into the
+    job when a layer or ``--set`` gives it (:func:`lightyear.jobs.settings.direct_arguments`): a
+    setting no layer gives is left out, so the constructor's default applies.
 
     Args:
         name: the name jobs and sweeps use (``lightyear-jobs --method NAME``).
         topology: ``p2p`` (the rounds run on the sites) or ``star`` (a server rule).
         description: one sentence, for listings.
-        site: the site executor's class path.
-        site_args: constructor argument -> job setting, beyond the topology's common ones (a
-            setting no layer gives is left out, so the constructor's default applies).
-        rule: star only, the server aggregator's class path; ``rule_args`` likewise.
-        fixed: site arguments with a value of their own (not a setting), e.g. an aggregation mode.
-        controller_fixed: controller arguments with a value of their own (e.g. ``topology: none``).
-        omit: arguments of the topology's templates this method does not take.
-        defaults, tasks, datasets: the method's settings: its own defaults, its values per
-            dataset task (``{"segmentation": {...}}``) and per dataset (``lightyear.jobs.settings``).
+        site: the site executor's class (star: None runs the star topology's own, :data:`STAR_SITE`).
+        rule: star only, the server aggregator's class.
+        settings: the method's own values of job settings (:class:`Settings`).
+        fixed: arguments with a value of the job's own, not settings: one the topology's templates set
+            is replaced there (``topology: none`` for the controller), any other goes to the site
+            executor (e.g. an aggregation mode).
+        omit: arguments of the topology's templates this method does not take (a layer's value of
+            them is not written; ``--set`` still reaches the component that takes it).
         detection: how its records are read as detections (None: it excludes no sender).
         adaptive: the declaration of the adaptive attack that targets it (None: none does).
-        featured: drawn first and in black in the reports' figures (the toolkit's own method).
     """
 
     name: str
     topology: str
     description: str
-    site: str
-    site_args: Mapping[str, str] = field(default_factory=dict)
-    rule: str | None = None
-    rule_args: Mapping[str, str] = field(default_factory=dict)
+    site: type | None = None
+    rule: type | None = None
+    settings: Settings = field(default_factory=Settings)
     fixed: Mapping[str, object] = field(default_factory=dict)
-    controller_fixed: Mapping[str, object] = field(default_factory=dict)
     omit: tuple[str, ...] = ()
-    defaults: Mapping[str, object] = field(default_factory=dict)
-    tasks: Mapping[str, Mapping] = field(default_factory=dict)
-    datasets: Mapping[str, Mapping] = field(default_factory=dict)
     detection: Detection | None = None
     adaptive: object | None = None
-    featured: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
@@ -87,23 +104,35 @@ class Method:
             raise ValueError(
                 f"method {self.name}: topology must be one of {', '.join(TOPOLOGIES)}, got {self.topology!r}"
             )
-        for label, path in (("site", self.site), ("rule", self.rule)):
-            if path is not None and (not isinstance(path, str) or "." not in path):
-                raise ValueError(
-                    f"method {self.name}: {label} must be a class path such as package.module.Class, got {path!r}"
-                )
+        for label, cls in (("site", self.site), ("rule", self.rule)):
+            if cls is not None and not isinstance(cls, type):
+                raise ValueError(f"method {self.name}: {label} must be a class (site=MyExecutor), got {cls!r}")
+        if self.topology == P2P and self.site is None:
+            raise ValueError(f"method {self.name}: a peer-to-peer method names its site executor (site=...)")
         if (self.topology == STAR) != (self.rule is not None):
             raise ValueError(
                 f"method {self.name}: a star method names its server rule (rule=...), a peer-to-peer one none"
             )
+        if not isinstance(self.settings, Settings):
+            raise ValueError(f"method {self.name}: settings must be a Settings")
         if self.detection is not None and not isinstance(self.detection, Detection):
             raise ValueError(f"method {self.name}: detection must be a Detection or None")
+
+    @property
+    def site_path(self) -> str:
+        """The site executor's class path, as the job configuration names it."""
+        return STAR_SITE if self.site is None else class_path(self.site)
+
+    @property
+    def rule_path(self) -> str | None:
+        """The server rule's class path (None for a peer-to-peer method)."""
+        return None if self.rule is None else class_path(self.rule)
 
     @property
     def layers(self) -> dict:
         """The method's settings in the form :func:`lightyear.jobs.settings.layered_settings` reads."""
         return {
-            "defaults": dict(self.defaults),
-            "tasks": {k: dict(v) for k, v in self.tasks.items()},
-            "datasets": {k: dict(v) for k, v in self.datasets.items()},
+            "defaults": dict(self.settings.defaults),
+            "tasks": {k: dict(v) for k, v in self.settings.tasks.items()},
+            "datasets": {k: dict(v) for k, v in self.settings.datasets.items()},
         }

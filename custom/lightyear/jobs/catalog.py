@@ -7,40 +7,59 @@ topology's shared templates with the method's classes and arguments put in).
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Mapping
 
 from lightyear import configs as config_folders
 from lightyear import data as data_registry
 from lightyear.flare.declarations import Method
 from lightyear.jobs import registry
 from lightyear.jobs.folders import load_json
-from lightyear.jobs.settings import PLACEHOLDER_PREFIX
+from lightyear.jobs.settings import with_direct_arguments
 
 
-def methods(configs: str | None = None) -> list[str]:
-    """The known methods (the registry: the toolkit's and installed plugins'; ``configs`` holds no method)."""
+def methods() -> list[str]:
+    """The known methods (the registry: the toolkit's and installed plugins')."""
     return registry.names()
 
 
-def method_templates(method: Method) -> tuple[dict, dict]:
+def method_templates(method: Method, settings: Mapping | None = None, given: Collection[str] = ()) -> tuple[dict, dict]:
     """(server, client) configuration templates of ``method``: its topology's shared templates
-    (``app_configs/templates/<topology>/``, the package's) with the method's classes and arguments."""
+    (``app_configs/templates/<topology>/``, the package's) with the method's classes, without the
+    arguments it ``omit``s, and with its ``fixed`` values (in place where a template sets the
+    argument, else appended to the site executor's).
+
+    With the job's ``settings``, each constructor argument no template sets whose setting the job
+    gives is added as that setting's placeholder (:func:`lightyear.jobs.settings.with_direct_arguments`;
+    before the appended fixed values); an argument the method omits only when ``--set`` gives it
+    (``given``: the ``--set`` keys), not from the other layers."""
     folder = os.path.join(config_folders.bundled(), "templates", method.topology)
     server = load_json(os.path.join(folder, "config_fed_server.json"), "the server template")
     client = load_json(os.path.join(folder, "config_fed_client.json"), "the client template")
     executor = client["executors"][0]["executor"]
-    executor["path"] = method.site
-    args = {k: v for k, v in executor["args"].items() if k not in method.omit}
-    args.update({arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.site_args.items()})
-    executor["args"] = {**args, **method.fixed}
+    executor["path"] = method.site_path
     workflow = server["workflows"][0]
-    workflow["args"] = {
-        **{k: v for k, v in workflow["args"].items() if k not in method.omit},
-        **method.controller_fixed,
-    }
+    components = [executor, workflow]
     if method.rule is not None:
         rule = server["components"][0]
-        rule["path"] = method.rule
-        rule["args"] = {arg: f"{PLACEHOLDER_PREFIX}{setting}}}" for arg, setting in method.rule_args.items()}
+        rule["path"] = method.rule_path
+        components.append(rule)
+    for component in components:
+        component["args"] = {k: v for k, v in component["args"].items() if k not in method.omit}
+    appended = []
+    for key, value in method.fixed.items():
+        holders = [c for c in components if key in c["args"]]
+        for component in holders:
+            component["args"][key] = value
+        if not holders:
+            executor["args"][key] = value
+            appended.append(key)
+    if settings is None:
+        return server, client
+    skip = set(method.omit) - set(given)
+    server, client = with_direct_arguments([server, client], {k: v for k, v in settings.items() if k not in skip})
+    executor = client["executors"][0]["executor"]
+    for key in appended:
+        executor["args"][key] = executor["args"].pop(key)
     return server, client
 
 

@@ -2,10 +2,11 @@
 (``app_configs/datasets/<dataset>.json``).
 
 A method declares itself (:class:`~lightyear.flare.declarations.Method`, found through
-:mod:`lightyear.jobs.registry`): its topology, its classes, the job settings its constructors take
-and its own settings. Its job's configurations are its topology's shared templates
+:mod:`lightyear.jobs.registry`): its topology, its classes and its own settings. Its job's
+configurations are its topology's shared templates
 (``app_configs/templates/<topology>/config_fed_server.json`` and ``config_fed_client.json``) with
-the method's classes and arguments put in (:mod:`lightyear.jobs.catalog`): a string value ``"${name}"``
+the method's classes put in and every constructor argument the templates do not set written as its
+setting's placeholder (:mod:`lightyear.jobs.catalog`): a string value ``"${name}"``
 is replaced by the job's setting ``name`` with its JSON type, and an argument whose setting no layer
 gives is left out (the constructor's default applies). Where each setting comes from, and how a job
 is checked by building every component of it as FLARE will: :mod:`lightyear.jobs.settings`.
@@ -65,7 +66,6 @@ from lightyear.jobs.settings import (
     parse_set,
     parse_unset,
     resource_spec,
-    with_direct_arguments,
 )
 from lightyear.p2p.topology import TOPOLOGY_ARGS, build_graph, check_graph, check_topology_args
 
@@ -218,7 +218,6 @@ def _build_job(
     server_template, client_template = method_templates(declared)
     known = known_settings([server_template, client_template], malfunction != NONE) | attacks.known_params(attack[0])
     check_override_keys(overrides or {}, known, method, dataset)
-    server_template, client_template = with_direct_arguments([server_template, client_template], overrides or {})
     dataset_settings = dataset_settings_of(configs, dataset)
     if not isinstance(dataset_settings, dict):
         raise SettingError(
@@ -234,6 +233,7 @@ def _build_job(
         raise SettingError(f"--faulty must be between 0 and {len(sites)} (the sites of {dataset}), got {faulty}")
     if faulty and malfunction == NONE:
         raise SettingError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
+    server_template, client_template = method_templates(declared, settings, given=overrides or {})
     try:
         server = fill(server_template, settings)
         client = fill(client_template, settings)

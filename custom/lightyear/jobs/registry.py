@@ -11,10 +11,9 @@ reports read the methods from here; no other module names a method.
 from __future__ import annotations
 
 import functools
-import importlib
-from importlib.metadata import entry_points
 
 from lightyear.flare.declarations import Method
+from lightyear.plugins import announced, load
 
 GROUP = "lightyear.methods"
 """The entry point group a plugin announces its methods under."""
@@ -38,15 +37,17 @@ BUILTIN = (
 )
 """The toolkit's own declarations, ``module:attribute``."""
 
+FEATURED = "lightyear"
+"""The toolkit's own method, drawn first and in black in the reports' figures."""
+
 
 class RegistryError(ValueError):
     """A plugin's declaration that cannot be used; the message names the entry point and the fix."""
 
 
 def _load(target: str, where: str) -> Method:
-    module, _, attribute = target.partition(":")
     try:
-        found = getattr(importlib.import_module(module), attribute)
+        found = load(target)
     except (ImportError, AttributeError) as exc:
         raise RegistryError(
             f"{where} names {target}, which cannot be loaded ({type(exc).__name__}: {exc}); "
@@ -66,7 +67,7 @@ def methods() -> dict[str, Method]:
     for target in BUILTIN:
         method = _load(target, "the toolkit")
         found[method.name] = method
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+    for entry in announced(GROUP):
         method = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")
         if method.name in found:
             raise RegistryError(
@@ -101,8 +102,8 @@ def with_adaptive_attack() -> list[str]:
 
 
 def featured() -> list[str]:
-    """The methods the reports draw first and in black (the toolkit's own)."""
-    return [n for n, m in methods().items() if m.featured]
+    """The methods the reports draw first and in black (the toolkit's own, :data:`FEATURED`)."""
+    return [FEATURED] if FEATURED in methods() else []
 
 
 def _declaration_order() -> list[Method]:
@@ -118,7 +119,7 @@ def plugin_packages() -> tuple[str, ...]:
     the toolkit's own import PyTorch, which a command that only writes an allow list (``lightyear-allow``,
     ``lightyear-simulate`` before it starts the simulator) has no use for."""
     packages = set()
-    for entry in entry_points(group=GROUP):
+    for entry in announced(GROUP):
         declared = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")
-        packages.update(path.split(".")[0] + "." for path in (declared.site, declared.rule) if path)
+        packages.update(cls.__module__.split(".")[0] + "." for cls in (declared.site, declared.rule) if cls)
     return tuple(sorted(packages - {"lightyear."}))

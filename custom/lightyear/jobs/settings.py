@@ -272,24 +272,30 @@ NOT_SETTABLE = {"malfunction_id", "attack_id", "adversary_id", "flip_labels"}
 and label flipping: :mod:`lightyear.jobs.attacks`)."""
 
 
-def direct_arguments(templates: list) -> dict[str, dict]:
-    """Constructor arguments a template does not set, by name -> the one component that takes it.
+def direct_arguments(templates: list) -> dict[str, tuple[dict, str]]:
+    """Constructor arguments a template does not set, by setting -> (the one component that takes
+    it, the argument), in the templates' order of components and each constructor's order of arguments.
 
-    ``--set max_abs_weight=1e3`` then reaches the site executor although no placeholder names it.
-    A name that two components take (or that is a placeholder) is not offered, so it is never ambiguous.
+    A setting is named by its argument, or by the name the class's ``SETTING_NAMES`` (argument ->
+    setting) gives it where the bare name would say too little (BALANCE's ``gamma`` is the setting
+    ``balance_gamma``). This is how a method's own settings reach its classes: LIGHTYEAR's ``tau``
+    from its declaration or ``--set tau=0.5``, ``--set max_abs_weight=1e3`` the site executor's.
+    A setting that two components take (or that is a placeholder) is not offered, so it is never ambiguous.
     """
     named = set().union(*(placeholders(t) for t in templates))
     owners: dict[str, list] = {}
     for template in templates:
         for component in toolkit_components(template):
             given = set(component.get("args", {}))
-            for name in constructor_arguments(component_class(component["path"])):
+            cls = component_class(component["path"])
+            names = getattr(cls, "SETTING_NAMES", {})
+            for name in constructor_arguments(cls):
                 if name not in given and name not in NOT_SETTABLE:
-                    owners.setdefault(name, []).append(component)
+                    owners.setdefault(names.get(name, name), []).append((component, name))
     return {
-        name: found[0]
-        for name, found in owners.items()
-        if len(found) == 1 and name not in named and name not in RESERVED
+        setting: found[0]
+        for setting, found in owners.items()
+        if len(found) == 1 and setting not in named and setting not in RESERVED
     }
 
 
@@ -300,14 +306,16 @@ def known_settings(templates: list, malfunction: bool) -> set[str]:
     return known | set(MALFUNCTION_KEYS) if malfunction else known
 
 
-def with_direct_arguments(templates: list, overrides: dict) -> list:
-    """Copies of the templates in which each ``--set`` of a constructor argument no placeholder
-    names (:func:`direct_arguments`) is written into the component that takes it."""
+def with_direct_arguments(templates: list, settings: dict) -> list:
+    """Copies of the templates in which each constructor argument no template sets
+    (:func:`direct_arguments`) whose setting ``settings`` gives (from any layer or ``--set``) is
+    written into the component that takes it, as its setting's placeholder: :func:`fill` puts the
+    value in as it does the templates' own, and a setting no layer gives is left out (the
+    constructor's default applies)."""
     templates = copy.deepcopy(templates)
-    direct = direct_arguments(templates)
-    for key, value in overrides.items():
-        if key in direct:
-            direct[key].setdefault("args", {})[key] = copy.deepcopy(value)
+    for setting, (component, argument) in direct_arguments(templates).items():
+        if setting in settings:
+            component.setdefault("args", {})[argument] = f"{PLACEHOLDER_PREFIX}{setting}}}"
     return templates
 
 

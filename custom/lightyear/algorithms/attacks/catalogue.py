@@ -12,13 +12,12 @@ the attacks from here.
 from __future__ import annotations
 
 import functools
-import importlib
-from importlib.metadata import entry_points
 
 import numpy as np
 
 from lightyear.algorithms.attacks import reparametrise, updates
 from lightyear.algorithms.attacks.declaration import RNG, Attack, attack_rng
+from lightyear.plugins import announced, load
 
 GROUP = "lightyear.attacks"
 
@@ -27,10 +26,9 @@ GROUP = "lightyear.attacks"
 def attacks() -> dict[str, Attack]:
     """name -> declaration of every known attack, the toolkit's first (in their order), then plugins'."""
     found = {a.name: a for a in (*updates.DECLARED, *reparametrise.DECLARED)}
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        module, _, attribute = entry.value.partition(":")
+    for entry in announced(GROUP):
         try:
-            declared = getattr(importlib.import_module(module), attribute)
+            declared = load(entry.value)
         except (ImportError, AttributeError) as exc:
             raise ValueError(
                 f"the entry point {entry.name} of group {GROUP} names {entry.value}, which cannot be loaded "

@@ -24,6 +24,9 @@ from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
 class BalanceExecutor(P2PExecutor):
+    SETTING_NAMES = {"gamma": "balance_gamma", "kappa": "balance_kappa", "alpha": "balance_alpha"}
+    """Constructor argument -> the job setting that gives it (``--set balance_gamma=...``)."""
+
     def __init__(self, gamma: float = 0.3, kappa: float = 1.0, alpha: float = 0.5, **kwargs):
         """Args:
         gamma: acceptance radius as a share of the own model's norm (> 0; 0.3 in the paper).
@@ -85,8 +88,7 @@ METHOD = Method(
     P2P,
     "BALANCE (Fang et al., CCS 2024): accept a neighbour within gamma exp(-kappa t/T) of the own model's norm; "
     "alpha own + (1 - alpha) mean(accepted)",
-    site="lightyear.p2p.methods.balance.BalanceExecutor",
-    site_args={"gamma": "balance_gamma", "kappa": "balance_kappa", "alpha": "balance_alpha"},
+    site=BalanceExecutor,
     detection=Detection(
         balance_labels,
         ("round", "selected", "rejected"),

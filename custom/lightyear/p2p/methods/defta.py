@@ -59,6 +59,13 @@ SAMPLING_STREAM = 0xDEF7A
 
 class DeftaExecutor(P2PExecutor):
     shares_dataset_size = True
+    SETTING_NAMES = {
+        "sample_size": "defta_sample_size",
+        "positive_slope": "defta_positive_slope",
+        "damage_ratio": "defta_damage_ratio",
+        "max_size_ratio": "defta_max_size_ratio",
+    }
+    """Constructor argument -> the job setting that gives it (``--set defta_sample_size=...``), where they differ."""
 
     def __init__(
         self,
@@ -235,15 +242,7 @@ METHOD = Method(
     P2P,
     "DeFTA (Zhou et al.): out-degree-corrected trusted averaging, the decentralised trust system "
     "(trust-weighted sampling, model backup), optional asynchronous variant",
-    site="lightyear.p2p.methods.defta.DeftaExecutor",
-    site_args={
-        "sample_size": "defta_sample_size",
-        "positive_slope": "defta_positive_slope",
-        "damage_ratio": "defta_damage_ratio",
-        "asynchronous": "asynchronous",
-        "async_wait": "async_wait",
-        "max_size_ratio": "defta_max_size_ratio",
-    },
+    site=DeftaExecutor,
     detection=Detection(
         defta_labels,
         ("round", "received", "selected", "rejected"),

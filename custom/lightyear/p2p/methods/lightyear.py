@@ -29,7 +29,7 @@ from lightyear.algorithms.p2p.validation_bounds import (
     Held,
     Measured,
 )
-from lightyear.flare.declarations import P2P, Detection, Method
+from lightyear.flare.declarations import P2P, Detection, Method, Settings
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 RETIRED = (
@@ -202,9 +202,7 @@ def lightyear_labels(row: dict, peers) -> Labelling:
     return Labelling(evaluated, evaluated - kept)
 
 
-SITE = "lightyear.p2p.methods.lightyear.LightyearExecutor"
-SITE_ARGS = {"tau": "tau", "gamma": "gamma", "third_term": "third_term", "skill_floor": "skill_floor"}
-SETTINGS = {"defaults": {"skill_floor": 0.5}, "tasks": {"segmentation": {"tau": 0.6, "skill_floor": 0.0}}}
+SETTINGS = Settings(defaults={"skill_floor": 0.5}, tasks={"segmentation": {"tau": 0.6, "skill_floor": 0.0}})
 """LIGHTYEAR's settings: the cold-start guard on classification (docs/jobs-and-settings.md), the
 paper's tau of 0.6 and no guard on segmentation."""
 
@@ -213,9 +211,8 @@ METHOD = Method(
     P2P,
     "agreement-scored selection (Eqs. 12-17), round-decayed aggregation (Eq. 18) that adopts only an "
     "aggregate the site validated on its own data",
-    site=SITE,
-    site_args=SITE_ARGS,
-    **SETTINGS,
+    site=LightyearExecutor,
+    settings=SETTINGS,
     detection=Detection(
         lightyear_labels,
         ("round", "selected", "rejected"),
@@ -224,5 +221,4 @@ METHOD = Method(
         "or rejected",
     ),
     adaptive=PEER_ADAPTIVE,
-    featured=True,
 )

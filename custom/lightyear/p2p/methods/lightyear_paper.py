@@ -6,16 +6,15 @@ from __future__ import annotations
 from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.p2p.lightyear_rule import PAPER
 from lightyear.flare.declarations import P2P, Detection, Method
-from lightyear.p2p.methods.lightyear import SETTINGS, SITE, SITE_ARGS, lightyear_labels
+from lightyear.p2p.methods.lightyear import SETTINGS, LightyearExecutor, lightyear_labels
 
 METHOD = Method(
     "lightyear_paper",
     P2P,
     "the same selection and Eq. 18 exactly as published, for reproducing the paper",
-    site=SITE,
-    site_args=SITE_ARGS,
+    site=LightyearExecutor,
+    settings=SETTINGS,
     fixed={"aggregation": PAPER},
-    **SETTINGS,
     detection=Detection(
         lightyear_labels,
         ("round", "selected", "rejected"),

@@ -28,6 +28,6 @@ METHOD = Method(
     "p2p_fedavg",
     P2P,
     "decentralised FedAvg: equal-weight mean of the own model and every received one, no defence",
-    site="lightyear.p2p.methods.p2p_fedavg.P2PFedAvgExecutor",
+    site=P2PFedAvgExecutor,
 )
 """P2P FedAvg as the toolkit knows it: it excludes no sender, so it has no detection figures."""

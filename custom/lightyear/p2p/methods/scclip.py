@@ -27,6 +27,9 @@ from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
 class ScclipExecutor(P2PExecutor):
+    SETTING_NAMES = {"radius": "scclip_radius", "remove": "scclip_remove"}
+    """Constructor argument -> the job setting that gives it (``--set scclip_radius=...``)."""
+
     def __init__(self, radius: float | None = None, remove: int = 0, **kwargs):
         """Args:
         radius: None for the adaptive tau (second-largest distance of the round) or a fixed tau >= 0.
@@ -68,8 +71,7 @@ METHOD = Method(
     P2P,
     "self-centred clipping of the differences to the own model (ClippedGossip, He et al.); "
     "optional remove-then-clip (Yang and Ghaderi, AAAI 2024)",
-    site="lightyear.p2p.methods.scclip.ScclipExecutor",
-    site_args={"radius": "scclip_radius", "remove": "scclip_remove"},
+    site=ScclipExecutor,
     detection=Detection(
         scclip_labels,
         ("round", "clipped", "removed", "rejected"),

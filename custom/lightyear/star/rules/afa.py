@@ -90,15 +90,7 @@ METHOD = Method(
     "afa",
     STAR,
     "removes updates dissimilar to the aggregate; Beta reputations block sites for good",
-    site="lightyear.star.executor.StarExecutor",
-    rule="lightyear.star.rules.afa.AfaAggregator",
-    rule_args={
-        "xi0": "xi0",
-        "delta_xi": "delta_xi",
-        "alpha0": "alpha0",
-        "beta0": "beta0",
-        "block_threshold": "block_threshold",
-    },
+    rule=AfaAggregator,
     detection=Detection(
         excluded_labels, STAR_RECORD, "", "removed by the similarity test or blocked, or rejected by the server"
     ),

@@ -35,9 +35,7 @@ METHOD = Method(
     "asmr",
     STAR,
     "angular outlier factors split at the largest gap; the rest averaged",
-    site="lightyear.star.executor.StarExecutor",
-    rule="lightyear.star.rules.asmr.AsmrAggregator",
-    rule_args={"min_gap": "min_gap"},
+    rule=AsmrAggregator,
     detection=Detection(
         excluded_labels,
         STAR_RECORD,

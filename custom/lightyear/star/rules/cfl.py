@@ -27,7 +27,6 @@ METHOD = Method(
     "cfl",
     STAR,
     "bipartition of the updates by cosine similarity; the larger cluster averaged",
-    site="lightyear.star.executor.StarExecutor",
-    rule="lightyear.star.rules.cfl.CflAggregator",
+    rule=CflAggregator,
     detection=Detection(excluded_labels, STAR_RECORD, "", "in the smaller cluster, or rejected by the server"),
 )

@@ -3,12 +3,12 @@
 the sites)."""
 
 from lightyear.flare.declarations import STAR, Method
+from lightyear.star.aggregator import FedAvgAggregator
 
 METHOD = Method(
     "fedavg",
     STAR,
     "sample-weighted mean on the server",
-    site="lightyear.star.executor.StarExecutor",
-    rule="lightyear.star.aggregator.FedAvgAggregator",
+    rule=FedAvgAggregator,
 )
 """Star FedAvg (McMahan et al. 2017): it excludes no sender, so it has no detection figures."""

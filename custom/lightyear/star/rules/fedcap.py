@@ -42,8 +42,9 @@ from lightyear.algorithms.star.fedcap import (
     fedcap_customize,
 )
 from lightyear.algorithms.vectors import flatten, unflatten
-from lightyear.flare.declarations import STAR, Detection, Method
+from lightyear.flare.declarations import STAR, Detection, Method, Settings
 from lightyear.star.aggregator import StarAggregator
+from lightyear.star.sites.personal import PersonalExecutor
 
 
 def _compact(vector: np.ndarray) -> np.ndarray:
@@ -131,11 +132,9 @@ METHOD = Method(
     "fedcap",
     STAR,
     "a customised model per site, calibrated updates, permanent removal above a norm, a personal model on each site",
-    site="lightyear.star.sites.personal.PersonalExecutor",
-    site_args={"lam": "lam"},
-    rule="lightyear.star.rules.fedcap.FedCapAggregator",
-    rule_args={"alpha": "alpha", "phi": "phi", "t_norm": "t_norm"},
-    datasets={"digits": {"t_norm": 20.0}},
+    site=PersonalExecutor,
+    rule=FedCapAggregator,
+    settings=Settings(datasets={"digits": {"t_norm": 20.0}}),
     detection=Detection(
         excluded_labels,
         STAR_RECORD,

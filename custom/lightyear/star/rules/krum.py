@@ -71,9 +71,7 @@ METHOD = Method(
     "krum",
     STAR,
     "the model nearest its n - f - 2 closest others (multi-Krum: the mean of the m best)",
-    site="lightyear.star.executor.StarExecutor",
-    rule="lightyear.star.rules.krum.KrumAggregator",
-    rule_args={"f": "f", "m": "m"},
+    rule=KrumAggregator,
     detection=Detection(
         excluded_labels,
         STAR_RECORD,

@@ -2,13 +2,14 @@
 lam/2 ||v - w_global||^2 (:class:`lightyear.star.sites.personal.PersonalExecutor`)."""
 
 from lightyear.flare.declarations import STAR, Method
+from lightyear.star.aggregator import FedAvgAggregator
+from lightyear.star.sites.personal import PersonalExecutor
 
 METHOD = Method(
     "ditto",
     STAR,
     "FedAvg; each site also trains a personal model with lam/2 ||v - w_global||^2 and reports it",
-    site="lightyear.star.sites.personal.PersonalExecutor",
-    site_args={"lam": "lam"},
-    rule="lightyear.star.aggregator.FedAvgAggregator",
+    site=PersonalExecutor,
+    rule=FedAvgAggregator,
 )
 """Ditto (Li et al. 2021): FedAvg on the server, a personal model on every site."""

@@ -13,6 +13,7 @@ FLARE's own ``PTFedProxLoss``; the LIGHTYEAR paper names no value. mu = 0 is Fed
 from __future__ import annotations
 
 from lightyear.flare.declarations import STAR, Method
+from lightyear.star.aggregator import FedAvgAggregator
 from lightyear.star.executor import StarExecutor
 from lightyear.star.messages import StarTask
 from lightyear.training.regularizers import check_mu, parameter_snapshot, proximal_term
@@ -40,8 +41,7 @@ METHOD = Method(
     "fedprox",
     STAR,
     "FedAvg; each site adds mu/2 ||w - w_global||^2 to its loss",
-    site="lightyear.star.sites.fedprox.FedProxExecutor",
-    site_args={"mu": "mu"},
-    rule="lightyear.star.aggregator.FedAvgAggregator",
+    site=FedProxExecutor,
+    rule=FedAvgAggregator,
 )
 """FedProx (Li et al. 2020): FedAvg on the server, the proximal term on the sites."""
