@@ -5,7 +5,7 @@ import csv
 import json
 import os
 
-from lightyear.algorithms.attacks.detection import DetectionCounts
+from lightyear.algorithms.detection import DetectionCounts
 
 SITES4 = ["site-1", "site-2", "site-3", "site-4"]
 

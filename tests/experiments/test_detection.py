@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from lightyear.algorithms.attacks import catalogue
-from lightyear.algorithms.attacks.detection import Labelling
+from lightyear.algorithms.detection import Labelling
 from lightyear.experiments import detection
 from lightyear.experiments.detection import DetectionError, open_run, run_detection
 

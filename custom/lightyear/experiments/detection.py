@@ -2,7 +2,7 @@
 
 FedCAP (Li et al., "FedCAP: Robust Federated Learning via Customized Aggregation and
 Personalization", Sec. VI-C, Table III) measures how well a defence tells malicious clients from
-benign ones; the counts and ratios are :mod:`lightyear.algorithms.attacks.detection`. Here a
+benign ones; the counts and ratios are :mod:`lightyear.algorithms.detection`. Here a
 *decision* is one deciding party in one round: the server of a star run, or one **benign**
 receiving site of a peer-to-peer run (a faulty site's choices are not scored).
 
@@ -20,7 +20,7 @@ aggregated round ``kept``, ``excluded`` and ``rejected``); peer-to-peer runs eac
 Methods that exclude no sender (:func:`no_detection`) have no detection figures.
 
 ``python -m lightyear.experiments.detection RUN_DIR_OR_WORKSPACE`` prints a run's figures per
-receiver, per round and pooled over the run (:func:`~lightyear.algorithms.attacks.detection.pool`).
+receiver, per round and pooled over the run (:func:`~lightyear.algorithms.detection.pool`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import io
 import sys
 from dataclasses import dataclass
 
-from lightyear.algorithms.attacks.detection import DetectionCounts, detection_counts, names, pool
+from lightyear.algorithms.detection import DetectionCounts, detection_counts, names, pool
 from lightyear.cli import UserError, command, output_file
 from lightyear.experiments.detection_records import (
     RERUN,

@@ -8,7 +8,7 @@ without detection are named under the table, not given numbers.
 
 **Pooling.** A cell sums the TP/FP/TN/FN of every decision (round x benign receiver, or round
 at the server) of every run (seed) of that method, dataset, threat and scenario, then takes the
-ratios (:func:`~lightyear.algorithms.attacks.detection.pool`). For FedCAP a second row,
+ratios (:func:`~lightyear.algorithms.detection.pool`). For FedCAP a second row,
 ``fedcap (per client)``, judges each client once, at the end of the run, as FedCAP's Table III
 does (:meth:`~lightyear.experiments.detection.RunDetection.per_client`). Cells are percentages with
 one decimal, ``-`` where a ratio is undefined (FNR of a clean run: no malicious sender). A cell is
@@ -28,7 +28,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from lightyear.algorithms.attacks.detection import DetectionCounts, pool
+from lightyear.algorithms.detection import DetectionCounts, pool
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.experiments import detection
 from lightyear.experiments.results import RunResult, method_order

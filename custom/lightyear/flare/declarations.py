@@ -25,7 +25,7 @@ class Detection:
 
     ``label(record, peers) -> Labelling`` reads one record (a ``rounds.csv`` row of a receiving
     site, or a star rule's history entry) into the senders evaluated and flagged
-    (:class:`~lightyear.algorithms.attacks.detection.Labelling`); ``needs``: the record columns
+    (:class:`~lightyear.algorithms.detection.Labelling`); ``needs``: the record columns
     (or history keys) it reads, ``round`` and lists of sites (a record naming a site the job does not
     run is refused as damaged); ``peer_suffix``: a per-sender column it reads (``<peer><suffix>``);
     ``text``: what counts as flagged, in words; ``per_client``: the exclusion is permanent, so the

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
+from lightyear.algorithms.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.balance import balance_threshold, balance_update, check_balance_settings
 from lightyear.algorithms.vectors import flatten, float_keys
 from lightyear.flare.declarations import P2P, Detection, Method

@@ -45,7 +45,7 @@ import zlib
 
 import numpy as np
 
-from lightyear.algorithms.attacks.detection import Labelling, names
+from lightyear.algorithms.detection import Labelling, names
 from lightyear.algorithms.model_check import model_problems
 from lightyear.algorithms.p2p.defta import DeftaTrust, async_inputs, defta_aggregate
 from lightyear.checks import boolean, number_in, positive_seconds

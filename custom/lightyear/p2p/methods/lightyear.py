@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from lightyear.algorithms.attacks.detection import Labelling, filled, names
 from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
+from lightyear.algorithms.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.agreement import skill
 from lightyear.algorithms.p2p.lightyear_rule import VALIDATED, Decision, Rule, decide
 from lightyear.algorithms.p2p.validation_bounds import (

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from lightyear.algorithms.attacks.detection import Labelling, filled, names
+from lightyear.algorithms.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.scclip import check_scclip_settings, scclip_update
 from lightyear.flare.declarations import P2P, Detection, Method
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor

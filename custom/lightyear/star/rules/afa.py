@@ -16,7 +16,7 @@ alpha0 = beta0 = 3, block threshold 0.95.
 
 from __future__ import annotations
 
-from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
+from lightyear.algorithms.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.afa import (
     BLOCK_THRESHOLD,
     DELTA_XI,

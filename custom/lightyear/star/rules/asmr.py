@@ -10,7 +10,7 @@ toolkit's addition) splits only at a larger gap.
 
 from __future__ import annotations
 
-from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
+from lightyear.algorithms.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.asmr import asmr, check_min_gap
 from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator

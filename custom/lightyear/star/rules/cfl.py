@@ -10,7 +10,7 @@ The rule has no hyperparameter; it leaves a minority out in every round, attacke
 
 from __future__ import annotations
 
-from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
+from lightyear.algorithms.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.cfl import cfl
 from lightyear.flare.declarations import STAR, Detection, Method
 from lightyear.star.aggregator import StarAggregator

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from lightyear.algorithms.attacks.colluding import FedCapTarget
-from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
+from lightyear.algorithms.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.fedcap import (
     ALPHA,
     PHI,

@@ -15,7 +15,7 @@ keeps the global model for that round and logs why; ``min_clients`` >= 3 avoids 
 from __future__ import annotations
 
 from lightyear.algorithms.attacks.colluding import KrumTarget
-from lightyear.algorithms.attacks.detection import STAR_RECORD, excluded_labels
+from lightyear.algorithms.detection import STAR_RECORD, excluded_labels
 from lightyear.algorithms.star.krum import check_krum_settings, default_f, krum
 from lightyear.checks import int_in
 from lightyear.flare.declarations import STAR, Detection, Method

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from lightyear.algorithms.attacks.detection import DetectionCounts, detection_counts, pool
+from lightyear.algorithms.detection import DetectionCounts, detection_counts, pool
 
 EVALUATED = ["s1", "s2", "s3", "s4", "s5"]
 
