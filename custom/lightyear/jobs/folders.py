@@ -115,19 +115,23 @@ def check_replaceable(folder: str, force: bool = False) -> None:
         return
     foreign = foreign_files(folder)
     if foreign:
-        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise JobFolderExists(
-            f"{folder} holds files lightyear-jobs did not write ({shown}): choose another --out, move them away, "
-            "or pass --force to replace the folder"
+            f"{folder} holds files lightyear-jobs did not write ({_first_few(foreign)}): choose another --out, "
+            "move them away, or pass --force to replace the folder"
         )
     edited = edited_files(folder)
     if edited:
-        shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
         raise JobFolderExists(
-            f"{folder}: {shown} changed since lightyear-jobs wrote {'it' if len(edited) == 1 else 'them'}: "
+            f"{folder}: {_first_few(edited)} changed since lightyear-jobs wrote "
+            f"{'it' if len(edited) == 1 else 'them'}: "
             "choose another --out, or pass --force to replace the folder and lose the change (a setting can be "
             "given with --set instead)"
         )
+
+
+def _first_few(paths: list[str]) -> str:
+    """The first three of ``paths``, joined, and "..." when there are more."""
+    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
 def write_job(files: dict, folder: str, force: bool = False) -> None:
