@@ -4,6 +4,9 @@ P2P_RUN_TASK = "lightyear_p2p_run"
 STAR_TRAIN_TASK = "train"
 STAR_EVAL_TASK = "evaluate"
 
+SERVER = "server"
+"""How a site names the server as the target of an aux message."""
+
 TOPIC_PING = "lightyear.ping"
 TOPIC_MODEL = "lightyear.model"
 TOPIC_PROGRESS = "lightyear.progress"
@@ -12,8 +15,14 @@ TOPIC_ROUND_METRICS = "lightyear.round_metrics"
 TOPIC_COLLUDE = "lightyear.collude"
 """Simulated attackers' side channel: their honestly trained models, shared among them
 (lightyear.p2p.attack.collusion)."""
-MODEL_TOPICS = (TOPIC_MODEL, TOPIC_COLLUDE)
-"""Peer topics whose messages carry a model."""
+TOPIC_DECLARE = "lightyear.declare"
+"""A site tells the server the largest model message it takes (lightyear.p2p.server.model_relay)."""
+TOPIC_UPLOAD = "lightyear.upload"
+"""A site's model of a round, sent once to the server with the receivers it is for."""
+TOPIC_FORWARD = "lightyear.forwarded_model"
+"""The server hands a receiver a model another site uploaded, naming the sender it authenticated."""
+MODEL_TOPICS = (TOPIC_MODEL, TOPIC_COLLUDE, TOPIC_UPLOAD)
+"""Topics whose messages from a site carry a model (a forwarded model comes from the server alone)."""
 
 KEY_ROUND = "lightyear_round"
 KEY_WEIGHTS = "lightyear_weights"
@@ -24,6 +33,12 @@ KEY_PROGRESS = "lightyear_progress"
 KEY_METRICS = "lightyear_metrics"
 KEY_NUM_SAMPLES = "lightyear_num_samples"
 KEY_PAYLOAD = "lightyear_payload"
+KEY_SENDER = "lightyear_sender"
+KEY_TARGETS = "lightyear_targets"
+KEY_TOKEN = "lightyear_token"
+KEY_LIMIT = "lightyear_limit"
+KEY_ACCEPTED = "lightyear_accepted"
+KEY_SUPERSEDES = "lightyear_supersedes"
 
 
 def register_decomposers() -> None:

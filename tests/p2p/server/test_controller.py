@@ -37,10 +37,12 @@ def controller(tmp_path, dead=(), **kwargs):
     ctrl.system_panic = lambda reason, fl_ctx: ctrl.panics.append(reason)
     ctrl.cancel_task = lambda task, fl_ctx=None, **kw: ctrl.cancelled.append(task)
 
-    def broadcast(task, fl_ctx, targets, min_responses, **kw):
+    def broadcast(task, fl_ctx, targets, min_responses, **kw):  # the run task of each site
         for site in targets:
             task.client_tasks.append(ClientTask(Client(site, None), task))
-        ctrl.task = task
+        ctrl.client_tasks = getattr(ctrl, "client_tasks", []) + task.client_tasks
+        if len(ctrl.client_tasks) == len(SITES):
+            ctrl.task = task
 
     ctrl.broadcast = broadcast
     return ctrl, ctx
@@ -54,7 +56,7 @@ def progress(ctrl, ctx, site, round_num, claimed=None):
 
 
 def finish(ctrl, ctx, site, acc=0.9, error=None):
-    ct = next(ct for ct in ctrl.task.client_tasks if ct.client.name == site)
+    ct = next(ct for ct in ctrl.client_tasks if ct.client.name == site)
     if error:
         ct.result = make_reply(ReturnCode.EXECUTION_EXCEPTION)
         ct.result[C.KEY_ERROR] = error

@@ -188,3 +188,16 @@ def test_honest_encrypted_and_retransmitted_frames_end_their_streams():
     # FLARE sends a reply without a body as a 0-byte stream; encrypted, its one frame has 541 bytes
     empty = frame(size=0, payload=b"x" * 541, encrypted=True, sid=99, **{MessageHeaderKey.CLEAR_PAYLOAD_LEN: 0})
     assert g.check(empty) is None
+
+
+def test_a_forwarded_model_is_taken_from_the_server_alone():
+    g = gate()
+    why = g.check(frame(topic=C.TOPIC_FORWARD)).get_header(MessageHeaderKey.ERROR)
+    assert "a forwarded model comes from the server alone" in why
+    assert g.check(frame(origin="server.job-7", topic=C.TOPIC_FORWARD, size=10**9)) is None
+
+
+def test_models_through_the_server_need_a_cell_to_check_the_forwarders_origin():
+    g = PeerGate(lambda level, message: None)
+    with pytest.raises(RuntimeError, match="model_route=direct"):
+        g.open(10_000, False, server_only_forwards=True)

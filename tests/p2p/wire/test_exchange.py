@@ -247,3 +247,51 @@ def test_what_a_peer_chooses_is_cut_short_in_the_log():
     ex.on_model(model_message("S" * 1_000_000, 0, model()))
     ex.on_model(model_message("site-2", "R" * 1_000_000, model()))
     assert len(ex.logs) == 2 and all(len(message) < 200 for _, message in ex.logs)
+
+
+def forwarded(sender, round_num, weights, relay="server"):
+    """A model the server hands on: FLARE names the server as the peer, the payload names the sender."""
+    req = model_message(relay, round_num, weights)
+    req[C.KEY_SENDER] = sender
+    return req
+
+
+def test_a_model_through_the_server_is_from_the_sender_the_server_names_and_no_other_route_is_taken():
+    ex = exchange()
+    ex.via_server, ex.token = True, "t"
+    assert ex.on_model(forwarded("site-2", 0, model(2.0)), C.TOPIC_FORWARD).get_return_code() == ReturnCode.OK
+    refused = ex.on_model(forwarded("site-9", 0, model()), C.TOPIC_FORWARD).get_return_code()
+    assert refused == ReturnCode.BAD_REQUEST_DATA  # the server named a site that is no in-neighbour
+    direct = ex.on_model(model_message("site-3", 0, model()), C.TOPIC_MODEL).get_return_code()
+    assert direct == ReturnCode.BAD_REQUEST_DATA  # this run's models come through the server
+    inbox = ex.collect(0, abort=lambda: False)
+    assert list(inbox.valid) == ["site-2"] and inbox.valid["site-2"]["w"][0, 0] == 2.0
+    plain = exchange()
+    assert plain.on_model(forwarded("site-2", 0, model()), C.TOPIC_FORWARD).get_return_code() == (
+        ReturnCode.BAD_REQUEST_DATA
+    )  # in a run whose models go direct, nothing claims to be forwarded
+
+
+def test_through_the_server_a_model_goes_up_once_for_all_its_receivers():
+    from nvflare.apis.shareable import make_reply
+
+    class Server:
+        def __init__(self):
+            self.requests = []
+
+        def new_context(self):
+            return None
+
+        def send_aux_request(self, targets, topic, request, timeout, fl_ctx, optional=False, secure=False):
+            self.requests.append((targets, topic, dict(request)))
+            return {"server": make_reply(ReturnCode.OK)}
+
+    ex = exchange()
+    ex.via_server, ex.token = True, "token-1"
+    server = Server()
+    sent = ex.send(3, model(), server)
+    ex.wait_sent(2.0)
+    ((targets, topic, request),) = server.requests
+    assert targets == [C.SERVER] and topic == C.TOPIC_UPLOAD
+    assert request[C.KEY_TARGETS] == PEERS and request[C.KEY_TOKEN] == "token-1" and request[C.KEY_ROUND] == 3
+    assert sent["bytes"] == 16 + 8  # one copy of the model, not one per receiver

@@ -1,8 +1,11 @@
 """Server side of the peer-to-peer topology: configures the sites and watches their rounds.
 
-The server never receives, stores or aggregates model weights. It sends every site one task
-carrying the rounds, the seed and the neighbour lists, then watches the per-round progress the
-sites report. One site's failure is that site's alone: a site whose run raises is marked
+The server never stores or aggregates model weights. It sends every site one task carrying
+the rounds, the seed and the neighbour lists, then watches the per-round progress the sites
+report. With ``model_route="server"`` (the default where messages are not encrypted end to end)
+it also hands each model a site uploads to the site's receivers, so that a model crosses each
+link once (:mod:`lightyear.p2p.server.model_relay`); each site's task then carries its own token.
+One site's failure is that site's alone: a site whose run raises is marked
 ``failed`` with its reason, a site that stops answering the server's liveness pings (its
 process died) or stays silent for ``progress_timeout`` is ``dropped`` with its last round, and
 the others go on. When every site has finished, failed or been dropped the run ends and
@@ -41,8 +44,11 @@ from lightyear.flare.placement import p2p_simulator_advice
 from lightyear.flare.round_ledger import RoundLedger
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p import secure_messages as secure_setting
+from lightyear.p2p.server import model_relay
+from lightyear.p2p.server.model_relay import ModelRelay
 from lightyear.p2p.server.site_status import SiteStatus
 from lightyear.p2p.topology import build_graph, check_graph, check_topology_args
+from lightyear.p2p.wire.cell_gate import PeerGate
 from lightyear.records import format_table, summarize_sites, write_summary
 
 COMPUTE_ALLOWANCE_S = 600.0
@@ -84,6 +90,7 @@ class P2PController(Controller):
         run_timeout: float = 86400.0,
         topology_args: dict | None = None,
         secure_messages="auto",
+        model_route: str = model_relay.AUTO,
     ):
         """Args:
         rounds: communication rounds every site runs.
@@ -101,6 +108,10 @@ class P2PController(Controller):
         topology_args: extra arguments of the topology (see ``lightyear.p2p.topology``).
         secure_messages: ``"auto"``, true or false: encrypt the models sites send each other end
             to end (see :mod:`lightyear.p2p.secure_messages`); sent to every site with the run.
+        model_route: ``"server"`` (a site uploads each model once and the server hands it to the
+            receivers), ``"direct"`` (a site sends it to each receiver, through FLARE's relay) or
+            ``"auto"`` (server, except where ``secure_messages`` encrypts end to end: direct);
+            see :mod:`lightyear.p2p.server.model_relay`.
         """
         super().__init__()
         quiet_early_pings()  # the liveness ping may reach a site before its handler: no WARNING line
@@ -122,6 +133,9 @@ class P2PController(Controller):
         self.liveness_failures = positive_int("liveness_failures", liveness_failures)
         self.run_timeout = positive_seconds("run_timeout", run_timeout)
         self.secure_messages = secure_setting.check_setting(secure_messages)
+        self.model_route = model_relay.check_route(model_route)
+        self.relay: ModelRelay | None = None
+        self.gate = PeerGate(self._log)  # the server's cell: uploads bounded before FLARE assembles them
         self.status: SiteStatus | None = None
         self._lock = threading.Lock()
         self._run_dir = ""
@@ -131,13 +145,19 @@ class P2PController(Controller):
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
-        fl_ctx.get_engine().register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
+        engine = fl_ctx.get_engine()
+        self.gate.watch(engine)
+        engine.register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
+        engine.register_aux_message_handler(topic=C.TOPIC_DECLARE, message_handle_func=self._on_declare)
+        engine.register_aux_message_handler(topic=C.TOPIC_UPLOAD, message_handle_func=self._on_upload)
         self._run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         self._worker_deaths.install()  # before the simulator starts the site workers
         import_in_background()  # what FLARE imports when the run ends, off the end of the run
 
     def stop_controller(self, fl_ctx: FLContext):
         self._worker_deaths.remove()
+        if self.relay is not None:
+            self.relay.stop()
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         super().handle_event(event_type, fl_ctx)
@@ -149,6 +169,8 @@ class P2PController(Controller):
         (pending, running, finished, failed, dropped), each site's ``rounds_done`` and the
         ``failed``/``dropped`` sites with their reasons."""
         out = {"phase": self._phase, "num_rounds": self.rounds, "topology": self.topology}
+        if self.relay is not None:
+            out["relay"] = self.relay.counts.as_dict()
         status = self.status
         if status is None:
             return dict(out, current_round=None, sites=0)
@@ -187,6 +209,59 @@ class P2PController(Controller):
         )
         self.log_info(fl_ctx, f"progress {site} round {row.get('round')}: {summary}")
         return make_reply(ReturnCode.OK)
+
+    def _log(self, level: str, text: str) -> None:
+        getattr(self.logger, level)(text)
+
+    def _no_relay(self) -> Shareable:
+        """The answer to a declaration or upload while there is no relay: "not yet" while the run
+        starts, refused once it runs with models sent directly."""
+        starting = self._phase == run_stats.STARTING
+        return make_reply(ReturnCode.SERVICE_UNAVAILABLE if starting else ReturnCode.BAD_REQUEST_DATA)
+
+    def _on_declare(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        relay = self.relay
+        if relay is None:
+            return self._no_relay()
+        claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        code, _ = relay.on_declare(request.get(C.KEY_TOKEN), request.get(C.KEY_LIMIT), claimed)
+        return make_reply(code)
+
+    def _on_upload(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        relay = self.relay
+        if relay is None:
+            return self._no_relay()
+        claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        code, _, accepted = relay.on_upload(request.get(C.KEY_TOKEN), request, claimed)
+        reply = make_reply(code)
+        reply[C.KEY_ACCEPTED] = accepted
+        return reply
+
+    def _open_relay(self, neighbours: dict, secure: bool, fl_ctx: FLContext) -> str:
+        """The route the sites send models by; builds the relay when it is the server."""
+        route = model_relay.resolve_route(self.model_route, secure, self.topology)
+        if route != model_relay.SERVER:
+            return route
+        engine = fl_ctx.get_engine()
+
+        def send(targets: list[str], topic: str, message: dict, timeout: float) -> dict:
+            request = Shareable()
+            request.update(message)
+            replies = engine.send_aux_request(
+                targets=targets, topic=topic, request=request, timeout=timeout, fl_ctx=engine.new_context()
+            )
+            return {t: r.get_return_code() for t, r in (replies or {}).items() if isinstance(r, Shareable)}
+
+        self.relay = ModelRelay(
+            neighbours,
+            self.rounds,
+            self.peer_deadline,
+            min(model_relay.SEND_TIMEOUT, self.peer_deadline),
+            send,
+            self._log,
+            on_bound=lambda limit: self.gate.open(limit, False),
+        )
+        return route
 
     def _on_result(self, client_task: ClientTask, fl_ctx: FLContext):
         site = client_task.client.name  # the identity FLARE authenticated, not what the result claims
@@ -235,32 +310,45 @@ class P2PController(Controller):
                 self.status.drop(site, str(exc))
             self.system_panic(str(exc), fl_ctx)
             return run_stats.FAILED
+        try:
+            route = self._open_relay(neighbours, secure, fl_ctx)
+        except ValueError as exc:
+            for site in sites:
+                self.status.drop(site, str(exc))
+            self.system_panic(str(exc), fl_ctx)
+            return run_stats.FAILED
         self.log_info(
             fl_ctx,
             f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}, "
-            f"secure peer messages {'on' if secure else 'off'}",
+            f"secure peer messages {'on' if secure else 'off'}, models routed {route}",
         )
-        data = Shareable()
-        data[C.KEY_CONFIG] = {
-            "rounds": self.rounds,
-            "seed": self.seed,
-            "neighbours": neighbours,
-            "secure_messages": secure,
-        }
-        task = Task(name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result)
-        self.broadcast(task=task, fl_ctx=fl_ctx, targets=sites, min_responses=len(sites))
+        tasks = {}
+        for site in sites:  # a task each: the relay's token is the site's alone
+            data = Shareable()
+            data[C.KEY_CONFIG] = {
+                "rounds": self.rounds,
+                "seed": self.seed,
+                "neighbours": neighbours,
+                "secure_messages": secure,
+                "model_route": route,
+                "token": self.relay.tokens[site] if self.relay is not None else None,
+            }
+            tasks[site] = Task(
+                name=C.P2P_RUN_TASK, data=data, timeout=int(self.run_timeout), result_received_cb=self._on_result
+            )
+            self.broadcast(task=tasks[site], fl_ctx=fl_ctx, targets=[site], min_responses=1)
         self._phase = run_stats.TRAINING
         status = self.status
         start = time.monotonic()
         next_ping = start + self.liveness_interval
         while not abort_signal.triggered:
             now = time.monotonic()
-            started = {ct.client.name for ct in task.client_tasks}
+            started = {site for site, task in tasks.items() if task.client_tasks}
             for site in started:
                 status.start(site)
             dead = self._worker_deaths.lost_sites(sites, started)
             if dead:  # the simulator will never run these sites: end now, not after start_timeout
-                self.cancel_task(task, fl_ctx=fl_ctx)
+                self._cancel(tasks, fl_ctx)
                 for site, reason in dead.items():
                     status.drop(site, reason)
                 self.system_panic(
@@ -272,7 +360,7 @@ class P2PController(Controller):
                 return run_stats.FAILED
             if now - start > self.start_timeout and started != set(sites):
                 missing = sorted(set(sites) - started)
-                self.cancel_task(task, fl_ctx=fl_ctx)
+                self._cancel(tasks, fl_ctx)
                 for site in missing:
                     status.drop(site, f"did not start within start_timeout={self.start_timeout:g} s")
                 self.system_panic(
@@ -296,14 +384,24 @@ class P2PController(Controller):
                 next_ping = time.monotonic() + self.liveness_interval
             if status.all_done():
                 break
-            if task.completion_status is not None:
-                for site in status.running():
-                    status.drop(site, f"its run task ended ({task.completion_status}) without a result")
+            for site in status.running():
+                ended = tasks[site].completion_status
+                if ended is not None:
+                    status.drop(site, f"its run task ended ({ended}) without a result")
+            if status.all_done():
                 break
             time.sleep(0.5)
         if abort_signal.triggered or status.dropped():
-            self.cancel_task(task, fl_ctx=fl_ctx)
+            self._cancel(tasks, fl_ctx)
+        if self.relay is not None:
+            self.relay.stop()
+            self.log_info(fl_ctx, f"models handed on by the server: {self.relay.counts.as_dict()}")
         return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
+
+    def _cancel(self, tasks: dict, fl_ctx: FLContext) -> None:
+        for task in tasks.values():
+            if task.completion_status is None:
+                self.cancel_task(task, fl_ctx=fl_ctx)
 
     def _ping(self, sites: list[str], fl_ctx: FLContext) -> None:
         """Ask every running site whether it is alive; drop one that failed ``liveness_failures`` pings in a row."""

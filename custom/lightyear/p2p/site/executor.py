@@ -255,6 +255,7 @@ class P2PExecutor(Executor):
             self.gate.watch(engine)  # before the handlers: nothing from a peer is decoded unchecked
             engine.register_aux_message_handler(topic=C.TOPIC_PING, message_handle_func=self._on_ping)
             engine.register_aux_message_handler(topic=C.TOPIC_MODEL, message_handle_func=self._on_model)
+            engine.register_aux_message_handler(topic=C.TOPIC_FORWARD, message_handle_func=self._on_model)
             self.site = fl_ctx.get_identity_name()
             if self.malfunction_id and (problem := self._bind_malfunction(engine)):
                 self.system_panic(problem, fl_ctx)
@@ -290,7 +291,7 @@ class P2PExecutor(Executor):
         if exchange is None:
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)
         try:
-            return exchange.on_model(request)
+            return exchange.on_model(request, topic)
         except Exception as exc:  # noqa: BLE001 - a message can only get its sender refused
             self.log_warning(fl_ctx, f"refused a model message: {type(exc).__name__}: {exc}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
@@ -583,7 +584,7 @@ class P2PExecutor(Executor):
         message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}
         try:
             fl_ctx.get_engine().send_aux_request(
-                targets=["server"], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
+                targets=[C.SERVER], topic=C.TOPIC_PROGRESS, request=message, timeout=0.0, fl_ctx=fl_ctx
             )
         except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
             self.log_warning(fl_ctx, f"could not report progress to the server: {exc}")

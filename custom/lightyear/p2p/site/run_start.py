@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from nvflare.apis.fl_context import FLContext
 
 from lightyear.p2p import secure_messages
+from lightyear.p2p.server.model_relay import SERVER
 from lightyear.p2p.site.handshake import BackgroundHandshake
 from lightyear.p2p.wire.cell_gate import PeerGate
 from lightyear.p2p.wire.exchange import PeerExchange
@@ -68,7 +69,11 @@ def open_exchange(
     secure = secure_messages.resolve(
         config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), site
     )
-    gate.open(payload_limit(reference), secure, fl_ctx.get_engine())
+    via_server = config.get("model_route") == SERVER
+    token = config.get("token")
+    if via_server and not isinstance(token, str):
+        raise RuntimeError("the run routes models through the server but gave this site no token: restart the job")
+    gate.open(payload_limit(reference), secure, fl_ctx.get_engine(), server_only_forwards=via_server)
     exchange = PeerExchange(
         send_to,
         receive_from,
@@ -85,6 +90,8 @@ def open_exchange(
         codec=PayloadCodec(settings.transfer_dtype, initial),
         secure=secure,
         num_samples=settings.num_samples,
+        via_server=via_server,
+        token=token,
     )
     return exchange, secure
 
@@ -101,4 +108,6 @@ def greet_neighbours(
     round makes before it sends. A neighbour that did not answer "ready" is not waited for until
     it sends."""
     greeting = BackgroundHandshake(fl_ctx.get_engine(), fl_ctx, neighbours, ready_timeout, abort, log)
+    if exchange.via_server:  # before its first upload the server must know how large a model may be
+        exchange.declare_limit(payload_limit(exchange.reference), fl_ctx.get_engine(), abort, ready_timeout)
     return lambda: exchange.not_waiting_for(greeting.join())

@@ -130,12 +130,19 @@ class PeerGate:
         cell = get_cell() if callable(get_cell) else None
         return cell is not None and self.install(cell)
 
-    def open(self, limit: int, require_encryption: bool, engine=None) -> None:
+    def open(self, limit: int, require_encryption: bool, engine=None, server_only_forwards: bool = False) -> None:
         """The run's model is known: bound messages by ``limit`` bytes and take models; with
         ``require_encryption``, only encrypted ones. Watches ``engine``'s cell if not yet done;
-        raises when encryption is required but no cell can be watched."""
+        raises when encryption is required but no cell can be watched, or when
+        ``server_only_forwards`` (models come from the server, naming their sender) and none can."""
         if engine is not None:
             self.watch(engine)
+        if server_only_forwards and not self.installed:
+            raise RuntimeError(
+                "model_route=server, but this site's FLARE engine gives it no cell to check who sends it a "
+                "forwarded model, so another site could pose as the server; generate the job with "
+                "--set model_route=direct to run without that check"
+            )
         if require_encryption and not self.installed:
             raise RuntimeError(
                 "secure_messages=true, but this site's FLARE engine gives it no cell to check incoming messages on, "
@@ -171,7 +178,10 @@ class PeerGate:
         size = max(declared, payload_bytes)
         if size > self.limit:
             return f"{what}: {size} bytes, more than the {self.limit} bytes a model of this job can take"
-        is_model = channel == CellChannel.AUX_COMMUNICATION and topic in C.MODEL_TOPICS and not reply
+        aux_request = channel == CellChannel.AUX_COMMUNICATION and not reply
+        if aux_request and topic == C.TOPIC_FORWARD:
+            return f"{what}: a forwarded model comes from the server alone"
+        is_model = aux_request and topic in C.MODEL_TOPICS
         if is_model and not self.models_open:
             return f"{what}: it arrived before this site's run started"
         carries_model = is_model or channel == OBJ_DOWNLOADER_CHANNEL
@@ -230,8 +240,11 @@ class PeerGate:
 
 
 def _what(channel: str, topic: str, reply: bool) -> str:
-    if channel == CellChannel.AUX_COMMUNICATION and topic in C.MODEL_TOPICS and not reply:
-        return "a model message" if topic == C.TOPIC_MODEL else "a collusion message"
+    if channel == CellChannel.AUX_COMMUNICATION and not reply:
+        named = {C.TOPIC_MODEL: "a model message", C.TOPIC_COLLUDE: "a collusion message"}
+        named.update({C.TOPIC_UPLOAD: "a model upload", C.TOPIC_FORWARD: "a forwarded model"})
+        if topic in named:
+            return named[topic]
     if channel == OBJ_DOWNLOADER_CHANNEL:
         return "download data" if reply else "a download request"
     return f"{'a reply' if reply else 'a message'} on {channel!r:.40}/{topic!r:.60}"

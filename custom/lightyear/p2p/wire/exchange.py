@@ -26,7 +26,12 @@ at most one model per in-neighbour); :meth:`collect` waits at most ``async_wait`
 models not yet taken and returns the newest held model of each sender, however old; a new send
 supersedes the previous one (its retries stop), so at most one outgoing model is in flight.
 
-The sender's name is the identity FLARE puts in the message's peer properties. FLARE 2.9
+Models reach a receiver one of two ways (the run's ``model_route``,
+:mod:`lightyear.p2p.server.model_relay`): ``via_server``, a site uploads each model once to the
+server (with the token its run task gave it) and the server hands it to the receivers on
+:data:`~lightyear.flare.constants.TOPIC_FORWARD`, naming the sender it authenticated by that
+token; a model sent directly is then refused. Otherwise (``direct``) a site sends each receiver its
+copy and the sender's name is the identity FLARE puts in the message's peer properties. FLARE 2.9
 passes aux handlers only those properties, which the sending site's own FLARE code sets: the
 server relay authenticates the sending client (mTLS and its token in a provisioned deployment),
 but a site running modified FLARE code could claim another site's name to its peers. See
@@ -136,12 +141,16 @@ class PeerExchange:
         secure: bool = False,
         num_samples: int | None = None,
         topic: str = C.TOPIC_MODEL,
+        via_server: bool = False,
+        token: str | None = None,
     ):
         """``reference``: this site's model, against which every received model is checked (None:
         not ready, a sender is asked to retry); ``codec``: how payloads are read and marked;
         ``secure``: encrypt every model for its receiver; ``num_samples``: the training-set size
         sent with every model (rules that weight by it); ``topic``: the aux topic models are sent on
-        (the round's models; the simulated attackers' side channel has its own)."""
+        (the round's models; the simulated attackers' side channel has its own); ``via_server``:
+        models go up to the server once, with ``token``, and come from it (the run's
+        ``model_route``)."""
         self.send_to = sorted(send_to)
         self.receive_from = sorted(receive_from)
         self.peer_deadline = peer_deadline
@@ -162,19 +171,28 @@ class PeerExchange:
             codec or PayloadCodec()
         )  # how payloads are read (and marked when sent); see lightyear.p2p.wire.payload
         self.topic = topic
+        self.via_server = bool(via_server)
+        self.token = token
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
     # ------------------------------------------------------------------ receiving
-    def on_model(self, request: Shareable) -> Shareable:
-        """Handle one model message; the reply only tells the sender whether to send it again.
+    def on_model(self, request: Shareable, topic: str | None = None) -> Shareable:
+        """Handle one model message on ``topic`` (default: the exchange's own); the reply only tells
+        the sender whether to send it again. A model the server forwards (``TOPIC_FORWARD``) is
+        from the sender it names; the site's cell gate takes that topic from the server alone.
 
         A payload larger than a model of this site can be
         (:func:`~lightyear.p2p.wire.payload.payload_size_problem`) is rejected before it is
         decoded, cast, copied or kept; the site's FLARE cell applied the same bound to the bytes
         as they arrived (:mod:`lightyear.p2p.wire.cell_gate`).
         """
-        sender = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        forwarded = topic == C.TOPIC_FORWARD
+        if forwarded != (self.via_server and self.topic == C.TOPIC_MODEL):
+            route = "through the server" if self.via_server else "from site to site"
+            self.log("warning", f"refused a model on {str(topic)[:40]}: this run's models go {route}")
+            return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        sender = request.get(C.KEY_SENDER) if forwarded else request.get_peer_prop(ReservedKey.IDENTITY_NAME, None)
         round_num = request.get(C.KEY_ROUND)
         if sender not in self.missed:
             self.log("warning", f"refused a model from {repr(sender)[:80]}: not an in-neighbour of this site")
@@ -341,11 +359,9 @@ class PeerExchange:
         start = time.perf_counter()
         while pending and time.monotonic() < deadline and not stop.is_set():
             for model, group in _by_model(weights, sorted(pending)):
-                replies = self._request(round_num, model, group, engine, fl_ctx, deadline)
-                for peer, reply in replies.items():
-                    if peer in group and isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK:
-                        pending.discard(peer)
-                        sent["bytes"] += num_bytes(model)
+                took = self._request(round_num, model, group, engine, fl_ctx, deadline)
+                pending -= took
+                sent["bytes"] += num_bytes(model) * (min(1, len(took)) if self.via_server else len(took))
             if pending:
                 stop.wait(1.0)
         if pending and stop.is_set():
@@ -355,20 +371,25 @@ class PeerExchange:
         else:
             sent["send_s"] = time.perf_counter() - start
 
-    def _request(self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float) -> dict:
-        """One send of ``weights`` to ``targets``; their replies ({} when the send failed)."""
+    def _request(self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float) -> set:
+        """One send of ``weights`` to ``targets`` (via the server: one upload for all of them);
+        the targets that took it (the server took it for all of them)."""
         request = Shareable()
         request[C.KEY_ROUND] = round_num
         request[C.KEY_WEIGHTS] = weights
         request[C.KEY_PAYLOAD] = self.codec.marker
         if self.num_samples is not None:
             request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
+        if self.via_server:
+            request[C.KEY_TOKEN] = self.token
+            request[C.KEY_TARGETS] = list(targets)
+            request[C.KEY_SUPERSEDES] = self.asynchronous
         timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
         try:
-            return (
+            replies = (
                 engine.send_aux_request(
-                    targets=targets,
-                    topic=self.topic,
+                    targets=[C.SERVER] if self.via_server else targets,
+                    topic=C.TOPIC_UPLOAD if self.via_server else self.topic,
                     request=request,
                     timeout=timeout,
                     fl_ctx=fl_ctx,
@@ -378,7 +399,35 @@ class PeerExchange:
             )
         except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
             self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")
-            return {}
+            return set()
+        if self.via_server:
+            took = any(_is_ok(reply) for reply in replies.values())
+            return set(targets) if took else set()
+        return {peer for peer, reply in replies.items() if peer in targets and _is_ok(reply)}
+
+    def declare_limit(self, limit: int, engine, abort: Callable[[], bool], timeout: float) -> bool:
+        """Tell the server (via the server only) the largest model message this site takes, trying
+        for at most ``timeout`` s; whether it took it. The server bounds uploads by what the sites declare."""
+        fl_ctx = engine.new_context()
+        deadline = time.monotonic() + timeout
+        while not abort():
+            request = Shareable()
+            request[C.KEY_TOKEN] = self.token
+            request[C.KEY_LIMIT] = int(limit)
+            try:
+                replies = engine.send_aux_request(
+                    targets=[C.SERVER], topic=C.TOPIC_DECLARE, request=request, timeout=5.0, fl_ctx=fl_ctx
+                )
+            except Exception as exc:  # noqa: BLE001 - tried again until the deadline
+                self.log("debug", f"declaring the payload limit failed: {exc}")
+                replies = {}
+            if any(_is_ok(reply) for reply in (replies or {}).values()):
+                return True
+            if time.monotonic() >= deadline:
+                self.log("warning", "the server did not take this site's payload limit: its uploads may be refused")
+                return False
+            time.sleep(0.5)
+        return False
 
     def wait_sent(self, timeout: float) -> None:
         """Wait for every send still under way, at most ``timeout`` s in all."""
@@ -389,6 +438,10 @@ class PeerExchange:
     def wait_last_send(self, timeout: float) -> None:
         if self._threads:
             self._threads[-1].join(timeout=timeout)
+
+
+def _is_ok(reply) -> bool:
+    return isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK
 
 
 def _by_model(weights, targets: list[str]) -> list[tuple[dict, list[str]]]:

@@ -70,6 +70,17 @@ def payload_limit(reference: Mapping[str, np.ndarray]) -> int:
     return 2 * int(sum(np.asarray(v).nbytes for v in reference.values())) + PAYLOAD_SLACK_BYTES
 
 
+def payload_bytes(payload: Mapping) -> int:
+    """The bytes of a payload's arrays and strings (what its size bound counts). Reads sizes only."""
+    size = 0
+    for value in payload.values():
+        if isinstance(value, (np.ndarray, np.generic)):
+            size += int(value.nbytes)
+        elif isinstance(value, (bytes, bytearray, str)):
+            size += len(value)
+    return size
+
+
 def payload_size_problem(payload: Any, reference: Mapping[str, np.ndarray]) -> str | None:
     """Why ``payload`` is too large to be a model for ``reference`` (more entries than the model,
     or more bytes than :func:`payload_limit`), or None. Reads sizes only; copies nothing."""
@@ -77,12 +88,7 @@ def payload_size_problem(payload: Any, reference: Mapping[str, np.ndarray]) -> s
         return None  # not a model at all: decoding names it
     if len(payload) > len(reference):
         return f"payload has {len(payload)} entries, this site's model {len(reference)}"
-    size = 0
-    for value in payload.values():
-        if isinstance(value, (np.ndarray, np.generic)):
-            size += int(value.nbytes)
-        elif isinstance(value, (bytes, bytearray, str)):
-            size += len(value)
+    size = payload_bytes(payload)
     limit = payload_limit(reference)
     if size > limit:
         return (

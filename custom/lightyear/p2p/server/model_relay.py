@@ -1,0 +1,287 @@
+"""The server's fan-out of the sites' models: a model crosses each link once.
+
+FLARE 2.9 relays every client-to-client message through the server, so a site that sends its
+model to its ``d`` out-neighbours directly puts ``d`` copies on its own link and the server
+carries ``2 d`` (each copy in and out). With ``model_route="server"`` a site uploads each model
+of a round once (:data:`~lightyear.flare.constants.TOPIC_UPLOAD`, naming its receivers) and
+:class:`ModelRelay` hands it to every receiver (:data:`~lightyear.flare.constants.TOPIC_FORWARD`):
+``N + N d`` model copies through the server a round instead of ``2 N d`` (docs/deployment.md).
+
+What a receiver can rely on, whatever the sites send:
+
+- **Who sent it.** Every site gets a random token with its run task, which FLARE delivers to the
+  site it authenticated; an upload counts as the site whose token it carries, whatever it claims
+  otherwise, and a forwarded model names that site (``KEY_SENDER``). A receiver takes
+  ``TOPIC_FORWARD`` from the server's cell only (:mod:`lightyear.p2p.wire.cell_gate`).
+- **Only what the topology allows.** A site's upload goes only to its out-neighbours of the run's
+  graph, one model per sender, round and receiver: a second model for a receiver that already
+  has one of that round is refused, and the payload keeps only the model's keys (the round, the
+  weights, their encoding, the training-set size), never the uploader's other content.
+- **The same checks as a direct message.** The receiver checks a forwarded model exactly as one it
+  received directly (:mod:`lightyear.p2p.wire.exchange`).
+
+What the server holds, whatever the sites send: an upload is at most :attr:`ModelRelay.bound`
+bytes (the lower median of the payload limits the sites declared with their token, taken once
+more than half of the sites have declared; until then uploads are answered "not ready" and sent
+again), counted before FLARE assembles it by the server's cell gate and again by
+:meth:`ModelRelay.on_upload`; a site has at most :data:`IN_FLIGHT_PER_RECEIVER` uploads per
+out-neighbour being forwarded at once. An upload is dropped once every receiver took it or
+``peer_deadline`` seconds after it arrived, so the server holds at most
+``N x d x IN_FLIGHT_PER_RECEIVER x bound`` bytes of models, and an honest run about one model
+per site. A receiver that is not ready yet (it answers "not ready") is tried again every second
+until that deadline, one that never answers costs its deadline and no other receiver's.
+
+No FLARE import: the controller hands it the send function and the log.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from lightyear.flare import constants as C
+from lightyear.p2p.wire.payload import payload_bytes
+
+AUTO, SERVER, DIRECT = "auto", "server", "direct"
+ROUTES = (AUTO, SERVER, DIRECT)
+SEND_TIMEOUT = 60.0
+"""Seconds one try to hand a model to its receivers may take (at most ``peer_deadline``)."""
+IN_FLIGHT_PER_RECEIVER = 2
+"""Uploads per out-neighbour a site may have being forwarded at once (the current round and the next)."""
+MAX_DECLARED_LIMIT = 1 << 40
+"""The largest payload limit a site may declare (1 TiB)."""
+FORWARDED_KEYS = (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES)
+"""What of an upload the receivers get (beside the sender's name): never the uploader's other content."""
+RETRY_S = 1.0
+"""Seconds between two tries to hand a model to the receivers that did not take it yet."""
+
+# reply codes, as FLARE's ReturnCode spells them (no FLARE import here)
+OK = "OK"
+NOT_READY = "SERVICE_UNAVAILABLE"
+REFUSED = "BAD_REQUEST_DATA"
+
+
+def check_route(value) -> str:
+    """``value`` when it is a model route; else a ValueError naming the three."""
+    if value not in ROUTES:
+        raise ValueError(
+            f'model_route must be "auto", "server" (a site uploads each model once; the server hands it to the '
+            f'receivers) or "direct" (a site sends each receiver its copy), got {value!r}'
+        )
+    return value
+
+
+def resolve_route(setting: str, secure: bool, topology: str) -> str:
+    """The route of a run: ``setting``, with ``auto`` the server unless models are encrypted end to end.
+
+    Raises a ValueError for ``server`` with end-to-end encryption: the server would read every model.
+    """
+    setting = check_route(setting)
+    if topology == "none":
+        return DIRECT  # no model is sent at all
+    if setting == AUTO:
+        return DIRECT if secure else SERVER
+    if setting == SERVER and secure:
+        raise ValueError(
+            'model_route="server" with secure_messages on: the server would hand on, and so could read, every '
+            'model that is meant to be encrypted from site to site; set model_route to "direct" or "auto"'
+        )
+    return setting
+
+
+@dataclass
+class RelayCounts:
+    """What the relay moved: uploads taken, model copies handed on, and their bytes in and out."""
+
+    uploads: int = 0
+    forwarded: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    undelivered: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Upload:
+    sender: str
+    round_num: int
+    message: dict
+    pending: list[str]
+    nbytes: int
+    deadline: float
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class ModelRelay:
+    """The server's side of ``model_route="server"`` (see the module docstring).
+
+    ``graph``: site -> its out-neighbours (the run's topology); ``send(targets, topic, message,
+    timeout)`` hands ``message`` (a dict of payload keys) to the sites ``targets`` and returns
+    {site: return code}; ``log(level, text)``; ``on_bound(bytes)`` is called when the upload
+    bound is set or changes (the controller opens its cell gate at it).
+    """
+
+    def __init__(
+        self,
+        graph: Mapping[str, list[str]],
+        rounds: int,
+        peer_deadline: float,
+        send_timeout: float,
+        send: Callable[[list[str], str, dict, float], dict],
+        log: Callable[[str, str], None],
+        on_bound: Callable[[int], None] = lambda limit: None,
+    ):
+        self.graph = {site: sorted(outs) for site, outs in graph.items()}
+        self.rounds = int(rounds)
+        self.peer_deadline = float(peer_deadline)
+        self.send_timeout = float(send_timeout)
+        self.send = send
+        self.log = log
+        self.on_bound = on_bound
+        self.tokens = {site: secrets.token_hex(16) for site in self.graph}
+        self._site_of = {token: site for site, token in self.tokens.items()}
+        self.declared: dict[str, int] = {}
+        self.bound: int | None = None
+        self.counts = RelayCounts()
+        self._claimed: set[tuple[str, int, str]] = set()
+        self._uploads: dict[str, list[_Upload]] = {site: [] for site in self.graph}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ what sites send the server
+    def site_of(self, token) -> str | None:
+        """The site whose token ``token`` is, or None."""
+        return self._site_of.get(token) if isinstance(token, str) else None
+
+    def on_declare(self, token, limit, claimed: str | None = None) -> tuple[str, str]:
+        """A site declares the largest model message it takes; (reply code, why refused or "")."""
+        site = self.site_of(token)
+        if site is None:
+            return self._refused(f"a payload limit from {_shown(claimed)} with no valid token")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DECLARED_LIMIT:
+            return self._refused(f"{site} declared a payload limit of {_shown(limit)}, not an integer in [1, 2**40]")
+        with self._lock:
+            if site in self.declared:
+                return OK, ""
+            self.declared[site] = limit
+            values = sorted(self.declared.values())
+            bound = values[(len(values) - 1) // 2] if 2 * len(values) > len(self.graph) else None
+            changed = bound != self.bound
+            self.bound = bound
+        if changed and bound is not None:
+            self.on_bound(bound)
+        return OK, ""
+
+    def on_upload(self, token, message: Mapping, claimed: str | None = None) -> tuple[str, str, list[str]]:
+        """A site's model of a round for some of its out-neighbours; (reply code, why refused or "",
+        the receivers the relay took it for). ``message``: the upload's payload keys."""
+        sender = self.site_of(token)
+        if sender is None:
+            return (*self._refused(f"a model upload from {_shown(claimed)} with no valid token"), [])
+        round_num, targets = message.get(C.KEY_ROUND), message.get(C.KEY_TARGETS)
+        problem = self._upload_problem(sender, round_num, targets, message.get(C.KEY_WEIGHTS))
+        if problem:
+            return (*self._refused(f"the model upload of {sender}: {problem}"), [])
+        nbytes = payload_bytes(message[C.KEY_WEIGHTS])
+        with self._lock:
+            if self.bound is None:
+                return NOT_READY, "", []
+            if nbytes > self.bound:
+                problem = f"{nbytes} bytes, more than the {self.bound} bytes a model of this job takes"
+            else:
+                ongoing = [u for u in self._uploads[sender] if u.pending and not u.stop.is_set()]
+                if len(ongoing) >= IN_FLIGHT_PER_RECEIVER * max(1, len(self.graph[sender])):
+                    return NOT_READY, "", []
+                fresh = [t for t in dict.fromkeys(targets) if (sender, round_num, t) not in self._claimed]
+                self._claimed.update((sender, round_num, t) for t in fresh)
+                if message.get(C.KEY_SUPERSEDES) is True:  # asynchronous mode: a newer model makes older ones moot
+                    for older in ongoing:
+                        older.stop.set()
+        if problem:
+            return (*self._refused(f"the model upload of {sender} for round {round_num}: {problem}"), [])
+        refused = sorted(set(targets) - set(fresh))
+        if refused:
+            self.log("warning", f"{sender} sent a second model for round {round_num} to {refused}: not forwarded")
+        if fresh:
+            self._start(sender, round_num, message, fresh, nbytes)
+        return OK, "", fresh
+
+    def _upload_problem(self, sender: str, round_num, targets, weights) -> str | None:
+        if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < self.rounds:
+            return f"round {_shown(round_num)} is not one of the run's {self.rounds} rounds"
+        if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+            return "it names no list of receivers"
+        strangers = sorted(set(targets) - set(self.graph[sender]))
+        if strangers:
+            return f"{_shown(strangers)} are not its out-neighbours"
+        if not isinstance(weights, Mapping):
+            return f"it carries {type(weights).__name__}, not a model"
+        return None
+
+    def _refused(self, why: str) -> tuple[str, str]:
+        self.log("warning", f"refused {why}")
+        return REFUSED, why
+
+    # ------------------------------------------------------------------ handing models on
+    def _start(self, sender: str, round_num: int, message: Mapping, targets: list[str], nbytes: int) -> None:
+        forwarded = {k: message[k] for k in FORWARDED_KEYS if k in message}
+        forwarded[C.KEY_SENDER] = sender
+        upload = _Upload(sender, round_num, forwarded, list(targets), nbytes, time.monotonic() + self.peer_deadline)
+        with self._lock:
+            self._uploads[sender] = [u for u in self._uploads[sender] if u.pending and not u.stop.is_set()] + [upload]
+            self.counts.uploads += 1
+            self.counts.bytes_in += nbytes
+            thread = threading.Thread(target=self._forward, args=(upload,), daemon=True, name=f"relay-{sender}")
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _forward(self, upload: _Upload) -> None:
+        """Hand ``upload`` to its receivers until each took it, its deadline passes or a newer one stops it."""
+        while upload.pending and not upload.stop.is_set():
+            remaining = upload.deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                timeout = max(1.0, min(self.send_timeout, remaining))
+                codes = self.send(list(upload.pending), C.TOPIC_FORWARD, upload.message, timeout)
+            except Exception as exc:  # noqa: BLE001 - a failed send is retried until the deadline
+                self.log("warning", f"forwarding the model of {upload.sender} failed ({type(exc).__name__}: {exc})")
+                codes = {}
+            took = [t for t in upload.pending if codes.get(t) == OK]
+            with self._lock:
+                upload.pending = [t for t in upload.pending if t not in took]
+                self.counts.forwarded += len(took)
+                self.counts.bytes_out += len(took) * upload.nbytes
+            if upload.pending:
+                upload.stop.wait(RETRY_S)
+        with self._lock:
+            left, upload.pending = list(upload.pending), []
+            self.counts.undelivered += len(left)
+            upload.message = {}  # the model is let go as soon as it is handed on or given up
+        if left and not upload.stop.is_set():
+            self.log("warning", f"round {upload.round_num}: could not hand the model of {upload.sender} to {left}")
+
+    def in_flight_bytes(self) -> int:
+        """Bytes of models the relay holds now."""
+        with self._lock:
+            return sum(u.nbytes for uploads in self._uploads.values() for u in uploads if u.pending)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop forwarding (the run ended); waits at most ``timeout`` s for the forwarding threads."""
+        with self._lock:
+            for uploads in self._uploads.values():
+                for upload in uploads:
+                    upload.stop.set()
+            threads = list(self._threads)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _shown(value) -> str:
+    return repr(value)[:80]

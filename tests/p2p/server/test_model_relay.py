@@ -1,0 +1,186 @@
+"""The server's fan-out: a model crosses each link once, and what a site sends it can neither
+pose as another site, reach a site that is not its out-neighbour, make the server hold more than
+its bound, nor stall the other receivers."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from lightyear.flare import constants as C
+from lightyear.p2p.server import model_relay
+from lightyear.p2p.server.model_relay import NOT_READY, OK, REFUSED, ModelRelay
+
+GRAPH = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3": ["site-1"]}
+MODEL = {"w": np.ones(100, dtype=np.float32)}  # 400 bytes
+
+
+class Receivers:
+    """The send function the relay is given: records what each site got; ``answers`` sets a site's reply."""
+
+    def __init__(self, answers=None):
+        self.got: dict[str, list[dict]] = {}
+        self.answers = dict(answers or {})
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, targets, topic, message, timeout):
+        assert topic == C.TOPIC_FORWARD
+        codes = {}
+        with self.lock:
+            self.calls += 1
+            for site in targets:
+                code = self.answers.get(site, OK)
+                if callable(code):
+                    code = code()
+                if code == "dead":
+                    continue
+                codes[site] = code
+                if code == OK:
+                    self.got.setdefault(site, []).append(dict(message))
+        if len(codes) < len(targets):  # a dead receiver holds the broadcast for its timeout
+            time.sleep(min(timeout, 0.2))
+        return codes
+
+
+def relay(deadline=2.0, answers=None, declare=True):
+    logs = []
+    receivers = Receivers(answers)
+    r = ModelRelay(GRAPH, 5, deadline, 1.0, receivers, lambda level, text: logs.append((level, text)))
+    if declare:
+        for site in GRAPH:
+            assert r.on_declare(r.tokens[site], 1000)[0] == OK
+    r.logs, r.receivers = logs, receivers
+    return r
+
+
+def upload(r, site, targets, round_num=0, weights=MODEL, token=None, claimed=None, **extra):
+    message = {C.KEY_ROUND: round_num, C.KEY_WEIGHTS: weights, C.KEY_TARGETS: targets, **extra}
+    return r.on_upload(r.tokens[site] if token is None else token, message, claimed)
+
+
+def settle(r, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while r.in_flight_bytes() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_one_upload_reaches_every_named_receiver_once_and_names_its_sender():
+    r = relay()
+    assert upload(r, "site-1", ["site-2", "site-3"]) == (OK, "", ["site-2", "site-3"])
+    settle(r)
+    for site in ("site-2", "site-3"):
+        (got,) = r.receivers.got[site]
+        assert got[C.KEY_SENDER] == "site-1" and got[C.KEY_ROUND] == 0
+        np.testing.assert_array_equal(got[C.KEY_WEIGHTS]["w"], MODEL["w"])
+    assert r.counts.uploads == 1 and r.counts.forwarded == 2
+    assert r.counts.bytes_in == 400 and r.counts.bytes_out == 800
+    assert r.in_flight_bytes() == 0  # the model is let go once handed on
+
+
+def test_the_sender_is_the_site_whose_token_it_carries_whatever_it_claims():
+    r = relay()
+    code, _, _ = upload(r, "site-3", ["site-1"], claimed="site-2")  # site-3 poses as site-2
+    assert code == OK
+    settle(r)
+    assert r.receivers.got["site-1"][0][C.KEY_SENDER] == "site-3"
+    code, why, taken = upload(r, "site-3", ["site-1"], token="guessed", claimed="site-2")
+    assert (code, taken) == (REFUSED, []) and "no valid token" in why
+    code, why, _ = upload(r, "site-3", ["site-1"], token=None or 12345)
+    assert code == REFUSED
+
+
+def test_a_site_reaches_only_its_out_neighbours_in_the_runs_rounds():
+    r = relay()
+    code, why, _ = upload(r, "site-3", ["site-1", "site-2"])  # site-2 is not an out-neighbour of site-3
+    assert code == REFUSED and "'site-2'" in why and "not its out-neighbours" in why
+    for bad_round in (5, -1, True, "0", 2**70):
+        assert upload(r, "site-1", ["site-2"], round_num=bad_round)[0] == REFUSED
+    for bad_targets in ([], "site-2", [3], None):
+        assert upload(r, "site-1", bad_targets)[0] == REFUSED
+    assert upload(r, "site-1", ["site-2"], weights="not a model")[0] == REFUSED
+    settle(r)
+    assert r.receivers.got == {} and r.counts.uploads == 0
+
+
+def test_a_receiver_gets_one_model_per_sender_and_round():
+    r = relay()
+    assert upload(r, "site-1", ["site-2"])[2] == ["site-2"]
+    code, _, taken = upload(r, "site-1", ["site-2", "site-3"], weights={"w": np.zeros(100, np.float32)})
+    assert code == OK and taken == ["site-3"]  # site-2 already has site-1's model of round 0
+    settle(r)
+    assert len(r.receivers.got["site-2"]) == 1 and r.receivers.got["site-2"][0][C.KEY_WEIGHTS]["w"][0] == 1
+    assert any("second model for round 0" in text for _, text in r.logs)
+    assert upload(r, "site-1", ["site-2"], round_num=1)[2] == ["site-2"]  # the next round is a new one
+
+
+def test_only_the_models_keys_are_handed_on():
+    r = relay()
+    upload(r, "site-1", ["site-2"], **{C.KEY_NUM_SAMPLES: 12, C.KEY_PAYLOAD: "float32", "extra": "x" * 100})
+    settle(r)
+    got = r.receivers.got["site-2"][0]
+    assert set(got) == {C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES, C.KEY_SENDER}
+
+
+def test_uploads_wait_for_a_majority_of_declarations_and_are_bounded_by_their_median():
+    r = relay(declare=False)
+    bounds = []
+    r.on_bound = bounds.append
+    assert r.on_declare(r.tokens["site-1"], 10**12)[0] == OK  # a hostile site declares a huge limit
+    assert upload(r, "site-1", ["site-2"])[0] == NOT_READY  # 1 of 3 declared: no bound yet
+    assert r.on_declare(r.tokens["site-2"], 1000)[0] == OK
+    assert r.bound == 1000 and bounds == [1000]  # the lower median of two: the honest one
+    assert r.on_declare(r.tokens["site-3"], 1000)[0] == OK and r.bound == 1000
+    assert r.on_declare(r.tokens["site-2"], 10**12)[0] == OK and r.bound == 1000  # the first declaration stays
+    code, why, _ = upload(r, "site-1", ["site-2"], weights={"w": np.zeros(1000, np.float32)})
+    assert code == REFUSED and "more than the 1000 bytes" in why
+    assert r.on_declare("forged", 5)[0] == REFUSED
+    for bad in (0, -1, 2**41, 1.5, True, "1000"):
+        assert r.on_declare(r.tokens["site-1"], bad)[0] == REFUSED
+
+
+def test_a_receiver_not_ready_yet_is_tried_again_and_a_dead_one_stalls_no_other():
+    tries = iter([NOT_READY, NOT_READY, OK])
+    r = relay(deadline=3.0, answers={"site-2": lambda: next(tries), "site-3": "dead"})
+    start = time.monotonic()
+    upload(r, "site-1", ["site-2"])
+    upload(r, "site-2", ["site-1"])
+    upload(r, "site-3", ["site-1"])
+    upload(r, "site-1", ["site-3"], round_num=1)
+    deadline = time.monotonic() + 1.0
+    while len(r.receivers.got.get("site-1", [])) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(r.receivers.got["site-1"]) == 2 and time.monotonic() - start < 1.0  # not held by site-3
+    settle(r)
+    assert len(r.receivers.got["site-2"]) == 1  # taken on the third try
+    assert r.counts.undelivered == 1 and r.in_flight_bytes() == 0  # site-3 given up at the deadline
+    assert any("could not hand the model of site-1 to ['site-3']" in text for _, text in r.logs)
+
+
+def test_a_site_cannot_make_the_server_hold_more_than_two_uploads_per_receiver():
+    r = relay(deadline=5.0, answers={"site-1": "dead"})
+    taken = [upload(r, "site-3", ["site-1"], round_num=k)[0] for k in range(4)]
+    assert taken == [OK, OK, NOT_READY, NOT_READY]  # site-3 has one out-neighbour
+    assert r.in_flight_bytes() == 800
+    r.stop()
+
+
+def test_a_newer_model_stops_the_older_ones_forwarding_when_the_sender_says_so():
+    r = relay(deadline=5.0, answers={"site-1": "dead"})
+    upload(r, "site-3", ["site-1"], round_num=0)
+    upload(r, "site-3", ["site-1"], round_num=1, **{C.KEY_SUPERSEDES: True})
+    time.sleep(0.1)
+    assert r.in_flight_bytes() == 400  # only the newest is held
+    r.stop()
+
+
+def test_the_route_is_direct_where_models_are_encrypted_end_to_end():
+    assert model_relay.resolve_route("auto", False, "full") == "server"
+    assert model_relay.resolve_route("auto", True, "full") == "direct"
+    assert model_relay.resolve_route("direct", False, "ring") == "direct"
+    assert model_relay.resolve_route("server", False, "none") == "direct"
+    with pytest.raises(ValueError, match="could read, every"):
+        model_relay.resolve_route("server", True, "full")
+    with pytest.raises(ValueError, match='model_route must be "auto", "server"'):
+        model_relay.check_route("relay")
