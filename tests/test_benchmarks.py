@@ -96,3 +96,26 @@ def test_validated_cost_prints_passes_time_and_the_honest_peers_kept_from_two_ru
         [sys.executable, script, "--validated", validated], capture_output=True, text=True, timeout=60
     )
     assert refused.returncode == 2 and "give both --validated and --paper" in refused.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--dataset", "digits", "--sites", "16"], "--dataset digits has its own 8 sites: give --sites 8"),
+        (["--sites", "1"], "argument --sites: 1 is less than 2"),
+        (["--rounds", "0"], "argument --rounds: 0 is less than 1"),
+        (["--routes", "relay"], "argument --routes: invalid choice: 'relay'"),
+    ],
+)
+def test_scale_curve_refuses_bad_arguments_before_running(argv, message, tmp_path):
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "scale_curve.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("benchmarks/scale_curve.py: error: ") and message in last and "Traceback" not in done.stderr
+    assert [n for n in os.listdir(tmp_path) if not n.startswith(f"lightyear-{os.getuid()}")] == []

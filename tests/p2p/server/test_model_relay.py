@@ -184,3 +184,52 @@ def test_the_route_is_direct_where_models_are_encrypted_end_to_end():
         model_relay.resolve_route("server", True, "full")
     with pytest.raises(ValueError, match='model_route must be "auto", "server"'):
         model_relay.check_route("relay")
+
+
+def start_run(tmp_path, secure_mode: bool, model_route: str):
+    """The controller's start with a fake engine: (the config each site's run task carries, panics)."""
+    from nvflare.apis.client import Client
+    from nvflare.apis.controller_spec import ClientTask
+    from nvflare.apis.fl_constant import FLContextKey, ReservedKey
+    from nvflare.apis.fl_context import FLContext
+    from nvflare.apis.signal import Signal
+
+    from lightyear.p2p.server.controller import P2PController
+
+    from flare_fakes import ServerEngine
+
+    sites = list(GRAPH)
+    ctrl = P2PController(rounds=2, peer_deadline=1.0, run_timeout=1.0, model_route=model_route)
+    ctx = FLContext()
+    ctx.set_prop(ReservedKey.ENGINE, ServerEngine(str(tmp_path), sites), private=True, sticky=False)
+    ctx.set_prop(FLContextKey.SECURE_MODE, secure_mode, private=True, sticky=True)
+    ctrl.start_controller(ctx)
+    configs, panics = {}, []
+    ctrl.system_panic = lambda reason, fl_ctx: panics.append(reason)
+    ctrl.cancel_task = lambda task, fl_ctx=None, **kw: None
+
+    def broadcast(task, fl_ctx, targets, min_responses, **kw):
+        for site in targets:
+            configs[site] = task.data[C.KEY_CONFIG]
+            task.client_tasks.append(ClientTask(Client(site, None), task))
+
+    ctrl.broadcast = broadcast
+    ctrl.control_flow(Signal(), ctx)
+    ctrl.stop_controller(ctx)
+    return configs, panics, ctrl
+
+
+def test_each_site_gets_its_own_token_with_its_run_and_only_the_relay_knows_whose_it_is(tmp_path):
+    configs, panics, ctrl = start_run(tmp_path, secure_mode=False, model_route="auto")
+    assert panics == [] and sorted(configs) == sorted(GRAPH)
+    tokens = {site: config["token"] for site, config in configs.items()}
+    assert len(set(tokens.values())) == len(GRAPH) and all(len(t) == 32 for t in tokens.values())
+    assert all(config["model_route"] == "server" for config in configs.values())
+    assert {site: ctrl.relay.site_of(token) for site, token in tokens.items()} == {s: s for s in GRAPH}
+
+
+def test_routing_through_the_server_with_end_to_end_encryption_stops_the_run_before_any_site_starts(tmp_path):
+    configs, panics, _ = start_run(tmp_path, secure_mode=True, model_route="server")
+    assert configs == {} and len(panics) == 1 and 'model_route="server" with secure_messages on' in panics[0]
+    configs, panics, _ = start_run(tmp_path, secure_mode=True, model_route="auto")
+    assert panics == [] and all(c["model_route"] == "direct" and c["token"] is None for c in configs.values())

@@ -170,7 +170,7 @@ class P2PController(Controller):
         ``failed``/``dropped`` sites with their reasons."""
         out = {"phase": self._phase, "num_rounds": self.rounds, "topology": self.topology}
         if self.relay is not None:
-            out["relay"] = self.relay.counts.as_dict()
+            out["relay"] = dict(self.relay.counts.as_dict(), held_bytes=self.relay.in_flight_bytes())
         status = self.status
         if status is None:
             return dict(out, current_round=None, sites=0)

@@ -103,7 +103,13 @@ class RelayCounts:
     undelivered: int = 0
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {
+            "uploads": self.uploads,
+            "forwarded": self.forwarded,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "undelivered": self.undelivered,
+        }
 
 
 @dataclass
