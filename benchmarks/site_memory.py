@@ -68,8 +68,8 @@ def main(argv=None) -> int:
     from nvflare.app_common.decomposers import numpy_decomposers  # noqa: F401
 
     measure("+ FLARE's site modules")
+    from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
     from lightyear.p2p.methods.lightyear import LightyearExecutor
-    from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
     from lightyear.training.site_runtime import SiteRuntime
     from lightyear.training.weights import get_weights
 

@@ -233,3 +233,13 @@ def test_routing_through_the_server_with_end_to_end_encryption_stops_the_run_bef
     assert configs == {} and len(panics) == 1 and 'model_route="server" with secure_messages on' in panics[0]
     configs, panics, _ = start_run(tmp_path, secure_mode=True, model_route="auto")
     assert panics == [] and all(c["model_route"] == "direct" and c["token"] is None for c in configs.values())
+
+
+def test_the_server_returns_freed_memory_once_it_holds_no_model():
+    r = relay()
+    idle = []
+    r.on_idle = lambda: idle.append(r.in_flight_bytes())
+    upload(r, "site-1", ["site-2", "site-3"])
+    settle(r)
+    time.sleep(0.05)
+    assert idle == [0]

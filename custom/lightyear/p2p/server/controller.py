@@ -41,6 +41,7 @@ from lightyear.flare import run_stats
 from lightyear.flare.early_pings import quiet_early_pings
 from lightyear.flare.end_imports import import_in_background
 from lightyear.flare.placement import p2p_simulator_advice
+from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.flare.round_ledger import RoundLedger
 from lightyear.flare.worker_deaths import WORKER_DIED, WorkerDeaths
 from lightyear.p2p import secure_messages as secure_setting
@@ -260,7 +261,9 @@ class P2PController(Controller):
             send,
             self._log,
             on_bound=lambda limit: self.gate.open(limit, False),
+            on_idle=release_free_memory,
         )
+        limit_malloc_arenas()  # the relay's threads (one per upload and receiver) share few malloc arenas
         return route
 
     def _on_result(self, client_task: ClientTask, fl_ctx: FLContext):

@@ -129,7 +129,8 @@ class ModelRelay:
     ``graph``: site -> its out-neighbours (the run's topology); ``send(targets, topic, message,
     timeout)`` hands ``message`` (a dict of payload keys) to the sites ``targets`` and returns
     {site: return code}; ``log(level, text)``; ``on_bound(bytes)`` is called when the upload
-    bound is set or changes (the controller opens its cell gate at it).
+    bound is set or changes (the controller opens its cell gate at it), ``on_idle()`` when the
+    relay let go of its last model (the controller returns the freed heap to the system).
     """
 
     def __init__(
@@ -141,6 +142,7 @@ class ModelRelay:
         send: Callable[[list[str], str, dict, float], dict],
         log: Callable[[str, str], None],
         on_bound: Callable[[int], None] = lambda limit: None,
+        on_idle: Callable[[], object] = lambda: None,
     ):
         self.graph = {site: sorted(outs) for site, outs in graph.items()}
         self.rounds = int(rounds)
@@ -149,6 +151,7 @@ class ModelRelay:
         self.send = send
         self.log = log
         self.on_bound = on_bound
+        self.on_idle = on_idle
         self.tokens = {site: secrets.token_hex(16) for site in self.graph}
         self._site_of = {token: site for site, token in self.tokens.items()}
         self.declared: dict[str, int] = {}
@@ -269,6 +272,9 @@ class ModelRelay:
             left, upload.pending = list(upload.pending), []
             self.counts.undelivered += len(left)
             upload.message = {}  # the model is let go as soon as it is handed on or given up
+            idle = not any(u.pending for uploads in self._uploads.values() for u in uploads)
+        if idle:
+            self.on_idle()
         if left and not upload.stop.is_set():
             self.log("warning", f"round {upload.round_num}: could not hand the model of {upload.sender} to {left}")
 

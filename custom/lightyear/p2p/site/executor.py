@@ -51,6 +51,7 @@ from lightyear.checks import boolean, non_empty_string, positive_int, positive_s
 from lightyear.flare import constants as C
 from lightyear.flare.analytics import stream_round
 from lightyear.flare.early_pings import quiet_early_pings
+from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.models import model_symmetries
 from lightyear.p2p.site.aggregation import Aggregation
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
@@ -70,7 +71,6 @@ from lightyear.p2p.site.isolation import (
     SiteIsolated,
     check_max_isolated_rounds,
 )
-from lightyear.p2p.site.process_memory import limit_malloc_arenas, release_free_memory
 from lightyear.p2p.site.result_watch import DeliveryWatch, watch_delivery
 from lightyear.p2p.site.resume import check_resume_from, find_checkpoint, resume_into
 from lightyear.p2p.site.run_start import ExchangeSettings, graph_neighbours, greet_neighbours, open_exchange
