@@ -147,7 +147,8 @@ class P2PController(Controller):
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
         engine = fl_ctx.get_engine()
-        self.gate.watch(engine)
+        if not self.gate.watch(engine):
+            self.log_info(fl_ctx, "the server's cell takes no incoming filter: uploads are bounded once assembled")
         engine.register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
         engine.register_aux_message_handler(topic=C.TOPIC_DECLARE, message_handle_func=self._on_declare)
         engine.register_aux_message_handler(topic=C.TOPIC_UPLOAD, message_handle_func=self._on_upload)
