@@ -3,7 +3,7 @@
     python benchmarks/scale_curve.py                                 # 8 and 16 sites, full mesh, 3 rounds
     python benchmarks/scale_curve.py --sites 8 16 32 --topology full random --rounds 3
     python benchmarks/scale_curve.py --dataset digits --sites 8 --rounds 12 --repeat 3 --routes server direct
-    python benchmarks/scale_curve.py --dataset digits --sites 8 --rounds 12 --forward-arrays download inline
+    python benchmarks/scale_curve.py --dataset digits --sites 8 --rounds 12 --forward-arrays download small inline
 
 For each number of sites and each topology it generates, from the ``digits32`` dataset settings
 (the embedded digits spread over ``num_sites`` sites; ``--dataset digits``: the main job's), the
@@ -63,6 +63,8 @@ RELAY_LINE = re.compile(
     r"models handed on by the server: \{'uploads': (\d+), 'forwarded': (\d+), "
     r"'bytes_in': (\d+), 'bytes_out': (\d+)"
 )
+FORWARD_CHUNK_BYTES = {"inline": 0, "small": 2 << 20}
+"""The server's ``np_download_chunk_size`` of each ``--forward-arrays`` variant (0: arrays inline)."""
 PHASE_COLUMNS = ("train_s", "wait_s", "score_s", "aggregate_s", "eval_s")
 
 
@@ -207,9 +209,9 @@ def main(argv=None) -> int:
         "--forward-arrays",
         nargs="+",
         default=["download"],
-        choices=["download", "inline"],
-        help="how the server sends a model it hands on: through FLARE's download service (each receiver "
-        "fetches 2 MiB chunks; the job's default) or inline in the message",
+        choices=["download", *FORWARD_CHUNK_BYTES],
+        help="how the server sends a model it hands on: through FLARE's download service as the job says "
+        "(download: 16 MiB chunks), in FLARE's default 2 MiB chunks (small) or inline in the message (inline)",
     )
     parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument(
@@ -241,8 +243,8 @@ def main(argv=None) -> int:
         variants = args.forward_arrays if route == "server" else ["-"]
         for variant in variants:
             server = files["app/config/config_fed_server.json"]
-            if variant == "inline":  # the arrays in the message instead of FLARE's download service
-                server = dict(server, np_download_chunk_size=0)
+            if variant in FORWARD_CHUNK_BYTES:  # the server's chunk size for the models it hands on
+                server = dict(server, np_download_chunk_size=FORWARD_CHUNK_BYTES[variant])
             variant_files = dict(files, **{"app/config/config_fed_server.json": server})
             path = os.path.join(folder, f"{name}_{sites}_{topology}_{route or 'star'}_{variant}")
             generate.write_job(variant_files, path)

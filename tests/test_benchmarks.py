@@ -46,8 +46,14 @@ def test_star_vs_p2p_refuses_bad_arguments_before_running(argv, message, tmp_pat
     ],
 )
 def test_site_profile_refuses_bad_arguments_before_running(argv, message, tmp_path):
+    assert_refused("site_profile.py", argv, message, tmp_path)
+
+
+def assert_refused(script: str, argv: list, message: str, tmp_path) -> None:
+    """``benchmarks/<script> argv`` ends with exit status 2 and one ``error:`` line naming ``message``,
+    no traceback, and leaves nothing in its temporary folder."""
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "site_profile.py"), *argv],
+        [sys.executable, os.path.join(ROOT, "benchmarks", script), *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -55,7 +61,7 @@ def test_site_profile_refuses_bad_arguments_before_running(argv, message, tmp_pa
     )
     assert done.returncode == 2, done.stdout + done.stderr
     last = done.stderr.splitlines()[-1]
-    assert last.startswith("benchmarks/site_profile.py: error: ") and message in last and "Traceback" not in done.stderr
+    assert last.startswith(f"benchmarks/{script}: error: ") and message in last and "Traceback" not in done.stderr
     assert [n for n in os.listdir(tmp_path) if not n.startswith(f"lightyear-{os.getuid()}")] == []
 
 
@@ -108,14 +114,4 @@ def test_validated_cost_prints_passes_time_and_the_honest_peers_kept_from_two_ru
     ],
 )
 def test_scale_curve_refuses_bad_arguments_before_running(argv, message, tmp_path):
-    done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "scale_curve.py"), *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    assert done.returncode == 2, done.stdout + done.stderr
-    last = done.stderr.splitlines()[-1]
-    assert last.startswith("benchmarks/scale_curve.py: error: ") and message in last and "Traceback" not in done.stderr
-    assert [n for n in os.listdir(tmp_path) if not n.startswith(f"lightyear-{os.getuid()}")] == []
+    assert_refused("scale_curve.py", argv, message, tmp_path)

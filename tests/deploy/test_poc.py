@@ -12,7 +12,7 @@ import pytest
 
 from lightyear.deploy import flare_cli, poc
 
-from deploy_helpers import assert_finished, kill_marked, make_job, processes_with
+from deploy_helpers import SITES, assert_finished, kill_marked, make_job, processes_with, round_rows
 
 
 def end(proc, marker):
@@ -58,6 +58,42 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
     assert not [
         n for n in os.listdir(marker) if n.startswith("lightyear-poc-")
     ]  # the POC folder is gone (no --keep-workspace)
+
+
+@pytest.mark.extended
+@pytest.mark.deployment
+def test_in_a_real_deployment_the_server_hands_each_model_on_and_a_site_uploads_it_once(tmp_path):
+    """POC runs in FLARE's secure mode, so ``auto`` sends models directly (encrypted site to site);
+    without end-to-end encryption the server route is taken: each site's round costs one upload."""
+    job = make_job(tmp_path / "jobs", "lightyear", secure_messages=False)
+    out = tmp_path / "out"
+    proc, marker = run_poc(tmp_path, job, "--out", out, "--timeout", 600, "--start-timeout", 400)
+    try:
+        log, _ = proc.communicate(timeout=900)
+    finally:
+        end(proc, marker)
+    assert proc.returncode == 0, log[-4000:]
+    assert_finished(out)  # one job: its records are right in --out
+    model_bytes = _one_model_bytes(job)
+    for site in SITES:  # two receivers each, one upload a round
+        assert {int(r["sent_bytes"]) for r in round_rows(out, site)} == {model_bytes}
+    server_log = (out / "server" / "simulate_job" / "log.txt").read_text()
+    assert "models routed server" in server_log
+    assert "models handed on by the server: {'uploads': 6, 'forwarded': 12," in server_log
+
+
+def _one_model_bytes(job) -> int:
+    """The bytes of the job's model, as a site's exchange counts them."""
+    import json
+
+    from lightyear.training.site_runtime import SiteRuntime
+    from lightyear.training.weights import num_bytes
+
+    with open(os.path.join(job, "app", "config", "config_fed_client.json")) as f:
+        args = json.load(f)["executors"][0]["executor"]["args"]
+    keys = ("dataset", "model", "dataset_args", "model_args", "train_args", "data_root")
+    runtime = SiteRuntime(SITES[0], seed=0, **{k: args[k] for k in keys if k in args})
+    return num_bytes(runtime.get_weights())
 
 
 @pytest.mark.extended

@@ -16,6 +16,11 @@ GRAPH = {"site-1": ["site-2", "site-3"], "site-2": ["site-1", "site-3"], "site-3
 MODEL = {"w": np.ones(100, dtype=np.float32)}  # 400 bytes
 
 
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch):
+    monkeypatch.setattr(model_relay, "RETRY_S", 0.05)  # a receiver not ready is tried again sooner
+
+
 class Receivers:
     """The send function the relay is given: records what each site got; ``answers`` sets a site's reply."""
 
@@ -100,6 +105,8 @@ def test_a_site_reaches_only_its_out_neighbours_in_the_runs_rounds():
     for bad_targets in ([], "site-2", [3], None):
         assert upload(r, "site-1", bad_targets)[0] == REFUSED
     assert upload(r, "site-1", ["site-2"], weights="not a model")[0] == REFUSED
+    code, why, _ = upload(r, "site-1", ["site-2"], weights={"w": {"hidden": np.zeros(10**6)}})
+    assert code == REFUSED and "its entry 'w' is dict, not an array" in why  # nothing the bound does not count
     settle(r)
     assert r.receivers.got == {} and r.counts.uploads == 0
 
@@ -142,16 +149,16 @@ def test_uploads_wait_for_a_majority_of_declarations_and_are_bounded_by_their_me
 
 def test_a_receiver_not_ready_yet_is_tried_again_and_a_dead_one_stalls_no_other():
     tries = iter([NOT_READY, NOT_READY, OK])
-    r = relay(deadline=3.0, answers={"site-2": lambda: next(tries), "site-3": "dead"})
+    r = relay(deadline=1.0, answers={"site-2": lambda: next(tries), "site-3": "dead"})
     start = time.monotonic()
     upload(r, "site-1", ["site-2"])
     upload(r, "site-2", ["site-1"])
     upload(r, "site-3", ["site-1"])
     upload(r, "site-1", ["site-3"], round_num=1)
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + 0.5
     while len(r.receivers.got.get("site-1", [])) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert len(r.receivers.got["site-1"]) == 2 and time.monotonic() - start < 1.0  # not held by site-3
+    assert len(r.receivers.got["site-1"]) == 2 and time.monotonic() - start < 0.5  # not held by site-3
     settle(r)
     assert len(r.receivers.got["site-2"]) == 1  # taken on the third try
     assert r.counts.undelivered == 1 and r.in_flight_bytes() == 0  # site-3 given up at the deadline

@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from lightyear.flare import constants as C
 from lightyear.p2p.wire.payload import payload_bytes
 
@@ -174,7 +176,7 @@ class ModelRelay:
             return self._refused(f"a payload limit from {_shown(claimed)} with no valid token")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DECLARED_LIMIT:
             return self._refused(f"{site} declared a payload limit of {_shown(limit)}, not an integer in [1, 2**40]")
-        with self._lock:
+        with self._lock:  # the bound and the gate's limit change together
             if site in self.declared:
                 return OK, ""
             self.declared[site] = limit
@@ -182,8 +184,8 @@ class ModelRelay:
             bound = values[(len(values) - 1) // 2] if 2 * len(values) > len(self.graph) else None
             changed = bound != self.bound
             self.bound = bound
-        if changed and bound is not None:
-            self.on_bound(bound)
+            if changed and bound is not None:
+                self.on_bound(bound)
         return OK, ""
 
     def on_upload(self, token, message: Mapping, claimed: str | None = None) -> tuple[str, str, list[str]]:
@@ -230,6 +232,9 @@ class ModelRelay:
             return f"{_shown(strangers)} are not its out-neighbours"
         if not isinstance(weights, Mapping):
             return f"it carries {type(weights).__name__}, not a model"
+        for key, value in weights.items():
+            if not isinstance(value, (np.ndarray, np.generic)):
+                return f"its entry {_shown(key)} is {type(value).__name__}, not an array"
         return None
 
     def _refused(self, why: str) -> tuple[str, str]:
