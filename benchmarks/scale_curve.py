@@ -41,18 +41,15 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 import psutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "custom"))
 
-from star_vs_p2p import _f, accuracy, site_rows  # noqa: E402  (this folder is on sys.path as a script)
+from star_vs_p2p import _f, accuracy, run_job, site_rows  # noqa: E402  (this folder is on sys.path as a script)
 
 from lightyear.cli import command  # noqa: E402
 from lightyear.jobs import generate  # noqa: E402
@@ -99,44 +96,32 @@ def build(
 
 
 def run(job: str, sites: int) -> dict:
-    """Run ``job`` in the simulator and sample its processes every second."""
+    """Run ``job`` in the simulator (:func:`star_vs_p2p.run_job`), recording every process's CPU and memory."""
     ws = tempfile.mkdtemp(prefix="lightyear-scale-")
-    os.makedirs(os.path.join(ws, "local"), exist_ok=True)
-    shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), os.path.join(ws, "local"))
-    nvflare = os.path.join(os.path.dirname(sys.executable), "nvflare")
-    lo_before = psutil.net_io_counters(pernic=True).get("lo")
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [nvflare, "simulator", job, "-w", ws, "-t", str(sites)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-    )
-    tree = psutil.Process(proc.pid)
-    peak, cpu, pss = [0], {}, {}
+    cpu, pss = {}, {}
 
-    def sample():
-        while proc.poll() is None:
-            total = 0
+    def sample(tree: psutil.Process) -> int:
+        """Record each process's CPU seconds and peak PSS by role; the PSS of all of them."""
+        total = 0
+        try:
+            processes = [tree, *tree.children(recursive=True)]
+        except psutil.Error:
+            processes = []
+        for p in processes:
             try:
-                processes = [tree, *tree.children(recursive=True)]
+                role, times, used = _role(p.cmdline()), p.cpu_times(), p.memory_full_info().pss
             except psutil.Error:
-                processes = []
-            for p in processes:
-                try:
-                    role, times, used = _role(p.cmdline()), p.cpu_times(), p.memory_full_info().pss
-                except psutil.Error:
-                    continue
-                total += used
-                cpu[p.pid] = (role, times.user + times.system)
-                pss[p.pid] = (role, max(used, pss.get(p.pid, (role, 0))[1]))
-            peak[0] = max(peak[0], total)
-            time.sleep(1.0)
+                continue
+            total += used
+            cpu[p.pid] = (role, times.user + times.system)
+            pss[p.pid] = (role, max(used, pss.get(p.pid, (role, 0))[1]))
+        return total
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    rc = proc.wait()
-    wall = time.perf_counter() - start
-    sampler.join()
+    lo_before = psutil.net_io_counters(pernic=True).get("lo")
+    ran = run_job(job, sites, ws, sample=sample)
     lo_after = psutil.net_io_counters(pernic=True).get("lo")
-    out = {"rc": rc, "wall_s": wall, "peak_GiB": peak[0] / 2**30, "per_site_GiB": peak[0] / 2**30 / sites}
+    peak = ran["peak_pss_GiB"]
+    out = {"rc": ran["rc"], "wall_s": ran["wall_s"], "peak_GiB": peak, "per_site_GiB": peak / sites}
     out["lo_bytes"] = (lo_after.bytes_sent - lo_before.bytes_sent) if lo_before and lo_after else float("nan")
     site_cpu = [seconds for role, seconds in cpu.values() if role == "site"]
     server_cpu = [seconds for role, seconds in cpu.values() if role == "server"]

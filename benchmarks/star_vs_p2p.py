@@ -94,11 +94,13 @@ def build_jobs(args, configs: str, folder: str) -> dict:
     return jobs
 
 
-def run_job(job: str, sites: int, ws: str, allow: tuple[str, ...] = ()) -> dict:
+def run_job(job: str, sites: int, ws: str, allow: tuple[str, ...] = (), sample=None) -> dict:
     """Run ``job`` in the simulator; wall seconds, launch time (epoch), peak PSS and exit code.
 
     The workspace's component policy is the repository's (``workspace/local/resources.json``),
-    admitting also the class-path prefixes ``allow`` (such as ``"cpu_profile."``)."""
+    admitting also the class-path prefixes ``allow`` (such as ``"cpu_profile."``). Every second
+    ``sample(process)`` is called with the simulator's process and returns the PSS of it and its
+    descendants (default :func:`p2p_job_timing.tree_memory`'s); a caller's own may record more."""
     os.makedirs(os.path.join(ws, "local"), exist_ok=True)
     shutil.copy(os.path.join(ROOT, "workspace", "local", "resources.json"), os.path.join(ws, "local"))
     if allow:
@@ -111,13 +113,14 @@ def run_job(job: str, sites: int, ws: str, allow: tuple[str, ...] = ()) -> dict:
     )
     peak = [0]
     tree = psutil.Process(proc.pid)
+    sample = sample or (lambda process: tree_memory(process, proportional=True)[1])
 
-    def sample():
+    def sampling():
         while proc.poll() is None:
-            peak[0] = max(peak[0], tree_memory(tree, proportional=True)[1])
+            peak[0] = max(peak[0], sample(tree))
             time.sleep(1.0)
 
-    sampler = threading.Thread(target=sample, daemon=True)
+    sampler = threading.Thread(target=sampling, daemon=True)
     sampler.start()
     rc = proc.wait()
     wall = time.perf_counter() - start

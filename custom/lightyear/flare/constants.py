@@ -37,7 +37,6 @@ KEY_SENDER = "lightyear_sender"
 KEY_TARGETS = "lightyear_targets"
 KEY_TOKEN = "lightyear_token"
 KEY_LIMIT = "lightyear_limit"
-KEY_ACCEPTED = "lightyear_accepted"
 KEY_SUPERSEDES = "lightyear_supersedes"
 
 

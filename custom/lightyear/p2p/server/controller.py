@@ -234,10 +234,8 @@ class P2PController(Controller):
         if relay is None:
             return self._no_relay()
         claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
-        code, _, accepted = relay.on_upload(request.get(C.KEY_TOKEN), request, claimed)
-        reply = make_reply(code)
-        reply[C.KEY_ACCEPTED] = accepted
-        return reply
+        code, _, _ = relay.on_upload(request.get(C.KEY_TOKEN), request, claimed)
+        return make_reply(code)
 
     def _open_relay(self, neighbours: dict, secure: bool, fl_ctx: FLContext) -> str:
         """The route the sites send models by; builds the relay when it is the server."""

@@ -406,8 +406,8 @@ class PeerExchange:
         return {peer for peer, reply in replies.items() if peer in targets and _is_ok(reply)}
 
     def declare_limit(self, limit: int, engine, abort: Callable[[], bool], timeout: float) -> bool:
-        """Tell the server (via the server only) the largest model message this site takes, trying
-        for at most ``timeout`` s; whether it took it. The server bounds uploads by what the sites declare."""
+        """Tell the server the largest model message this site takes, trying for at most ``timeout``
+        s; whether it took it. The server bounds uploads by what the sites declare."""
         fl_ctx = engine.new_context()
         deadline = time.monotonic() + timeout
         while not abort():
