@@ -303,18 +303,12 @@ class P2PController(Controller):
                 self.status.drop(site, f"no usable topology: {exc}")
             self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
             return run_stats.FAILED
-        try:
+        try:  # how models travel: refused at the start when the deployment cannot do what the job asks
             secure = secure_setting.resolve(
                 self.secure_messages, secure_setting.deployment_secure(fl_ctx), "the server"
             )
-        except RuntimeError as exc:
-            for site in sites:
-                self.status.drop(site, str(exc))
-            self.system_panic(str(exc), fl_ctx)
-            return run_stats.FAILED
-        try:
             route = self._open_relay(neighbours, secure, fl_ctx)
-        except ValueError as exc:
+        except (RuntimeError, ValueError) as exc:
             for site in sites:
                 self.status.drop(site, str(exc))
             self.system_panic(str(exc), fl_ctx)
@@ -384,8 +378,6 @@ class P2PController(Controller):
             if now >= next_ping:
                 self._ping(status.running(), fl_ctx)
                 next_ping = time.monotonic() + self.liveness_interval
-            if status.all_done():
-                break
             for site in status.running():
                 ended = tasks[site].completion_status
                 if ended is not None:

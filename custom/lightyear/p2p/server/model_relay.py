@@ -124,6 +124,11 @@ class _Upload:
     deadline: float
     stop: threading.Event = field(default_factory=threading.Event)
 
+    @property
+    def live(self) -> bool:
+        """Still being handed on: some receiver has not taken it and nothing stopped it."""
+        return bool(self.pending) and not self.stop.is_set()
+
 
 class ModelRelay:
     """The server's side of ``model_route="server"`` (see the module docstring).
@@ -205,7 +210,7 @@ class ModelRelay:
             if nbytes > self.bound:
                 problem = f"{nbytes} bytes, more than the {self.bound} bytes a model of this job takes"
             else:
-                ongoing = [u for u in self._uploads[sender] if u.pending and not u.stop.is_set()]
+                ongoing = [u for u in self._uploads[sender] if u.live]
                 if len(ongoing) >= IN_FLIGHT_PER_RECEIVER * max(1, len(self.graph[sender])):
                     return NOT_READY, "", []
                 fresh = [t for t in dict.fromkeys(targets) if (sender, round_num, t) not in self._claimed]
@@ -247,7 +252,7 @@ class ModelRelay:
         forwarded[C.KEY_SENDER] = sender
         upload = _Upload(sender, round_num, forwarded, list(targets), nbytes, time.monotonic() + self.peer_deadline)
         with self._lock:
-            self._uploads[sender] = [u for u in self._uploads[sender] if u.pending and not u.stop.is_set()] + [upload]
+            self._uploads[sender] = [u for u in self._uploads[sender] if u.live] + [upload]
             self.counts.uploads += 1
             self.counts.bytes_in += nbytes
             thread = threading.Thread(target=self._forward, args=(upload,), daemon=True, name=f"relay-{sender}")
