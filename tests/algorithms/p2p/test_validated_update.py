@@ -2,6 +2,7 @@
 are given by hand."""
 
 import math
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -195,3 +196,26 @@ def test_an_entry_with_no_values_is_carried_wherever_it_stands(keys):
     assert out.adopted == ["p"] and out.weights["empty"].size == 0
     if "w" in keys:  # one peer at max_peer_share 1/2: halfway
         np.testing.assert_allclose(out.weights["w"], [1.05, 1.05], rtol=1e-6)
+
+
+def test_the_memory_a_round_needs_beyond_the_received_models_does_not_grow_with_the_peers():
+    # ten 1 MiB models on the longest path: the whole (w 2.0) fails, each alone (0.2) passes, half the step
+    # (1.0) fails, the best alone is adopted. Held at once: the own model's copy and flat vector, the scratch
+    # difference, the candidate under test: a few model sizes, not one per peer.
+    size = 1 << 18
+    peers = {}
+    for i in range(10):
+        w = np.zeros(size, np.float32)
+        w[0] = 2.0
+        peers[f"p{i}"] = {"w": w}
+    own = {"w": np.zeros(size, np.float32)}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        out, evaluate = run(peers, evaluate=Barrier(), own=own)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert evaluate.calls == pytest.approx([2.0] + [0.2] * 10 + [1.0]) and out.adopted == ["p0"]
+    assert out.weights["w"][0] == pytest.approx(0.2)
+    assert peak < 5 * size * 4, f"peak {peak / (size * 4):.1f} model sizes"

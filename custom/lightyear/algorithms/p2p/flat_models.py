@@ -1,14 +1,17 @@
-"""Models as flat vectors around an own model, for building and measuring many aggregates cheaply (pure).
+"""Aggregates around an own model as flat vectors, built from the peers' models as they are (pure).
 
 The validated aggregation (:mod:`~lightyear.algorithms.p2p.validated_update`) tests several candidates
-theta + weight * sum_j (theta_j - theta) a round. :class:`FlatModels` takes each peer's difference once,
-on one flat vector of the floating entries in the own model's float type, so that a candidate costs
-one pass over the parameters; integer entries (BatchNorm's counters) keep the own value.
+theta + weight * sum_j (theta_j - theta) a round. :class:`FlatModels` holds the own model once as one
+flat vector of its floating entries, in the own model's float type, and builds each candidate in one
+new vector, taking each peer's difference entry by entry into one scratch vector it reuses. So the
+memory a round's aggregation needs beyond the received models is a few model sizes, whatever the
+number of peers (no flat copy of any received model is kept); integer entries (BatchNorm's counters)
+keep the own value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -17,7 +20,7 @@ from lightyear.algorithms.vectors import is_float_entry
 
 
 class FlatModels:
-    """The own model and the peers' models as flat vectors (module docstring)."""
+    """The own model as a flat vector, and aggregates of the peers' models around it (module docstring)."""
 
     def __init__(self, own: Weights, models: Mapping[str, Weights]):
         self.own, self.models = own, models
@@ -28,7 +31,7 @@ class FlatModels:
         self.starts = np.cumsum([0] + sizes[:-1]).astype(np.int64)
         self.sizes = np.asarray(sizes, dtype=np.int64)
         self.own_norms = self.norms(self.base)
-        self._diffs: dict[str, np.ndarray] = {}
+        self._scratch: np.ndarray | None = None
 
     def flat(self, model: Weights) -> np.ndarray:
         if not self.keys:
@@ -42,14 +45,25 @@ class FlatModels:
             squares = [float(np.dot(vector[a : a + n], vector[a : a + n])) for a, n in zip(self.starts, self.sizes)]
         return np.sqrt(np.asarray(squares, dtype=np.float64))
 
-    def diff(self, peer: str) -> np.ndarray:
-        """theta_peer - theta, taken once."""
-        if peer not in self._diffs:
-            self._diffs[peer] = self.flat(self.models[peer]) - self.base
-        return self._diffs[peer]
+    def _difference(self, peer: str) -> np.ndarray:
+        """theta_peer - theta in the scratch vector (overwritten by the next call)."""
+        if self._scratch is None:
+            self._scratch = np.empty_like(self.base)
+        model = self.models[peer]
+        for key, a, n in zip(self.keys, self.starts, self.sizes):
+            entry = np.asarray(model[key]).reshape(-1)
+            np.subtract(entry, self.base[a : a + n], out=self._scratch[a : a + n], dtype=self.dtype)
+        return self._scratch
 
-    def zero(self) -> np.ndarray:
-        return np.zeros_like(self.base)
+    def aggregate(self, peers: Sequence[str], weight: float) -> np.ndarray:
+        """theta + weight * sum_j (theta_j - theta) over ``peers`` (differences summed in the order given),
+        as a new flat vector."""
+        total = np.zeros_like(self.base)
+        for peer in peers:
+            total += self._difference(peer)
+        total *= weight
+        total += self.base
+        return total
 
     def growth(self, vector: np.ndarray) -> float:
         """The largest ||vector[k]|| / ||own[k]|| - 1 over the entries that are not all zero in the own

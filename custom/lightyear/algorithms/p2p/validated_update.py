@@ -44,7 +44,9 @@ adopted. Every other peer is left out after averaging, with the measured reason.
 
 Cost, in forward passes over the own validation set: one when the aggregate of ``S`` passes, at most
 ``|S| + 2`` when it does not (a candidate refused on its norms costs none). The own and the received
-models' per-sample losses come from the scoring pass the agreement score makes anyway.
+models' per-sample losses come from the scoring pass the agreement score makes anyway. Memory, beyond
+the received models: a few model sizes whatever ``|S|`` (:class:`~lightyear.algorithms.p2p.flat_models.FlatModels`
+keeps no copy of a received model; only the candidate under test and one that passed are held).
 
 Not bounded: harm the validation set does not show (a small set measures coarsely, which is why each
 round's tolerance is what it can support and the anchor bounds the sum), and what later local
@@ -133,7 +135,7 @@ def validated_update(
         if same_function(own_assessment.summary, assessed[peer].summary):
             result.excluded[peer] = OWN_FUNCTION
             continue
-        grown = flat.growth(flat.base + MIDPOINT * flat.diff(peer))
+        grown = flat.growth(flat.aggregate([peer], MIDPOINT))
         if grown > bounds.max_norm_growth:
             result.excluded[peer] = (
                 f"the model halfway to it grew an entry's norm by {grown:.3g} (more than max_norm_growth "
@@ -144,47 +146,48 @@ def validated_update(
     if not remaining:
         return result
 
-    def test(peers: Sequence[str], weight: float) -> tuple[dict | None, Candidate]:
-        vector = flat.base + weight * sum((flat.diff(p) for p in peers), flat.zero())
+    def test(peers: Sequence[str], weight: float) -> tuple[np.ndarray | None, Candidate]:
+        """(the candidate's flat vector if it passed, else None; the candidate): a vector that failed is
+        dropped at once, so at most the one being tested and one that passed are held."""
+        vector = flat.aggregate(peers, weight)
         growth = flat.growth(vector)
         if growth > bounds.max_norm_growth:
-            model, candidate = None, Candidate(tuple(peers), weight, growth, fault="norm")
+            candidate = Candidate(tuple(peers), weight, growth, fault="norm")
         else:
-            model = flat.model(vector)
-            found = assess(model)
+            found = assess(flat.model(vector))
             result.evaluations += 1
             candidate = Candidate(tuple(peers), weight, growth, found, bounds.fault(found, own_assessment, held))
         result.candidates.append(candidate)
-        return model, candidate
+        return (vector if candidate.passed else None), candidate
 
     weight = peer_weight(gamma, int(t), len(remaining), bounds.max_peer_share)
-    whole = test(remaining, weight)
-    if whole[1].passed:
-        return _adopt(result, *whole)
-    solo = {remaining[0]: whole} if len(remaining) == 1 else {p: test([p], weight) for p in remaining}
-    kept = [p for p in remaining if solo[p][1].passed]
+    vector, whole = test(remaining, weight)
+    if whole.passed:
+        return _adopt(result, flat.model(vector), whole)
+    solo = {remaining[0]: whole} if len(remaining) == 1 else {p: test([p], weight)[1] for p in remaining}
+    kept = [p for p in remaining if solo[p].passed]
     for peer in remaining:
         if peer not in kept:
-            result.excluded[peer] = _reason(solo[peer][1], own_assessment, bounds)
+            result.excluded[peer] = _reason(solo[peer], own_assessment, bounds)
     if not kept:
         return result
     renormalised = peer_weight(gamma, int(t), len(kept), bounds.max_peer_share)
+    together = None
     if len(kept) < len(remaining) and (len(kept) > 1 or renormalised > weight):
         together = test(kept, renormalised)  # the peers that passed alone, with the step Eq. 18 gives them
-        if together[1].passed:
-            return _adopt(result, *together)
     elif len(kept) > 1:  # each passed alone, all together not: half the step towards the same mean
         together = test(kept, HALF * weight)
-        if together[1].passed:
-            return _adopt(result, *together)
-    best = min(kept, key=lambda p: (_loss_rank(solo[p][1]), p))
+    if together is not None and together[1].passed:
+        return _adopt(result, flat.model(together[0]), together[1])
+    best = min(kept, key=lambda p: (_loss_rank(solo[p]), p))
     for peer in kept:
         if peer != best:
             result.excluded[peer] = (
                 "passed alone, but not in one aggregate with the other peers that did; "
                 f"{best}, whose contribution alone had the lowest validation loss, was adopted alone"
             )
-    return _adopt(result, *solo[best])
+    # rebuilt rather than held since its test: the same vector, so no solo candidate is kept in memory
+    return _adopt(result, flat.model(flat.aggregate([best], weight)), solo[best])
 
 
 def peer_weight(gamma: float, t: int, n_peers: int, max_peer_share: float) -> float:
