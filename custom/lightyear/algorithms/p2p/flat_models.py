@@ -3,7 +3,7 @@
 The validated aggregation (:mod:`~lightyear.algorithms.p2p.validated_update`) tests several candidates
 theta + weight * sum_j (theta_j - theta) a round. :class:`FlatModels` holds the own model once as one
 flat vector of its floating entries, in the own model's float type, and builds each candidate in one
-new vector, taking each peer's difference entry by entry into one scratch vector it reuses. So the
+new vector, taking each peer's difference entry by entry into it or into one scratch vector it reuses. So the
 memory a round's aggregation needs beyond the received models is a few model sizes, whatever the
 number of peers (no flat copy of any received model is kept); integer entries (BatchNorm's counters)
 keep the own value.
@@ -45,22 +45,26 @@ class FlatModels:
             squares = [float(np.dot(vector[a : a + n], vector[a : a + n])) for a, n in zip(self.starts, self.sizes)]
         return np.sqrt(np.asarray(squares, dtype=np.float64))
 
-    def _difference(self, peer: str) -> np.ndarray:
-        """theta_peer - theta in the scratch vector (overwritten by the next call)."""
-        if self._scratch is None:
-            self._scratch = np.empty_like(self.base)
+    def _difference(self, peer: str, out: np.ndarray) -> np.ndarray:
+        """theta_peer - theta, written into ``out``."""
         model = self.models[peer]
         for key, a, n in zip(self.keys, self.starts, self.sizes):
             entry = np.asarray(model[key]).reshape(-1)
-            np.subtract(entry, self.base[a : a + n], out=self._scratch[a : a + n], dtype=self.dtype)
-        return self._scratch
+            np.subtract(entry, self.base[a : a + n], out=out[a : a + n], dtype=self.dtype)
+        return out
 
     def aggregate(self, peers: Sequence[str], weight: float) -> np.ndarray:
         """theta + weight * sum_j (theta_j - theta) over ``peers`` (differences summed in the order given),
-        as a new flat vector."""
-        total = np.zeros_like(self.base)
-        for peer in peers:
-            total += self._difference(peer)
+        as a new flat vector: the first difference is taken into it, every further one through a
+        scratch vector reused from call to call."""
+        total = np.empty_like(self.base) if peers else np.zeros_like(self.base)
+        for n, peer in enumerate(peers):
+            if n == 0:
+                self._difference(peer, total)
+                continue
+            if self._scratch is None:
+                self._scratch = np.empty_like(self.base)
+            total += self._difference(peer, self._scratch)
         total *= weight
         total += self.base
         return total
