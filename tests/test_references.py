@@ -19,6 +19,7 @@ NOT_CODE = {
     "lightyear.declare",
     "lightyear.upload",
     "lightyear.forwarded_model",
+    "lightyear.certificates",
     "lightyear.method",
     "lightyear.methods",
     "lightyear.attacks",

@@ -62,10 +62,11 @@ def test_poc_runs_a_p2p_and_a_star_job_and_leaves_no_process(tmp_path):
 
 @pytest.mark.extended
 @pytest.mark.deployment
-def test_in_a_real_deployment_the_server_hands_each_model_on_and_a_site_uploads_it_once(tmp_path):
-    """POC runs in FLARE's secure mode, so ``auto`` sends models directly (encrypted site to site);
-    without end-to-end encryption the server route is taken: each site's round costs one upload."""
-    job = make_job(tmp_path / "jobs", "lightyear", secure_messages=False)
+def test_in_a_real_deployment_each_model_goes_up_once_sealed_and_the_server_hands_it_on(tmp_path):
+    """POC runs in FLARE's secure mode with provisioned certificates, so ``secure_messages`` is on and
+    each model travels through the server sealed end to end (lightyear.p2p.wire.sealing): one upload
+    a round per site, and every site still finishes with its peers' models taken."""
+    job = make_job(tmp_path / "jobs", "lightyear")
     out = tmp_path / "out"
     proc, marker = run_poc(tmp_path, job, "--out", out, "--timeout", 600, "--start-timeout", 400)
     try:
@@ -75,10 +76,12 @@ def test_in_a_real_deployment_the_server_hands_each_model_on_and_a_site_uploads_
     assert proc.returncode == 0, log[-4000:]
     assert_finished(out)  # one job: its records are right in --out
     model_bytes = _one_model_bytes(job)
-    for site in SITES:  # two receivers each, one upload a round
-        assert {int(r["sent_bytes"]) for r in round_rows(out, site)} == {model_bytes}
+    for site in SITES:  # two receivers each, one upload a round, and no model refused
+        rows = round_rows(out, site)
+        assert {int(r["sent_bytes"]) for r in rows} == {model_bytes}
+        assert all(r["rejected"] in ("", "[]") and r["late"] in ("", "[]") for r in rows), rows
     server_log = (out / "server" / "simulate_job" / "log.txt").read_text()
-    assert "models routed server" in server_log
+    assert "secure peer messages on, models routed server" in server_log
     assert "models handed on by the server: {'uploads': 6, 'forwarded': 12," in server_log
 
 

@@ -2,7 +2,9 @@
 provision`` of a server and three sites (mutual TLS, the provisioned default), ``lightyear-allow`` in
 every startup kit, each participant started with its own ``startup/start.sh``, a peer-to-peer job
 with ``secure_messages=true`` submitted with the admin's startup kit, waited for and downloaded.
-The models the sites exchange are encrypted end to end: the sending site's cell logs it."""
+The models the sites exchange on the ``direct`` route are encrypted end to end by FLARE, one copy
+per receiver: the sending site's cell logs it. (The default ``server`` route seals each model once
+instead: ``tests/deploy/test_poc.py`` runs it in FLARE's secure mode.)"""
 
 import glob
 import json
@@ -81,7 +83,7 @@ def submit_when_ready(cli, job, timeout=180.0):
 def test_provisioned_p2p_run_with_secure_peer_messages(deployment):
     nvflare_command()
     tmp, kits = deployment["tmp"], deployment["kits"]
-    job = make_job(tmp / "jobs", "lightyear", secure_messages=True)
+    job = make_job(tmp / "jobs", "lightyear", secure_messages=True, model_route="direct")
     cli = FlareCli(deployment["env"], startup_kit=kits[DEFAULT_ADMIN])
     job_id = submit_when_ready(cli, job)
     status = cli.wait(job_id, timeout=600)
@@ -91,7 +93,7 @@ def test_provisioned_p2p_run_with_secure_peer_messages(deployment):
     assert FINISHED_OK in status, status
     assert_finished(out)
     server_log = open(out / "server" / "simulate_job" / "log.txt").read()
-    assert "secure peer messages on" in server_log
+    assert "secure peer messages on, models routed direct" in server_log
     for site in SITES:  # every model reached both peers
         assert all(int(r["sent_bytes"]) == 2 * int(r["model_bytes"]) for r in round_rows(out, site))
     # site-1's cell encrypted every byte of its models before they left for the relay

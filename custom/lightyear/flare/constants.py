@@ -21,6 +21,8 @@ TOPIC_UPLOAD = "lightyear.upload"
 """A site's model of a round, sent once to the server with the receivers it is for."""
 TOPIC_FORWARD = "lightyear.forwarded_model"
 """The server hands a receiver a model another site uploaded, naming the sender it authenticated."""
+TOPIC_CERTIFICATES = "lightyear.certificates"
+"""A site asks the server for its receivers' certificates, to seal its models for them (lightyear.p2p.wire.sealing)."""
 MODEL_TOPICS = (TOPIC_MODEL, TOPIC_COLLUDE, TOPIC_UPLOAD)
 """Topics whose messages from a site carry a model (a forwarded model comes from the server alone)."""
 
@@ -38,6 +40,10 @@ KEY_TARGETS = "lightyear_targets"
 KEY_TOKEN = "lightyear_token"
 KEY_LIMIT = "lightyear_limit"
 KEY_SUPERSEDES = "lightyear_supersedes"
+KEY_SEAL = "lightyear_seal"
+KEY_CERTIFICATE = "lightyear_certificate"
+KEY_CERTIFICATES = "lightyear_certificates"
+KEY_NAMES = "lightyear_names"
 
 
 def register_decomposers() -> None:

@@ -1,5 +1,8 @@
 """The ``secure_messages`` job setting: end-to-end encryption of the models sites send each other.
 
+On the ``server`` model route (the default) a site seals each model once for all its receivers,
+with its provisioned key and their certificates (:mod:`lightyear.p2p.wire.sealing`); the server
+hands on what it cannot read or forge. On the ``direct`` route FLARE encrypts each copy, as follows.
 In FLARE 2.9 every message from one site to another is relayed by the server. A send with
 ``secure=True`` (``engine.send_aux_request(..., secure=True)``) has the sending site's cell
 encrypt the serialized message body for the receiving site's certificate before it leaves

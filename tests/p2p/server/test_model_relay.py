@@ -182,13 +182,10 @@ def test_a_newer_model_stops_the_older_ones_forwarding_when_the_sender_says_so()
     r.stop()
 
 
-def test_the_route_is_direct_where_models_are_encrypted_end_to_end():
-    assert model_relay.resolve_route("auto", False, "full") == "server"
-    assert model_relay.resolve_route("auto", True, "full") == "direct"
-    assert model_relay.resolve_route("direct", False, "ring") == "direct"
-    assert model_relay.resolve_route("server", False, "none") == "direct"
-    with pytest.raises(ValueError, match="could read, every"):
-        model_relay.resolve_route("server", True, "full")
+def test_the_route_is_the_server_unless_the_job_asks_for_direct_or_sends_no_model():
+    assert model_relay.resolve_route("auto", "full") == "server"
+    assert model_relay.resolve_route("direct", "ring") == "direct"
+    assert model_relay.resolve_route("server", "none") == "direct"
     with pytest.raises(ValueError, match='model_route must be "auto", "server"'):
         model_relay.check_route("relay")
 
@@ -235,11 +232,68 @@ def test_each_site_gets_its_own_token_with_its_run_and_only_the_relay_knows_whos
     assert {site: ctrl.relay.site_of(token) for site, token in tokens.items()} == {s: s for s in GRAPH}
 
 
-def test_routing_through_the_server_with_end_to_end_encryption_stops_the_run_before_any_site_starts(tmp_path):
-    configs, panics, _ = start_run(tmp_path, secure_mode=True, model_route="server")
-    assert configs == {} and len(panics) == 1 and 'model_route="server" with secure_messages on' in panics[0]
-    configs, panics, _ = start_run(tmp_path, secure_mode=True, model_route="auto")
-    assert panics == [] and all(c["model_route"] == "direct" and c["token"] is None for c in configs.values())
+def test_with_end_to_end_encryption_models_go_through_the_server_sealed_or_direct_if_asked(tmp_path):
+    configs, panics, ctrl = start_run(tmp_path, secure_mode=True, model_route="auto")
+    assert panics == [] and ctrl.relay.sealed
+    assert all(c["model_route"] == "server" and c["secure_messages"] is True and c["token"] for c in configs.values())
+    configs, panics, ctrl = start_run(tmp_path, secure_mode=True, model_route="direct")
+    assert panics == [] and ctrl.relay is None
+    assert all(c["model_route"] == "direct" and c["token"] is None for c in configs.values())
+
+
+SEAL = {"nonce": b"n" * 12, "signature": b"s" * 256, "wrapped": {"site-2": b"k2" * 128, "site-3": b"k3" * 128}}
+SEALED = {"sealed": np.zeros(400, dtype=np.uint8)}
+
+
+def sealed_relay():
+    r = ModelRelay(GRAPH, 5, 2.0, 1.0, Receivers(), lambda level, text: None, sealed=True)
+    r.receivers = r.send
+    for site in GRAPH:
+        assert r.on_declare(r.tokens[site], 1000, certificate=f"cert of {site}".encode())[0] == OK
+    return r
+
+
+def test_a_sealed_run_hands_on_the_seal_with_the_receivers_keys_and_the_senders_certificate():
+    r = sealed_relay()
+    assert upload(r, "site-1", ["site-2"], weights=SEALED, **{C.KEY_SEAL: SEAL})[0] == OK
+    settle(r)
+    (got,) = r.receivers.got["site-2"]
+    assert got[C.KEY_SEAL] == {
+        "nonce": SEAL["nonce"],
+        "signature": SEAL["signature"],
+        "wrapped": {"site-2": b"k2" * 128},
+    }
+    assert got[C.KEY_CERTIFICATE] == b"cert of site-1" and got[C.KEY_SENDER] == "site-1"
+
+
+@pytest.mark.parametrize(
+    "weights, seal, why",
+    [
+        (MODEL, SEAL, "it is not sealed"),
+        (SEALED, None, "it carries no seal"),
+        (SEALED, dict(SEAL, nonce=b"short"), "no nonce"),
+        (SEALED, dict(SEAL, signature=b"s" * 5000), "no signature"),
+        (SEALED, dict(SEAL, wrapped={"site-2": b"k"}), "wraps no key for some of its receivers"),
+        (SEALED, dict(SEAL, wrapped={"site-2": b"k", "site-3": "text"}), "not a short byte string"),
+    ],
+)
+def test_a_sealed_run_refuses_an_upload_that_is_not_a_well_formed_sealed_model(weights, seal, why):
+    r = sealed_relay()
+    code, reason, taken = upload(r, "site-1", ["site-2", "site-3"], weights=weights, **{C.KEY_SEAL: seal})
+    assert code == REFUSED and why in reason and taken == []
+
+
+def test_a_sealed_run_takes_a_declaration_only_with_a_certificate_and_gives_out_only_out_neighbours_certificates():
+    r = ModelRelay(GRAPH, 5, 2.0, 1.0, Receivers(), lambda level, text: None, sealed=True)
+    assert r.on_declare(r.tokens["site-1"], 1000)[0] == REFUSED
+    assert r.on_declare(r.tokens["site-1"], 1000, certificate=b"x" * (1 << 17))[0] == REFUSED
+    for site in ("site-1", "site-2"):
+        assert r.on_declare(r.tokens[site], 1000, certificate=f"cert of {site}".encode())[0] == OK
+    # site-3 sends to site-1 alone; site-3 never declared
+    assert r.on_certificates(r.tokens["site-3"], ["site-1", "site-2"]) == (OK, "", {"site-1": b"cert of site-1"})
+    assert r.on_certificates(r.tokens["site-1"], ["site-2", "site-3"]) == (OK, "", {"site-2": b"cert of site-2"})
+    assert r.on_certificates("forged", ["site-1"])[0] == REFUSED
+    assert r.on_certificates(r.tokens["site-1"], "site-2")[0] == REFUSED
 
 
 def test_the_server_returns_freed_memory_once_it_holds_no_model():
@@ -250,3 +304,12 @@ def test_the_server_returns_freed_memory_once_it_holds_no_model():
     settle(r)
     time.sleep(0.05)
     assert idle == [0]
+
+
+def test_a_receiver_that_stays_not_ready_is_tried_less_and_less_often(monkeypatch):
+    monkeypatch.setattr(model_relay, "MAX_RETRY_S", 0.2)
+    r = relay(deadline=1.2, answers={"site-2": NOT_READY})
+    upload(r, "site-1", ["site-2"])
+    settle(r)
+    # tries after 0, 0.05, 0.15, 0.35, 0.55, 0.75, 0.95, 1.15 s: 8, not the 24 of a try every 0.05 s
+    assert 5 <= r.receivers.calls <= 12 and r.counts.undelivered == 1

@@ -295,3 +295,15 @@ def test_through_the_server_a_model_goes_up_once_for_all_its_receivers():
     assert targets == [C.SERVER] and topic == C.TOPIC_UPLOAD
     assert request[C.KEY_TARGETS] == PEERS and request[C.KEY_TOKEN] == "token-1" and request[C.KEY_ROUND] == 3
     assert sent["bytes"] == 16 + 8  # one copy of the model, not one per receiver
+
+
+def test_a_model_from_a_sender_rounds_ahead_is_sent_again_later_not_lost():
+    # a sender that does not wait for this site runs ahead: its model for round 3 arrives while this
+    # site is in round 0; answered "not ready" (kept nowhere), it is taken when sent again in round 2
+    ex = exchange()
+    reply = ex.on_model(model_message("site-2", 3, model(3.0)))
+    assert reply.get_return_code() == ReturnCode.SERVICE_UNAVAILABLE and ex.buffer.models_held() == 0
+    for done in (0, 1):
+        ex.release(done)
+    assert ex.on_model(model_message("site-2", 3, model(3.0))).get_return_code() == ReturnCode.OK
+    assert ex.buffer.models_held() == 1

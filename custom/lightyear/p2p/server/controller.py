@@ -2,9 +2,10 @@
 
 The server never stores or aggregates model weights. It sends every site one task carrying
 the rounds, the seed and the neighbour lists, then watches the per-round progress the sites
-report. With ``model_route="server"`` (the default where messages are not encrypted end to end)
-it also hands each model a site uploads to the site's receivers, so that a model crosses each
-link once (:mod:`lightyear.p2p.server.model_relay`); each site's task then carries its own token.
+report. With ``model_route="server"`` (the default) it also hands each model a site uploads to the
+site's receivers, so that a model crosses each link once (:mod:`lightyear.p2p.server.model_relay`;
+with ``secure_messages`` on, sealed end to end so that the server can neither read nor forge one,
+:mod:`lightyear.p2p.wire.sealing`); each site's task then carries its own token.
 One site's failure is that site's alone: a site whose run raises is marked
 ``failed`` with its reason, a site that stops answering the server's liveness pings (its
 process died) or stays silent for ``progress_timeout`` is ``dropped`` with its last round, and
@@ -110,9 +111,10 @@ class P2PController(Controller):
         secure_messages: ``"auto"``, true or false: encrypt the models sites send each other end
             to end (see :mod:`lightyear.p2p.secure_messages`); sent to every site with the run.
         model_route: ``"server"`` (a site uploads each model once and the server hands it to the
-            receivers), ``"direct"`` (a site sends it to each receiver, through FLARE's relay) or
-            ``"auto"`` (server, except where ``secure_messages`` encrypts end to end: direct);
-            see :mod:`lightyear.p2p.server.model_relay`.
+            receivers; with ``secure_messages`` on, sealed end to end), ``"direct"`` (a site sends it
+            to each receiver, through FLARE's relay, each copy encrypted by FLARE when
+            ``secure_messages`` is on) or ``"auto"`` (the server); see
+            :mod:`lightyear.p2p.server.model_relay`.
         """
         super().__init__()
         quiet_early_pings()  # the liveness ping may reach a site before its handler: no WARNING line
@@ -152,6 +154,7 @@ class P2PController(Controller):
         engine.register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
         engine.register_aux_message_handler(topic=C.TOPIC_DECLARE, message_handle_func=self._on_declare)
         engine.register_aux_message_handler(topic=C.TOPIC_UPLOAD, message_handle_func=self._on_upload)
+        engine.register_aux_message_handler(topic=C.TOPIC_CERTIFICATES, message_handle_func=self._on_certificates)
         self._run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         self._worker_deaths.install()  # before the simulator starts the site workers
         import_in_background()  # what FLARE imports when the run ends, off the end of the run
@@ -226,8 +229,19 @@ class P2PController(Controller):
         if relay is None:
             return self._no_relay()
         claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
-        code, _ = relay.on_declare(request.get(C.KEY_TOKEN), request.get(C.KEY_LIMIT), claimed)
+        token, certificate = request.get(C.KEY_TOKEN), request.get(C.KEY_CERTIFICATE)
+        code, _ = relay.on_declare(token, request.get(C.KEY_LIMIT), claimed, certificate)
         return make_reply(code)
+
+    def _on_certificates(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        relay = self.relay
+        if relay is None:
+            return self._no_relay()
+        claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
+        code, _, found = relay.on_certificates(request.get(C.KEY_TOKEN), request.get(C.KEY_NAMES), claimed)
+        reply = make_reply(code)
+        reply[C.KEY_CERTIFICATES] = found
+        return reply
 
     def _on_upload(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         relay = self.relay
@@ -239,7 +253,7 @@ class P2PController(Controller):
 
     def _open_relay(self, neighbours: dict, secure: bool, fl_ctx: FLContext) -> str:
         """The route the sites send models by; builds the relay when it is the server."""
-        route = model_relay.resolve_route(self.model_route, secure, self.topology)
+        route = model_relay.resolve_route(self.model_route, self.topology)
         if route != model_relay.SERVER:
             return route
         engine = fl_ctx.get_engine()
@@ -261,6 +275,7 @@ class P2PController(Controller):
             self._log,
             on_bound=lambda limit: self.gate.open(limit, False),
             on_idle=release_free_memory,
+            sealed=secure,
         )
         limit_malloc_arenas()  # the relay's threads (one per upload and receiver) share few malloc arenas
         return route

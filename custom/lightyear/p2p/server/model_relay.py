@@ -19,6 +19,14 @@ What a receiver can rely on, whatever the sites send:
   weights, their encoding, the training-set size), never the uploader's other content.
 - **The same checks as a direct message.** The receiver checks a forwarded model exactly as one it
   received directly (:mod:`lightyear.p2p.wire.exchange`).
+- **Sealed models** (``sealed``: ``secure_messages`` on). Each site declares its provisioned
+  certificate with its payload limit, may ask for its out-neighbours' (:meth:`ModelRelay.on_certificates`),
+  and uploads its model sealed (:mod:`lightyear.p2p.wire.sealing`): one ciphertext, a content key
+  wrapped for each receiver and the sender's signature. The relay hands on the ciphertext, the
+  nonce, the signature, the keys wrapped for the upload's receivers and the sender's declared
+  certificate, and refuses an upload that is not sealed. It reads no model and could forge none:
+  a receiver checks the certificate against the project's root CA and the sender's name, and the
+  signature over the job, sender, round and ciphertext.
 
 What the server holds, whatever the sites send: an upload is at most :attr:`ModelRelay.bound`
 bytes (the lower median of the payload limits the sites declared with their token, taken once
@@ -28,8 +36,9 @@ again), counted before FLARE assembles it by the server's cell gate and again by
 out-neighbour being forwarded at once. An upload is dropped once every receiver took it or
 ``peer_deadline`` seconds after it arrived, so the server holds at most
 ``N x d x IN_FLIGHT_PER_RECEIVER x bound`` bytes of models, and an honest run about one model
-per site. A receiver that is not ready yet (it answers "not ready") is tried again every second
-until that deadline, one that never answers costs its deadline and no other receiver's.
+per site. A receiver that is not ready yet (it answers "not ready": it has not started, or is more
+than one round behind the sender) is tried again after 1 s, then every 2 s, until that deadline;
+one that never answers costs its deadline and no other receiver's.
 
 No FLARE import: the controller hands it the send function and the log.
 """
@@ -45,7 +54,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lightyear.flare import constants as C
+from lightyear.p2p.wire.buffer import MAX_RETRY_S, RETRY_S
 from lightyear.p2p.wire.payload import payload_bytes
+from lightyear.p2p.wire.sealing import MAX_CERTIFICATE_BYTES, MAX_RSA_BYTES, NONCE_BYTES, SEALED_ENTRY
 
 AUTO, SERVER, DIRECT = "auto", "server", "direct"
 ROUTES = (AUTO, SERVER, DIRECT)
@@ -57,8 +68,6 @@ MAX_DECLARED_LIMIT = 1 << 40
 """The largest payload limit a site may declare (1 TiB)."""
 FORWARDED_KEYS = (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES)
 """What of an upload the receivers get (beside the sender's name): never the uploader's other content."""
-RETRY_S = 1.0
-"""Seconds between two tries to hand a model to the receivers that did not take it yet."""
 
 # reply codes, as FLARE's ReturnCode spells them (no FLARE import here)
 OK = "OK"
@@ -76,22 +85,13 @@ def check_route(value) -> str:
     return value
 
 
-def resolve_route(setting: str, secure: bool, topology: str) -> str:
-    """The route of a run: ``setting``, with ``auto`` the server unless models are encrypted end to end.
-
-    Raises a ValueError for ``server`` with end-to-end encryption: the server would read every model.
-    """
+def resolve_route(setting: str, topology: str) -> str:
+    """The route of a run: ``setting``, with ``auto`` the server (with ``secure_messages`` on, the models
+    go sealed end to end, :mod:`lightyear.p2p.wire.sealing`); direct when no model is sent at all."""
     setting = check_route(setting)
     if topology == "none":
-        return DIRECT  # no model is sent at all
-    if setting == AUTO:
-        return DIRECT if secure else SERVER
-    if setting == SERVER and secure:
-        raise ValueError(
-            'model_route="server" with secure_messages on: the server would hand on, and so could read, every '
-            'model that is meant to be encrypted from site to site; set model_route to "direct" or "auto"'
-        )
-    return setting
+        return DIRECT
+    return SERVER if setting == AUTO else setting
 
 
 @dataclass
@@ -133,7 +133,8 @@ class _Upload:
 class ModelRelay:
     """The server's side of ``model_route="server"`` (see the module docstring).
 
-    ``graph``: site -> its out-neighbours (the run's topology); ``send(targets, topic, message,
+    ``graph``: site -> its out-neighbours (the run's topology); ``sealed``: models travel sealed
+    end to end (see the module docstring); ``send(targets, topic, message,
     timeout)`` hands ``message`` (a dict of payload keys) to the sites ``targets`` and returns
     {site: return code}; ``log(level, text)``; ``on_bound(bytes)`` is called when the upload
     bound is set or changes (the controller opens its cell gate at it), ``on_idle()`` when the
@@ -150,8 +151,11 @@ class ModelRelay:
         log: Callable[[str, str], None],
         on_bound: Callable[[int], None] = lambda limit: None,
         on_idle: Callable[[], object] = lambda: None,
+        sealed: bool = False,
     ):
         self.graph = {site: sorted(outs) for site, outs in graph.items()}
+        self.sealed = bool(sealed)
+        self.certificates: dict[str, bytes] = {}
         self.rounds = int(rounds)
         self.peer_deadline = float(peer_deadline)
         self.send_timeout = float(send_timeout)
@@ -174,17 +178,22 @@ class ModelRelay:
         """The site whose token ``token`` is, or None."""
         return self._site_of.get(token) if isinstance(token, str) else None
 
-    def on_declare(self, token, limit, claimed: str | None = None) -> tuple[str, str]:
-        """A site declares the largest model message it takes; (reply code, why refused or "")."""
+    def on_declare(self, token, limit, claimed: str | None = None, certificate=None) -> tuple[str, str]:
+        """A site declares the largest model message it takes and, for sealed models, its certificate;
+        (reply code, why refused or "")."""
         site = self.site_of(token)
         if site is None:
             return self._refused(f"a payload limit from {_shown(claimed)} with no valid token")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DECLARED_LIMIT:
             return self._refused(f"{site} declared a payload limit of {_shown(limit)}, not an integer in [1, 2**40]")
+        if self.sealed and not (isinstance(certificate, bytes) and 0 < len(certificate) <= MAX_CERTIFICATE_BYTES):
+            return self._refused(f"{site} declared no certificate of at most {MAX_CERTIFICATE_BYTES} bytes")
         with self._lock:  # the bound and the gate's limit change together
             if site in self.declared:
                 return OK, ""
             self.declared[site] = limit
+            if self.sealed:
+                self.certificates[site] = certificate
             values = sorted(self.declared.values())
             bound = values[(len(values) - 1) // 2] if 2 * len(values) > len(self.graph) else None
             changed = bound != self.bound
@@ -192,6 +201,18 @@ class ModelRelay:
             if changed and bound is not None:
                 self.on_bound(bound)
         return OK, ""
+
+    def on_certificates(self, token, names, claimed: str | None = None) -> tuple[str, str, dict]:
+        """The declared certificates of some of a site's out-neighbours (those it seals models for);
+        (reply code, why refused or "", {name: certificate})."""
+        site = self.site_of(token)
+        if site is None:
+            return (*self._refused(f"a certificate request from {_shown(claimed)} with no valid token"), {})
+        if not self.sealed or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return (*self._refused(f"a certificate request from {site} without a list of names"), {})
+        with self._lock:
+            wanted = set(names) & set(self.graph[site])
+            return OK, "", {n: self.certificates[n] for n in sorted(wanted) if n in self.certificates}
 
     def on_upload(self, token, message: Mapping, claimed: str | None = None) -> tuple[str, str, list[str]]:
         """A site's model of a round for some of its out-neighbours; (reply code, why refused or "",
@@ -201,6 +222,8 @@ class ModelRelay:
             return (*self._refused(f"a model upload from {_shown(claimed)} with no valid token"), [])
         round_num, targets = message.get(C.KEY_ROUND), message.get(C.KEY_TARGETS)
         problem = self._upload_problem(sender, round_num, targets, message.get(C.KEY_WEIGHTS))
+        if not problem and self.sealed:
+            problem = self._seal_problem(sender, targets, message.get(C.KEY_WEIGHTS), message.get(C.KEY_SEAL))
         if problem:
             return (*self._refused(f"the model upload of {sender}: {problem}"), [])
         nbytes = payload_bytes(message[C.KEY_WEIGHTS])
@@ -242,6 +265,26 @@ class ModelRelay:
                 return f"its entry {_shown(key)} is {type(value).__name__}, not an array"
         return None
 
+    def _seal_problem(self, sender: str, targets: list[str], weights: Mapping, seal) -> str | None:
+        """Why a sealed run's upload is not a sealed model the relay can hand on, or None."""
+        ciphertext = weights.get(SEALED_ENTRY)
+        if set(weights) != {SEALED_ENTRY} or not (isinstance(ciphertext, np.ndarray) and ciphertext.dtype == np.uint8):
+            return "it is not sealed (this run's models travel sealed end to end)"
+        if sender not in self.certificates:
+            return "it declared no certificate"
+        if not isinstance(seal, Mapping):
+            return "it carries no seal"
+        nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
+        if not (isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES):
+            return "its seal has no nonce"
+        if not (isinstance(signature, bytes) and len(signature) <= MAX_RSA_BYTES):
+            return "its seal has no signature"
+        if not isinstance(wrapped, Mapping) or not set(targets) <= set(wrapped):
+            return "its seal wraps no key for some of its receivers"
+        if not all(isinstance(wrapped[t], bytes) and len(wrapped[t]) <= MAX_RSA_BYTES for t in targets):
+            return "its seal wraps a key that is not a short byte string"
+        return None
+
     def _refused(self, why: str) -> tuple[str, str]:
         self.log("warning", f"refused {why}")
         return REFUSED, why
@@ -250,6 +293,11 @@ class ModelRelay:
     def _start(self, sender: str, round_num: int, message: Mapping, targets: list[str], nbytes: int) -> None:
         forwarded = {k: message[k] for k in FORWARDED_KEYS if k in message}
         forwarded[C.KEY_SENDER] = sender
+        if self.sealed:  # only what the receivers need: the seal's fields, their wrapped keys, the certificate
+            seal = message[C.KEY_SEAL]
+            wrapped = {t: seal["wrapped"][t] for t in targets}
+            forwarded[C.KEY_SEAL] = {"nonce": seal["nonce"], "signature": seal["signature"], "wrapped": wrapped}
+            forwarded[C.KEY_CERTIFICATE] = self.certificates[sender]
         upload = _Upload(sender, round_num, forwarded, list(targets), nbytes, time.monotonic() + self.peer_deadline)
         with self._lock:
             self._uploads[sender] = [u for u in self._uploads[sender] if u.live] + [upload]
@@ -261,6 +309,7 @@ class ModelRelay:
 
     def _forward(self, upload: _Upload) -> None:
         """Hand ``upload`` to its receivers until each took it, its deadline passes or a newer one stops it."""
+        retry = RETRY_S
         while upload.pending and not upload.stop.is_set():
             remaining = upload.deadline - time.monotonic()
             if remaining <= 0:
@@ -276,8 +325,9 @@ class ModelRelay:
                 upload.pending = [t for t in upload.pending if t not in took]
                 self.counts.forwarded += len(took)
                 self.counts.bytes_out += len(took) * upload.nbytes
-            if upload.pending:
-                upload.stop.wait(RETRY_S)
+            if upload.pending:  # a receiver not ready (behind its sender) is tried again, less and less often
+                upload.stop.wait(retry)
+                retry = min(MAX_RETRY_S, 2 * retry)
         with self._lock:
             left, upload.pending = list(upload.pending), []
             self.counts.undelivered += len(left)

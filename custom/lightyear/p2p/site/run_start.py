@@ -2,7 +2,8 @@
 
 :func:`graph_neighbours` reads the site's neighbours from the run's graph; :func:`open_exchange`
 settles ``secure_messages``, opens the cell gate at the model's payload limit
-(:mod:`lightyear.p2p.wire.cell_gate`) and builds the run's
+(:mod:`lightyear.p2p.wire.cell_gate`), builds the site's sealer when its models go through the
+server sealed (:func:`site_sealer`, :mod:`lightyear.p2p.wire.sealing`) and the run's
 :class:`~lightyear.p2p.wire.exchange.PeerExchange`; :func:`greet_neighbours` starts the handshake
 with the neighbours in the background (:mod:`lightyear.p2p.site.handshake`) and returns the wait
 for it that the first round makes before it sends. The site's executor
@@ -16,13 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nvflare.apis.fl_context import FLContext
+from nvflare.apis.shareable import Shareable
 
+from lightyear.flare import constants as C
 from lightyear.p2p import secure_messages
 from lightyear.p2p.server.model_relay import SERVER
 from lightyear.p2p.site.handshake import BackgroundHandshake
 from lightyear.p2p.wire.cell_gate import PeerGate
 from lightyear.p2p.wire.exchange import PeerExchange
 from lightyear.p2p.wire.payload import PayloadCodec, payload_limit
+from lightyear.p2p.wire.sealing import Sealer
+
+CERTIFICATE_TIMEOUT = 10.0
+"""Seconds a site waits for the server's answer when it asks for its receivers' certificates."""
 
 
 def graph_neighbours(graph: dict, site: str) -> tuple[list[str], list[str]]:
@@ -74,6 +81,7 @@ def open_exchange(
     if via_server and not isinstance(token, str):
         raise RuntimeError("the run routes models through the server but gave this site no token: restart the job")
     gate.open(payload_limit(reference), secure, fl_ctx.get_engine(), server_only_forwards=via_server)
+    sealer = site_sealer(site, token, log, fl_ctx) if via_server and secure else None
     exchange = PeerExchange(
         send_to,
         receive_from,
@@ -92,8 +100,46 @@ def open_exchange(
         num_samples=settings.num_samples,
         via_server=via_server,
         token=token,
+        sealer=sealer,
     )
     return exchange, secure
+
+
+def site_sealer(site: str, token: str, log: Callable[[str, str], None], fl_ctx: FLContext) -> Sealer:
+    """The site's :class:`~lightyear.p2p.wire.sealing.Sealer`: its provisioned key, certificate and the
+    project's root CA, as its FLARE cell holds them, and a way to ask the server for certificates.
+    Raises with the fix when the cell holds none (sealed models need a provisioned deployment)."""
+    engine = fl_ctx.get_engine()
+    get_cell = getattr(engine, "get_cell", None)
+    cell = get_cell() if callable(get_cell) else None
+    credentials = getattr(getattr(cell, "core_cell", None), "credential_manager", None)
+    held = [getattr(credentials, name, None) for name in ("local_key", "local_cert", "ca_cert")]
+    if not all(isinstance(pem, bytes) and pem for pem in held):
+        raise RuntimeError(
+            "secure_messages is on and models go through the server sealed end to end, but this site's FLARE cell "
+            "holds no provisioned key, certificate and root CA to seal them with; generate the job with "
+            "--set model_route=direct to have FLARE encrypt each copy instead"
+        )
+
+    def fetch(names: list[str]) -> dict:
+        request = Shareable()
+        request[C.KEY_TOKEN] = token
+        request[C.KEY_NAMES] = list(names)
+        try:
+            replies = engine.send_aux_request(
+                targets=[C.SERVER],
+                topic=C.TOPIC_CERTIFICATES,
+                request=request,
+                timeout=CERTIFICATE_TIMEOUT,
+                fl_ctx=engine.new_context(),
+            )
+        except Exception as exc:  # noqa: BLE001 - no certificate: those receivers get no model this round
+            log("warning", f"asking the server for certificates failed ({type(exc).__name__}: {exc})")
+            return {}
+        found = [r.get(C.KEY_CERTIFICATES) for r in (replies or {}).values() if isinstance(r, Shareable)]
+        return found[0] if found and isinstance(found[0], dict) else {}
+
+    return Sealer(site, fl_ctx.get_job_id(), *held, fetch)
 
 
 def greet_neighbours(

@@ -13,12 +13,20 @@ EARLY = "early"
 DUPLICATE = "duplicate"
 BAD_ROUND = "bad round"
 
+RETRY_S = 1.0
+"""Seconds before a model a receiver was not ready for (it has not started, or is more than one
+round behind its sender) is sent again; each further try waits twice as long, up to
+:data:`MAX_RETRY_S`, until the sender's ``peer_deadline``: a receiver that starts late gets it
+within about a second, one far behind is not sent a model every second."""
+MAX_RETRY_S = 2.0
+
 
 class PeerModelBuffer:
     """Holds received peer models until the round that needs them is aggregated.
 
     Whatever peers send, memory stays bounded: only the current round and the next one are
-    accepted (a fast peer may be one round ahead; nothing further), never a round at or past
+    accepted (a fast peer may be one round ahead; a model further ahead is not kept, and
+    :meth:`ahead` tells the caller to have it sent again later), never a round at or past
     ``rounds``, and only the first model of each (round, sender); a second one is refused and
     its sender logged by the caller. So the buffer holds at most 2 x senders models.
     :meth:`release` ends a round: it and every earlier round are freed and later models for
@@ -41,6 +49,15 @@ class PeerModelBuffer:
 
     def _acceptable(self, round_num: int) -> bool:
         return self._current <= round_num <= self._current + 1 and (self._rounds is None or round_num < self._rounds)
+
+    def ahead(self, round_num: Any) -> bool:
+        """Whether ``round_num`` is a round of the run more than one round past the current one: a
+        model for it is neither kept nor dropped, but answered "not ready" so that it is sent again
+        once this site has caught up (a sender that does not wait for this site may run ahead)."""
+        if isinstance(round_num, bool) or not isinstance(round_num, int):
+            return False
+        with self._cond:
+            return round_num > self._current + 1 and (self._rounds is None or round_num < self._rounds)
 
     def put(self, round_num: Any, sender: str, model: Any) -> str:
         """Store ``model`` if it is for the current or the next round and the sender's first for it.

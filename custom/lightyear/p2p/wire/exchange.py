@@ -55,7 +55,7 @@ from lightyear.p2p.wire import buffer as peer_buffer
 from lightyear.p2p.wire import latest_models
 from lightyear.p2p.wire.buffer import PeerModelBuffer
 from lightyear.p2p.wire.latest_models import LatestModelStore
-from lightyear.p2p.wire.payload import PayloadCodec, payload_size_problem
+from lightyear.p2p.wire.payload import PayloadCodec, payload_limit, payload_size_problem
 from lightyear.training.weights import num_bytes
 
 MAX_NUM_SAMPLES = 10**9
@@ -71,15 +71,30 @@ def num_samples_problem(value) -> str | None:
 
 
 def checked_model(
-    request: Shareable, reference: dict, codec: PayloadCodec, max_abs_weight: float | None
+    request: Shareable, reference: dict, codec: PayloadCodec, max_abs_weight: float | None, sealer=None
 ) -> tuple[dict | None, list[str]]:
     """(the model a message carries, [why it is unacceptable]): its payload bounded by the size of
-    ``reference`` before anything is decoded, cast, copied or kept, then decoded by ``codec`` and
-    checked by :func:`~lightyear.algorithms.model_check.model_problems`."""
+    ``reference`` before anything is decoded, cast, copied or kept, opened by ``sealer`` when models
+    travel sealed (:class:`~lightyear.p2p.wire.sealing.Sealer`), then decoded by ``codec`` and checked
+    by :func:`~lightyear.algorithms.model_check.model_problems`."""
     payload = request.get(C.KEY_WEIGHTS)
     too_large = payload_size_problem(payload, reference)
     if too_large:
         return None, [too_large]
+    if sealer is not None:
+        payload, problem = sealer.open(
+            request.get(C.KEY_SENDER),
+            request.get(C.KEY_ROUND),
+            request.get(C.KEY_PAYLOAD),
+            request.get(C.KEY_NUM_SAMPLES),
+            payload,
+            request.get(C.KEY_SEAL),
+            request.get(C.KEY_CERTIFICATE),
+            max_entries=len(reference),
+            max_bytes=payload_limit(reference),
+        )
+        if payload is None:
+            return None, [problem]
     weights, problems = codec.decode(payload, request.get(C.KEY_PAYLOAD), reference)
     if not problems:
         problems = model_problems(weights, reference, max_abs_weight)
@@ -143,6 +158,7 @@ class PeerExchange:
         topic: str = C.TOPIC_MODEL,
         via_server: bool = False,
         token: str | None = None,
+        sealer=None,
     ):
         """``reference``: this site's model, against which every received model is checked (None:
         not ready, a sender is asked to retry); ``codec``: how payloads are read and marked;
@@ -150,7 +166,8 @@ class PeerExchange:
         sent with every model (rules that weight by it); ``topic``: the aux topic models are sent on
         (the round's models; the simulated attackers' side channel has its own); ``via_server``:
         models go up to the server once, with ``token``, and come from it (the run's
-        ``model_route``)."""
+        ``model_route``); ``sealer``: with ``via_server`` and ``secure``, seals every model sent and
+        opens every model received (:class:`~lightyear.p2p.wire.sealing.Sealer`)."""
         self.send_to = sorted(send_to)
         self.receive_from = sorted(receive_from)
         self.peer_deadline = peer_deadline
@@ -173,6 +190,7 @@ class PeerExchange:
         self.topic = topic
         self.via_server = bool(via_server)
         self.token = token
+        self.sealer = sealer if self.via_server else None
         self._threads: list[threading.Thread] = []
         self._stop_last_send = threading.Event()
 
@@ -197,9 +215,10 @@ class PeerExchange:
         if sender not in self.missed:
             self.log("warning", f"refused a model from {repr(sender)[:80]}: not an in-neighbour of this site")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
-        if self.reference is None:
-            return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender retries
-        weights, problems = checked_model(request, self.reference, self.codec, self.max_abs_weight)
+        if self.reference is None or (not self.asynchronous and self.buffer.ahead(round_num)):
+            return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender tries again later
+        sealer = self.sealer if forwarded else None
+        weights, problems = checked_model(request, self.reference, self.codec, self.max_abs_weight, sealer)
         claimed = request.get(C.KEY_NUM_SAMPLES)
         size_problem = None if claimed is None else num_samples_problem(claimed)
         if size_problem:
@@ -214,9 +233,11 @@ class PeerExchange:
                 self.log("warning", f"model from {sender} for round {repr(round_num)[:40]} not kept: {status}")
             return make_reply(ReturnCode.OK)
         status = self.buffer.put(round_num, sender, item)
+        if status == peer_buffer.EARLY:  # still more than a round behind: sent again later
+            return make_reply(ReturnCode.SERVICE_UNAVAILABLE)
         if status != peer_buffer.STORED:
             self.log("warning", f"model from {sender} for round {repr(round_num)[:40]} not kept: {status}")
-        # late, early, duplicate or bad-round models are acknowledged so that the sender stops re-sending
+        # late, duplicate or bad-round models are acknowledged so that the sender stops re-sending
         return make_reply(ReturnCode.OK)
 
     def collect(
@@ -357,13 +378,23 @@ class PeerExchange:
         pending = set(targets)
         deadline = time.monotonic() + self.peer_deadline
         start = time.perf_counter()
+        retry = peer_buffer.RETRY_S
+        sealed: dict[int, tuple] = {}  # id(model) -> (its sealed weights, its seal): sealed once, sent until taken
         while pending and time.monotonic() < deadline and not stop.is_set():
             for model, group in _by_model(weights, sorted(pending)):
-                took = self._request(round_num, model, group, engine, fl_ctx, deadline)
+                if self.sealer is not None:
+                    if id(model) not in sealed:
+                        sealed[id(model)] = self._seal(round_num, model, group)
+                    pending -= set(group) - set(sealed[id(model)][1]["wrapped"])
+                    group = [t for t in group if t in sealed[id(model)][1]["wrapped"]]
+                    if not group:
+                        continue
+                took = self._request(round_num, model, group, engine, fl_ctx, deadline, sealed.get(id(model)))
                 pending -= took
                 sent["bytes"] += num_bytes(model) * (min(1, len(took)) if self.via_server else len(took))
             if pending:
-                stop.wait(1.0)
+                stop.wait(retry)
+                retry = min(peer_buffer.MAX_RETRY_S, 2 * retry)
         if pending and stop.is_set():
             self.log("info", f"round {round_num}: a newer model superseded this one before {sorted(pending)} took it")
         elif pending:
@@ -371,12 +402,24 @@ class PeerExchange:
         else:
             sent["send_s"] = time.perf_counter() - start
 
-    def _request(self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float) -> set:
-        """One send of ``weights`` to ``targets`` (via the server: one upload for all of them);
-        the targets that took it (the server took it for all of them)."""
+    def _seal(self, round_num: int, model: dict, targets: list[str]) -> tuple[dict, dict]:
+        """(sealed weights, seal) of ``model`` for those of ``targets`` whose certificates hold up."""
+        keys, problems = self.sealer.receiver_keys(list(targets))
+        for peer, problem in problems.items():
+            self.log("warning", f"round {round_num}: no model sealed for {peer}, its certificate: {problem}")
+        claimed = None if self.num_samples is None else int(self.num_samples)  # as the request carries it
+        return self.sealer.seal(round_num, self.codec.marker, claimed, model, keys)
+
+    def _request(
+        self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float, sealed=None
+    ) -> set:
+        """One send of ``weights`` (``sealed``: as sealed weights and seal) to ``targets`` (via the
+        server: one upload for all of them); the targets that took it (the server took it for all)."""
         request = Shareable()
         request[C.KEY_ROUND] = round_num
-        request[C.KEY_WEIGHTS] = weights
+        request[C.KEY_WEIGHTS] = weights if sealed is None else sealed[0]
+        if sealed is not None:
+            request[C.KEY_SEAL] = sealed[1]
         request[C.KEY_PAYLOAD] = self.codec.marker
         if self.num_samples is not None:
             request[C.KEY_NUM_SAMPLES] = int(self.num_samples)
@@ -393,7 +436,7 @@ class PeerExchange:
                     request=request,
                     timeout=timeout,
                     fl_ctx=fl_ctx,
-                    secure=self.secure,
+                    secure=self.secure and not self.via_server,  # through the server: sealed, see sealing.py
                 )
                 or {}
             )
@@ -406,14 +449,17 @@ class PeerExchange:
         return {peer for peer, reply in replies.items() if peer in targets and _is_ok(reply)}
 
     def declare_limit(self, limit: int, engine, abort: Callable[[], bool], timeout: float) -> bool:
-        """Tell the server the largest model message this site takes, trying for at most ``timeout``
-        s; whether it took it. The server bounds uploads by what the sites declare."""
+        """Tell the server the largest model message this site takes (and, sealing, its certificate),
+        trying for at most ``timeout`` s; whether it took it. The server bounds uploads by what the
+        sites declare."""
         fl_ctx = engine.new_context()
         deadline = time.monotonic() + timeout
         while not abort():
             request = Shareable()
             request[C.KEY_TOKEN] = self.token
             request[C.KEY_LIMIT] = int(limit)
+            if self.sealer is not None:
+                request[C.KEY_CERTIFICATE] = self.sealer.certificate
             try:
                 replies = engine.send_aux_request(
                     targets=[C.SERVER], topic=C.TOPIC_DECLARE, request=request, timeout=5.0, fl_ctx=fl_ctx

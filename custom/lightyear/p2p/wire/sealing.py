@@ -1,0 +1,288 @@
+"""Models sealed end to end on the server route: the server hands them on but cannot read or forge them.
+
+FLARE encrypts a message for one receiver at a time (:mod:`lightyear.p2p.secure_messages`), so
+through the server's relay (``model_route="server"``) that would be one copy per receiver again. With
+``secure_messages`` on and the server route, a site seals each model of a round once
+(:meth:`Sealer.seal`):
+
+- the payload's arrays are packed into one byte string (:func:`pack`: a JSON header naming each
+  entry's key, dtype and shape, then the raw bytes) and encrypted once with AES-256-GCM under a
+  content key drawn for that model;
+- the content key is wrapped for each receiver with RSA-OAEP (SHA-256) under the public key of the
+  receiver's provisioned certificate;
+- the sender signs (RSA-PSS, SHA-256) the job, its own name, the round, the payload's encoding, the
+  training-set size, the nonce and a digest of the ciphertext with its provisioned private key; the
+  same fields are the cipher's associated data.
+
+So the server sees who sends to whom, when and how much, and nothing else: it cannot read a model
+(it holds no receiver's key), alter or forge one (it holds no site's signing key), or replay one into
+another round or job (those are signed). A receiver takes a sealed model (:meth:`Sealer.open`) only
+if the sender's certificate was issued, through any intermediates it carries, by the project's root
+CA to the very name the model is from, is within its validity, the signature holds, its own wrapped
+key opens the ciphertext and the plaintext unpacks into well-formed arrays (:func:`unpack`); every
+check of a model then follows as for any other. Certificates travel through the server (a site
+declares its own; a sender asks for its receivers'; a forwarded model carries its sender's), and
+each is checked against the root CA and the name before use, so the server cannot substitute one.
+
+No FLARE import: the site hands in its provisioned key, certificate and root CA (PEM) and a
+function that fetches certificates.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.x509.oid import NameOID
+
+VERSION = "lightyear-sealed/1"
+MAGIC = b"LYPK1"
+SEALED_ENTRY = "sealed"
+"""The one key of a sealed model's weights: the ciphertext, as a uint8 array (so FLARE streams it like any array)."""
+NONCE_BYTES = 12
+MAX_HEADER_BYTES = 1 << 20
+MAX_RSA_BYTES = 1024
+"""Longest wrapped key or signature taken (RSA keys up to 8192 bits)."""
+MAX_CERTIFICATE_BYTES = 64 * 1024
+"""Longest certificate (chain, PEM) a site may declare or a message may carry."""
+PACKED_DTYPES = frozenset(
+    np.dtype(t).str for t in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1")
+)
+"""The dtypes a packed model may hold (little-endian numbers and booleans: nothing that runs code on load)."""
+MAX_DIMENSIONS = 32
+
+
+# ---------------------------------------------------------------------- packing arrays
+def pack(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """The arrays as one byte string: magic, header length, JSON header [[key, dtype, shape], ...], raw bytes."""
+    entries, parts = [], []
+    for key, value in arrays.items():
+        array = np.asarray(value)
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+        array = array if array.flags.c_contiguous else array.copy(order="C")
+        if array.dtype.str not in PACKED_DTYPES:
+            raise ValueError(f"cannot seal entry {key!r} of dtype {array.dtype}: only numbers and booleans travel")
+        entries.append([str(key), array.dtype.str, list(array.shape)])
+        parts.append(memoryview(array).cast("B") if array.size else b"")
+    header = json.dumps(entries, separators=(",", ":")).encode()
+    return b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *parts])
+
+
+def unpack(data, max_entries: int, max_bytes: int) -> tuple[dict | None, str]:
+    """(the arrays ``data`` holds, read-only views of it; "") or (None, why it is not a packed model).
+
+    Refuses, before building any array: a wrong magic, a header longer than :data:`MAX_HEADER_BYTES`
+    or than the data, a header that is not a list of [key, dtype, shape], more than ``max_entries``
+    entries, a repeated key, a dtype outside :data:`PACKED_DTYPES`, a shape that is not a list of at
+    most :data:`MAX_DIMENSIONS` non-negative integers, and sizes that do not add up to exactly the
+    bytes that follow the header or exceed ``max_bytes``."""
+    view = memoryview(data).cast("B")
+    start = len(MAGIC) + 8
+    if len(view) < start or bytes(view[: len(MAGIC)]) != MAGIC:
+        return None, "not a packed model"
+    length = int.from_bytes(view[len(MAGIC) : start], "little")
+    if length > MAX_HEADER_BYTES or start + length > len(view):
+        return None, f"a header of {length} bytes in {len(view)}"
+    try:
+        entries = json.loads(bytes(view[start : start + length]))
+    except (ValueError, RecursionError) as exc:
+        return None, f"an unreadable header ({type(exc).__name__})"
+    if not isinstance(entries, list) or len(entries) > max_entries:
+        return None, f"a header that is not a list of at most {max_entries} entries"
+    body, offset, layout = start + length, 0, []
+    for entry in entries:
+        problem = _entry_problem(entry)
+        if problem:
+            return None, problem
+        key, dtype, shape = entry
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        layout.append((key, np.dtype(dtype), shape, offset))
+        offset += nbytes
+        if offset > max_bytes:
+            return None, f"entries of more than {max_bytes} bytes"
+    if len({key for key, *_ in layout}) != len(layout):
+        return None, "a key named twice"
+    if body + offset != len(view):
+        return None, f"entries of {offset} bytes, {len(view) - body} bytes after the header"
+    arrays = {}
+    for key, dtype, shape, at in layout:
+        count = math.prod(shape)
+        arrays[key] = np.frombuffer(view, dtype=dtype, count=count, offset=body + at).reshape(tuple(shape))
+    return arrays, ""
+
+
+def _entry_problem(entry) -> str:
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and len(entry[0]) <= 1000):
+        return "a header entry that is not [key, dtype, shape]"
+    key, dtype, shape = entry
+    if dtype not in PACKED_DTYPES:
+        return f"entry {key[:80]!r} of dtype {str(dtype)[:20]!r}, not a number or boolean"
+    if not isinstance(shape, list) or len(shape) > MAX_DIMENSIONS:
+        return f"entry {key[:80]!r} without a shape"
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 40 for n in shape):
+        return f"entry {key[:80]!r} with a shape that is not non-negative integers"
+    return ""
+
+
+# ---------------------------------------------------------------------- certificates
+def certificate_problem(pem, name: str, root: x509.Certificate, now: datetime.datetime | None = None) -> str:
+    """Why ``pem`` is not a certificate the project's ``root`` CA issued to ``name`` (through the
+    intermediates it carries), valid now and holding an RSA key; "" when it is."""
+    if not isinstance(pem, (bytes, bytearray)) or not 0 < len(pem) <= MAX_CERTIFICATE_BYTES:
+        return f"no certificate of at most {MAX_CERTIFICATE_BYTES} bytes"
+    try:
+        chain = x509.load_pem_x509_certificates(bytes(pem))
+    except ValueError as exc:
+        return f"an unreadable certificate ({exc})"
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    leaf = chain[0]
+    names = [a.value for a in leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if names != [name]:
+        return f"a certificate issued to {names[:2]!r}, not to {name!r}"
+    for cert, issuer in zip(chain, [*chain[1:], root]):
+        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+            return f"a certificate of {cert.subject.rfc4514_string()[:80]!r} outside its validity"
+        try:
+            cert.verify_directly_issued_by(issuer)
+        except (ValueError, TypeError, InvalidSignature):
+            return f"a certificate of {cert.subject.rfc4514_string()[:80]!r} the project's root CA did not issue"
+    if not isinstance(leaf.public_key(), rsa.RSAPublicKey):
+        return "a certificate whose key is not RSA"
+    return ""
+
+
+# ---------------------------------------------------------------------- sealing and opening
+def context(job: str, sender: str, round_num, marker, num_samples) -> bytes:
+    """What a seal binds a model to: the job, its sender, the round, the payload's encoding, the training-set size."""
+    return json.dumps([VERSION, job, sender, round_num, marker, num_samples], separators=(",", ":")).encode()
+
+
+def _signed(context_bytes: bytes, nonce: bytes, ciphertext) -> bytes:
+    return context_bytes + nonce + hashlib.sha256(ciphertext).digest()
+
+
+PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
+OAEP = padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=None)
+
+
+class Sealer:
+    """One site's sealing and opening of models (module docstring).
+
+    ``site``: its name; ``job``: the job's id (signed, so no model crosses into another job);
+    ``key_pem``, ``certificate_pem``, ``root_pem``: its provisioned private key, certificate (chain)
+    and the project's root CA; ``fetch(names) -> {name: pem}``: asks the server for certificates.
+    Verified certificates are kept per name and certificate (at most one a neighbour is asked for).
+    """
+
+    def __init__(
+        self,
+        site: str,
+        job: str,
+        key_pem: bytes,
+        certificate_pem: bytes,
+        root_pem: bytes,
+        fetch: Callable[[list[str]], dict],
+    ):
+        self.site, self.job = site, str(job)
+        self.root = x509.load_pem_x509_certificate(bytes(root_pem))
+        self.key = serialization.load_pem_private_key(bytes(key_pem), password=None)
+        if not isinstance(self.key, rsa.RSAPrivateKey):
+            raise ValueError("this site's provisioned key is not an RSA key: sealed models need one")
+        self.certificate = bytes(certificate_pem)
+        own = certificate_problem(self.certificate, site, self.root)
+        if own:
+            raise ValueError(f"this site's own certificate cannot seal models: {own}")
+        self.fetch = fetch
+        self._keys: dict[str, tuple[str, rsa.RSAPublicKey]] = {}  # name -> (pem digest, its verified key)
+
+    def verified_key(self, name: str, pem) -> tuple[rsa.RSAPublicKey | None, str]:
+        """(the public key of ``name``'s certificate ``pem``, "") once it is verified, or (None, why not)."""
+        digest = hashlib.sha256(bytes(pem)).hexdigest() if isinstance(pem, (bytes, bytearray)) else ""
+        known = self._keys.get(name)
+        if known and known[0] == digest:
+            return known[1], ""
+        problem = certificate_problem(pem, name, self.root)
+        if problem:
+            return None, problem
+        key = x509.load_pem_x509_certificates(bytes(pem))[0].public_key()
+        self._keys[name] = (digest, key)
+        return key, ""
+
+    def receiver_keys(self, names: list[str]) -> tuple[dict, dict]:
+        """({receiver: its verified key}, {receiver: why none}), asking the server for the certificates not
+        yet verified."""
+        missing = [n for n in names if n not in self._keys]
+        fetched = self.fetch(missing) if missing else {}
+        fetched = fetched if isinstance(fetched, Mapping) else {}
+        keys, problems = {}, {}
+        for name in names:
+            if name in self._keys and name not in fetched:
+                keys[name] = self._keys[name][1]
+                continue
+            key, problem = self.verified_key(name, fetched.get(name))
+            if key is None:
+                problems[name] = problem or "no certificate"
+            else:
+                keys[name] = key
+        return keys, problems
+
+    def seal(self, round_num: int, marker, num_samples, payload: Mapping, receiver_keys: Mapping) -> tuple[dict, dict]:
+        """(the sealed weights {``SEALED_ENTRY``: ciphertext}, the seal {nonce, signature, wrapped}) of one
+        model for the receivers of ``receiver_keys``."""
+        content_key = AESGCM.generate_key(bit_length=256)
+        nonce = os.urandom(NONCE_BYTES)
+        bound = context(self.job, self.site, round_num, marker, num_samples)
+        ciphertext = AESGCM(content_key).encrypt(nonce, pack(payload), bound)
+        signature = self.key.sign(_signed(bound, nonce, ciphertext), PSS, hashes.SHA256())
+        wrapped = {name: key.encrypt(content_key, OAEP) for name, key in receiver_keys.items()}
+        weights = {SEALED_ENTRY: np.frombuffer(ciphertext, dtype=np.uint8)}
+        return weights, {"nonce": nonce, "signature": signature, "wrapped": wrapped}
+
+    def open(
+        self, sender: str, round_num, marker, num_samples, weights, seal, sender_pem, max_entries: int, max_bytes: int
+    ) -> tuple[dict | None, str]:
+        """(the payload a sealed model carries, "") or (None, why it is refused)."""
+        if not isinstance(weights, Mapping) or set(weights) != {SEALED_ENTRY}:
+            return None, "not a sealed model (this run's models travel sealed end to end)"
+        ciphertext = weights[SEALED_ENTRY]
+        if not isinstance(ciphertext, np.ndarray) or ciphertext.dtype != np.uint8 or ciphertext.ndim != 1:
+            return None, "a sealed model whose ciphertext is not a byte array"
+        ciphertext = np.ascontiguousarray(ciphertext)
+        if not isinstance(seal, Mapping):
+            return None, "a sealed model without its seal"
+        nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
+        if not (isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES):
+            return None, "a seal without a nonce"
+        if not (isinstance(signature, bytes) and len(signature) <= MAX_RSA_BYTES):
+            return None, "a seal without a signature"
+        mine = wrapped.get(self.site) if isinstance(wrapped, Mapping) else None
+        if not (isinstance(mine, bytes) and len(mine) <= MAX_RSA_BYTES):
+            return None, "a seal with no key wrapped for this site"
+        key, problem = self.verified_key(sender, sender_pem)
+        if key is None:
+            return None, f"the sender's certificate: {problem}"
+        try:
+            bound = context(self.job, sender, round_num, marker, num_samples)
+        except (TypeError, ValueError):
+            return None, "a sealed model whose round, encoding or training-set size is not plain data"
+        try:
+            key.verify(signature, _signed(bound, nonce, ciphertext), PSS, hashes.SHA256())
+        except InvalidSignature:
+            return None, f"a seal {sender} did not sign for this job, round and payload"
+        try:
+            content_key = self.key.decrypt(mine, OAEP)
+            plaintext = AESGCM(content_key).decrypt(nonce, ciphertext, bound)
+        except Exception as exc:  # noqa: BLE001 - whatever fails to open is refused with its reason
+            return None, f"a sealed model this site's key does not open ({type(exc).__name__})"
+        return unpack(plaintext, max_entries, max_bytes)
