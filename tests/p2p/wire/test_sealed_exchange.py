@@ -1,6 +1,7 @@
 """Sealed models between sites' exchanges through a real relay: the receivers get the model, the server
 holds no weight it could read, and a receiver of a sealed run takes nothing unsealed."""
 
+import threading
 import time
 
 import numpy as np
@@ -22,7 +23,7 @@ REF = {"w": np.zeros((2, 2), dtype=np.float32), "n": np.array(3, dtype=np.int64)
 class Deployment:
     """Three sites' exchanges and the server's relay, wired as FLARE would wire them (one process)."""
 
-    def __init__(self, ca: ProjectCA, creds: dict, job: str = "job-1"):
+    def __init__(self, ca: ProjectCA, creds: dict, job: str = "job-1", deadline: float = 1.0):
         self.uploads, self.logs = [], []
         self.relay = ModelRelay(GRAPH, 5, 2.0, 1.0, self.forward, lambda level, text: None, sealed=True)
         self.exchanges = {}
@@ -30,7 +31,7 @@ class Deployment:
             receive_from = [s for s, outs in GRAPH.items() if site in outs]
             sealer = Sealer(site, job, *creds[site], ca.root_pem, self.fetcher(site))
             ex = PeerExchange(
-                GRAPH[site], receive_from, 5, 1.0, 5.0, 2, 1e6, self.log, reference=REF, secure=True,
+                GRAPH[site], receive_from, 5, deadline, 5.0, 2, 1e6, self.log, reference=REF, secure=True,
                 via_server=True, token=self.relay.tokens[site], sealer=sealer,
             )  # fmt: skip
             self.exchanges[site] = ex
@@ -126,3 +127,15 @@ def test_a_model_for_another_job_is_refused(project):
     world.exchanges["site-2"].on_model(request, C.TOPIC_FORWARD)
     inbox = world.exchanges["site-2"].collect(0, abort=lambda: False)
     assert inbox.valid == {} and "did not sign for this job" in inbox.rejected["site-1"]
+
+
+def test_a_receiver_whose_certificate_comes_late_still_gets_the_model_and_no_one_gets_it_twice(project):
+    world = Deployment(*project, deadline=4.0)
+    late = world.relay.certificates.pop("site-3")  # site-3 has not declared yet when site-1 first sends
+    threading.Timer(0.3, lambda: world.relay.certificates.__setitem__("site-3", late)).start()
+    world.exchanges["site-1"].send(0, {"w": np.ones((2, 2), np.float32), "n": np.array(1)}, world)
+    world.exchanges["site-1"].wait_sent(5.0)
+    settle(world.relay)
+    for site in ("site-2", "site-3"):
+        assert list(world.exchanges[site].collect(0, abort=lambda: False).valid) == ["site-1"]
+    assert world.relay.counts.uploads == 2 and world.relay.counts.forwarded == 2  # one seal each, sent once

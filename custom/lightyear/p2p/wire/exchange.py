@@ -373,42 +373,50 @@ class PeerExchange:
         self, round_num: int, weights: dict, engine, sent: dict, targets: list[str], stop: threading.Event
     ) -> None:
         """Re-send only to those that did not answer OK, until ``peer_deadline`` (or ``stop``);
-        one request for all targets of the same model."""
+        one request for all targets of the same model (sealed, one for all targets it is sealed for)."""
         fl_ctx = engine.new_context()
         pending = set(targets)
         deadline = time.monotonic() + self.peer_deadline
         start = time.perf_counter()
         retry = peer_buffer.RETRY_S
-        sealed: dict[int, tuple] = {}  # id(model) -> (its sealed weights, its seal): sealed once, sent until taken
+        seals: dict[int, list] = {}  # id(model) -> [(sealed weights, seal)]: each receiver's model sealed once
+        unsealed: dict[str, str] = {}  # receiver -> why no model could be sealed for it yet
         while pending and time.monotonic() < deadline and not stop.is_set():
             for model, group in _by_model(weights, sorted(pending)):
-                if self.sealer is not None:
-                    if id(model) not in sealed:
-                        sealed[id(model)] = self._seal(round_num, model, group)
-                    pending -= set(group) - set(sealed[id(model)][1]["wrapped"])
-                    group = [t for t in group if t in sealed[id(model)][1]["wrapped"]]
-                    if not group:
-                        continue
-                took = self._request(round_num, model, group, engine, fl_ctx, deadline, sealed.get(id(model)))
-                pending -= took
-                sent["bytes"] += num_bytes(model) * (min(1, len(took)) if self.via_server else len(took))
+                for part, sealed in self._sealed_parts(round_num, model, group, seals, unsealed):
+                    took = self._request(round_num, model, part, engine, fl_ctx, deadline, sealed)
+                    pending -= took
+                    sent["bytes"] += num_bytes(model) * (min(1, len(took)) if self.via_server else len(took))
             if pending:
                 stop.wait(retry)
                 retry = min(peer_buffer.MAX_RETRY_S, 2 * retry)
         if pending and stop.is_set():
             self.log("info", f"round {round_num}: a newer model superseded this one before {sorted(pending)} took it")
         elif pending:
-            self.log("warning", f"round {round_num}: could not deliver the model to {sorted(pending)}")
+            why = "; ".join(f"{p}: no usable certificate ({unsealed[p]})" for p in sorted(pending) if p in unsealed)
+            self.log(
+                "warning", f"round {round_num}: could not deliver the model to {sorted(pending)}" + (why and f"; {why}")
+            )
         else:
             sent["send_s"] = time.perf_counter() - start
 
-    def _seal(self, round_num: int, model: dict, targets: list[str]) -> tuple[dict, dict]:
-        """(sealed weights, seal) of ``model`` for those of ``targets`` whose certificates hold up."""
-        keys, problems = self.sealer.receiver_keys(list(targets))
-        for peer, problem in problems.items():
-            self.log("warning", f"round {round_num}: no model sealed for {peer}, its certificate: {problem}")
-        claimed = None if self.num_samples is None else int(self.num_samples)  # as the request carries it
-        return self.sealer.seal(round_num, self.codec.marker, claimed, model, keys)
+    def _sealed_parts(self, round_num: int, model: dict, group: list[str], seals: dict, unsealed: dict) -> list:
+        """[(receivers, their sealed model or None)] to send ``model`` to ``group`` by: itself when models
+        are not sealed; else the seals made so far, plus one for the receivers none covers whose
+        certificates now hold up (one without stays out, and is tried again on the next pass)."""
+        if self.sealer is None:
+            return [(group, None)]
+        made = seals.setdefault(id(model), [])
+        covered = {t for _, seal in made for t in seal["wrapped"]}
+        fresh = [t for t in group if t not in covered]
+        if fresh:
+            keys, problems = self.sealer.receiver_keys(fresh)
+            unsealed.update(problems)
+            if keys:
+                claimed = None if self.num_samples is None else int(self.num_samples)  # as the request carries it
+                made.append(self.sealer.seal(round_num, self.codec.marker, claimed, model, keys))
+        parts = [([t for t in group if t in seal["wrapped"]], (weights, seal)) for weights, seal in made]
+        return [(part, sealed) for part, sealed in parts if part]
 
     def _request(
         self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float, sealed=None
