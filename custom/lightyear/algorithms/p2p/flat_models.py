@@ -69,6 +69,15 @@ class FlatModels:
         total += self.base
         return total
 
+    def growth_towards(self, peer: str, weight: float) -> float:
+        """:meth:`growth` of theta + weight * (theta_peer - theta), built in the scratch vector (no new one)."""
+        if self._scratch is None:
+            self._scratch = np.empty_like(self.base)
+        point = self._difference(peer, self._scratch)
+        point *= weight
+        point += self.base
+        return self.growth(point)
+
     def growth(self, vector: np.ndarray) -> float:
         """The largest ||vector[k]|| / ||own[k]|| - 1 over the entries that are not all zero in the own
         model (an entry the own model never moved from zero has no scale to compare with); 0 when no

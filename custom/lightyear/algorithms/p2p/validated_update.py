@@ -135,7 +135,7 @@ def validated_update(
         if same_function(own_assessment.summary, assessed[peer].summary):
             result.excluded[peer] = OWN_FUNCTION
             continue
-        grown = flat.growth(flat.aggregate([peer], MIDPOINT))
+        grown = flat.growth_towards(peer, MIDPOINT)
         if grown > bounds.max_norm_growth:
             result.excluded[peer] = (
                 f"the model halfway to it grew an entry's norm by {grown:.3g} (more than max_norm_growth "
