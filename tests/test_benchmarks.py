@@ -115,3 +115,16 @@ def test_validated_cost_prints_passes_time_and_the_honest_peers_kept_from_two_ru
 )
 def test_scale_curve_refuses_bad_arguments_before_running(argv, message, tmp_path):
     assert_refused("scale_curve.py", argv, message, tmp_path)
+
+
+def test_sealing_cost_prints_what_sealing_and_opening_a_model_take_and_refuses_bad_sizes(tmp_path):
+    script = os.path.join(ROOT, "benchmarks", "sealing_cost.py")
+    done = subprocess.run(
+        [sys.executable, script, "--mb", "0.5", "--receivers", "2", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("0.5 MB model, 2 receivers: seal ") and " ms, open " in done.stdout
+    assert_refused("sealing_cost.py", ["--mb", "0"], "--mb must be in (0, 4096]", tmp_path)
