@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     receiver = Sealer(names[1], "job", *creds[names[1]], ca.root_pem, fetch)
     keys, _ = sender.receiver_keys(names[1:])
     seal_ms, (weights, seal) = median_ms(lambda: sender.seal(0, "float32", 1, model, keys), args.repeat)
-    open_ms, (_, problem) = median_ms(
+    open_ms, (_, problem, _) = median_ms(
         lambda: receiver.open(names[0], 0, "float32", 1, weights, seal, creds[names[0]][1], 1, 1 << 33), args.repeat
     )
     assert problem == "", problem

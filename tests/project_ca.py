@@ -40,8 +40,8 @@ class ProjectCA:
         )
         self.root_pem = self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common: str, days: int = 30) -> tuple[bytes, bytes]:
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    def issue(self, common: str, days: int = 30, key_size: int = 2048) -> tuple[bytes, bytes]:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
         now = datetime.datetime.now(datetime.timezone.utc)
         cert = (
             x509.CertificateBuilder()

@@ -90,43 +90,66 @@ def test_a_sealed_model_reaches_each_receiver_and_the_server_sees_no_weight(proj
     assert world.relay.counts.forwarded == 2 and world.relay.counts.uploads == 1
 
 
-def test_a_receiver_of_a_sealed_run_refuses_an_unsealed_or_forged_model_with_the_reason(project):
+def forwarded(fields: dict) -> Shareable:
+    request = Shareable()
+    request.update(fields)
+    request.set_peer_props({ReservedKey.IDENTITY_NAME: "server"})
+    return request
+
+
+def refused_unsigned(world, receiver, request, why) -> None:
+    """``request`` is refused and logged, not counted against the sender it names, whose own model is then taken."""
+    ex = world.exchanges[receiver]
+    assert ex.on_model(request, C.TOPIC_FORWARD).get_return_code() == ReturnCode.BAD_REQUEST_DATA
+    assert any("site-1 did not sign" in text and why in text for level, text in world.logs if level == "warning")
+    assert ex.buffer.models_held() == 0
+    world.exchanges["site-1"].send(0, {"w": np.full((2, 2), 0.5, np.float32), "n": np.array(1)}, world)
+    world.exchanges["site-1"].wait_sent(5.0)
+    settle(world.relay)
+    inbox = ex.collect(0, abort=lambda: False)
+    assert list(inbox.valid) == ["site-1"] and inbox.rejected == {}
+
+
+def test_an_unsealed_model_is_refused_and_does_not_take_the_senders_place(project):
     world = Deployment(*project)
-    plain = Shareable()
-    plain.update({C.KEY_ROUND: 0, C.KEY_WEIGHTS: dict(REF), C.KEY_SENDER: "site-1"})
-    plain.set_peer_props({ReservedKey.IDENTITY_NAME: "server"})
-    world.exchanges["site-2"].on_model(plain, C.TOPIC_FORWARD)
-    inbox = world.exchanges["site-2"].collect(0, abort=lambda: False)
-    assert inbox.valid == {} and "not a sealed model" in inbox.rejected["site-1"]
-    # a server that seals a model of its own under site-1's name, with a certificate the project never issued
-    forger = ProjectCA("forger")
+    plain = forwarded({C.KEY_ROUND: 0, C.KEY_WEIGHTS: dict(REF), C.KEY_SENDER: "site-1"})
+    refused_unsigned(world, "site-2", plain, "not a sealed model")
+
+
+def test_a_model_the_server_sealed_under_a_sites_name_is_refused_and_not_counted_against_it(project):
+    world = Deployment(*project)
+    forger = ProjectCA("forger")  # a certificate named site-1 from a CA the project never trusted
     key, cert = forger.issue("site-1")
     fake = Sealer("site-1", "job-1", key, cert, forger.root_pem, lambda names: {})
     real = x509.load_pem_x509_certificate(project[1]["site-3"][1]).public_key()  # site-3's real certificate
-    site3 = {"site-3": real}
-    sealed, seal = fake.seal(0, "float32", None, REF, site3)
-    forged = Shareable()
-    forged.update({C.KEY_ROUND: 0, C.KEY_WEIGHTS: sealed, C.KEY_SEAL: seal, C.KEY_SENDER: "site-1"})
-    forged.update({C.KEY_PAYLOAD: "float32", C.KEY_CERTIFICATE: cert})
-    forged.set_peer_props({ReservedKey.IDENTITY_NAME: "server"})
-    world.exchanges["site-3"].on_model(forged, C.TOPIC_FORWARD)
-    inbox = world.exchanges["site-3"].collect(0, abort=lambda: False)
-    assert inbox.valid == {} and "root CA did not issue" in inbox.rejected["site-1"]
+    sealed, seal = fake.seal(0, "float32", None, REF, {"site-3": real})
+    fields = {C.KEY_ROUND: 0, C.KEY_WEIGHTS: sealed, C.KEY_SEAL: seal, C.KEY_SENDER: "site-1"}
+    forged = forwarded({**fields, C.KEY_PAYLOAD: "float32", C.KEY_CERTIFICATE: cert})
+    refused_unsigned(world, "site-3", forged, "root CA did not issue")
 
 
-def test_a_model_for_another_job_is_refused(project):
+def test_a_model_of_another_job_is_refused(project):
     world = Deployment(*project)
     other = Deployment(*project, job="job-2")
     other.exchanges["site-1"].send(0, {"w": np.ones((2, 2), np.float32), "n": np.array(1)}, other)
     other.exchanges["site-1"].wait_sent(5.0)
     (upload,) = other.uploads
-    request = Shareable()
-    request.update({k: upload[k] for k in (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD)})
-    request.update({C.KEY_SEAL: upload[C.KEY_SEAL], C.KEY_SENDER: "site-1", C.KEY_CERTIFICATE: project[1]["site-1"][1]})
-    request.set_peer_props({ReservedKey.IDENTITY_NAME: "server"})
-    world.exchanges["site-2"].on_model(request, C.TOPIC_FORWARD)
-    inbox = world.exchanges["site-2"].collect(0, abort=lambda: False)
-    assert inbox.valid == {} and "did not sign for this job" in inbox.rejected["site-1"]
+    fields = {k: upload[k] for k in (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_SEAL)}
+    replayed = forwarded({**fields, C.KEY_SENDER: "site-1", C.KEY_CERTIFICATE: project[1]["site-1"][1]})
+    refused_unsigned(world, "site-2", replayed, "did not sign for this job")
+
+
+def test_a_second_copy_of_a_held_model_is_not_opened_again(project, monkeypatch):
+    world = Deployment(*project)
+    world.exchanges["site-1"].send(0, {"w": np.ones((2, 2), np.float32), "n": np.array(1)}, world)
+    world.exchanges["site-1"].wait_sent(5.0)
+    settle(world.relay)
+    (upload,) = world.uploads
+    receiver = world.exchanges["site-2"]
+    monkeypatch.setattr(receiver.sealer, "open", lambda *a, **k: pytest.fail("a held model's copy was opened"))
+    fields = {k: upload[k] for k in (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_SEAL)}
+    copy = forwarded({**fields, C.KEY_SENDER: "site-1", C.KEY_CERTIFICATE: project[1]["site-1"][1]})
+    assert receiver.on_model(copy, C.TOPIC_FORWARD).get_return_code() == ReturnCode.OK
 
 
 def test_a_receiver_whose_certificate_comes_late_still_gets_the_model_and_no_one_gets_it_twice(project):

@@ -6,6 +6,9 @@ import json
 import numpy as np
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
 
 from lightyear.p2p.wire import sealing
 from lightyear.p2p.wire.sealing import MAGIC, SEALED_ENTRY, Sealer, certificate_problem, pack, unpack
@@ -62,15 +65,15 @@ def test_each_receiver_opens_the_one_ciphertext_into_the_sent_arrays(project):
     assert list(message["weights"]) == [SEALED_ENTRY] and set(message["seal"]["wrapped"]) == {"site-2", "site-3"}
     assert MODEL["w"].tobytes() not in message["weights"][SEALED_ENTRY].tobytes()  # the server sees no weight
     for receiver in ("site-2", "site-3"):
-        payload, problem = open_as(project, receiver, message)
-        assert problem == "" and list(payload) == list(MODEL)
+        payload, problem, signed = open_as(project, receiver, message)
+        assert problem == "" and signed and list(payload) == list(MODEL)
         for key, value in MODEL.items():
             assert payload[key].dtype == value.dtype and payload[key].shape == value.shape
             np.testing.assert_array_equal(payload[key], value)
 
 
 def test_a_site_it_was_not_sealed_for_cannot_open_it(project):
-    payload, problem = open_as(project, "site-3", sealed(project, receivers=("site-2",)))
+    payload, problem, _ = open_as(project, "site-3", sealed(project, receivers=("site-2",)))
     assert payload is None and "no key wrapped for this site" in problem
 
 
@@ -78,15 +81,15 @@ def test_a_site_it_was_not_sealed_for_cannot_open_it(project):
 def test_the_relay_cannot_move_a_model_to_another_round_or_change_what_it_claims(project, field, value):
     message = sealed(project)
     message[field] = value
-    payload, problem = open_as(project, "site-2", message)
-    assert payload is None and "did not sign for this job, round and payload" in problem
+    payload, problem, signed = open_as(project, "site-2", message)
+    assert payload is None and "did not sign for this job, round and payload" in problem and not signed
 
 
 def test_another_job_cannot_replay_it(project):
     message = sealed(project)
     ca, creds = project
     other = Sealer("site-2", "job-2", *creds["site-2"], ca.root_pem, lambda names: {})
-    payload, problem = other.open(
+    payload, problem, _ = other.open(
         "site-1", 3, "float32", 40, message["weights"], message["seal"], creds["site-1"][1], 10, 1 << 20
     )
     assert payload is None and "did not sign" in problem
@@ -102,7 +105,7 @@ def test_an_altered_ciphertext_is_refused(project):
 
 def test_a_relay_posing_as_another_sender_is_refused(project):
     message = sealed(project)  # site-1's model, named as site-3's with site-3's real certificate
-    payload, problem = open_as(project, "site-2", message, sender="site-3")
+    payload, problem, _ = open_as(project, "site-2", message, sender="site-3")
     assert payload is None and "site-3 did not sign" in problem
 
 
@@ -114,7 +117,7 @@ def test_a_relay_that_seals_its_own_model_for_a_receiver_is_refused(project):
     keys = {"site-2": x509.load_pem_x509_certificate(creds["site-2"][1]).public_key()}
     weights, seal = fake.seal(3, "float32", 40, MODEL, keys)
     message = {"round": 3, "marker": "float32", "num_samples": 40, "weights": weights, "seal": seal}
-    payload, problem = open_as(project, "site-2", message, sender_pem=cert)
+    payload, problem, _ = open_as(project, "site-2", message, sender_pem=cert)
     assert payload is None and "the project's root CA did not issue" in problem
 
 
@@ -192,3 +195,33 @@ def test_packing_keeps_keys_dtypes_and_shapes_and_refuses_objects():
     np.testing.assert_array_equal(unpack(pack({"b": big_endian}), 1, 100)[0]["b"], big_endian)
     with pytest.raises(ValueError, match="only numbers and booleans"):
         pack({"o": np.array([object()])})
+
+
+def test_a_certificate_a_site_or_the_server_issued_with_its_own_key_is_refused(project):
+    ca, creds = project
+    # site-2 acts as a CA: it signs a certificate named site-1 with its own provisioned key
+    site2_key = serialization.load_pem_private_key(creds["site-2"][0], password=None)
+    site2_cert = x509.load_pem_x509_certificate(creds["site-2"][1])
+    fake_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    forged = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "site-1")]))
+        .issuer_name(site2_cert.subject)
+        .public_key(fake_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(site2_key, hashes.SHA256())
+        .public_bytes(serialization.Encoding.PEM)
+    )
+    assert "2 certificates where the project's root CA issues one" in certificate_problem(
+        forged + creds["site-2"][1], "site-1", ca.cert
+    )
+    assert "root CA did not issue" in certificate_problem(forged, "site-1", ca.cert)
+
+
+def test_a_certificate_with_a_weak_rsa_key_is_refused(project):
+    ca, _ = project
+    _, weak = ca.issue("site-9", key_size=1024)
+    assert "an RSA key of 1024 bits" in certificate_problem(weak, "site-9", ca.cert)

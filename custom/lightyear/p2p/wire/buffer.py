@@ -59,6 +59,11 @@ class PeerModelBuffer:
         with self._cond:
             return round_num > self._current + 1 and (self._rounds is None or round_num < self._rounds)
 
+    def holds(self, round_num: Any, sender: str) -> bool:
+        """Whether a model of ``sender`` for ``round_num`` is held (a second one would be a duplicate)."""
+        with self._cond:
+            return isinstance(round_num, int) and sender in self._models.get(round_num, {})
+
     def put(self, round_num: Any, sender: str, model: Any) -> str:
         """Store ``model`` if it is for the current or the next round and the sender's first for it.
 

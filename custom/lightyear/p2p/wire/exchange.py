@@ -71,34 +71,38 @@ def num_samples_problem(value) -> str | None:
 
 
 def checked_model(
-    request: Shareable, reference: dict, codec: PayloadCodec, max_abs_weight: float | None, sealer=None
+    payload, marker, reference: dict, codec: PayloadCodec, max_abs_weight: float | None
 ) -> tuple[dict | None, list[str]]:
-    """(the model a message carries, [why it is unacceptable]): its payload bounded by the size of
-    ``reference`` before anything is decoded, cast, copied or kept, opened by ``sealer`` when models
-    travel sealed (:class:`~lightyear.p2p.wire.sealing.Sealer`), then decoded by ``codec`` and checked
-    by :func:`~lightyear.algorithms.model_check.model_problems`."""
-    payload = request.get(C.KEY_WEIGHTS)
+    """(the model a message's ``payload`` stands for, [why it is unacceptable]): bounded by the size of
+    ``reference`` before anything is decoded, cast, copied or kept, then decoded by ``codec`` (the
+    encoding ``marker`` names) and checked by :func:`~lightyear.algorithms.model_check.model_problems`."""
     too_large = payload_size_problem(payload, reference)
     if too_large:
         return None, [too_large]
-    if sealer is not None:
-        payload, problem = sealer.open(
-            request.get(C.KEY_SENDER),
-            request.get(C.KEY_ROUND),
-            request.get(C.KEY_PAYLOAD),
-            request.get(C.KEY_NUM_SAMPLES),
-            payload,
-            request.get(C.KEY_SEAL),
-            request.get(C.KEY_CERTIFICATE),
-            max_entries=len(reference),
-            max_bytes=payload_limit(reference),
-        )
-        if payload is None:
-            return None, [problem]
-    weights, problems = codec.decode(payload, request.get(C.KEY_PAYLOAD), reference)
+    weights, problems = codec.decode(payload, marker, reference)
     if not problems:
         problems = model_problems(weights, reference, max_abs_weight)
     return weights, problems
+
+
+def open_sealed(request: Shareable, sealer, reference: dict) -> tuple[dict | None, str, bool]:
+    """(the payload of a sealed model the server forwarded, why refused or "", whether its sender signed
+    it): its size bounded before it is opened (:meth:`~lightyear.p2p.wire.sealing.Sealer.open`)."""
+    sealed = request.get(C.KEY_WEIGHTS)
+    too_large = payload_size_problem(sealed, reference)
+    if too_large:
+        return None, too_large, False
+    return sealer.open(
+        request.get(C.KEY_SENDER),
+        request.get(C.KEY_ROUND),
+        request.get(C.KEY_PAYLOAD),
+        request.get(C.KEY_NUM_SAMPLES),
+        sealed,
+        request.get(C.KEY_SEAL),
+        request.get(C.KEY_CERTIFICATE),
+        max_entries=len(reference),
+        max_bytes=payload_limit(reference),
+    )
 
 
 class PerReceiver(dict):
@@ -217,8 +221,21 @@ class PeerExchange:
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         if self.reference is None or (not self.asynchronous and self.buffer.ahead(round_num)):
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)  # not ready yet: the sender tries again later
-        sealer = self.sealer if forwarded else None
-        weights, problems = checked_model(request, self.reference, self.codec, self.max_abs_weight, sealer)
+        payload, sealed_problem = request.get(C.KEY_WEIGHTS), ""
+        if forwarded and self.sealer is not None:
+            if not self.asynchronous and self.buffer.holds(round_num, sender):
+                return make_reply(ReturnCode.OK)  # a second copy of a model held: refused unopened, as below
+            payload, sealed_problem, signed = open_sealed(request, self.sealer, self.reference)
+            if not signed:  # made by the server or spoilt on the way: nothing it says is the sender's doing
+                why = f"refused a model forwarded as {sender}'s that {sender} did not sign: {sealed_problem}"
+                self.log("warning", why)
+                return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        if sealed_problem:  # signed, but not a model: rejected as the sender's, with the reason
+            weights, problems = None, [sealed_problem]
+        else:
+            weights, problems = checked_model(
+                payload, request.get(C.KEY_PAYLOAD), self.reference, self.codec, self.max_abs_weight
+            )
         claimed = request.get(C.KEY_NUM_SAMPLES)
         size_problem = None if claimed is None else num_samples_problem(claimed)
         if size_problem:
@@ -410,11 +427,14 @@ class PeerExchange:
         covered = {t for _, seal in made for t in seal["wrapped"]}
         fresh = [t for t in group if t not in covered]
         if fresh:
-            keys, problems = self.sealer.receiver_keys(fresh)
-            unsealed.update(problems)
-            if keys:
-                claimed = None if self.num_samples is None else int(self.num_samples)  # as the request carries it
-                made.append(self.sealer.seal(round_num, self.codec.marker, claimed, model, keys))
+            claimed = None if self.num_samples is None else int(self.num_samples)  # as the request carries it
+            try:
+                keys, problems = self.sealer.receiver_keys(fresh)
+                unsealed.update(problems)
+                if keys:
+                    made.append(self.sealer.seal(round_num, self.codec.marker, claimed, model, keys))
+            except Exception as exc:  # noqa: BLE001 - e.g. a model too large to seal: not sent, never fatal
+                unsealed.update({t: f"sealing failed ({type(exc).__name__}: {str(exc)[:80]})" for t in fresh})
         parts = [([t for t in group if t in seal["wrapped"]], (weights, seal)) for weights, seal in made]
         return [(part, sealed) for part, sealed in parts if part]
 

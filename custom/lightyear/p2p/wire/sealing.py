@@ -17,8 +17,8 @@ through the server's relay (``model_route="server"``) that would be one copy per
 So the server sees who sends to whom, when and how much, and nothing else: it cannot read a model
 (it holds no receiver's key), alter or forge one (it holds no site's signing key), or replay one into
 another round or job (those are signed). A receiver takes a sealed model (:meth:`Sealer.open`) only
-if the sender's certificate was issued, through any intermediates it carries, by the project's root
-CA to the very name the model is from, is within its validity, the signature holds, its own wrapped
+if the sender's certificate was issued by the project's root CA itself to the very name the model is
+from, is within its validity (as the root is), the signature holds, its own wrapped
 key opens the ciphertext and the plaintext unpacks into well-formed arrays (:func:`unpack`); every
 check of a model then follows as for any other. Certificates travel through the server (a site
 declares its own; a sender asks for its receivers'; a forwarded model carries its sender's), and
@@ -53,6 +53,8 @@ NONCE_BYTES = 12
 MAX_HEADER_BYTES = 1 << 20
 MAX_RSA_BYTES = 1024
 """Longest wrapped key or signature taken (RSA keys up to 8192 bits)."""
+RSA_BITS = (2048, 8192)
+"""The RSA key sizes a certificate may hold (FLARE provisions 2048 bits)."""
 MAX_CERTIFICATE_BYTES = 64 * 1024
 """Longest certificate (chain, PEM) a site may declare or a message may carry."""
 PACKED_DTYPES = frozenset(
@@ -137,28 +139,37 @@ def _entry_problem(entry) -> str:
 
 # ---------------------------------------------------------------------- certificates
 def certificate_problem(pem, name: str, root: x509.Certificate, now: datetime.datetime | None = None) -> str:
-    """Why ``pem`` is not a certificate the project's ``root`` CA issued to ``name`` (through the
-    intermediates it carries), valid now and holding an RSA key; "" when it is."""
+    """Why ``pem`` is not one certificate the project's ``root`` CA itself issued to ``name``, valid now
+    (and the root too) and holding an RSA key of :data:`RSA_BITS` bits with an odd public exponent of
+    at least 65537; "" when it is. FLARE's provisioning issues every participant's certificate from
+    the root, so no chain is taken: a certificate a site or the server issued with its own key,
+    whatever it names, is refused."""
     if not isinstance(pem, (bytes, bytearray)) or not 0 < len(pem) <= MAX_CERTIFICATE_BYTES:
         return f"no certificate of at most {MAX_CERTIFICATE_BYTES} bytes"
     try:
         chain = x509.load_pem_x509_certificates(bytes(pem))
     except ValueError as exc:
         return f"an unreadable certificate ({exc})"
+    if len(chain) != 1:
+        return f"{len(chain)} certificates where the project's root CA issues one"
     now = now or datetime.datetime.now(datetime.timezone.utc)
     leaf = chain[0]
     names = [a.value for a in leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     if names != [name]:
         return f"a certificate issued to {names[:2]!r}, not to {name!r}"
-    for cert, issuer in zip(chain, [*chain[1:], root]):
+    for cert in (leaf, root):
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
             return f"a certificate of {cert.subject.rfc4514_string()[:80]!r} outside its validity"
-        try:
-            cert.verify_directly_issued_by(issuer)
-        except (ValueError, TypeError, InvalidSignature):
-            return f"a certificate of {cert.subject.rfc4514_string()[:80]!r} the project's root CA did not issue"
-    if not isinstance(leaf.public_key(), rsa.RSAPublicKey):
+    try:
+        leaf.verify_directly_issued_by(root)
+    except (ValueError, TypeError, InvalidSignature):
+        return f"a certificate of {name!r} the project's root CA did not issue"
+    key = leaf.public_key()
+    if not isinstance(key, rsa.RSAPublicKey):
         return "a certificate whose key is not RSA"
+    exponent = key.public_numbers().e
+    if not RSA_BITS[0] <= key.key_size <= RSA_BITS[1] or exponent < 65537 or exponent % 2 == 0:
+        return f"an RSA key of {key.key_size} bits and exponent {exponent}, outside {RSA_BITS} bits and 65537 up"
     return ""
 
 
@@ -204,85 +215,94 @@ class Sealer:
         if own:
             raise ValueError(f"this site's own certificate cannot seal models: {own}")
         self.fetch = fetch
-        self._keys: dict[str, tuple[str, rsa.RSAPublicKey]] = {}  # name -> (pem digest, its verified key)
+        self._keys: dict[str, tuple] = {}  # name -> (pem digest, its verified key, valid until)
 
     def verified_key(self, name: str, pem) -> tuple[rsa.RSAPublicKey | None, str]:
         """(the public key of ``name``'s certificate ``pem``, "") once it is verified, or (None, why not)."""
         digest = hashlib.sha256(bytes(pem)).hexdigest() if isinstance(pem, (bytes, bytearray)) else ""
         known = self._keys.get(name)
-        if known and known[0] == digest:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if known and known[0] == digest and now <= known[2]:
             return known[1], ""
-        problem = certificate_problem(pem, name, self.root)
+        problem = certificate_problem(pem, name, self.root, now)
         if problem:
             return None, problem
-        key = x509.load_pem_x509_certificates(bytes(pem))[0].public_key()
-        self._keys[name] = (digest, key)
-        return key, ""
+        leaf = x509.load_pem_x509_certificate(bytes(pem))
+        self._keys[name] = (digest, leaf.public_key(), min(leaf.not_valid_after_utc, self.root.not_valid_after_utc))
+        return leaf.public_key(), ""
 
     def receiver_keys(self, names: list[str]) -> tuple[dict, dict]:
         """({receiver: its verified key}, {receiver: why none}), asking the server for the certificates not
-        yet verified."""
-        missing = [n for n in names if n not in self._keys]
+        verified yet (or expired since)."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        known = {n: self._keys[n][1] for n in names if n in self._keys and now <= self._keys[n][2]}
+        missing = [n for n in names if n not in known]
         fetched = self.fetch(missing) if missing else {}
         fetched = fetched if isinstance(fetched, Mapping) else {}
-        keys, problems = {}, {}
-        for name in names:
-            if name in self._keys and name not in fetched:
-                keys[name] = self._keys[name][1]
-                continue
+        problems = {}
+        for name in missing:
             key, problem = self.verified_key(name, fetched.get(name))
             if key is None:
                 problems[name] = problem or "no certificate"
             else:
-                keys[name] = key
-        return keys, problems
+                known[name] = key
+        return {n: known[n] for n in names if n in known}, problems
 
     def seal(self, round_num: int, marker, num_samples, payload: Mapping, receiver_keys: Mapping) -> tuple[dict, dict]:
         """(the sealed weights {``SEALED_ENTRY``: ciphertext}, the seal {nonce, signature, wrapped}) of one
-        model for the receivers of ``receiver_keys``."""
+        model for the receivers of ``receiver_keys`` (one whose key cannot wrap the content key is left
+        out of ``wrapped``)."""
         content_key = AESGCM.generate_key(bit_length=256)
         nonce = os.urandom(NONCE_BYTES)
         bound = context(self.job, self.site, round_num, marker, num_samples)
         ciphertext = AESGCM(content_key).encrypt(nonce, pack(payload), bound)
         signature = self.key.sign(_signed(bound, nonce, ciphertext), PSS, hashes.SHA256())
-        wrapped = {name: key.encrypt(content_key, OAEP) for name, key in receiver_keys.items()}
+        wrapped = {}
+        for name, key in receiver_keys.items():
+            try:
+                wrapped[name] = key.encrypt(content_key, OAEP)
+            except (ValueError, TypeError):
+                continue  # a key too small for OAEP (checked certificates have none): that receiver gets nothing
         weights = {SEALED_ENTRY: np.frombuffer(ciphertext, dtype=np.uint8)}
         return weights, {"nonce": nonce, "signature": signature, "wrapped": wrapped}
 
     def open(
         self, sender: str, round_num, marker, num_samples, weights, seal, sender_pem, max_entries: int, max_bytes: int
-    ) -> tuple[dict | None, str]:
-        """(the payload a sealed model carries, "") or (None, why it is refused)."""
+    ) -> tuple[dict | None, str, bool]:
+        """(the payload a sealed model carries, "", True), or (None, why it is refused, whether ``sender``
+        signed it). A model its sender did not sign proves nothing about the sender (the server, or a
+        fault on the way, made it), so the caller must not count it against the sender."""
         if not isinstance(weights, Mapping) or set(weights) != {SEALED_ENTRY}:
-            return None, "not a sealed model (this run's models travel sealed end to end)"
+            return None, "not a sealed model (this run's models travel sealed end to end)", False
         ciphertext = weights[SEALED_ENTRY]
         if not isinstance(ciphertext, np.ndarray) or ciphertext.dtype != np.uint8 or ciphertext.ndim != 1:
-            return None, "a sealed model whose ciphertext is not a byte array"
+            return None, "a sealed model whose ciphertext is not a byte array", False
         ciphertext = np.ascontiguousarray(ciphertext)
         if not isinstance(seal, Mapping):
-            return None, "a sealed model without its seal"
+            return None, "a sealed model without its seal", False
         nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
         if not (isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES):
-            return None, "a seal without a nonce"
+            return None, "a seal without a nonce", False
         if not (isinstance(signature, bytes) and len(signature) <= MAX_RSA_BYTES):
-            return None, "a seal without a signature"
+            return None, "a seal without a signature", False
         mine = wrapped.get(self.site) if isinstance(wrapped, Mapping) else None
         if not (isinstance(mine, bytes) and len(mine) <= MAX_RSA_BYTES):
-            return None, "a seal with no key wrapped for this site"
+            return None, "a seal with no key wrapped for this site", False
         key, problem = self.verified_key(sender, sender_pem)
         if key is None:
-            return None, f"the sender's certificate: {problem}"
+            return None, f"the sender's certificate: {problem}", False
         try:
             bound = context(self.job, sender, round_num, marker, num_samples)
         except (TypeError, ValueError):
-            return None, "a sealed model whose round, encoding or training-set size is not plain data"
+            return None, "a sealed model whose round, encoding or training-set size is not plain data", False
         try:
             key.verify(signature, _signed(bound, nonce, ciphertext), PSS, hashes.SHA256())
         except InvalidSignature:
-            return None, f"a seal {sender} did not sign for this job, round and payload"
-        try:
+            return None, f"a seal {sender} did not sign for this job, round and payload", False
+        try:  # from here on the sender signed what arrived: what fails is the sender's
             content_key = self.key.decrypt(mine, OAEP)
             plaintext = AESGCM(content_key).decrypt(nonce, ciphertext, bound)
         except Exception as exc:  # noqa: BLE001 - whatever fails to open is refused with its reason
-            return None, f"a sealed model this site's key does not open ({type(exc).__name__})"
-        return unpack(plaintext, max_entries, max_bytes)
+            return None, f"a sealed model this site's key does not open ({type(exc).__name__})", True
+        payload, problem = unpack(plaintext, max_entries, max_bytes)
+        return payload, problem, True
