@@ -1,11 +1,11 @@
 """One site's side of the model exchange between peers: send, receive, check, wait.
 
 Every message a peer sends is treated as written by a broken or hostile site. A model is
-checked when it arrives (first decoded by :attr:`PeerExchange.codec`, which rebuilds a model from a
-delta payload, see :mod:`lightyear.p2p.wire.payload`; then
-:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes,
-values finite in the receiver's dtype and within ``max_abs_weight``), so a malformed one is never
-held for aggregation; the buffer accepts only the current and the next round, one model per
+checked when it arrives (:mod:`lightyear.p2p.wire.arrival`: opened when sealed, decoded by
+:attr:`PeerExchange.codec`, which rebuilds a model from a delta payload, see
+:mod:`lightyear.p2p.wire.payload`; then :func:`~lightyear.algorithms.model_check.model_problems`:
+keys, shapes, values finite in the receiver's dtype and within ``max_abs_weight``), so a malformed
+one is never held for aggregation; the buffer accepts only the current and the next round, one model per
 sender and round (:class:`~lightyear.p2p.wire.buffer.PeerModelBuffer`); a sender that is not an
 in-neighbour is refused. A neighbour that missed ``max_missed_rounds`` consecutive rounds is no
 longer waited for (a dead site costs one deadline, not one per round) but its models are still
@@ -49,60 +49,14 @@ import numpy as np
 from nvflare.apis.fl_constant import ReservedKey, ReturnCode
 from nvflare.apis.shareable import Shareable, make_reply
 
-from lightyear.algorithms.model_check import model_problems
 from lightyear.flare import constants as C
 from lightyear.p2p.wire import buffer as peer_buffer
 from lightyear.p2p.wire import latest_models
+from lightyear.p2p.wire.arrival import checked_model, num_samples_problem, open_sealed
 from lightyear.p2p.wire.buffer import PeerModelBuffer
 from lightyear.p2p.wire.latest_models import LatestModelStore
-from lightyear.p2p.wire.payload import PayloadCodec, payload_limit, payload_size_problem
+from lightyear.p2p.wire.payload import PayloadCodec
 from lightyear.training.weights import num_bytes
-
-MAX_NUM_SAMPLES = 10**9
-"""Largest training-set size a peer may claim in a model message."""
-
-
-def num_samples_problem(value) -> str | None:
-    """Why a claimed training-set size is unacceptable, or None if it is an integer in [1, MAX_NUM_SAMPLES]."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_NUM_SAMPLES:
-        shown = repr(value) if isinstance(value, (int, float, np.number)) else type(value).__name__
-        return f"num_samples must be an integer in [1, {MAX_NUM_SAMPLES}], got {shown[:40]}"
-    return None
-
-
-def checked_model(
-    payload, marker, reference: dict, codec: PayloadCodec, max_abs_weight: float | None
-) -> tuple[dict | None, list[str]]:
-    """(the model a message's ``payload`` stands for, [why it is unacceptable]): bounded by the size of
-    ``reference`` before anything is decoded, cast, copied or kept, then decoded by ``codec`` (the
-    encoding ``marker`` names) and checked by :func:`~lightyear.algorithms.model_check.model_problems`."""
-    too_large = payload_size_problem(payload, reference)
-    if too_large:
-        return None, [too_large]
-    weights, problems = codec.decode(payload, marker, reference)
-    if not problems:
-        problems = model_problems(weights, reference, max_abs_weight)
-    return weights, problems
-
-
-def open_sealed(request: Shareable, sealer, reference: dict) -> tuple[dict | None, str, bool]:
-    """(the payload of a sealed model the server forwarded, why refused or "", whether its sender signed
-    it): its size bounded before it is opened (:meth:`~lightyear.p2p.wire.sealing.Sealer.open`)."""
-    sealed = request.get(C.KEY_WEIGHTS)
-    too_large = payload_size_problem(sealed, reference)
-    if too_large:
-        return None, too_large, False
-    return sealer.open(
-        request.get(C.KEY_SENDER),
-        request.get(C.KEY_ROUND),
-        request.get(C.KEY_PAYLOAD),
-        request.get(C.KEY_NUM_SAMPLES),
-        sealed,
-        request.get(C.KEY_SEAL),
-        request.get(C.KEY_CERTIFICATE),
-        max_entries=len(reference),
-        max_bytes=payload_limit(reference),
-    )
 
 
 class PerReceiver(dict):
