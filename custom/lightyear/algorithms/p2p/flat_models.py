@@ -45,6 +45,12 @@ class FlatModels:
             squares = [float(np.dot(vector[a : a + n], vector[a : a + n])) for a, n in zip(self.starts, self.sizes)]
         return np.sqrt(np.asarray(squares, dtype=np.float64))
 
+    def _scratch_vector(self) -> np.ndarray:
+        """The one vector reused for every difference that is not kept (made on first use)."""
+        if self._scratch is None:
+            self._scratch = np.empty_like(self.base)
+        return self._scratch
+
     def _difference(self, peer: str, out: np.ndarray) -> np.ndarray:
         """theta_peer - theta, written into ``out``."""
         model = self.models[peer]
@@ -62,18 +68,14 @@ class FlatModels:
             if n == 0:
                 self._difference(peer, total)
                 continue
-            if self._scratch is None:
-                self._scratch = np.empty_like(self.base)
-            total += self._difference(peer, self._scratch)
+            total += self._difference(peer, self._scratch_vector())
         total *= weight
         total += self.base
         return total
 
     def growth_towards(self, peer: str, weight: float) -> float:
         """:meth:`growth` of theta + weight * (theta_peer - theta), built in the scratch vector (no new one)."""
-        if self._scratch is None:
-            self._scratch = np.empty_like(self.base)
-        point = self._difference(peer, self._scratch)
+        point = self._difference(peer, self._scratch_vector())
         point *= weight
         point += self.base
         return self.growth(point)
