@@ -364,7 +364,7 @@ class PeerExchange:
         if pending and stop.is_set():
             self.log("info", f"round {round_num}: a newer model superseded this one before {sorted(pending)} took it")
         elif pending:
-            why = "; ".join(f"{p}: no usable certificate ({unsealed[p]})" for p in sorted(pending) if p in unsealed)
+            why = "; ".join(f"{p}: nothing sealed for it ({unsealed[p]})" for p in sorted(pending) if p in unsealed)
             self.log(
                 "warning", f"round {round_num}: could not deliver the model to {sorted(pending)}" + (why and f"; {why}")
             )
