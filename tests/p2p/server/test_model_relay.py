@@ -270,11 +270,11 @@ def test_a_sealed_run_hands_on_the_seal_with_the_receivers_keys_and_the_senders_
     "weights, seal, why",
     [
         (MODEL, SEAL, "it is not sealed"),
-        (SEALED, None, "it carries no seal"),
-        (SEALED, dict(SEAL, nonce=b"short"), "no nonce"),
-        (SEALED, dict(SEAL, signature=b"s" * 5000), "no signature"),
-        (SEALED, dict(SEAL, wrapped={"site-2": b"k"}), "wraps no key for some of its receivers"),
-        (SEALED, dict(SEAL, wrapped={"site-2": b"k", "site-3": "text"}), "not a short byte string"),
+        (SEALED, None, "no seal"),
+        (SEALED, dict(SEAL, nonce=b"short"), "without a 12-byte nonce"),
+        (SEALED, dict(SEAL, signature=b"s" * 5000), "without a signature"),
+        (SEALED, dict(SEAL, wrapped={"site-2": b"k"}), "no key wrapped for site-3"),
+        (SEALED, dict(SEAL, wrapped={"site-2": b"k", "site-3": "text"}), "key for site-3 is not a short byte string"),
     ],
 )
 def test_a_sealed_run_refuses_an_upload_that_is_not_a_well_formed_sealed_model(weights, seal, why):

@@ -74,7 +74,7 @@ def test_each_receiver_opens_the_one_ciphertext_into_the_sent_arrays(project):
 
 def test_a_site_it_was_not_sealed_for_cannot_open_it(project):
     payload, problem, _ = open_as(project, "site-3", sealed(project, receivers=("site-2",)))
-    assert payload is None and "no key wrapped for this site" in problem
+    assert payload is None and "no key wrapped for site-3" in problem
 
 
 @pytest.mark.parametrize("field, value", [("round", 4), ("marker", "float16"), ("num_samples", 4000)])

@@ -56,7 +56,7 @@ import numpy as np
 from lightyear.flare import constants as C
 from lightyear.p2p.wire.buffer import MAX_RETRY_S, RETRY_S
 from lightyear.p2p.wire.payload import payload_bytes
-from lightyear.p2p.wire.sealing import MAX_CERTIFICATE_BYTES, MAX_RSA_BYTES, NONCE_BYTES, SEALED_ENTRY
+from lightyear.p2p.wire.sealing import MAX_CERTIFICATE_BYTES, SEALED_ENTRY, seal_problem
 
 AUTO, SERVER, DIRECT = "auto", "server", "direct"
 ROUTES = (AUTO, SERVER, DIRECT)
@@ -272,18 +272,7 @@ class ModelRelay:
             return "it is not sealed (this run's models travel sealed end to end)"
         if sender not in self.certificates:
             return "it declared no certificate"
-        if not isinstance(seal, Mapping):
-            return "it carries no seal"
-        nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
-        if not (isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES):
-            return "its seal has no nonce"
-        if not (isinstance(signature, bytes) and len(signature) <= MAX_RSA_BYTES):
-            return "its seal has no signature"
-        if not isinstance(wrapped, Mapping) or not set(targets) <= set(wrapped):
-            return "its seal wraps no key for some of its receivers"
-        if not all(isinstance(wrapped[t], bytes) and len(wrapped[t]) <= MAX_RSA_BYTES for t in targets):
-            return "its seal wraps a key that is not a short byte string"
-        return None
+        return seal_problem(seal, targets) or None
 
     def _refused(self, why: str) -> tuple[str, str]:
         self.log("warning", f"refused {why}")

@@ -183,6 +183,26 @@ def _signed(context_bytes: bytes, nonce: bytes, ciphertext) -> bytes:
     return context_bytes + nonce + hashlib.sha256(ciphertext).digest()
 
 
+def seal_problem(seal, receivers) -> str:
+    """Why ``seal`` is not a well-formed seal with a key wrapped for each of ``receivers``; "" when it is.
+    Reads sizes and types only (the relay's check before it hands a model on, the receiver's before it
+    opens one)."""
+    if not isinstance(seal, Mapping):
+        return "no seal"
+    nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
+    if not (isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES):
+        return f"a seal without a {NONCE_BYTES}-byte nonce"
+    if not (isinstance(signature, bytes) and len(signature) <= MAX_RSA_BYTES):
+        return "a seal without a signature"
+    for receiver in receivers:
+        key = wrapped.get(receiver) if isinstance(wrapped, Mapping) else None
+        if key is None:
+            return f"a seal with no key wrapped for {str(receiver)[:80]}"
+        if not (isinstance(key, bytes) and len(key) <= MAX_RSA_BYTES):
+            return f"a seal whose key for {str(receiver)[:80]} is not a short byte string"
+    return ""
+
+
 PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
 OAEP = padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=None)
 
@@ -278,16 +298,10 @@ class Sealer:
         if not isinstance(ciphertext, np.ndarray) or ciphertext.dtype != np.uint8 or ciphertext.ndim != 1:
             return None, "a sealed model whose ciphertext is not a byte array", False
         ciphertext = np.ascontiguousarray(ciphertext)
-        if not isinstance(seal, Mapping):
-            return None, "a sealed model without its seal", False
-        nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
-        if not (isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES):
-            return None, "a seal without a nonce", False
-        if not (isinstance(signature, bytes) and len(signature) <= MAX_RSA_BYTES):
-            return None, "a seal without a signature", False
-        mine = wrapped.get(self.site) if isinstance(wrapped, Mapping) else None
-        if not (isinstance(mine, bytes) and len(mine) <= MAX_RSA_BYTES):
-            return None, "a seal with no key wrapped for this site", False
+        problem = seal_problem(seal, [self.site])
+        if problem:
+            return None, problem, False
+        nonce, signature, mine = seal["nonce"], seal["signature"], seal["wrapped"][self.site]
         key, problem = self.verified_key(sender, sender_pem)
         if key is None:
             return None, f"the sender's certificate: {problem}", False
