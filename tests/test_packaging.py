@@ -65,6 +65,7 @@ def fresh_venv(folder) -> str:
     return python
 
 
+@pytest.mark.extended  # builds and installs a wheel (about 30 s): the second tier, so the first keeps its headroom
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX virtual environment layout")
 def test_an_installed_wheel_generates_jobs_outside_the_repository(tmp_path):
     wheel = build_wheel(tmp_path)
