@@ -269,7 +269,7 @@ def test_a_sealed_run_hands_on_the_seal_with_the_receivers_keys_and_the_senders_
 @pytest.mark.parametrize(
     "weights, seal, why",
     [
-        (MODEL, SEAL, "it is not sealed"),
+        (MODEL, SEAL, "not a sealed model"),
         (SEALED, None, "no seal"),
         (SEALED, dict(SEAL, nonce=b"short"), "without a 12-byte nonce"),
         (SEALED, dict(SEAL, signature=b"s" * 5000), "without a signature"),

@@ -56,7 +56,7 @@ import numpy as np
 from lightyear.flare import constants as C
 from lightyear.p2p.wire.buffer import MAX_RETRY_S, RETRY_S
 from lightyear.p2p.wire.payload import payload_bytes
-from lightyear.p2p.wire.sealing import MAX_CERTIFICATE_BYTES, SEALED_ENTRY, seal_problem
+from lightyear.p2p.wire.sealing import MAX_CERTIFICATE_BYTES, seal_problem, sealed_weights_problem
 
 AUTO, SERVER, DIRECT = "auto", "server", "direct"
 ROUTES = (AUTO, SERVER, DIRECT)
@@ -267,12 +267,9 @@ class ModelRelay:
 
     def _seal_problem(self, sender: str, targets: list[str], weights: Mapping, seal) -> str | None:
         """Why a sealed run's upload is not a sealed model the relay can hand on, or None."""
-        ciphertext = weights.get(SEALED_ENTRY)
-        if set(weights) != {SEALED_ENTRY} or not (isinstance(ciphertext, np.ndarray) and ciphertext.dtype == np.uint8):
-            return "it is not sealed (this run's models travel sealed end to end)"
         if sender not in self.certificates:
             return "it declared no certificate"
-        return seal_problem(seal, targets) or None
+        return sealed_weights_problem(weights) or seal_problem(seal, targets) or None
 
     def _refused(self, why: str) -> tuple[str, str]:
         self.log("warning", f"refused {why}")

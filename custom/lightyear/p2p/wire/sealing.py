@@ -183,6 +183,16 @@ def _signed(context_bytes: bytes, nonce: bytes, ciphertext) -> bytes:
     return context_bytes + nonce + hashlib.sha256(ciphertext).digest()
 
 
+def sealed_weights_problem(weights) -> str:
+    """Why ``weights`` is not a sealed model's one ciphertext entry (a byte array); "" when it is."""
+    if not isinstance(weights, Mapping) or set(weights) != {SEALED_ENTRY}:
+        return "not a sealed model (this run's models travel sealed end to end)"
+    ciphertext = weights[SEALED_ENTRY]
+    if not isinstance(ciphertext, np.ndarray) or ciphertext.dtype != np.uint8 or ciphertext.ndim != 1:
+        return "a sealed model whose ciphertext is not a byte array"
+    return ""
+
+
 def seal_problem(seal, receivers) -> str:
     """Why ``seal`` is not a well-formed seal with a key wrapped for each of ``receivers``; "" when it is.
     Reads sizes and types only (the relay's check before it hands a model on, the receiver's before it
@@ -292,15 +302,10 @@ class Sealer:
         """(the payload a sealed model carries, "", True), or (None, why it is refused, whether ``sender``
         signed it). A model its sender did not sign proves nothing about the sender (the server, or a
         fault on the way, made it), so the caller must not count it against the sender."""
-        if not isinstance(weights, Mapping) or set(weights) != {SEALED_ENTRY}:
-            return None, "not a sealed model (this run's models travel sealed end to end)", False
-        ciphertext = weights[SEALED_ENTRY]
-        if not isinstance(ciphertext, np.ndarray) or ciphertext.dtype != np.uint8 or ciphertext.ndim != 1:
-            return None, "a sealed model whose ciphertext is not a byte array", False
-        ciphertext = np.ascontiguousarray(ciphertext)
-        problem = seal_problem(seal, [self.site])
+        problem = sealed_weights_problem(weights) or seal_problem(seal, [self.site])
         if problem:
             return None, problem, False
+        ciphertext = np.ascontiguousarray(weights[SEALED_ENTRY])
         nonce, signature, mine = seal["nonce"], seal["signature"], seal["wrapped"][self.site]
         key, problem = self.verified_key(sender, sender_pem)
         if key is None:
