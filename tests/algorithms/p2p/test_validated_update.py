@@ -219,3 +219,21 @@ def test_the_memory_a_round_needs_beyond_the_received_models_does_not_grow_with_
     assert evaluate.calls == pytest.approx([2.0] + [0.2] * 10 + [1.0]) and out.adopted == ["p0"]
     assert out.weights["w"][0] == pytest.approx(0.2)
     assert peak < 5 * size * 4, f"peak {peak / (size * 4):.1f} model sizes"
+
+
+class CountedModel(dict):
+    """A received model that counts how often its entries are read."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return super().__getitem__(key)
+
+
+def test_a_round_whose_aggregate_passes_reads_each_received_model_once():
+    # the midpoint screen and the whole aggregate share one difference a peer: one read of each entry
+    peers = {p: CountedModel(model(v)) for p, v in (("a", 0.4), ("b", 0.6), ("c", 0.8))}
+    out, _ = run(peers)
+    assert out.adopted == ["a", "b", "c"] and out.evaluations == 1
+    assert [peers[p].reads for p in peers] == [1, 1, 1]

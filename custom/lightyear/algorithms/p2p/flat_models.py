@@ -69,16 +69,31 @@ class FlatModels:
                 self._difference(peer, total)
                 continue
             total += self._difference(peer, self._scratch_vector())
+        return self.around(total, weight)
+
+    def around(self, total: np.ndarray, weight: float) -> np.ndarray:
+        """theta + weight * ``total``, written into ``total`` (a sum of differences) and returned."""
         total *= weight
         total += self.base
         return total
 
-    def growth_towards(self, peer: str, weight: float) -> float:
-        """:meth:`growth` of theta + weight * (theta_peer - theta), built in the scratch vector (no new one)."""
-        point = self._difference(peer, self._scratch_vector())
-        point *= weight
-        point += self.base
-        return self.growth(point)
+    def summed_with_growths(self, peers: Sequence[str], at: float) -> tuple[np.ndarray, dict[str, float]]:
+        """(sum_j (theta_j - theta) over ``peers`` in the order given, as a new flat vector; peer ->
+        :meth:`growth` of theta + at * (theta_j - theta)), taking each difference once: the sum is, to the
+        bit, the one :meth:`aggregate` scales, and each point is built in the scratch vector once its
+        difference is in the sum."""
+        total = np.empty_like(self.base) if peers else np.zeros_like(self.base)
+        growths = {}
+        for n, peer in enumerate(peers):
+            if n == 0:
+                point = np.multiply(self._difference(peer, total), at, out=self._scratch_vector())
+            else:
+                point = self._difference(peer, self._scratch_vector())
+                total += point
+                point *= at
+            point += self.base
+            growths[peer] = self.growth(point)
+        return total, growths
 
     def growth(self, vector: np.ndarray) -> float:
         """The largest ||vector[k]|| / ||own[k]|| - 1 over the entries that are not all zero in the own

@@ -130,15 +130,18 @@ def validated_update(
     weights = {k: np.array(v, copy=True) for k, v in own.items()}
     result = ValidatedUpdate(weights=weights, own=own_assessment, adopted_assessment=own_assessment)
     flat = FlatModels(own, selected)
-    remaining = []
+    screened = []
     for peer in order:
         if same_function(own_assessment.summary, assessed[peer].summary):
             result.excluded[peer] = OWN_FUNCTION
-            continue
-        grown = flat.growth_towards(peer, MIDPOINT)
-        if grown > bounds.max_norm_growth:
+        else:
+            screened.append(peer)
+    total, growths = flat.summed_with_growths(screened, MIDPOINT)  # one difference a peer for both
+    remaining = []
+    for peer in screened:
+        if growths[peer] > bounds.max_norm_growth:
             result.excluded[peer] = (
-                f"the model halfway to it grew an entry's norm by {grown:.3g} (more than max_norm_growth "
+                f"the model halfway to it grew an entry's norm by {growths[peer]:.3g} (more than max_norm_growth "
                 f"{bounds.max_norm_growth:g}; left out before averaging)"
             )
         else:
@@ -146,10 +149,13 @@ def validated_update(
     if not remaining:
         return result
 
-    def test(peers: Sequence[str], weight: float) -> tuple[np.ndarray | None, Candidate]:
-        """(the candidate's flat vector if it passed, else None; the candidate): a vector that failed is
-        dropped at once, so at most the one being tested and one that passed are held."""
-        vector = flat.aggregate(peers, weight)
+    def test(
+        peers: Sequence[str], weight: float, vector: np.ndarray | None = None
+    ) -> tuple[np.ndarray | None, Candidate]:
+        """(the candidate's flat vector if it passed, else None; the candidate), ``vector`` the candidate if
+        already built: a vector that failed is dropped at once, so at most the one being tested and one
+        that passed are held."""
+        vector = flat.aggregate(peers, weight) if vector is None else vector
         growth = flat.growth(vector)
         if growth > bounds.max_norm_growth:
             candidate = Candidate(tuple(peers), weight, growth, fault="norm")
@@ -161,7 +167,10 @@ def validated_update(
         return (vector if candidate.passed else None), candidate
 
     weight = peer_weight(gamma, int(t), len(remaining), bounds.max_peer_share)
-    vector, whole = test(remaining, weight)
+    if remaining != screened:  # the midpoint left a peer out: the whole aggregate is summed again without it
+        total = None
+    vector, whole = test(remaining, weight, None if total is None else flat.around(total, weight))
+    total = None  # a whole aggregate that failed is not held through the fallback
     if whole.passed:
         return _adopt(result, flat.model(vector), whole)
     solo = {remaining[0]: whole} if len(remaining) == 1 else {p: test([p], weight)[1] for p in remaining}
