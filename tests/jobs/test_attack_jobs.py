@@ -388,3 +388,17 @@ def test_a_peer_to_peer_reparametrisation_job_takes_full_knowledge():
     )
     [attack] = components(files["app_faulty/config/config_fed_client.json"], "attack")
     assert name == "lightyear_digits_rescale_permute3_full" and attack["args"]["params"] == {"factor": 10.0}
+
+
+@pytest.mark.parametrize("topology", ["p2p", "star"])
+def test_a_method_declaring_an_adaptive_attack_by_a_name_other_than_oracle_is_refused(topology):
+    from lightyear.flare.declarations import Method
+    from lightyear.p2p.site.executor import P2PExecutor
+    from lightyear.star.aggregator import StarAggregator
+
+    site, rule = (P2PExecutor, None) if topology == "p2p" else (None, StarAggregator)
+    adaptive = "orcale" if topology == "p2p" else "oracle"
+    with pytest.raises(ValueError, match=r"declares adaptive='oracle'"):
+        Method("mine", topology, "a plugin's method", site=site, rule=rule, adaptive=adaptive)
+    if topology == "p2p":
+        assert Method("mine", topology, "a plugin's method", site=site, adaptive="oracle").adaptive == "oracle"

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 
 P2P, STAR = "p2p", "star"
 TOPOLOGIES = (P2P, STAR)
+ORACLE = "oracle"
+"""``Method.adaptive`` of a peer-to-peer method whose site predicts its own decision
+(``predicted_outcome``): the adaptive attack that queries that prediction targets it
+(:mod:`lightyear.p2p.attack.adaptive`; its settings are declared with the attacks)."""
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -81,7 +85,8 @@ class Method:
         omit: arguments of the topology's templates this method does not take (a layer's value of
             them is not written; ``--set`` still reaches the component that takes it).
         detection: how its records are read as detections (None: it excludes no sender).
-        adaptive: the declaration of the adaptive attack that targets it (None: none does).
+        adaptive: the declaration of the adaptive attack that targets it (None: none does; :data:`ORACLE`
+            for a peer-to-peer method whose site predicts its own decision).
     """
 
     name: str
@@ -117,6 +122,11 @@ class Method:
             raise ValueError(f"method {self.name}: settings must be a Settings")
         if self.detection is not None and not isinstance(self.detection, Detection):
             raise ValueError(f"method {self.name}: detection must be a Detection or None")
+        if isinstance(self.adaptive, str) and (self.adaptive != ORACLE or self.topology != P2P):
+            raise ValueError(
+                f"method {self.name}: adaptive {self.adaptive!r} is not a declaration; a peer-to-peer method whose "
+                f"site predicts its own decision declares adaptive={ORACLE!r}, any other method the attack's target"
+            )
 
     @property
     def site_path(self) -> str:

@@ -46,11 +46,18 @@ import copy
 from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.attacks.colluding import check_spec
 from lightyear.algorithms.attacks.reparametrise import RESCALE, RESCALE_PERMUTE
-from lightyear.algorithms.attacks.settings import REPARAMETRISATIONS, AttackSpec, params_of
+from lightyear.algorithms.attacks.settings import (
+    PEER_ADAPTIVE,
+    REPARAMETRISATIONS,
+    AdaptiveTarget,
+    AttackSpec,
+    params_of,
+)
 from lightyear.algorithms.attacks.updates import ADAPTIVE, FULL, KNOWLEDGE, LF, PARTIAL
 from lightyear.algorithms.malfunctions import NONE
 from lightyear.checks import int_in, integer, raising
 from lightyear.flare.component_policy import with_refusal_fix
+from lightyear.flare.declarations import ORACLE
 from lightyear.jobs import registry
 from lightyear.jobs.settings import SettingError
 from lightyear.p2p.topology import in_neighbours
@@ -70,12 +77,20 @@ def adaptive_methods() -> list[str]:
     return registry.with_adaptive_attack()
 
 
+def adaptive_target(method: str) -> AdaptiveTarget | None:
+    """What ``method`` declares of the adaptive attack on it (None: it declares none, or is unknown); a
+    peer-to-peer method whose site predicts its own decision declares ``ORACLE``: the attack that
+    queries that prediction."""
+    declared = registry.method(method).adaptive if method in registry.methods() else None
+    return PEER_ADAPTIVE if declared == ORACLE else declared
+
+
 def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
     """Refuse what the adaptive attack declared by ``method`` cannot run (its settings, knowledge
     and attacker count), in the declaration's words; other attacks pass."""
     if spec.kind != ADAPTIVE:
         return spec
-    declared = registry.method(method).adaptive
+    declared = adaptive_target(method)
     if declared is None:
         raise ValueError(
             f"the adaptive attack adapts to a method's acceptance rule and {method} declares none it targets: "
@@ -281,7 +296,7 @@ def meta_fields(spec: AttackSpec) -> dict:
 def known_params(attack: str, method: str | None = None) -> set[str]:
     """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
     its job takes (the adaptive attack takes what the method's declaration of it says)."""
-    declared = registry.method(method).adaptive if method in registry.methods() else None
+    declared = adaptive_target(method)
     known = attack in catalogue.names()
     params = declared.params if attack == ADAPTIVE and declared is not None else params_of(attack) if known else ()
     return {PREFIX + p for p in params}

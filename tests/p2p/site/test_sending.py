@@ -93,5 +93,4 @@ def test_the_sites_round_and_the_methods_import_no_attack_code():
     for path in honest:
         for module in _imports(path):
             assert not module.startswith("lightyear.p2p.attack"), f"{path.name} imports {module}"
-            if path.parent.name == "site":
-                assert not module.startswith("lightyear.algorithms.attacks"), f"{path.name} imports {module}"
+            assert not module.startswith("lightyear.algorithms.attacks"), f"{path.name} imports {module}"

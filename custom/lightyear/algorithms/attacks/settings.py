@@ -165,6 +165,7 @@ class AdaptiveTarget:
 
 
 PEER_ADAPTIVE = AdaptiveTarget(params=("max_step", "max_evaluations"))
-"""The adaptive attack on a peer-to-peer method with an oracle (LIGHTYEAR's and BALANCE's
-``Method.adaptive``; the attack: :mod:`lightyear.p2p.attack.adaptive`): it takes ``attack_max_step``
-and ``attack_max_evaluations``; either knowledge level."""
+"""The adaptive attack on a peer-to-peer method whose site predicts its own decision (a method that
+declares ``Method.adaptive`` ``"oracle"``, as LIGHTYEAR and BALANCE do; the attack:
+:mod:`lightyear.p2p.attack.adaptive`): it takes ``attack_max_step`` and ``attack_max_evaluations``;
+either knowledge level."""

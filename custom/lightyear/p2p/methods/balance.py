@@ -15,11 +15,10 @@ import time
 
 import numpy as np
 
-from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.balance import balance_threshold, balance_update, check_balance_settings
 from lightyear.algorithms.vectors import flatten, float_keys
-from lightyear.flare.declarations import P2P, Detection, Method
+from lightyear.flare.declarations import ORACLE, P2P, Detection, Method
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
@@ -95,5 +94,5 @@ METHOD = Method(
         "_distance",
         "not accepted (distance above the acceptance radius) or rejected",
     ),
-    adaptive=PEER_ADAPTIVE,
+    adaptive=ORACLE,
 )

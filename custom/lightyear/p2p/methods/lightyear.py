@@ -16,7 +16,6 @@ import math
 
 import numpy as np
 
-from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.detection import Labelling, filled, names
 from lightyear.algorithms.p2p.agreement import skill
 from lightyear.algorithms.p2p.lightyear_rule import VALIDATED, Decision, Rule, decide
@@ -29,7 +28,7 @@ from lightyear.algorithms.p2p.validation_bounds import (
     Held,
     Measured,
 )
-from lightyear.flare.declarations import P2P, Detection, Method, Settings
+from lightyear.flare.declarations import ORACLE, P2P, Detection, Method, Settings
 from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 RETIRED = (
@@ -220,5 +219,5 @@ METHOD = Method(
         "not selected (agreement score < tau or below the skill floor), excluded before or after averaging, "
         "or rejected",
     ),
-    adaptive=PEER_ADAPTIVE,
+    adaptive=ORACLE,
 )

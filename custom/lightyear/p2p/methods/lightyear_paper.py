@@ -3,9 +3,8 @@ Eqs. 12-18), for reproducing the paper: the same selection as ``lightyear``, no 
 
 from __future__ import annotations
 
-from lightyear.algorithms.attacks.settings import PEER_ADAPTIVE
 from lightyear.algorithms.p2p.lightyear_rule import PAPER
-from lightyear.flare.declarations import P2P, Detection, Method
+from lightyear.flare.declarations import ORACLE, P2P, Detection, Method
 from lightyear.p2p.methods.lightyear import SETTINGS, LightyearExecutor, lightyear_labels
 
 METHOD = Method(
@@ -21,5 +20,5 @@ METHOD = Method(
         "_score",
         "not selected (agreement score < tau or below the skill floor) or rejected",
     ),
-    adaptive=PEER_ADAPTIVE,
+    adaptive=ORACLE,
 )
