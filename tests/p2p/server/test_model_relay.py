@@ -313,3 +313,65 @@ def test_a_receiver_that_stays_not_ready_is_tried_less_and_less_often(monkeypatc
     settle(r)
     # tries after 0, 0.05, 0.15, 0.35, 0.55, 0.75, 0.95, 1.15 s: 8, not the 24 of a try every 0.05 s
     assert 5 <= r.receivers.calls <= 12 and r.counts.undelivered == 1
+
+
+class SlowReceivers(Receivers):
+    """Receivers that take ``hold`` seconds to take a model (``hang`` for ``hung`` ones) and record the most
+    models each was handed at once."""
+
+    def __init__(self, hold, hung=(), hang=1.0):
+        super().__init__()
+        self.hold, self.hung, self.hang = hold, set(hung), hang
+        self.now: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+
+    def __call__(self, targets, topic, message, timeout):
+        with self.lock:
+            for site in targets:
+                self.now[site] = self.now.get(site, 0) + 1
+                self.most[site] = max(self.most.get(site, 0), self.now[site])
+        time.sleep(min(timeout, self.hang) if self.hung & set(targets) else self.hold)
+        with self.lock:
+            for site in targets:
+                self.now[site] -= 1
+        live = [t for t in targets if t not in self.hung]
+        codes = super().__call__(live, topic, message, timeout) if live else {}
+        return codes
+
+
+def test_a_receiver_is_handed_a_few_models_at_a_time_and_a_hung_one_holds_up_no_other():
+    sites = [f"site-{k}" for k in range(1, 7)]
+    graph = {s: [t for t in sites if t != s] for s in sites}  # full mesh: each receiver has 5 senders
+    receivers = SlowReceivers(hold=0.05, hung=["site-6"], hang=1.0)
+    r = ModelRelay(graph, 5, 3.0, 2.0, receivers, lambda level, text: None)
+    for site in sites:
+        r.on_declare(r.tokens[site], 1000)
+    start = time.monotonic()
+    for site in sites:
+        assert r.on_upload(r.tokens[site], {C.KEY_ROUND: 0, C.KEY_WEIGHTS: MODEL, C.KEY_TARGETS: graph[site]})[0] == OK
+    deadline = time.monotonic() + 2.0
+    while sum(len(receivers.got.get(s, [])) for s in sites[:5]) < 25 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    took = time.monotonic() - start
+    r.stop()
+    assert all(len(receivers.got.get(s, [])) == 5 for s in sites[:5]) and took < 0.9  # not held by site-6's 1 s
+    assert max(receivers.most.values()) == model_relay.DELIVERIES_PER_RECEIVER
+
+
+def test_a_send_that_fails_is_tried_again_and_said_once():
+    r = relay()
+    failures = iter([ConnectionError("link down"), ConnectionError("link down")])
+    send = r.send
+
+    def flaky(targets, topic, message, timeout):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return send(targets, topic, message, timeout)
+
+    r.send = flaky
+    upload(r, "site-3", ["site-1"])
+    settle(r)
+    assert len(r.receivers.got["site-1"]) == 1 and r.counts.undelivered == 0
+    said = [text for _, text in r.logs if "forwarding the model of site-3 to site-1 failed" in text]
+    assert said == ["forwarding the model of site-3 to site-1 failed (ConnectionError: link down)"]

@@ -40,11 +40,17 @@ per site. A receiver that is not ready yet (it answers "not ready": it has not s
 than one round behind the sender) is tried again after 1 s, then every 2 s, until that deadline;
 one that never answers costs its deadline and no other receiver's.
 
+What a receiver holds while models arrive: each receiver has :data:`DELIVERIES_PER_RECEIVER` delivery
+workers, each handing it one model at a time (the soonest due first), so it assembles at most that
+many models at once however many senders it has, instead of one from every sender of a round.
+
 No FLARE import: the controller hands it the send function and the log.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import secrets
 import threading
 import time
@@ -64,6 +70,9 @@ SEND_TIMEOUT = 60.0
 """Seconds one try to hand a model to its receivers may take (at most ``peer_deadline``)."""
 IN_FLIGHT_PER_RECEIVER = 2
 """Uploads per out-neighbour a site may have being forwarded at once (the current round and the next)."""
+DELIVERIES_PER_RECEIVER = 2
+"""Models the relay hands to one receiver at once (one send each): a receiver assembles a few models at a
+time, whatever the number of its senders, and one that does not answer holds up no other."""
 MAX_DECLARED_LIMIT = 1 << 40
 """The largest payload limit a site may declare (1 TiB)."""
 FORWARDED_KEYS = (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES)
@@ -123,11 +132,23 @@ class _Upload:
     nbytes: int
     deadline: float
     stop: threading.Event = field(default_factory=threading.Event)
+    left: list[str] = field(default_factory=list)
 
     @property
     def live(self) -> bool:
         """Still being handed on: some receiver has not taken it and nothing stopped it."""
         return bool(self.pending) and not self.stop.is_set()
+
+
+@dataclass(order=True)
+class _Delivery:
+    """One upload for one receiver, tried at ``due`` (monotonic seconds), then again after ``retry``."""
+
+    due: float
+    number: int
+    upload: _Upload = field(compare=False)
+    retry: float = field(compare=False)
+    failed: bool = field(default=False, compare=False)
 
 
 class ModelRelay:
@@ -172,6 +193,10 @@ class ModelRelay:
         self._uploads: dict[str, list[_Upload]] = {site: [] for site in self.graph}
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._due: dict[str, list[_Delivery]] = {}  # receiver -> its deliveries, a heap by due time
+        self._wake = threading.Condition(self._lock)
+        self._numbered = itertools.count()
+        self._stopped = False
 
     # ------------------------------------------------------------------ what sites send the server
     def site_of(self, token) -> str | None:
@@ -284,45 +309,90 @@ class ModelRelay:
             wrapped = {t: seal["wrapped"][t] for t in targets}
             forwarded[C.KEY_SEAL] = {"nonce": seal["nonce"], "signature": seal["signature"], "wrapped": wrapped}
             forwarded[C.KEY_CERTIFICATE] = self.certificates[sender]
-        upload = _Upload(sender, round_num, forwarded, list(targets), nbytes, time.monotonic() + self.peer_deadline)
+        now = time.monotonic()
+        upload = _Upload(sender, round_num, forwarded, list(targets), nbytes, now + self.peer_deadline)
         with self._lock:
             self._uploads[sender] = [u for u in self._uploads[sender] if u.live] + [upload]
             self.counts.uploads += 1
             self.counts.bytes_in += nbytes
-            thread = threading.Thread(target=self._forward, args=(upload,), daemon=True, name=f"relay-{sender}")
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+            for target in targets:
+                if target not in self._due:
+                    self._due[target] = []
+                    for k in range(DELIVERIES_PER_RECEIVER):
+                        thread = threading.Thread(
+                            target=self._deliver, args=(target,), daemon=True, name=f"relay-{target}-{k}"
+                        )
+                        self._threads.append(thread)
+                        thread.start()
+                heapq.heappush(self._due[target], _Delivery(now, next(self._numbered), upload, RETRY_S))
+            self._wake.notify_all()
 
-    def _forward(self, upload: _Upload) -> None:
-        """Hand ``upload`` to its receivers until each took it, its deadline passes or a newer one stops it."""
-        retry = RETRY_S
-        while upload.pending and not upload.stop.is_set():
+    def _deliver(self, receiver: str) -> None:
+        """One of ``receiver``'s delivery workers: hands it its models one send at a time, soonest due first,
+        until the relay stops. A receiver not ready (behind its sender) is tried again, less and less often."""
+        while True:
+            with self._lock:
+                delivery = self._next_due(receiver)
+                if delivery is None:
+                    return
+            upload = delivery.upload
             remaining = upload.deadline - time.monotonic()
-            if remaining <= 0:
-                break
             try:
                 timeout = max(1.0, min(self.send_timeout, remaining))
-                codes = self.send(list(upload.pending), C.TOPIC_FORWARD, upload.message, timeout)
+                codes = self.send([receiver], C.TOPIC_FORWARD, upload.message, timeout)
             except Exception as exc:  # noqa: BLE001 - a failed send is retried until the deadline
-                self.log("warning", f"forwarding the model of {upload.sender} failed ({type(exc).__name__}: {exc})")
-                codes = {}
-            took = [t for t in upload.pending if codes.get(t) == OK]
+                if not delivery.failed:  # said once a delivery, not at every retry
+                    self.log(
+                        "warning",
+                        f"forwarding the model of {upload.sender} to {receiver} failed ({type(exc).__name__}: {exc})",
+                    )
+                delivery.failed, codes = True, {}
             with self._lock:
-                upload.pending = [t for t in upload.pending if t not in took]
-                self.counts.forwarded += len(took)
-                self.counts.bytes_out += len(took) * upload.nbytes
-            if upload.pending:  # a receiver not ready (behind its sender) is tried again, less and less often
-                upload.stop.wait(retry)
-                retry = min(MAX_RETRY_S, 2 * retry)
-        with self._lock:
-            left, upload.pending = list(upload.pending), []
-            self.counts.undelivered += len(left)
-            upload.message = {}  # the model is let go as soon as it is handed on or given up
-            idle = not any(u.pending for uploads in self._uploads.values() for u in uploads)
-        if idle:
-            self.on_idle()
-        if left and not upload.stop.is_set():
-            self.log("warning", f"round {upload.round_num}: could not hand the model of {upload.sender} to {left}")
+                if codes.get(receiver) == OK:
+                    self.counts.forwarded += 1
+                    self.counts.bytes_out += upload.nbytes
+                    self._settle(upload, receiver, delivered=True)
+                    continue
+                delivery.due = time.monotonic() + delivery.retry
+                delivery.retry = min(MAX_RETRY_S, 2 * delivery.retry)
+                heapq.heappush(self._due[receiver], delivery)
+
+    def _next_due(self, receiver: str) -> _Delivery | None:
+        """(holding the lock) The soonest due delivery of ``receiver`` once it is due, waiting for it; deliveries
+        past their deadline or stopped are settled on the way; None once the relay stops."""
+        queue = self._due[receiver]
+        while not self._stopped:
+            now = time.monotonic()
+            ended = [d for d in queue if d.upload.stop.is_set() or d.upload.deadline <= now]
+            if ended:
+                queue[:] = [d for d in queue if d not in ended]
+                heapq.heapify(queue)
+                for delivery in ended:
+                    self._settle(delivery.upload, receiver, delivered=False)
+            if queue and queue[0].due <= now:
+                return heapq.heappop(queue)
+            soonest = min(queue[0].due, min(d.upload.deadline for d in queue)) if queue else None
+            self._wake.wait(None if soonest is None else soonest - now)
+        return None
+
+    def _settle(self, upload: _Upload, receiver: str, delivered: bool) -> None:
+        """(holding the lock) ``receiver`` took ``upload`` or is given up; once every receiver is settled the
+        model is let go."""
+        if receiver not in upload.pending:
+            return
+        upload.pending.remove(receiver)
+        if not delivered:
+            upload.left.append(receiver)
+            self.counts.undelivered += 1
+        if upload.pending:
+            return
+        upload.message = {}  # the model is let go as soon as it is handed on or given up
+        if upload.left and not upload.stop.is_set():
+            self.log(
+                "warning", f"round {upload.round_num}: could not hand the model of {upload.sender} to {upload.left}"
+            )
+        if not any(u.pending for uploads in self._uploads.values() for u in uploads):
+            threading.Thread(target=self.on_idle, daemon=True, name="relay-idle").start()
 
     def in_flight_bytes(self) -> int:
         """Bytes of models the relay holds now."""
@@ -330,11 +400,13 @@ class ModelRelay:
             return sum(u.nbytes for uploads in self._uploads.values() for u in uploads if u.pending)
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop forwarding (the run ended); waits at most ``timeout`` s for the forwarding threads."""
+        """Stop forwarding (the run ended); waits at most ``timeout`` s for the delivery workers."""
         with self._lock:
+            self._stopped = True
             for uploads in self._uploads.values():
                 for upload in uploads:
                     upload.stop.set()
+            self._wake.notify_all()
             threads = list(self._threads)
         deadline = time.monotonic() + timeout
         for thread in threads:
