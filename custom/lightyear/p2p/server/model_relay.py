@@ -41,7 +41,7 @@ than one round behind the sender) is tried again after 1 s, then every 2 s, unti
 one that never answers costs its deadline and no other receiver's.
 
 What a receiver holds while models arrive: each receiver has :data:`DELIVERIES_PER_RECEIVER` delivery
-workers, each handing it one model at a time (the soonest due first), so it assembles at most that
+worker(s), each handing it one model at a time (the soonest due first), so it assembles at most that
 many models at once however many senders it has, instead of one from every sender of a round.
 
 No FLARE import: the controller hands it the send function and the log.
@@ -70,9 +70,10 @@ SEND_TIMEOUT = 60.0
 """Seconds one try to hand a model to its receivers may take (at most ``peer_deadline``)."""
 IN_FLIGHT_PER_RECEIVER = 2
 """Uploads per out-neighbour a site may have being forwarded at once (the current round and the next)."""
-DELIVERIES_PER_RECEIVER = 2
-"""Models the relay hands to one receiver at once (one send each): a receiver assembles a few models at a
-time, whatever the number of its senders, and one that does not answer holds up no other."""
+DELIVERIES_PER_RECEIVER = 1
+"""Models the relay hands to one receiver at once (one send each): a receiver assembles one model at a time,
+whatever the number of its senders, and one that does not answer holds up no other. A receiver's link
+carries its models one after the other either way; a second delivery at once measured no faster."""
 MAX_DECLARED_LIMIT = 1 << 40
 """The largest payload limit a site may declare (1 TiB)."""
 FORWARDED_KEYS = (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES)
