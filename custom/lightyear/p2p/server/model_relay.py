@@ -72,8 +72,8 @@ IN_FLIGHT_PER_RECEIVER = 2
 """Uploads per out-neighbour a site may have being forwarded at once (the current round and the next)."""
 DELIVERIES_PER_RECEIVER = 1
 """Models the relay hands to one receiver at once (one send each): a receiver assembles one model at a time,
-whatever the number of its senders, and one that does not answer holds up no other. A receiver's link
-carries its models one after the other either way; a second delivery at once measured no faster."""
+whatever the number of its senders, and one that does not answer holds up no other (a receiver's link
+carries its models one after the other either way; docs/deployment.md has the measurements)."""
 MAX_DECLARED_LIMIT = 1 << 40
 """The largest payload limit a site may declare (1 TiB)."""
 FORWARDED_KEYS = (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES)
