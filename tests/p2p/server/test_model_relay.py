@@ -177,7 +177,7 @@ def test_a_newer_model_stops_the_older_ones_forwarding_when_the_sender_says_so()
     r = relay(deadline=5.0, answers={"site-1": "dead"})
     upload(r, "site-3", ["site-1"], round_num=0)
     upload(r, "site-3", ["site-1"], round_num=1, **{C.KEY_SUPERSEDES: True})
-    time.sleep(0.1)
+    time.sleep(0.3)  # the older one's send under way when it was stopped ends (a dead receiver: 0.2 s)
     assert r.in_flight_bytes() == 400  # only the newest is held
     r.stop()
 
@@ -375,3 +375,57 @@ def test_a_send_that_fails_is_tried_again_and_said_once():
     assert len(r.receivers.got["site-1"]) == 1 and r.counts.undelivered == 0
     said = [text for _, text in r.logs if "forwarding the model of site-3 to site-1 failed" in text]
     assert said == ["forwarding the model of site-3 to site-1 failed (ConnectionError: link down)"]
+
+
+def test_a_receiver_keeps_its_deliveries_whatever_one_send_answers():
+    # sends that answer no dict at all: tried again, and the receiver's worker goes on to its next model
+    r = relay()
+    answers, send = iter([None, "not a dict"]), r.send
+
+    def odd(*args):
+        answer = next(answers, OK)
+        return send(*args) if answer == OK else answer
+
+    r.send = odd
+    upload(r, "site-2", ["site-1"])
+    settle(r)
+    upload(r, "site-3", ["site-1"])
+    settle(r)
+    assert len(r.receivers.got["site-1"]) == 2 and r.counts.undelivered == 0
+
+
+def test_a_model_the_receiver_refuses_is_not_sent_again():
+    r = relay(answers={"site-1": REFUSED})
+    upload(r, "site-3", ["site-1"])
+    settle(r)
+    time.sleep(0.2)  # four retry periods
+    assert r.receivers.calls == 1 and r.counts.undelivered == 1 and r.in_flight_bytes() == 0
+
+
+def test_stopping_gives_up_every_delivery_not_made():
+    r = relay(deadline=5.0, answers={"site-1": NOT_READY})
+    upload(r, "site-3", ["site-1"])
+    time.sleep(0.05)
+    r.stop()
+    assert r.counts.undelivered == 1 and r.in_flight_bytes() == 0
+
+
+def test_a_sender_waits_for_one_receiver_without_holding_up_its_models_to_the_others():
+    r = relay(deadline=5.0, answers={"site-1": "dead"})
+    assert [upload(r, "site-2", ["site-1"], round_num=k)[0] for k in range(3)] == [OK, OK, NOT_READY]
+    assert upload(r, "site-2", ["site-3"], round_num=2)[0] == OK  # two per receiver, not per sender
+    settle(r, timeout=1.0)
+    assert len(r.receivers.got["site-3"]) == 1
+    r.stop()
+
+
+def test_a_model_queued_for_a_receiver_that_does_not_answer_is_let_go_at_its_deadline():
+    receivers = SlowReceivers(hold=0.0, hung=["site-1"], hang=1.0)
+    r = ModelRelay(GRAPH, 5, 0.3, 2.0, receivers, lambda level, text: None)
+    for site in GRAPH:
+        r.on_declare(r.tokens[site], 1000)
+    upload(r, "site-2", ["site-1"])
+    upload(r, "site-3", ["site-1"])
+    time.sleep(0.5)  # past both deadlines, the worker still in its first send
+    assert r.in_flight_bytes() == 400 and r.counts.undelivered == 1
+    r.stop(timeout=2.0)

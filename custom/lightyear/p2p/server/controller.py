@@ -277,7 +277,7 @@ class P2PController(Controller):
             on_idle=release_free_memory,
             sealed=secure,
         )
-        limit_malloc_arenas()  # the relay's threads (one per upload and receiver) share few malloc arenas
+        limit_malloc_arenas()  # the relay's threads (a delivery worker per receiver) share few malloc arenas
         return route
 
     def _on_result(self, client_task: ClientTask, fl_ctx: FLContext):

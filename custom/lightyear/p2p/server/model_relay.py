@@ -32,13 +32,14 @@ What the server holds, whatever the sites send: an upload is at most :attr:`Mode
 bytes (the lower median of the payload limits the sites declared with their token, taken once
 more than half of the sites have declared; until then uploads are answered "not ready" and sent
 again), counted before FLARE assembles it by the server's cell gate and again by
-:meth:`ModelRelay.on_upload`; a site has at most :data:`IN_FLIGHT_PER_RECEIVER` uploads per
-out-neighbour being forwarded at once. An upload is dropped once every receiver took it or
-``peer_deadline`` seconds after it arrived, so the server holds at most
-``N x d x IN_FLIGHT_PER_RECEIVER x bound`` bytes of models, and an honest run about one model
-per site. A receiver that is not ready yet (it answers "not ready": it has not started, or is more
-than one round behind the sender) is tried again after 1 s, then every 2 s, until that deadline;
-one that never answers costs its deadline and no other receiver's.
+:meth:`ModelRelay.on_upload`; a site has at most :data:`IN_FLIGHT_PER_RECEIVER` uploads waiting
+for any one out-neighbour (a receiver it keeps busy holds up none of its models to the others).
+An upload is dropped once every receiver took it or ``peer_deadline`` seconds after it arrived,
+so the server holds at most ``N x d x IN_FLIGHT_PER_RECEIVER x bound`` bytes of models, and an
+honest run about one model per site. A receiver that is not ready yet (it answers "not ready": it
+has not started, or is more than one round behind the sender) or does not answer is tried again
+after 1 s, then every 2 s, until that deadline, and costs its deadline and no other receiver's; a
+model a receiver refuses is not sent to it again.
 
 What a receiver holds while models arrive: each receiver has :data:`DELIVERIES_PER_RECEIVER` delivery
 worker(s), each handing it one model at a time (the soonest due first), so it assembles at most that
@@ -54,6 +55,7 @@ import itertools
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -192,12 +194,14 @@ class ModelRelay:
         self.counts = RelayCounts()
         self._claimed: set[tuple[str, int, str]] = set()
         self._uploads: dict[str, list[_Upload]] = {site: [] for site in self.graph}
-        self._threads: list[threading.Thread] = []
+        self._workers: dict[str, list[threading.Thread]] = {}  # receiver -> its delivery workers
         self._lock = threading.Lock()
         self._due: dict[str, list[_Delivery]] = {}  # receiver -> its deliveries, a heap by due time
         self._wake = threading.Condition(self._lock)
         self._numbered = itertools.count()
         self._stopped = False
+        self._said: list[tuple[str, str]] = []  # (level, text) settled under the lock, logged after it
+        self._idle = False
 
     # ------------------------------------------------------------------ what sites send the server
     def site_of(self, token) -> str | None:
@@ -259,14 +263,18 @@ class ModelRelay:
             if nbytes > self.bound:
                 problem = f"{nbytes} bytes, more than the {self.bound} bytes a model of this job takes"
             else:
+                self._drop_ended(time.monotonic())  # an upload past its deadline counts against no one
                 ongoing = [u for u in self._uploads[sender] if u.live]
-                if len(ongoing) >= IN_FLIGHT_PER_RECEIVER * max(1, len(self.graph[sender])):
+                waiting = Counter(t for u in ongoing for t in u.pending)
+                if any(waiting[t] >= IN_FLIGHT_PER_RECEIVER for t in targets):
                     return NOT_READY, "", []
                 fresh = [t for t in dict.fromkeys(targets) if (sender, round_num, t) not in self._claimed]
                 self._claimed.update((sender, round_num, t) for t in fresh)
                 if message.get(C.KEY_SUPERSEDES) is True:  # asynchronous mode: a newer model makes older ones moot
                     for older in ongoing:
                         older.stop.set()
+                    self._wake.notify_all()  # their deliveries are given up now, not at their next try
+        self._say()
         if problem:
             return (*self._refused(f"the model upload of {sender} for round {round_num}: {problem}"), [])
         refused = sorted(set(targets) - set(fresh))
@@ -313,72 +321,104 @@ class ModelRelay:
         now = time.monotonic()
         upload = _Upload(sender, round_num, forwarded, list(targets), nbytes, now + self.peer_deadline)
         with self._lock:
-            self._uploads[sender] = [u for u in self._uploads[sender] if u.live] + [upload]
+            self._uploads[sender] = [u for u in self._uploads[sender] if u.pending] + [upload]
             self.counts.uploads += 1
             self.counts.bytes_in += nbytes
             for target in targets:
-                if target not in self._due:
-                    self._due[target] = []
-                    for k in range(DELIVERIES_PER_RECEIVER):
-                        thread = threading.Thread(
-                            target=self._deliver, args=(target,), daemon=True, name=f"relay-{target}-{k}"
-                        )
-                        self._threads.append(thread)
-                        thread.start()
-                heapq.heappush(self._due[target], _Delivery(now, next(self._numbered), upload, RETRY_S))
+                heapq.heappush(self._due.setdefault(target, []), _Delivery(now, next(self._numbered), upload, RETRY_S))
+                self._staff(target)
             self._wake.notify_all()
+        self._say()
+
+    def _staff(self, receiver: str) -> None:
+        """(holding the lock) Start the delivery workers ``receiver`` lacks: on its first model, or in place of
+        one that ended."""
+        workers = [w for w in self._workers.get(receiver, []) if w.is_alive()]
+        while len(workers) < DELIVERIES_PER_RECEIVER:
+            worker = threading.Thread(target=self._deliver, args=(receiver,), daemon=True, name=f"relay-{receiver}")
+            try:
+                worker.start()
+            except RuntimeError as exc:  # no thread can start now: the next model for it tries again
+                self._said.append(("warning", f"no delivery worker for {receiver} could start ({exc})"))
+                break
+            workers.append(worker)
+        self._workers[receiver] = workers
 
     def _deliver(self, receiver: str) -> None:
         """One of ``receiver``'s delivery workers: hands it its models one send at a time, soonest due first,
-        until the relay stops. A receiver not ready (behind its sender) is tried again, less and less often."""
+        until the relay stops; no delivery, whatever happens to it, ends the worker."""
         while True:
             with self._lock:
                 delivery = self._next_due(receiver)
-                if delivery is None:
-                    return
-            upload = delivery.upload
-            remaining = upload.deadline - time.monotonic()
+            self._say()
+            if delivery is None:
+                return
             try:
-                timeout = max(1.0, min(self.send_timeout, remaining))
-                codes = self.send([receiver], C.TOPIC_FORWARD, upload.message, timeout)
-            except Exception as exc:  # noqa: BLE001 - a failed send is retried until the deadline
-                if not delivery.failed:  # said once a delivery, not at every retry
-                    self.log(
-                        "warning",
-                        f"forwarding the model of {upload.sender} to {receiver} failed ({type(exc).__name__}: {exc})",
-                    )
-                delivery.failed, codes = True, {}
+                self._hand(receiver, delivery)
+            except Exception as exc:  # noqa: BLE001 - the delivery is given up, the worker goes on
+                with self._lock:
+                    self._settle(delivery.upload, receiver, delivered=False)
+                    self._said.append(("warning", f"handing a model to {receiver} failed: {type(exc).__name__}: {exc}"))
+            self._say()
+
+    def _hand(self, receiver: str, delivery: _Delivery) -> None:
+        """One try to hand ``delivery`` to ``receiver``: taken, refused (given up: sending it again changes
+        nothing), or not ready or unanswered (tried again, less and less often, until its deadline)."""
+        upload = delivery.upload
+        if upload.stop.is_set() or self._stopped:  # stopped since it came due: not sent
             with self._lock:
-                if codes.get(receiver) == OK:
+                self._settle(upload, receiver, delivered=False)
+            return
+        try:
+            timeout = max(1.0, min(self.send_timeout, upload.deadline - time.monotonic()))
+            codes = self.send([receiver], C.TOPIC_FORWARD, upload.message, timeout)
+        except Exception as exc:  # noqa: BLE001 - a failed send is retried until the deadline
+            if not delivery.failed:  # said once a delivery, not at every retry
+                self.log(
+                    "warning",
+                    f"forwarding the model of {upload.sender} to {receiver} failed ({type(exc).__name__}: {exc})",
+                )
+            delivery.failed, codes = True, {}
+        code = codes.get(receiver) if isinstance(codes, Mapping) else None
+        with self._lock:
+            ended = upload.stop.is_set() or self._stopped or upload.deadline <= time.monotonic()
+            if code in (OK, REFUSED) or ended:
+                if code == OK:
                     self.counts.forwarded += 1
                     self.counts.bytes_out += upload.nbytes
-                    self._settle(upload, receiver, delivered=True)
-                    continue
-                delivery.due = time.monotonic() + delivery.retry
-                delivery.retry = min(MAX_RETRY_S, 2 * delivery.retry)
-                heapq.heappush(self._due[receiver], delivery)
+                self._settle(upload, receiver, delivered=code == OK)
+                return
+            delivery.due = time.monotonic() + delivery.retry
+            delivery.retry = min(MAX_RETRY_S, 2 * delivery.retry)
+            heapq.heappush(self._due[receiver], delivery)
 
     def _next_due(self, receiver: str) -> _Delivery | None:
-        """(holding the lock) The soonest due delivery of ``receiver`` once it is due, waiting for it; deliveries
-        past their deadline or stopped are settled on the way; None once the relay stops."""
+        """(holding the lock) The soonest due delivery of ``receiver`` once it is due, waiting for it; None once
+        the relay stops."""
         queue = self._due[receiver]
         while not self._stopped:
             now = time.monotonic()
-            ended = [d for d in queue if d.upload.stop.is_set() or d.upload.deadline <= now]
-            if ended:
-                queue[:] = [d for d in queue if d not in ended]
-                heapq.heapify(queue)
-                for delivery in ended:
-                    self._settle(delivery.upload, receiver, delivered=False)
+            self._drop_ended(now)
             if queue and queue[0].due <= now:
                 return heapq.heappop(queue)
             soonest = min(queue[0].due, min(d.upload.deadline for d in queue)) if queue else None
             self._wake.wait(None if soonest is None else soonest - now)
         return None
 
+    def _drop_ended(self, now: float) -> None:
+        """(holding the lock) Give up every queued delivery whose upload passed its deadline or was stopped, for
+        every receiver: a receiver whose workers are held up in a send keeps no model past its deadline."""
+        for receiver, queue in self._due.items():
+            ended = [d for d in queue if d.upload.stop.is_set() or d.upload.deadline <= now]
+            if ended:
+                queue[:] = [d for d in queue if d not in ended]
+                heapq.heapify(queue)
+                for delivery in ended:
+                    self._settle(delivery.upload, receiver, delivered=False)
+
     def _settle(self, upload: _Upload, receiver: str, delivered: bool) -> None:
         """(holding the lock) ``receiver`` took ``upload`` or is given up; once every receiver is settled the
-        model is let go."""
+        model is let go (what is to be said is said by :meth:`_say`, after the lock)."""
         if receiver not in upload.pending:
             return
         upload.pending.remove(receiver)
@@ -389,29 +429,48 @@ class ModelRelay:
             return
         upload.message = {}  # the model is let go as soon as it is handed on or given up
         if upload.left and not upload.stop.is_set():
-            self.log(
-                "warning", f"round {upload.round_num}: could not hand the model of {upload.sender} to {upload.left}"
+            self._said.append(
+                ("warning", f"round {upload.round_num}: could not hand the model of {upload.sender} to {upload.left}")
             )
         if not any(u.pending for uploads in self._uploads.values() for u in uploads):
-            threading.Thread(target=self.on_idle, daemon=True, name="relay-idle").start()
+            self._idle = True
+
+    def _say(self) -> None:
+        """Log what was settled under the lock and, once no model is held, call ``on_idle``; outside the lock."""
+        with self._lock:
+            said, self._said = self._said, []
+            idle, self._idle = self._idle, False
+        try:  # what the log or on_idle raises ends no delivery worker
+            for level, text in said:
+                self.log(level, text)
+            if idle:
+                self.on_idle()
+        except Exception:  # noqa: BLE001, S110 - nothing else to tell it to
+            pass
 
     def in_flight_bytes(self) -> int:
         """Bytes of models the relay holds now."""
         with self._lock:
-            return sum(u.nbytes for uploads in self._uploads.values() for u in uploads if u.pending)
+            self._drop_ended(time.monotonic())
+            held = sum(u.nbytes for uploads in self._uploads.values() for u in uploads if u.pending)
+        self._say()
+        return held
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop forwarding (the run ended); waits at most ``timeout`` s for the delivery workers."""
+        """Stop forwarding (the run ended): every delivery not made is given up; waits at most ``timeout`` s
+        for the delivery workers."""
         with self._lock:
             self._stopped = True
             for uploads in self._uploads.values():
                 for upload in uploads:
                     upload.stop.set()
+            self._drop_ended(time.monotonic())
             self._wake.notify_all()
-            threads = list(self._threads)
+            workers = [w for ws in self._workers.values() for w in ws]
+        self._say()
         deadline = time.monotonic() + timeout
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
 
 
 def _shown(value) -> str:
