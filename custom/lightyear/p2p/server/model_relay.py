@@ -398,17 +398,19 @@ class ModelRelay:
         queue = self._due[receiver]
         while not self._stopped:
             now = time.monotonic()
-            self._drop_ended(now)
+            self._drop_ended(now, [receiver])  # the others' queues: at each upload and count
             if queue and queue[0].due <= now:
                 return heapq.heappop(queue)
             soonest = min(queue[0].due, min(d.upload.deadline for d in queue)) if queue else None
             self._wake.wait(None if soonest is None else soonest - now)
         return None
 
-    def _drop_ended(self, now: float) -> None:
+    def _drop_ended(self, now: float, receivers: list[str] | None = None) -> None:
         """(holding the lock) Give up every queued delivery whose upload passed its deadline or was stopped, for
-        every receiver: a receiver whose workers are held up in a send keeps no model past its deadline."""
-        for receiver, queue in self._due.items():
+        ``receivers`` (None: every receiver, so that one whose worker is held up in a send keeps no model past
+        its deadline)."""
+        for receiver in self._due if receivers is None else receivers:
+            queue = self._due[receiver]
             ended = [d for d in queue if d.upload.stop.is_set() or d.upload.deadline <= now]
             if ended:
                 queue[:] = [d for d in queue if d not in ended]
