@@ -78,10 +78,10 @@ def adaptive_methods() -> list[str]:
 
 
 def adaptive_target(method: str) -> AdaptiveTarget | None:
-    """What ``method`` declares of the adaptive attack on it (None: it declares none, or is unknown); a
-    peer-to-peer method whose site predicts its own decision declares ``ORACLE``: the attack that
-    queries that prediction."""
-    declared = registry.method(method).adaptive if method in registry.methods() else None
+    """What ``method`` declares of the adaptive attack on it (None: it declares none); a peer-to-peer
+    method whose site predicts its own decision declares ``ORACLE``: the attack that queries that
+    prediction."""
+    declared = registry.method(method).adaptive
     return PEER_ADAPTIVE if declared == ORACLE else declared
 
 
@@ -296,7 +296,7 @@ def meta_fields(spec: AttackSpec) -> dict:
 def known_params(attack: str, method: str | None = None) -> set[str]:
     """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
     its job takes (the adaptive attack takes what the method's declaration of it says)."""
-    declared = adaptive_target(method)
+    declared = adaptive_target(method) if method in registry.methods() else None
     known = attack in catalogue.names()
     params = declared.params if attack == ADAPTIVE and declared is not None else params_of(attack) if known else ()
     return {PREFIX + p for p in params}
