@@ -241,6 +241,29 @@ def test_a_function_preserving_copy_wrecks_the_papers_average_and_is_excluded_by
             assert np.linalg.norm(value) <= 1.5 * np.linalg.norm(own[key]) + 1e-6
 
 
+def test_the_first_round_is_judged_against_the_model_the_site_started_from(tmp_path):
+    ex, paper = make_executor(tmp_path), make_executor(tmp_path, aggregation="paper")
+    init = ex.runtime.get_weights()
+    began = ex.assess(init)
+    ex.local_update(0)
+    np.testing.assert_array_equal(ex.held.start.losses, began.losses)  # measured before the site trained
+    for more in (1, 2, 3):  # well past chance, where a weaker model shows
+        ex.runtime.train(more)
+    own = ex.runtime.get_weights()
+    # a peer that learnt less than this site: its midpoint with the own model is worse than the own fresh model,
+    # better than where the site began
+    peer = {k: (init[k] + 0.2 * (v - init[k])).astype(v.dtype) if v.dtype.kind == "f" else v for k, v in own.items()}
+    fresh, z = ex.assess(own), ex.rule.bounds.z
+    midpoint = ex.assess({k: (own[k] + 0.5 * (peer[k] - own[k])).astype(own[k].dtype) for k in own})
+    assert excess(midpoint.losses, fresh.losses, z) > 0  # refused against the own fresh model
+    assert excess(midpoint.losses, began.losses, z) < 0 and excess(midpoint.errors, began.errors, z) <= 0
+    fields = ex.aggregate(0, own, {"site-2": peer}).fields
+    assert fields["adopted"] == ["site-2"] and fields["excluded"] == []
+    assert fields["validation_evals"] == 2  # the start's pass and the aggregate's, both in the first round's record
+    paper.local_update(0)  # the paper rule tests nothing, so it measures no start
+    assert paper.held.start is None and paper.aggregate(0, own, {"site-2": peer}).fields["adopted"] == ["site-2"]
+
+
 @pytest.fixture(scope="module")
 def trained():
     """A model trained well past chance on the receiving site's data (where a bad average shows)."""

@@ -12,10 +12,10 @@ than the reference at the level ``confidence``.
 
 1. gives finite outputs, and its per-sample validation cross-entropy and error are not
    significantly above those of the model the site started the round from (the model it adopted in
-   the round before; at its first aggregation, its freshly trained model): a round never leaves the
-   site measurably worse than it began. Against the freshly trained model instead, ordinary averaging
-   with honest peers of other distributions fails (a model just fitted to the own data is hard to
-   beat on it), and the site would turn most of them away;
+   the round before; in its first round, the model it held before it first trained, which the site
+   measures then): a round never leaves the site measurably worse than it began. Against the freshly
+   trained model instead, ordinary averaging with honest peers of other distributions fails (a model
+   just fitted to the own data is hard to beat on it), and the site would turn most of them away;
 2. either has a mean validation loss no higher than the site's freshly trained model's, or is not
    significantly more than ``drift_budget`` above the per-sample losses of the lowest-loss model the
    site has held (its anchor): peers cannot move the site further from its best than the budget,

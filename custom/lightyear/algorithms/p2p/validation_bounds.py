@@ -129,7 +129,8 @@ class Bounds:
     def fault(self, candidate: Assessment, own: Assessment, held: Held | None = None) -> str:
         """Why ``candidate`` may not be adopted, ``""`` when it may: ``"not finite"``; ``"loss"`` or
         ``"error"`` when its per-sample cross-entropy or error is significantly above the model the site
-        started the round from (``held.start``; the own model of the round when none is known);
+        started the round from (``held.start``; the own model of the round when none is known, the
+        stricter reference);
         ``"drift"`` when its mean loss is above the own freshly trained model's and its per-sample loss
         significantly more than ``drift_budget`` above the anchor's (``held.anchor``: the lowest-loss model
         the site held in the rounds before)."""

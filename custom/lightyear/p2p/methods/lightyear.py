@@ -5,7 +5,7 @@ validation set (through ``runtime.assess``); the rule scores, selects and aggreg
 (agreement score, Eqs. 12-17; Eq. 18 as published with ``aggregation: paper``, or validated with the
 default ``validated``, :mod:`~lightyear.algorithms.p2p.validated_update`). The component records the
 decision, carries what the validated aggregation needs from round to round (the model the round
-starts from and the anchor, in the checkpoint too) and offers
+starts from, measured before the first training, and the anchor, in the checkpoint too) and offers
 the same function to an adaptive attacker as its prediction of a receiver (:meth:`predicted_outcome`).
 """
 
@@ -89,14 +89,26 @@ class LightyearExecutor(P2PExecutor):
         self.rule = Rule(tau, gamma, third_term, skill_floor, aggregation, bounds)
         self.normalize_entropy = bool(normalize_entropy)
         self.held = Held()
+        self.start_passes = 0  # the pass that measured the first round's start, counted in that round's record
         super().__init__(**kwargs)
 
     def assess(self, weights: dict | None = None):
         """One forward pass of ``weights`` (None: the site's current model) over the own validation set."""
         return self.runtime.assess(weights, normalize_entropy=self.normalize_entropy)
 
+    def local_update(self, round_num: int) -> dict:
+        """Measures the model the site starts from before it first trains (one pass, once a run), so that
+        the validated aggregation's first round is judged against where the site began, as every later
+        round is; then trains."""
+        if self.rule.aggregation == VALIDATED and self.held.start is None:
+            self.start_passes = 1
+            self.held = dataclasses.replace(self.held, start=Measured.of(self.assess()))
+        return super().local_update(round_num)
+
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         decision = decide(own, received, round_num, self.assess, self.rule, self.held)
+        decision.evaluations += self.start_passes
+        self.start_passes = 0
         self.held = decision.held or self.held
         for peer, reason in decision.excluded.items():
             self.logger.info(f"round {round_num}: left out {peer}: {reason}")
