@@ -262,6 +262,10 @@ def test_the_first_round_is_judged_against_the_model_the_site_started_from(tmp_p
     assert fields["validation_evals"] == 2  # the start's pass and the aggregate's, both in the first round's record
     paper.local_update(0)  # the paper rule tests nothing, so it measures no start
     assert paper.held.start is None and paper.aggregate(0, own, {"site-2": peer}).fields["adopted"] == ["site-2"]
+    alone = make_executor(tmp_path)
+    alone.round_senders = lambda round_num: []  # no one to hear this round (``local``): nothing to judge, no pass
+    alone.local_update(0)
+    assert alone.held.start is None
 
 
 @pytest.fixture(scope="module")

@@ -97,10 +97,10 @@ class LightyearExecutor(P2PExecutor):
         return self.runtime.assess(weights, normalize_entropy=self.normalize_entropy)
 
     def local_update(self, round_num: int) -> dict:
-        """Measures the model the site starts from before it first trains (one pass, once a run), so that
-        the validated aggregation's first round is judged against where the site began, as every later
-        round is; then trains."""
-        if self.rule.aggregation == VALIDATED and self.held.start is None:
+        """Measures the model the site starts from before it first trains with peers to hear (one pass,
+        once a run), so that the validated aggregation's first round is judged against where the site
+        began, as every later round is; then trains."""
+        if self.rule.aggregation == VALIDATED and self.held.start is None and self.round_senders(round_num):
             self.start_passes = 1
             self.held = dataclasses.replace(self.held, start=Measured.of(self.assess()))
         return super().local_update(round_num)
