@@ -266,6 +266,11 @@ def test_the_first_round_is_judged_against_the_model_the_site_started_from(tmp_p
     alone.round_senders = lambda round_num: []  # no one to hear this round (``local``): nothing to judge, no pass
     alone.local_update(0)
     assert alone.held.start is None
+    broken = make_executor(tmp_path)
+    nan = np.full(len(began.losses), np.nan)
+    broken.assess = lambda weights=None: dataclasses.replace(began, losses=nan, errors=nan)  # a start with NaN outputs
+    broken.local_update(0)
+    assert broken.held.start is None  # never a reference: a NaN reference would refuse nothing
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,9 @@ class LightyearExecutor(P2PExecutor):
         began, as every later round is; then trains."""
         if self.rule.aggregation == VALIDATED and self.held.start is None and self.round_senders(round_num):
             self.start_passes = 1
-            self.held = dataclasses.replace(self.held, start=Measured.of(self.assess()))
+            began = self.assess()
+            if began.finite:  # else the round is judged against its freshly trained model, the stricter reference
+                self.held = dataclasses.replace(self.held, start=Measured.of(began))
         return super().local_update(round_num)
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
