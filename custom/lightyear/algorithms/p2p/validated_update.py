@@ -21,8 +21,10 @@ than the reference at the level ``confidence``.
    site has held (its anchor): peers cannot move the site further from its best than the budget,
    summed over rounds, unless its own training took it there;
 3. has no floating entry whose L2 norm exceeds ``1 + max_norm_growth`` times the own model's;
-4. holds at least ``1 - max_peer_share`` of the own model: a peer's difference enters with the
-   weight ``gamma^t * min(1/|S|, max_peer_share)``, so no received model is adopted as it is;
+4. holds no received model with a weight above ``max_peer_share``: a peer's difference enters with
+   the weight ``gamma^t * min(1/|S|, max_peer_share)``, so no received model is adopted as it is
+   (the own model keeps ``1 - gamma^t * min(1, |S| max_peer_share)``: none in a first round with two
+   or more peers, as in Eq. 18);
 5. holds a selected peer's difference only if that model does not compute the own model's function
    on the validation set (:func:`~lightyear.algorithms.p2p.agreement.same_function`: it adds nothing,
    and counted in ``|S|`` it would shrink every other peer's step), and the model halfway between
