@@ -4,10 +4,9 @@ Each round a site receives several peer models; glibc keeps freed blocks in per-
 and rarely returns them, so the process grows round after round. Limiting the number of arenas
 and trimming after each round gives the memory back to the operating system.
 
-glibc's mmap threshold is left to adapt. Fixing it low (256 KiB, tried before) served every
-training activation and gradient by its own mmap/munmap: on the 8-site digits job each site spent
-31.7 s of CPU (14.1 s in the kernel, zeroing fresh pages) instead of 16.5 s (3.5 s), for a peak
-resident size 13 % lower (991 against 1135 MiB a site, where no setting at all gives 1228 MiB).
+glibc's mmap threshold is left to adapt. Fixing it low serves every training activation and
+gradient by its own mmap/munmap, and the kernel's zeroing of fresh pages then costs far more CPU
+than the memory it saves (docs/results.md, "The fixed mmap threshold").
 """
 
 from __future__ import annotations

@@ -32,8 +32,10 @@ than the reference at the level ``confidence``.
    halfway; an honest peer is not). Such peers are left out before averaging, not counted in ``|S|``,
    at no forward pass.
 
-When no candidate passes, the site keeps its own model, which meets 1-5 by definition. With every
-peer passing, the adopted model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
+When no candidate passes, the site keeps its own freshly trained model. Points 2-5 hold for it by
+definition; point 1 does not: it bounds what peers bring, not what the site's own training did, and a
+freshly trained model can be worse than the round's start. With every peer passing, the adopted
+model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
 
 Procedure, with ``S`` the peers handed to it less those point 5 leaves out: the Eq. 18 aggregate of
 ``S`` is tested and, if it passes, adopted (the common case: one pass). Otherwise each peer's
