@@ -1,8 +1,7 @@
 """The weighted mean of models that both topologies use (pure NumPy, no FLARE).
 
-A model is a ``dict[str, np.ndarray]`` (a state dict as NumPy arrays). Floating-point entries
-are combined; integer entries (e.g. BatchNorm's ``num_batches_tracked``) are counters, not
-parameters, and keep the receiving site's own value.
+Floating entries of a model (``dict[str, np.ndarray]``) are averaged; integer entries (counters such as BatchNorm's
+``num_batches_tracked``) keep the receiving site's own value.
 """
 
 from __future__ import annotations
@@ -17,9 +16,8 @@ Weights = Mapping[str, np.ndarray]
 
 
 def normalised(weights) -> np.ndarray:
-    """``weights / sum(weights)`` as float64, for finite non-negative weights with a positive sum (a
-    ValueError otherwise); when the sum overflows (weights near the float range's top), the
-    weights are scaled by their largest first."""
+    """``weights / sum(weights)`` as float64 for finite non-negative weights with a positive sum (else ValueError);
+    a sum that overflows is avoided by dividing by the largest weight first."""
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 1 or not np.isfinite(w).all() or np.any(w < 0) or not w.any():
         raise ValueError(f"weights must be finite and non-negative with a positive sum, got {list(np.ravel(w))[:8]}")
@@ -32,10 +30,8 @@ def normalised(weights) -> np.ndarray:
 
 
 def weighted_average(models: Sequence[Weights], weights: Sequence[float] | None = None) -> dict[str, np.ndarray]:
-    """sum_k w_k theta_k / sum_k w_k (FedAvg; McMahan et al. 2017, weights = sample counts).
-
-    Integer entries are taken from the first model.
-    """
+    """sum_k w_k theta_k / sum_k w_k (FedAvg; McMahan et al. 2017, weights = sample counts); integer entries from the
+    first model."""
     if not models:
         raise ValueError("weighted_average needs at least one model")
     if weights is None:

@@ -1,21 +1,9 @@
 """Detection metrics of a defence: DAcc, FPR and FNR (FedCAP, Sec. VI-C and Table III), pure Python.
 
-Positive = malicious. Among the senders a defence evaluated, it labels some malicious (excludes or
-down-weights them); against the truly malicious ones that gives
-
-    TP = malicious labelled malicious     FN = malicious labelled benign
-    FP = benign labelled malicious        TN = benign labelled benign
-
-    DAcc = (TP + TN) / evaluated   share of evaluated senders labelled correctly
-    FPR  = FP / (FP + TN)          share of benign senders labelled malicious
-    FNR  = FN / (FN + TP)          share of malicious senders labelled benign
-
-A ratio whose denominator is 0 (no benign, or no malicious sender evaluated) is NaN, not an
-error: the rate is undefined there, and NaN keeps it out of a mean instead of faking a 0.
-
-Pooling (:func:`pool`) sums the counts first and takes the ratios of the sums, so "over the run"
-(one count per round) and "per receiving benign site" (one per receiver and round) weigh every
-labelling decision equally; a sender evaluated in 10 rounds counts 10 times.
+Positive = malicious: TP/FN are malicious senders labelled malicious/benign, FP/TN benign ones labelled
+malicious/benign, among the senders the defence evaluated. DAcc = (TP + TN) / evaluated, FPR = FP / (FP + TN),
+FNR = FN / (FN + TP); a ratio over 0 is NaN (undefined, and kept out of a mean). :func:`pool` sums counts before
+taking ratios, so every labelling decision weighs the same.
 """
 
 from __future__ import annotations
@@ -65,13 +53,9 @@ class DetectionCounts:
 
 
 def detection_counts(malicious: Iterable, evaluated: Iterable, flagged: Iterable) -> DetectionCounts:
-    """Count one labelling: ``evaluated`` senders, of which ``flagged`` were labelled malicious.
-
-    ``malicious`` is the set of truly malicious senders; those not in ``evaluated`` (an attacker
-    that sent nothing this round, or is not a neighbour of this receiver) are left out. Every
-    ``flagged`` sender must have been evaluated: a defence cannot label what it did not see.
-    Arguments are collections of sender names (a single string is refused: pass ``{"site-1"}``).
-    """
+    """Count one labelling: ``evaluated`` senders, of which ``flagged`` were labelled malicious. ``malicious`` senders
+    not evaluated are left out; a flagged sender that was not evaluated is a ValueError. Arguments are collections of
+    sender names (a single string is refused: pass ``{"site-1"}``)."""
     bad, seen, marked = (
         _names(n, v) for n, v in (("malicious", malicious), ("evaluated", evaluated), ("flagged", flagged))
     )
@@ -135,9 +119,7 @@ def filled(row: dict, peers, suffix: str) -> frozenset:
 
 
 def excluded_labels(entry: dict, peers=()) -> Labelling:
-    """Star rules: a site the rule left out of the round (``excluded``: not among Krum's m, AFA's
-    removed or blocked, ASMR's flagged, CFL's minority, FedCAP's removed), or whose result the
-    server's model checks refused (``rejected``; absent in records written before it was kept)."""
+    """Star rules: a site the rule left out (``excluded``) or whose result the server refused (``rejected``)."""
     rejected = names(entry.get("rejected"))
     return Labelling(names(entry["kept"]) | names(entry["excluded"]) | rejected, names(entry["excluded"]) | rejected)
 

@@ -1,12 +1,8 @@
 """Client malfunctions applied to the model a faulty site sends (pure NumPy, no FLARE).
 
-Each function takes a model as ``dict[str, np.ndarray]`` and returns a new one; the input is
-never modified, so a faulty site's own model stays clean. Integer entries (counters such as
-BatchNorm's ``num_batches_tracked``) are left as they are.
-
-References: LIGHTYEAR paper (long version), Eq. 4 (additive noise, ANA), Eq. 5 (sign flipping,
-SFA) and the "random update" malfunction; the relative ANA form and its scale s (120.5 FEMNIST,
-1.5 Camelyon17) are those of the authors' code and the short paper.
+Each function returns a new model (the input is never modified); integer entries are left as they are. References:
+LIGHTYEAR paper (long version), Eq. 4 (additive noise, ANA), Eq. 5 (sign flipping, SFA) and the "random update"
+malfunction; the relative ANA form and its scale s are those of the authors' code and the short paper.
 """
 
 from __future__ import annotations
@@ -28,38 +24,30 @@ DYNAMIC = "dynamic"
 KINDS = (NONE, ANA, ANA_RELATIVE, SFA, RANDOM, DYNAMIC)
 
 
-def _floats(weights: Weights):
+def _floats(weights: Weights, change: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+    """``change`` applied to every floating entry (in key order, keeping its dtype); other entries copied."""
+    out = {}
     for key, value in weights.items():
         arr = np.asarray(value)
-        yield key, arr, np.issubdtype(arr.dtype, np.floating)
+        out[key] = change(arr).astype(arr.dtype) if np.issubdtype(arr.dtype, np.floating) else arr.copy()
+    return out
 
 
 def additive_noise(weights: Weights, sigma: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """theta~ = theta + eps, eps ~ N(0, sigma^2 I) (Eq. 4)."""
-    out = {}
-    for key, arr, is_float in _floats(weights):
-        out[key] = (arr + rng.normal(0.0, sigma, size=arr.shape)).astype(arr.dtype) if is_float else arr.copy()
-    return out
+    return _floats(weights, lambda arr: arr + rng.normal(0.0, sigma, size=arr.shape))
 
 
 def relative_additive_noise(weights: Weights, scale: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """theta~ = theta + N(0, 1) * s / 100 * theta, elementwise: noise proportional to each weight."""
-    out = {}
-    for key, arr, is_float in _floats(weights):
-        if is_float:
-            out[key] = (arr + rng.standard_normal(arr.shape) * (scale / 100.0) * arr).astype(arr.dtype)
-        else:
-            out[key] = arr.copy()
-    return out
+    return _floats(weights, lambda arr: arr + rng.standard_normal(arr.shape) * (scale / 100.0) * arr)
 
 
 def sign_flip(weights: Weights, alpha: float = 1.0) -> dict[str, np.ndarray]:
     """theta~ = -alpha * theta, alpha > 0 (Eq. 5)."""
     if alpha <= 0:
         raise ValueError(f"sign flipping needs alpha > 0, got {alpha}")
-    return {
-        key: ((-alpha * arr).astype(arr.dtype) if is_float else arr.copy()) for key, arr, is_float in _floats(weights)
-    }
+    return _floats(weights, lambda arr: -alpha * arr)
 
 
 def random_weights(weights: Weights, fresh_init: Callable[[int], Weights], seed: int) -> dict[str, np.ndarray]:
@@ -76,12 +64,9 @@ def random_weights(weights: Weights, fresh_init: Callable[[int], Weights], seed:
 
 @dataclass
 class MalfunctionSpec:
-    """A site's malfunction: which kind and its parameters, drawn reproducibly per round.
-
-    ``kind`` is one of ``none``, ``ana`` (absolute noise, ``sigma``), ``ana_relative`` (noise
-    scaled by each weight, ``scale`` = s), ``sfa`` (``alpha``), ``random`` (fresh initialisation)
-    or ``dynamic`` (each round one of ``dynamic_kinds``, drawn from the seed, the site and the round).
-    """
+    """A site's malfunction and its parameters, drawn reproducibly per round: ``kind`` ``none``, ``ana`` (``sigma``),
+    ``ana_relative`` (``scale`` = s), ``sfa`` (``alpha``), ``random`` (fresh initialisation) or ``dynamic`` (each round
+    one of ``dynamic_kinds``, drawn from the seed, the site and the round)."""
 
     kind: str = NONE
     sigma: float = 1.0

@@ -1,8 +1,7 @@
-"""Evaluation metrics on predicted probabilities (pure NumPy, no FLARE).
+"""Evaluation metrics on predicted class probabilities (softmax outputs, never logits; pure NumPy, no FLARE).
 
-Every function takes class probabilities (softmax outputs), never logits. For
-segmentation, pixels are treated as samples: pass probabilities of shape
-``(N, C, H, W)`` through :func:`flatten_pixels` first, or use :func:`dice`.
+For segmentation, pixels are samples: pass ``(N, C, H, W)`` probabilities through :func:`flatten_pixels`, or use
+:func:`dice`.
 """
 
 from __future__ import annotations
@@ -37,11 +36,8 @@ def mean_confidence(probs: np.ndarray) -> float:
 
 
 def entropy(probs: np.ndarray, normalize: bool = False) -> np.ndarray:
-    """Per-sample predictive entropy H(p(x)) = -sum_k p_k log p_k.
-
-    This is the "sharpness" of the short LIGHTYEAR paper (its Eq. 12). With
-    ``normalize=True`` it is divided by log K, so it lies in [0, 1] for any class count K.
-    """
+    """Per-sample entropy H(p(x)) = -sum_k p_k log p_k, the "sharpness" of the short LIGHTYEAR paper (its Eq. 12);
+    ``normalize`` divides by log K, into [0, 1]."""
     probs = _check_probs(probs)
     safe = np.clip(probs, 1e-12, 1.0)
     h = -(probs * np.log(safe)).sum(axis=1)
@@ -52,11 +48,8 @@ def entropy(probs: np.ndarray, normalize: bool = False) -> np.ndarray:
 
 
 def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, n_bins: int = 15) -> float:
-    """Top-label expected calibration error with ``n_bins`` equal-width confidence bins.
-
-    ECE = sum_b |B_b|/n * |acc(B_b) - conf(B_b)|, where bin b holds the samples whose
-    confidence lies in ((b-1)/n_bins, b/n_bins]; a confidence of exactly 0 falls in the first bin.
-    """
+    """Top-label ECE = sum_b |B_b|/n * |acc(B_b) - conf(B_b)| over ``n_bins`` equal-width bins
+    ((b-1)/n_bins, b/n_bins]; a confidence of 0 falls in the first bin."""
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     probs = _check_probs(probs)
@@ -83,11 +76,8 @@ def flatten_pixels(probs: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np
 
 
 def dice(probs: np.ndarray, masks: np.ndarray, eps: float = 1e-6) -> float:
-    """Mean foreground Dice over images: 2|P & G| / (|P| + |G|) of the arg-max prediction.
-
-    ``probs`` is ``(N, C, H, W)``; classes 1..C-1 are foreground and averaged. An image where
-    both prediction and ground truth are empty for a class scores 1 for that class.
-    """
+    """Mean foreground Dice 2|P & G| / (|P| + |G|) of the arg-max prediction over images ``(N, C, H, W)`` and
+    classes 1..C-1; a class empty in both scores 1."""
     probs = np.asarray(probs)
     if probs.ndim != 4:
         raise ValueError(f"expected segmentation probabilities (N, C, H, W), got {probs.shape}")
@@ -114,9 +104,8 @@ SMALLEST_PROBABILITY = 1e-12
 
 
 def sample_losses(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Per-sample cross-entropy -log p_y(x) from softmax outputs: ``(N,)`` for classification ``(N, K)``,
-    and for segmentation ``(N, C, H, W)`` each image's mean over its pixels. Their mean is the validation
-    loss the trainer reports, up to the clipping of a probability at :data:`SMALLEST_PROBABILITY`."""
+    """Per-sample cross-entropy -log p_y(x): ``(N,)`` for ``(N, K)``, each image's pixel mean for ``(N, C, H, W)``;
+    their mean is the trainer's validation loss up to the clipping at :data:`SMALLEST_PROBABILITY`."""
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels).astype(np.int64)
     if probs.ndim not in (2, 4):
@@ -127,8 +116,7 @@ def sample_losses(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def sample_errors(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Per-sample error: 1 where the arg-max class is not the label, else 0 (classification); 1 minus the
-    image's foreground Dice (:func:`dice`, per image) for segmentation. Their mean is 1 - accuracy (Dice)."""
+    """Per-sample error: 1 for a wrong arg-max class, else 0; for segmentation 1 - the image's foreground Dice."""
     probs = np.asarray(probs)
     labels = np.asarray(labels)
     if probs.ndim == 2:
@@ -140,24 +128,17 @@ def sample_errors(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-6) -> n
 
 def metrics_from_predictions(probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15) -> dict:
     """The evaluation record of one model on one set, from its softmax outputs."""
-    if probs.ndim == 4:
-        flat, flat_labels = flatten_pixels(probs, labels)
-        return {
-            "dice": dice(probs, labels),
-            "acc": accuracy(flat, flat_labels),
-            "ece": expected_calibration_error(flat, flat_labels, ece_bins),
-            "conf": mean_confidence(flat),
-            "loss": loss,
-        }
+    found = {"dice": dice(probs, labels)} if probs.ndim == 4 else {}
+    flat, flat_labels = flatten_pixels(probs, labels) if probs.ndim == 4 else (probs, labels)
     return {
-        "acc": accuracy(probs, labels),
-        "ece": expected_calibration_error(probs, labels, ece_bins),
-        "conf": mean_confidence(probs),
+        **found,
+        "acc": accuracy(flat, flat_labels),
+        "ece": expected_calibration_error(flat, flat_labels, ece_bins),
+        "conf": mean_confidence(flat),
         "loss": loss,
     }
 
 
 def headline(found: dict) -> float:
-    """The performance of an evaluation record (:func:`metrics_from_predictions`): Dice where it has one
-    (segmentation), else accuracy."""
+    """The headline of an evaluation record (:func:`metrics_from_predictions`): Dice if present, else accuracy."""
     return float(found["dice"] if "dice" in found else found["acc"])

@@ -1,10 +1,7 @@
 """Checks that a received model can be aggregated with the own one (pure NumPy, no FLARE).
 
-A model from a peer (or a site's result in the star topology) is treated as written by a broken
-or hostile site: it may be no mapping at all, have keys of any type, arrays of other shapes or
-dtypes, values that overflow the receiver's dtype, or values far beyond any trained network's.
-:func:`model_problems` names every such problem and never raises, so one bad message can only
-get its sender rejected, never stop the receiver.
+A received model is treated as written by a broken or hostile site; :func:`model_problems` names every problem and
+never raises, so a bad message only gets its sender rejected.
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ import numpy as np
 from lightyear.checks import positive_number
 
 DEFAULT_MAX_ABS = 1e6
-"""Default bound on |value| of a received floating-point entry. Trained networks of this toolkit
-stay orders of magnitude below it (BatchNorm running variances included); a value beyond it can
-only come from a broken or hostile sender and would dominate any mean it entered."""
+"""Bound on |value| of a received floating entry: far above trained weights; beyond it a value dominates a mean."""
 
 
 def check_max_abs(max_abs) -> float | None:
@@ -32,12 +27,9 @@ def check_max_abs(max_abs) -> float | None:
 def model_problems(
     received: Any, reference: Mapping[str, np.ndarray], max_abs: float | None = DEFAULT_MAX_ABS
 ) -> list[str]:
-    """Return every reason why ``received`` must not be aggregated with ``reference``; [] if none.
-
-    A received model must be a mapping with exactly the reference's (string) keys, each a numeric
-    array of the reference's shape whose values, once cast to the reference's dtype, are finite
-    (float64 1e300 sent to a float32 site would become inf) and at most ``max_abs`` in magnitude.
-    """
+    """Every reason why ``received`` must not be aggregated with ``reference``; [] if none. It must be a mapping with
+    exactly the reference's string keys, each a numeric array of the reference's shape whose values, cast to the
+    reference's dtype, are finite and at most ``max_abs`` in magnitude."""
     try:
         return _problems(received, reference, max_abs)
     except Exception as exc:  # noqa: BLE001 - whatever a hostile payload triggers is its sender's problem
@@ -99,14 +91,9 @@ def _preview(keys: list[str], n: int = 5) -> str:
 def check_models(
     own: Mapping[str, np.ndarray], received: Mapping[str, Mapping[str, np.ndarray]], max_abs: float | None = None
 ) -> None:
-    """Raise a ValueError if the own model or any received one is malformed or not finite.
-
-    Received models must have the own model's keys and shapes; every floating value must be
-    finite (NaN or Inf models are rejected, never zeroed). The message names each bad peer.
-    ``max_abs``: a bound on |value| too; None (the default) leaves the values' size to the
-    receiver's arrival check, which applies the site's own ``max_abs_weight`` (a rule that bounded
-    them again with another figure would fail the receiver's round on a model the site accepted).
-    """
+    """Raise a ValueError naming each bad model if the own model or a received one fails :func:`model_problems`.
+    ``max_abs`` None (default) leaves the size bound to the receiver's arrival check with the site's own
+    ``max_abs_weight``, so a rule never fails a round on a model the site accepted."""
     problems = [f"own model: {p}" for p in model_problems(own, own, max_abs)]
     for peer, model in received.items():
         problems += [f"model of {peer!r}: {p}" for p in model_problems(model, own, max_abs)]

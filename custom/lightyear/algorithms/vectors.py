@@ -1,18 +1,9 @@
 """Models as flat vectors, and the vector geometry the robust rules share (pure NumPy).
 
-A model is a ``dict[str, np.ndarray]``. Its *floating* entries are the parameters a rule
-compares and combines; its integer entries (BatchNorm's ``num_batches_tracked``) are counters
-that a rule never looks at and copies from a reference model.
-
-Conventions used by every rule built on this module:
-
-* :func:`flatten` concatenates the floating entries in **sorted key order** as ``float64``, so
-  two models with the same keys always give vectors whose coordinates line up.
-* Non-finite values (NaN, +-inf) are refused with a ValueError: callers reject such models
-  before they reach a rule (see ``lightyear.algorithms.model_check``).
-* **Zero vectors have no direction.** The cosine similarity of a zero-norm vector with any
-  vector, itself included, is defined as 0 (neither aligned nor opposed), never NaN. Norms
-  below :data:`ZERO_NORM` count as zero.
+A model is a ``dict[str, np.ndarray]``: its floating entries are parameters, its integer entries (BatchNorm's
+counters) are copied from a reference model. :func:`flatten` concatenates the floating entries in sorted key order
+as float64; non-finite values raise ValueError (callers reject such models first:
+``lightyear.algorithms.model_check``). A zero vector has no direction: its cosine with anything is 0, never NaN.
 """
 
 from __future__ import annotations
@@ -33,10 +24,8 @@ def is_float_entry(array) -> bool:
 
 
 def float_keys(model: Weights, keys: Sequence[str] | None = None) -> list[str]:
-    """The sorted keys of ``model``'s floating entries, or the sorted ``keys`` after checking them.
-
-    Raises ValueError if a requested key is missing or names an integer entry.
-    """
+    """The sorted keys of ``model``'s floating entries, or the sorted ``keys`` (ValueError if one is missing or an
+    integer entry)."""
     if keys is None:
         return sorted(k for k, v in model.items() if is_float_entry(v))
     out = sorted(set(keys))
@@ -57,11 +46,8 @@ def check_finite(name: str, array) -> np.ndarray:
 
 
 def flatten(model: Weights, keys: Sequence[str] | None = None) -> np.ndarray:
-    """Concatenate the floating entries of ``model`` (sorted key order) into one float64 vector.
-
-    ``keys`` restricts the vector to those (floating) entries, still in sorted order.
-    Integer entries are skipped. Raises ValueError on non-finite values or an empty selection.
-    """
+    """The floating entries of ``model`` (or those of ``keys``) in sorted key order as one float64 vector; ValueError
+    on non-finite values or an empty selection."""
     names = float_keys(model, keys)
     if not names:
         raise ValueError("the model has no floating entries to flatten")
@@ -70,13 +56,8 @@ def flatten(model: Weights, keys: Sequence[str] | None = None) -> np.ndarray:
 
 
 def unflatten(vector, template: Weights, keys: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-    """The inverse of :func:`flatten`: a model shaped like ``template`` with values from ``vector``.
-
-    The floating entries named by ``keys`` (default: all of them, sorted) are read from
-    ``vector`` in sorted key order and cast back to each template entry's dtype. Every other
-    entry (integer counters, and floating entries outside ``keys``) is copied from ``template``.
-    Raises ValueError if the vector's length does not match.
-    """
+    """The inverse of :func:`flatten`: ``template`` with the entries of ``keys`` read from ``vector`` in their
+    dtypes, every other entry copied; ValueError if the vector's length does not match."""
     vec = check_finite("vector", vector).ravel()
     names = float_keys(template, keys)
     sizes = [int(np.asarray(template[k]).size) for k in names]
@@ -92,8 +73,8 @@ def unflatten(vector, template: Weights, keys: Sequence[str] | None = None) -> d
 
 
 def stack(vectors: Mapping[str, np.ndarray] | Sequence[np.ndarray], name: str = "vectors") -> np.ndarray:
-    """Stack vectors into an ``(n, d)`` float64 array, checking they are non-empty, 1-D-able,
-    of equal length and finite. A mapping is stacked in sorted key order."""
+    """Vectors (a mapping: in sorted key order) as an ``(n, d)`` float64 array, checked non-empty, of equal length
+    and finite."""
     items = [vectors[k] for k in sorted(vectors)] if isinstance(vectors, Mapping) else list(vectors)
     if not items:
         raise ValueError(f"{name} is empty; at least one vector is needed")
@@ -107,9 +88,7 @@ def stack(vectors: Mapping[str, np.ndarray] | Sequence[np.ndarray], name: str = 
 
 
 def as_matrix(vectors) -> np.ndarray:
-    """An ``(n, d)`` array as is (after the checks of :func:`stack`), anything else through :func:`stack`."""
-    if isinstance(vectors, np.ndarray) and vectors.ndim == 2:
-        return stack(list(vectors))
+    """An ``(n, d)`` array, a sequence of vectors or a mapping as a checked ``(n, d)`` array (:func:`stack`)."""
     return stack(vectors)
 
 
@@ -126,12 +105,8 @@ def cosine_similarity(a, b) -> float:
 
 
 def cosine_similarity_matrix(vectors) -> np.ndarray:
-    """The ``(n, n)`` matrix of pairwise cosine similarities, clipped to [-1, 1].
-
-    ``vectors`` is an ``(n, d)`` array, a sequence of vectors, or a mapping (sorted key order).
-    Rows and columns of zero-norm vectors are 0, their diagonal entry included; every other
-    diagonal entry is exactly 1.
-    """
+    """The ``(n, n)`` pairwise cosine similarities in [-1, 1]: 0 in a zero vector's row and column, else 1 on the
+    diagonal."""
     x = as_matrix(vectors)
     norms = np.linalg.norm(x, axis=1)
     live = norms > ZERO_NORM
@@ -144,11 +119,8 @@ def cosine_similarity_matrix(vectors) -> np.ndarray:
 
 
 def squared_distance_matrix(vectors) -> np.ndarray:
-    """The ``(n, n)`` matrix of squared Euclidean distances ||x_i - x_j||^2 (diagonal 0).
-
-    Computed pair by pair from differences (not from the Gram matrix), so it is never negative,
-    exact for small cases, and needs memory for one extra vector only.
-    """
+    """The ``(n, n)`` squared distances ||x_i - x_j||^2, pair by pair from differences (never negative, unlike a
+    Gram-matrix form)."""
     x = as_matrix(vectors)
     n = x.shape[0]
     out = np.zeros((n, n), dtype=np.float64)

@@ -1,7 +1,4 @@
-"""Adversarial attacks on federated learning as pure rules (NumPy only, no FLARE, no torch).
-
-``updates``: the seven attacks FedCAP evaluates; ``adaptive``: the step search behind adaptive
-attacks (and the attack on Krum); ``peer``: an attacking peer's update arithmetic in the
-peer-to-peer topology; ``settings``: the one checker of an attack's settings; ``detection``: the
-detection metrics DAcc, FPR, FNR.
+"""Adversarial attacks on federated learning as pure rules (NumPy only, no FLARE, no torch): FedCAP's seven
+(``updates``), the adaptive searches (``adaptive``), the peer-to-peer attacker's arithmetic (``peer``) and the one
+checker of an attack's settings (``settings``).
 """

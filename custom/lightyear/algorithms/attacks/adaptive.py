@@ -1,16 +1,10 @@
 """Adaptive attacks: the largest step along a harmful direction that the defence is predicted to accept.
 
-An adaptive attacker knows the defence's acceptance rule (or a stand-in it can run: Krum on the
-updates it knows, a norm threshold, an agreement score on its own validation data) and sends
-``honest + alpha * direction`` with the largest alpha the rule is predicted to accept. This
-module holds the pure parts: the step search (:func:`largest_accepted_step`), the search for the
-most harmful accepted candidate over several families of models (:func:`most_harmful`, the
-peer-to-peer attacks that predict what the receiver adopts), the harmful direction
-(:func:`harmful_direction`) and two complete instances: the attack on Krum of Fang,
-Cao, Jia, Gong, "Local Model Poisoning Attacks to Byzantine-Robust Federated Learning", USENIX
-Security 2020, Sec. 4 (:func:`krum_adaptive`), and the attack on FedCAP's norm detection and
-customisation (paper 002, Sec. V; :func:`fedcap_targeted`), where the accepted region is a ball
-and the farthest accepted point along a direction has a closed form.
+The attacker sends ``honest + alpha * direction`` with the largest alpha that the defence's acceptance rule (or a
+stand-in it can run) is predicted to accept. Here: the step search, the search over families of candidates, the
+harmful direction, and two complete attacks: on Krum (Fang, Cao, Jia, Gong, "Local Model Poisoning Attacks to
+Byzantine-Robust Federated Learning", USENIX Security 2020, Sec. 4) and on FedCAP's norm detection and
+customisation (paper 002, Sec. V).
 """
 
 from __future__ import annotations
@@ -21,41 +15,26 @@ from numbers import Real
 
 import numpy as np
 
+from lightyear.algorithms.attacks.updates import _update
 from lightyear.algorithms.star.fedcap import check_t_norm
 from lightyear.algorithms.star.krum import check_krum_settings, default_f, krum_select
 from lightyear.algorithms.vectors import ZERO_NORM, as_matrix, check_finite, squared_distance_matrix
 
 REVERSE, SIGN = "reverse", "sign"
 DIRECTIONS = (REVERSE, SIGN)
-"""reverse: -(benign mean), unit length; sign: -sign(benign mean) (Fang et al.'s s), unit length in
-:func:`harmful_direction`, entries +-1 in :func:`krum_adaptive`."""
+"""reverse: -(benign mean); sign: -sign(benign mean) (Fang et al.'s s); unit length in :func:`harmful_direction`,
+entries +-1 in :func:`krum_adaptive`."""
 
 
 def largest_accepted_step(
     accepts: Callable[[float], bool], max_step: float, tol: float, max_evaluations: int = 16, check_honest: bool = True
 ) -> float:
     """The largest step alpha in [0, max_step] found with ``accepts(alpha)`` True, within ``tol`` for a monotone test.
-
-    ``accepts(alpha)`` says whether the model at step alpha is predicted to be accepted; alpha = 0
-    is the honest model. With ``check_honest`` the search first calls ``accepts(0.0)`` and returns
-    0.0 if even the honest model is rejected (no harmful step can be predicted to pass); without it,
-    alpha = 0 is assumed accepted and never tested.
-
-    Search: a geometric grid downward, alpha = max_step, max_step/2, max_step/4, ... (while
-    alpha >= tol) until one is accepted: the largest accepted grid point a, with 2a the rejected
-    grid point above it (max_step itself, if accepted, is returned at once). Then bisection of
-    [a, 2a] until the bracket is at most ``tol`` wide. Returns 0.0 when no grid point is accepted.
-
-    Cost: every call of ``accepts`` is typically a forward pass over validation data, so the
-    calls are capped at ``max_evaluations`` (the honest check included); the search stops early
-    when they run out and returns the best alpha so far. A monotone test (accepted below a
-    threshold, rejected above) costs about log2(max_step / tol) + 2 calls: 16 covers
-    max_step / tol up to 2^14.
-
-    Acceptance need not be monotone (a defence on noisy validation data): the result is always an
-    alpha that was tested and accepted (or 0.0), never a guaranteed maximum, and larger accepted
-    steps may exist between grid points.
-    """
+    alpha = 0 is the honest model: with ``check_honest`` it is tested first (0.0 if rejected), else assumed accepted.
+    Search: alpha = max_step, max_step/2, ... (while >= tol) until one is accepted, then bisection of [a, 2a] down to
+    ``tol``; 0.0 when no grid point is accepted. Each call of ``accepts`` is typically a forward pass, so at most
+    ``max_evaluations`` are made (the best alpha so far is returned). Acceptance need not be monotone: the result is an
+    alpha that was tested and accepted (or 0.0), not a guaranteed maximum."""
     if not callable(accepts):
         raise ValueError(f"accepts must be a callable alpha -> bool, got {type(accepts).__name__}")
     max_step = _positive("max_step", max_step)
@@ -108,22 +87,13 @@ def most_harmful(
     max_evaluations: int = 16,
     expired: Callable[[], bool] | None = None,
 ) -> tuple[object | None, dict]:
-    """The most harmful candidate the defence is predicted to accept: (candidate or None, record fields).
-
-    ``families`` maps a name to ``(make, max_strength)``: ``make(s)`` builds the candidate of
-    strength s in (0, max_strength] (a step along a direction, a rescaling factor...). A
-    ``max_strength`` of None is a single candidate, ``make(None)``. ``predict(candidate) ->
-    (accepted, harm)`` runs the defence as the attacker can (for a peer-to-peer receiver: its
-    selection and aggregation on the attacker's data) and measures the harm of what it would adopt.
-
-    Each family is searched with :func:`largest_accepted_step` (downward from max_strength, then
-    bisection, to ``tol_share * max_strength``, at most ``max_evaluations`` predictions); every
-    accepted candidate tested is a contender, not only the largest, since harm need not grow with
-    strength. Once ``expired()`` is True no further prediction is made (the attacker must send in
-    time). Returns the accepted candidate of largest harm (None when no candidate was accepted,
-    or when none did harm: the caller then sends something honest). Fields: ``attack_family``,
-    ``attack_strength``, ``attack_harm`` (its first component), ``attack_evaluations``.
-    """
+    """The most harmful candidate the defence is predicted to accept: (candidate or None, record fields). ``families``
+    maps a name to ``(make, max_strength)``, ``make(s)`` the candidate of strength s (a ``max_strength`` of None: the
+    single candidate ``make(None)``); ``predict(candidate) -> (accepted, harm)`` runs the defence as the attacker can.
+    Each family is searched by :func:`largest_accepted_step` (to ``tol_share * max_strength``), and every accepted
+    candidate tested competes, since harm need not grow with strength; once ``expired()`` nothing more is predicted.
+    None when nothing accepted did harm. Fields: ``attack_family``, ``attack_strength``, ``attack_harm`` (first
+    component), ``attack_evaluations``."""
     best: tuple | None = None
     evaluations = 0
     for name, (make, top) in families.items():
@@ -158,23 +128,12 @@ def most_harmful(
 
 
 def harmful_direction(own_update, known_benign_updates=None, kind: str = REVERSE) -> np.ndarray:
-    """A unit (L2) direction that undoes benign progress, so that a step alpha is a distance.
-
-    ``reverse``: -(mean of ``known_benign_updates``) if any are given (a non-empty sequence or
-    ``(n, d)`` array), else -``own_update``, scaled to unit length. ``sign``: -sign of that same
-    vector, scaled to unit length (Fang et al.'s direction s, normalised).
-    A zero vector (zero mean, zero own update) has no direction: the result is all zeros, every
-    step then leaves the honest model unchanged, and a caller should send its honest update.
-    """
+    """A unit (L2) direction that undoes benign progress, so that a step alpha is a distance. ``reverse``: -(mean of
+    ``known_benign_updates``, or ``own_update`` without them); ``sign``: -sign of that vector (Fang et al.'s s); both
+    scaled to unit length. A zero vector gives all zeros: the caller should send its honest update."""
     if kind not in DIRECTIONS:
         raise ValueError(f"unknown direction {kind!r}; choose one of {', '.join(DIRECTIONS)}")
-    own = np.asarray(own_update)
-    if own.ndim != 1 or own.size == 0:
-        raise ValueError(
-            f"own_update must be a non-empty 1-D vector, got shape {own.shape}; "
-            "flatten models with lightyear.algorithms.vectors.flatten"
-        )
-    base = check_finite("own_update", own)
+    base = _update("own_update", own_update)
     if known_benign_updates is not None and len(known_benign_updates) > 0:
         known = as_matrix(known_benign_updates)
         if known.shape[1] != base.size:
@@ -198,29 +157,14 @@ def krum_adaptive(
     max_evaluations: int = 32,
     m: int = 1,
 ) -> tuple[np.ndarray, float]:
-    """Fang et al.'s full-knowledge attack on Krum: (crafted update, lambda).
-
-    All ``n_attackers`` send the same update d = lambda * u, with u = -sign(mean of the benign
-    updates) for ``direction="sign"`` (Fang et al.'s -s: lambda is the change of every coordinate)
-    or the unit vector -(mean)/||mean|| for ``"reverse"`` (lambda is the L2 length). lambda is the
-    largest value found, by :func:`largest_accepted_step`, for which Krum
-    (:func:`~lightyear.algorithms.star.krum.krum_select`, ``f`` defaulting to ``default_f`` of the
-    n = benign + attackers updates) picks a crafted copy among the benign updates followed by the
-    copies. Ties go to the lower index, i.e. to a benign update, so a tie counts as rejected.
-    Against multi-Krum (``m`` > 1 models averaged) a lambda is accepted when a copy is among the m
-    selected, so that it enters the mean (Fang et al. attack Krum alone; this is the same test
-    for the set multi-Krum averages).
-
-    Defaults: ``max_lambda`` = (largest benign norm + largest benign pairwise distance) / ||u||, a
-    crafted update farther out than any benign one by the benign spread (in the spirit of Fang et
-    al.'s upper bound on lambda, not their formula); ``tol`` = max_lambda / 1024. Krum is
-    recomputed for every tested lambda, at O(n^2 d) each.
-
-    Edges: lambda = 0.0 and a zero update (the attackers send the received model unchanged) when
-    no tested lambda > 0 gets a copy selected, or when the benign mean is zero (no direction). If
-    the copies outnumber what Krum can outvote (n_attackers >= n - f - 1 gives them a score of 0),
-    every lambda is accepted and lambda = max_lambda.
-    """
+    """Fang et al.'s full-knowledge attack on Krum (Sec. 4): (crafted update, lambda). All ``n_attackers`` send
+    d = lambda * u, u = -sign(benign mean) (``sign``, Fang et al.'s -s) or the unit -(mean)/||mean|| (``reverse``).
+    lambda is the largest found by :func:`largest_accepted_step` for which
+    :func:`~lightyear.algorithms.star.krum.krum_select` (``f`` default ``default_f(n)``) puts a copy among its ``m``
+    selected, the copies placed after the benign updates (ties go to a benign one, so count as rejected). Defaults:
+    ``max_lambda`` = (largest benign norm + largest benign pairwise distance) / ||u||, ``tol`` = max_lambda / 1024. A
+    zero benign mean, or no accepted lambda, gives lambda 0 and a zero update; copies Krum cannot outvote
+    (n_attackers >= n - f - 1) get max_lambda."""
     benign = as_matrix(known_benign_updates)
     n_benign = benign.shape[0]
     if isinstance(n_attackers, bool) or not isinstance(n_attackers, (int, np.integer)) or n_attackers < 1:
@@ -274,23 +218,13 @@ def fedcap_targeted(
     angles: int = ANGLES,
 ) -> tuple[np.ndarray, dict]:
     """The attack on FedCAP that trades customisation weight against harm: (crafted calibrated update, settings).
-
-    FedCAP gives site k the customised model w^_k = sum_i p'_ki w~_i (paper 002, Eqs. 3-5), the
-    weights a softmax of alpha * cos(d~_k, d~_i) over the pool. A crafted update r u along the
-    harmful direction u (the far edge of the norm ball) has a low cosine
-    with every benign site and gets almost no weight; one along a benign site's own update gets
-    weight and does no harm. This searches the plane of the two, for every benign target k:
-    d = r (cos a v_k + sin a w_k), v_k = d~_k / ||d~_k||, w_k the unit part of u orthogonal to v_k,
-    r = (1 - margin) T_norm (inside the norm ball FedCAP keeps), a in ``angles`` steps over [0, pi],
-    and keeps the d of largest predicted harm: every benign site's attacker weight (the
-    ``attackers`` copies of d in its pool, with the benign sites' known cosines) times d . u, plus
-    the attackers' share of Eq. 6's global mean times d . u (the shift of the next calibration
-    reference). Angle 0 is the target's own direction, and the angle at which d is r u is in the
-    plane, so the far-edge attack is among the candidates.
-
-    ``known_calibrated``: benign site -> its calibrated update d~ (full knowledge). Settings: the
-    target, angle, radius and predicted harm.
-    """
+    FedCAP weights site k's customised model by a softmax of alpha * cos(d~_k, d~_i) (paper 002, Eqs. 3-5): an update
+    along the harmful direction u gets no weight, one along a benign update does no harm. For every benign target k
+    this tries d = r (cos a v_k + sin a w_k), v_k = d~_k / ||d~_k||, w_k the unit part of u orthogonal to v_k,
+    r = (1 - margin) T_norm (inside the norm ball), ``angles`` values of a in [0, pi] (r u among them), and keeps the d
+    of largest predicted harm: each benign site's weight on the ``attackers`` copies times d . u, plus the attackers'
+    share of Eq. 6's global mean times d . u. ``known_calibrated``: benign site -> d~ (full knowledge). Settings: the
+    target, angle, radius and predicted harm."""
     known = {s: check_finite(f"calibrated update of {s}", np.asarray(v)) for s, v in known_calibrated.items()}
     if not known:
         raise ValueError("the FedCAP attack needs the benign calibrated updates (full knowledge)")

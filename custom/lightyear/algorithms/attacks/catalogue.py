@@ -1,12 +1,8 @@
-"""Every attack the toolkit knows: its own and those of installed plugins, by name (pure, no FLARE).
+"""Every attack the toolkit knows, its own and installed plugins', by name (pure, no FLARE).
 
-Each attack declares itself (:class:`~lightyear.algorithms.attacks.declaration.Attack`): FedCAP's
-seven and the adaptive attack in :mod:`~lightyear.algorithms.attacks.updates`, the
-reparametrisations in :mod:`~lightyear.algorithms.attacks.reparametrise`, and a plugin's attack on
-updates in its own package, announced under the entry point group ``lightyear.attacks`` (each entry
-names an ``Attack`` whose ``craft`` makes the update; ``docs/extending.md``). The settings checks,
-the attacking sites, the server's simulated adversary, the job generator, sweeps and reports read
-the attacks from here.
+Each declares itself (:class:`~lightyear.algorithms.attacks.declaration.Attack`): the toolkit's in
+:mod:`~lightyear.algorithms.attacks.updates` and :mod:`~lightyear.algorithms.attacks.reparametrise`, a plugin's
+under the entry point group ``lightyear.attacks`` (an ``Attack`` with a ``craft``; ``docs/extending.md``).
 """
 
 from __future__ import annotations
@@ -60,8 +56,7 @@ def attack(name: str) -> Attack:
 
 
 def check_craft_params(name: str, params: dict) -> None:
-    """Refuse parameters a plugin's attack cannot take, by crafting once from a small update: the
-    attack's own checks name the setting (the toolkit's attacks are checked by ``AttackSpec``)."""
+    """Refuse settings a plugin's attack cannot take, crafting once from a small update (its checks name them)."""
     declared = attack(name)
     if declared.craft is None:
         return

@@ -1,39 +1,19 @@
 """One round of colluding attackers that see every update of a round (pure NumPy, no FLARE).
 
-The star topology simulates its attackers on the server (``lightyear.star.adversary``), where
-every site's honest update of the round is at hand. This module decides, from those updates and
-an :class:`~lightyear.algorithms.attacks.settings.AttackSpec`, what each attacker sends:
+The star topology simulates its attackers on the server (``lightyear.star.adversary``). Participants n are the sites
+with a usable update this round, attackers m the spec's attackers among them. Known updates: ``partial`` the
+attackers' own honest updates, ``full`` also the benign ones (IPM and the adaptive attack: the benign ones alone,
+the attackers' own standing in when there are none). sf and mr transform each attacker's own update; lie, minmax,
+minsum and ipm compute one update that every attacker sends (FedCAP Sec. VI-A3). An attack that ``needs_rng`` draws
+from :func:`~lightyear.algorithms.attacks.declaration.attack_rng` (each attacker's own, or the first attacker's for
+a shared update).
 
-* **Participants** n = the sites with a usable update this round; **attackers** m = the spec's
-  attackers among them (an attacker that sent nothing, or something unusable, is neither
-  crafted for nor counted as an attacker).
-* **Known updates** (what the attackers pool; see ``updates``' module docstring):
-  ``partial`` = the attackers' own honest updates of the round; ``full`` = those and the benign
-  updates of the round. IPM under full knowledge uses the benign updates only (Xie et al.'s
-  benign mean); under partial knowledge, or a round without a benign update, the attackers'
-  own updates stand in for it.
-* sf and mr transform each attacker's own update (each attacker its own); lie, minmax, minsum
-  and ipm compute one update from the known ones, which every attacker sends (FedCAP Sec. VI-A3).
-* an attack that draws at random (its declaration's ``needs_rng``, a plugin's) gets a generator
-  seeded from the job's seed, the round and the attacker
-  (:func:`~lightyear.algorithms.attacks.declaration.attack_rng`): each attacker its own when it
-  transforms its own update, the first attacker's when one update is computed for all.
-* ``adaptive`` aims at the job's rule (:func:`check_target`), and every attacker sends the same
-  update:
-
-  - **Krum** (multi-Krum): the attack of Fang et al. (USENIX Security 2020, Sec. 4,
-    :func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive`), the longest update along the
-    harmful direction that Krum, with the job's f and m, is predicted to select. Under full
-    knowledge Krum is simulated on the benign updates and the m copies, as the server will run
-    it. Under partial knowledge the attackers' own honest updates stand in for the benign ones
-    (Fang et al.'s partial-knowledge attack): the simulated round has 2m updates, so f is capped
-    at ``default_f(2m)`` and multi-Krum's m at 2m; it needs m >= 2 (Krum needs 3 updates).
-  - **FedCAP**: :func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`, the point of
-    FedCAP's norm ball that trades customisation weight with a benign target against the harmful
-    component (the far edge along the harmful direction among its candidates), from the benign calibrated updates
-    d~_k = (site's update) + (model it was sent - w^t). It needs full knowledge: the calibration
-    reference w^t is Eq. 6's mean over last round's pool, mostly benign models the attackers
-    never see under partial knowledge.
+``adaptive`` aims at the job's rule, every attacker sending the same update. On Krum:
+:func:`~lightyear.algorithms.attacks.adaptive.krum_adaptive` (Fang et al., USENIX Security 2020, Sec. 4); under
+partial knowledge the attackers' own updates stand in for the benign ones, so f is capped at ``default_f(2m)``,
+multi-Krum's m at 2m, and it needs m >= 2. On FedCAP: :func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`
+on the calibrated updates d~_k = (update) + (model sent - w^t); it needs full knowledge, since w^t is Eq. 6's mean
+of last round's mostly benign models.
 """
 
 from __future__ import annotations
@@ -53,8 +33,7 @@ from lightyear.algorithms.star.krum import default_f
 
 @dataclass(frozen=True)
 class KrumTarget:
-    """The Krum settings the adaptive attack aims at: ``f`` (None: ``default_f`` of the round's n)
-    and ``m`` (models multi-Krum averages; 1 is Krum)."""
+    """The Krum settings the adaptive attack aims at: ``f`` (None: ``default_f`` of n) and multi-Krum's ``m``."""
 
     f: int | None = None
     m: int = 1
@@ -71,10 +50,9 @@ class KrumTarget:
 
 @dataclass(frozen=True)
 class FedCapTarget:
-    """What the adaptive attack on FedCAP knows of the rule in a round: ``t_norm`` (the detection
-    threshold), ``offsets`` (site -> the model it was sent minus the calibration reference w^t,
-    flat), so that a site's calibrated update is its update plus its offset, and the
-    customisation's ``alpha`` and ``phi`` (Eqs. 4-5)."""
+    """What the adaptive attack on FedCAP knows of the rule in a round: ``t_norm``, ``offsets`` (site -> the model it
+    was sent minus w^t, flat: its calibrated update is its update plus its offset), and ``alpha`` and ``phi``
+    (Eqs. 4-5)."""
 
     t_norm: float
     offsets: Mapping[str, np.ndarray]
@@ -86,15 +64,12 @@ class FedCapTarget:
         full_knowledge_only="the adaptive attack on FedCAP needs its calibration reference w^t, the mean of last "
         "round's mostly benign models, which partial knowledge does not hold; use --knowledge full",
     )
-    """The attack on FedCAP's norm detection and customisation
-    (:func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`)."""
+    """The attack on FedCAP (:func:`~lightyear.algorithms.attacks.adaptive.fedcap_targeted`)."""
 
 
 @dataclass
 class CraftedRound:
-    """What the attackers send in one round: ``updates`` (attacker -> crafted update), the
-    ``settings`` in force (gamma, lambda, z, scale, epsilon...), the sites whose honest updates
-    were ``known``, and the round's ``n_participants`` and attackers."""
+    """What the attackers send in a round: ``updates`` (attacker -> update), ``settings`` in force, ``known`` sites."""
 
     updates: dict[str, np.ndarray] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
@@ -107,13 +82,11 @@ class CraftedRound:
 
 
 def check_spec(spec: AttackSpec) -> AttackSpec:
-    """Refuse what the server-side simulation cannot run, whatever the rule: label flipping (it
-    happens in the attackers' training, the executor's ``flip_labels``) and no attackers."""
+    """Refuse what the server cannot simulate: no attackers, or label flipping (done in the attackers' training)."""
     if spec.kind == LF:
         raise ValueError(
-            "label flipping (lf) happens in the attackers' training (executor argument flip_labels), "
-            "not on the server; "
-            "the simulated adversary takes the other attacks"
+            "label flipping (lf) happens in the attackers' training (executor argument flip_labels), not on the "
+            "server; the simulated adversary takes the other attacks"
         )
     if not spec.attackers:
         raise ValueError("attackers must name at least one site (the last K sites of the job)")
@@ -121,8 +94,7 @@ def check_spec(spec: AttackSpec) -> AttackSpec:
 
 
 def known_sites(kind: str, knowledge: str, attackers, benign) -> list[str]:
-    """The sites whose honest updates the crafting of ``kind`` uses (module docstring; the attack's
-    declaration says whether it needs known updates and whether it takes the benign ones alone)."""
+    """The sites whose honest updates the crafting of ``kind`` uses (module docstring)."""
     attackers, benign = sorted(attackers), sorted(benign)
     declared = catalogue.attack(kind)
     if not declared.needs_known or knowledge == PARTIAL:
@@ -139,12 +111,9 @@ def craft_round(
     seed: int | None = None,
     round_num: int | None = None,
 ) -> CraftedRound:
-    """The crafted update of every attacker present in ``honest`` (site -> its honest update of
-    the round, one 1-D vector per site with a usable result). ``target``: what the adaptive
-    attack knows of the rule it aims at (required for it). ``seed`` and ``round_num``: the job's
-    seed and the round, from which an attack that declares ``needs_rng`` draws (required for it;
-    the other attacks draw nothing). Raises ValueError when the round cannot be crafted (e.g. one
-    participant only: the attacks need n >= 2)."""
+    """The crafted update of every attacker in ``honest`` (site -> its honest 1-D update of the round). ``target``:
+    what the adaptive attack knows of its rule (required for it); ``seed`` and ``round_num``: the job's, for an attack
+    that ``needs_rng`` (required for it). Raises ValueError when the round cannot be crafted."""
     check_spec(spec)
     if spec.kind == ADAPTIVE:
         if not isinstance(target, (KrumTarget, FedCapTarget)):
@@ -193,7 +162,7 @@ def craft_round(
 def _fedcap_attack(
     spec: AttackSpec, honest: Mapping[str, np.ndarray], attackers: list[str], known: list[str], target: FedCapTarget
 ) -> CraftedRound:
-    """Every attacker sends r u in calibrated terms: its own update r u - (its offset)."""
+    """Every attacker sends the crafted calibrated update minus its own offset."""
     missing = [s for s in known + attackers if s not in target.offsets]
     if missing:
         raise ValueError(f"no calibration offset for sites {missing}: FedCapTarget.offsets needs every participant's")

@@ -1,22 +1,11 @@
 """Function-preserving reparametrisations of a model: the same predictions from other parameters (pure NumPy).
 
-Neural networks have exact parameter symmetries. Scaling a hidden unit's incoming weights and bias
-by c > 0 and the weights that read it by 1/c leaves the function unchanged when the unit's
-activation is positively homogeneous (ReLU, LeakyReLU, max or average pooling between); so does a
-permutation of hidden units applied consistently to the weights that produce them and the weights
-that read them (Entezari et al., ICLR 2022; Ainsworth et al., "Git Re-Basin", ICLR 2023). A model
-moved along such an orbit predicts exactly what the original predicts, so it passes any test of
-what it predicts; averaged with another model's parameters it is, in general, a different and much
-worse model. These transforms are the attack family ``rescale``, ``permute`` and ``rescale_permute``
-(``docs/attacks.md``).
-
-Which units admit which symmetry is a property of the network; each network declares its groups
-(:class:`UnitGroup`, built by each network module's ``symmetries``,
-:func:`lightyear.models.model_symmetries`). A group is a set of ``units`` hidden units and the
-entries (:class:`Slot`) that carry them: producers (``power`` +1, multiplied by c), readers
-(``power`` -1, divided by c) and entries that only move with the unit (``power`` 0, e.g. a
-BatchNorm's running statistics). Units of a group may only be permuted within contiguous blocks of
-``block`` units (a GroupNorm group, an attention head).
+Scaling a hidden unit's producing weights by c > 0 and its reading weights by 1/c (for positively homogeneous
+activations), or permuting hidden units consistently, leaves the function unchanged (Entezari et al., ICLR 2022;
+Ainsworth et al., "Git Re-Basin", ICLR 2023). Such a model passes any test of what it predicts, yet averaged with
+another model's parameters it is, in general, a much worse model: the attacks ``rescale``, ``permute`` and
+``rescale_permute`` (``docs/attacks.md``). Each network declares its symmetries as :class:`UnitGroup` s
+(:func:`lightyear.models.model_symmetries`).
 """
 
 from __future__ import annotations
@@ -40,16 +29,11 @@ DEFAULT_FACTOR = 100.0
 
 @dataclass(frozen=True)
 class Slot:
-    """Where one entry carries a group's units.
-
-    ``key``: the model entry; ``view``: the shape it is reshaped to first (None: its own shape; a
-    ``-1`` is allowed); ``part``: an index into the first axis of that view, selecting a sub-array
-    (the query, key or value block of a packed attention projection), or None for the whole view;
-    ``axis``: the axis of the (sub-)array that indexes the units, which occupy ``offset`` to
-    ``offset + units`` along it (a convolution reading a concatenation); ``power``: the unit's
-    factor c enters as c ** power (+1 producer, -1 reader, 0 moves with the unit only; in a group
-    that admits no rescaling the sign still says which side the entry is on).
-    """
+    """Where one entry carries a group's units. ``key``: the model entry; ``view``: the shape it is reshaped to first
+    (None: its own; ``-1`` allowed); ``part``: an index into the view's first axis (a block of a packed attention
+    projection), or None; ``axis``: the axis of the (sub-)array holding the units, at ``offset`` to ``offset + units``;
+    ``power``: the unit's factor enters as c ** power (+1 producer, -1 reader, 0 moves with the unit only, e.g.
+    BatchNorm statistics)."""
 
     key: str
     axis: int
@@ -61,9 +45,8 @@ class Slot:
 
 @dataclass(frozen=True)
 class UnitGroup:
-    """Hidden units that move together: ``units`` of them in ``slots``; ``scalable`` if positive
-    rescaling is exact for them (else only permutation); permutations keep units within
-    contiguous blocks of ``block`` units (None: any permutation)."""
+    """Hidden units that move together: ``units`` of them in ``slots``; ``scalable`` if positive rescaling is exact
+    for them (else only permutation); permuted within contiguous blocks of ``block`` units (None: any permutation)."""
 
     name: str
     units: int
@@ -109,11 +92,8 @@ def check_groups(weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup])
 def draw(
     groups: Sequence[UnitGroup], transform: str, factor: float, rng: np.random.Generator
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(per-unit factors, permutation) for every group: what :func:`reparametrise` applies.
-
-    ``rescale``: each unit of a scalable group gets ``factor`` or 1/``factor`` (a fair coin);
-    ``permute``: a uniformly random permutation within each block; both for ``rescale_permute``.
-    Groups that admit no scaling keep factor 1."""
+    """(per-unit factors, permutation) for every group, as :data:`TRANSFORMS` says (groups that are not scalable keep
+    factor 1): what :func:`reparametrise` applies."""
     check_transform(transform)
     factor = check_factor(factor)
     out = []
@@ -132,15 +112,10 @@ def draw(
 def reparametrise(
     weights: Mapping[str, np.ndarray], groups: Sequence[UnitGroup], draws: Sequence[tuple[np.ndarray, np.ndarray]]
 ) -> dict[str, np.ndarray]:
-    """A copy of ``weights`` with every group's units scaled and permuted as ``draws`` say.
-
-    For unit u of a group with factor c_u and permutation pi, every slot's entry becomes, along its
-    unit axis, ``new[pi^-1 ... ]``: new unit k is old unit pi[k] times c_{pi[k]} ** power. Applied
-    to every slot of a group alike, producers and readers stay matched, so the network computes the
-    same function (up to float rounding). Entries no group names are copied unchanged; each entry
-    keeps its dtype. Groups are applied in order, so a slot may appear in several groups (a
-    convolution that reads one group's units and produces another's).
-    """
+    """A copy of ``weights`` with every group's units scaled and permuted as ``draws`` say. Every slot of a group is
+    transformed alike (:func:`transform_entry`), so producers and readers stay matched and the network computes the
+    same function, up to float rounding. Groups apply in order, so a slot may be in several; entries no group names are
+    copied, each entry keeps its dtype."""
     if len(draws) != len(groups):
         raise ValueError(f"{len(groups)} groups but {len(draws)} draws")
     check_groups(weights, groups)
@@ -153,8 +128,7 @@ def reparametrise(
 
 def transform_entry(entry: np.ndarray, slot: Slot, units: int, scales: np.ndarray, order: np.ndarray) -> np.ndarray:
     """A new ``entry`` (its dtype and shape) with the ``units`` that ``slot`` locates scaled by
-    ``scales ** slot.power`` and reordered: new unit k is old unit ``order[k]``. Without scaling the
-    units are only moved, in the entry's own dtype."""
+    ``scales ** slot.power`` and reordered: new unit k is old unit ``order[k]``."""
     entry = np.asarray(entry)
     scaled = bool(np.any(np.asarray(scales) != 1.0))
     work = entry.astype(np.float64) if scaled else np.array(entry, copy=True)
@@ -177,9 +151,8 @@ def reparametrised(
     factor: float,
     rng: np.random.Generator,
 ) -> tuple[dict[str, np.ndarray], dict]:
-    """(the transformed model, record fields): :func:`draw` then :func:`reparametrise`.
-
-    Fields: ``attack_transform``, ``attack_factor``, ``attack_units`` (units scaled or moved)."""
+    """(the transformed model, record fields ``attack_transform``, ``attack_factor``, ``attack_units`` (units scaled
+    or moved)): :func:`draw` then :func:`reparametrise`."""
     draws = draw(groups, transform, factor, rng)
     moved = sum(int(np.sum((s != 1.0) | (o != np.arange(o.size)))) for s, o in draws)
     fields = {"attack_transform": transform, "attack_factor": check_factor(factor), "attack_units": moved}
@@ -200,5 +173,4 @@ DECLARED = (
     Attack(PERMUTE, "permuted copy", ("per_receiver",), uses_knowledge=True),
     Attack(RESCALE_PERMUTE, "rescaled and permuted copy", ("factor", "per_receiver"), uses_knowledge=True),
 )
-"""The reparametrisations as the catalogue lists them: whole models, transformed by the components
-(of the attacker's own model, or under full knowledge of the receiver's)."""
+"""The reparametrisations as the catalogue lists them (whole models, transformed by the components)."""

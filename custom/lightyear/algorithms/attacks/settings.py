@@ -1,10 +1,7 @@
 """An attack's settings, checked once for the job generator and every component (pure, no FLARE).
 
-A job names an attack with ``--attack KIND --attackers K --knowledge LEVEL`` and may set its
-parameters; :class:`AttackSpec` holds them and refuses what no rule can use, so a bad value is
-named when the job is generated, not on a running site. The parameters' defaults stay with the
-rules that use them (:func:`lightyear.algorithms.attacks.updates.crafted_update` for the seven
-attacks of FedCAP Sec. VI-A3; this module for the adaptive attack's margin and search).
+:class:`AttackSpec` refuses what no rule can use, so a bad value is named when the job is generated. The defaults
+stay with the rules (:func:`lightyear.algorithms.attacks.updates.crafted_update`; :data:`ADAPTIVE_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ from lightyear.algorithms.attacks.updates import ADAPTIVE, KNOWLEDGE, PARTIAL, P
 from lightyear.checks import boolean, int_in, mapping, one_of
 
 ADAPTIVE_PARAMS = ("margin", "direction", "max_step", "tol", "max_evaluations")
-"""Every setting of the adaptive attack; the attack on each method takes those its declaration
-names (``Method.adaptive``)."""
+"""Every setting of the adaptive attack; the attack on each method takes those it declares (``Method.adaptive``)."""
 
 
 BUILTIN = tuple(a.name for a in (*updates.DECLARED, *reparametrise.DECLARED))
@@ -34,14 +30,12 @@ def params_of(kind: str) -> tuple[str, ...]:
 
 
 ADAPTIVE_DEFAULTS = {"margin": 0.02, "direction": REVERSE, "max_step": None, "tol": None, "max_evaluations": 16}
-"""The adaptive attack's defaults: it aims at a score ``tau + margin`` (peer-to-peer) or at a
-calibrated norm ``(1 - margin) T_norm`` (FedCAP), along ``direction``; a ``max_step`` / ``tol``
-of None are derived from the update's size by the component using them."""
+"""The adaptive attack's defaults: it aims at a score ``tau + margin`` (peer-to-peer) or a calibrated norm
+``(1 - margin) T_norm`` (FedCAP); a None ``max_step`` / ``tol`` is derived from the update's size."""
 
 
 REPARAMETRISATIONS = TRANSFORMS
-"""Attacks that send a function-preserving reparametrisation of a model: of the attacker's own
-honest model (partial knowledge) or of the receiver's own model (full knowledge)."""
+"""Attacks that send a function-preserving reparametrisation of the attacker's (partial) or receiver's (full) model."""
 
 _POSITIVE = ("scale", "epsilon", "gamma_init", "tol", "max_step")
 
@@ -51,12 +45,11 @@ class AttackSpec:
     """What the attackers of a run do, and know.
 
     Args:
-        kind: a known attack (:mod:`~lightyear.algorithms.attacks.catalogue`: lf, sf, mr, lie, minmax,
-            minsum, ipm, adaptive, rescale, permute, rescale_permute, and installed plugins').
-        knowledge: ``partial`` (the attackers' own honest updates, pooled among them; FedCAP's
-            default) or ``full`` (also the benign updates of the round).
+        kind: a known attack (:mod:`~lightyear.algorithms.attacks.catalogue`).
+        knowledge: ``partial`` (the attackers' own honest updates, pooled; FedCAP's default) or ``full`` (also the
+            benign updates of the round).
         attackers: the attacking sites' names.
-        params: the attack's parameters (see :data:`PARAMS`); those not given keep their defaults.
+        params: the attack's parameters (:func:`params_of`); those not given keep their defaults.
     """
 
     kind: str
@@ -113,13 +106,8 @@ def check_params(kind: str, params: dict) -> None:
         elif name == "z":
             _number(name, value, lambda v: True, "a finite number (LIE's z_max; default from n and m)")
         elif name == "margin":
-            _number(
-                name,
-                value,
-                lambda v: 0 <= v < 1,
-                "a number in [0, 1): the attacker aims at the score tau + margin (peer-to-peer) "
-                "or the norm (1 - margin) T_norm (FedCAP)",
-            )
+            aim = "the attacker aims at the score tau + margin (peer-to-peer) or the norm (1 - margin) T_norm (FedCAP)"
+            _number(name, value, lambda v: 0 <= v < 1, f"a number in [0, 1): {aim}")
         elif name == "ddof" and (isinstance(value, bool) or value not in (0, 1)):
             raise ValueError(f"attack_ddof must be 0 or 1, got {value!r}")
         elif name == "perturbation":
@@ -137,10 +125,9 @@ def _number(name: str, value, ok, what: str) -> None:
 
 @dataclass(frozen=True)
 class AdaptiveTarget:
-    """The adaptive attack on one method, as the method declares it (``Method.adaptive``): the
-    ``attack_<param>`` settings it takes and what it needs of the attackers. ``full_knowledge_only``
-    and ``partial_needs`` (the least attackers under partial knowledge) come with the reason, in
-    words, that :meth:`check` gives when a job asks for less."""
+    """The adaptive attack on one method as the method declares it (``Method.adaptive``): the ``attack_<param>``
+    settings it takes, and, with the reason :meth:`check` gives, whether it needs full knowledge and the least
+    attackers under partial knowledge."""
 
     params: tuple[str, ...]
     full_knowledge_only: str = ""
@@ -165,7 +152,5 @@ class AdaptiveTarget:
 
 
 PEER_ADAPTIVE = AdaptiveTarget(params=("max_step", "max_evaluations"))
-"""The adaptive attack on a peer-to-peer method whose site predicts its own decision (a method that
-declares ``Method.adaptive`` ``"oracle"``, as LIGHTYEAR and BALANCE do; the attack:
-:mod:`lightyear.p2p.attack.adaptive`): it takes ``attack_max_step`` and ``attack_max_evaluations``;
-either knowledge level."""
+"""The adaptive attack on a peer-to-peer method whose site predicts its own decision (``Method.adaptive``
+``"oracle"``; :mod:`lightyear.p2p.attack.adaptive`), under either knowledge level."""

@@ -1,11 +1,8 @@
 """The LIGHTYEAR agreement score and the peer selection it drives (pure NumPy, no FLARE).
 
-A site i scores a peer's model h_j against its own reference model h_i on its own
-validation set V_i. Both models are summarised once by :func:`summarize_predictions`
-(softmax probabilities, never logits), then :func:`agreement` compares two summaries.
-
-References: "Don't Reach for the Stars: Rethinking Topology for Resilient Federated
-Learning" (long version), Eqs. 12-17; the short version's entropy ("sharpness") term, its Eq. 12.
+Site i scores a peer's model h_j against its own h_i on its validation set V_i from summaries of their softmax
+outputs. References: "Don't Reach for the Stars: Rethinking Topology for Resilient Federated Learning" (long
+version), Eqs. 12-17; the short version's entropy ("sharpness") term, its Eq. 12.
 """
 
 from __future__ import annotations
@@ -24,15 +21,11 @@ THIRD_TERMS = (CONFIDENCE, SHARPNESS)
 
 @dataclass(frozen=True)
 class PredictionSummary:
-    """What the agreement score needs to know of one model on one validation set.
-
-    ``performance`` is accuracy (classification) or Dice (segmentation); ``ece`` the top-label
-    expected calibration error (pixel-level for segmentation); ``confidence`` and ``entropy``
-    the per-sample (per-pixel) max probability and normalised entropy, ``predicted`` the class each
-    sample (pixel) is given (None when the summary was made without it). ``finite`` is False when
-    the model's outputs had NaN or Inf (a sign-flipped BatchNorm network has negative running
-    variances and such outputs while its weights are finite): such a model agrees with nothing.
-    """
+    """What the agreement score needs to know of one model on one validation set. ``performance``: accuracy, or Dice
+    for segmentation; ``ece``: top-label ECE (pixel-level for segmentation); ``confidence``, ``entropy``,
+    ``predicted``: per sample (pixel) the max probability, normalised entropy and class (``predicted`` None if not
+    kept). ``finite`` is False when the outputs had NaN or Inf (e.g. a sign-flipped BatchNorm network): such a model
+    agrees with nothing."""
 
     performance: float
     ece: float
@@ -55,16 +48,10 @@ class AgreementScore:
 
 
 def summarize_predictions(
-    probs: np.ndarray,
-    labels: np.ndarray,
-    n_bins: int = 15,
-    normalize_entropy: bool = True,
+    probs: np.ndarray, labels: np.ndarray, n_bins: int = 15, normalize_entropy: bool = True
 ) -> PredictionSummary:
-    """Summarise a model's softmax outputs on a validation set.
-
-    ``probs`` of shape ``(N, K)`` is a classification output; ``(N, C, H, W)`` a segmentation
-    output, summarised at pixel level with Dice as the performance (Eq. 16).
-    """
+    """Summarise softmax outputs ``(N, K)`` (classification) or ``(N, C, H, W)`` (segmentation, at pixel level with
+    Dice as the performance, Eq. 16)."""
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels)
     if probs.ndim not in (2, 4):
@@ -102,13 +89,8 @@ def _chance(probs: np.ndarray) -> float:
 
 
 def skill(summary: PredictionSummary) -> float:
-    """How far a model's accuracy lies from chance towards perfect: (Acc - 1/K) / (1 - 1/K).
-
-    0 for a uniform guess, 1 for a perfect model, negative below chance (a sign-flipped network
-    that predicts the least likely class). For segmentation it is the Dice score itself. NaN for
-    non-finite outputs. Not part of the paper: it backs the cold-start guard of
-    :func:`select_peers`.
-    """
+    """(Acc - 1/K) / (1 - 1/K): 0 at chance, 1 for a perfect model, negative below chance; Dice itself for
+    segmentation; NaN for non-finite outputs. Not in the paper: the cold-start guard of :func:`select_peers`."""
     if not summary.finite:
         return float("nan")
     if summary.chance >= 1.0:
@@ -133,24 +115,16 @@ def confidence_agreement(own: PredictionSummary, peer: PredictionSummary) -> flo
 
 
 def sharpness_agreement(own: PredictionSummary, peer: PredictionSummary) -> float:
-    """A^Sharp_ij = 1 - 1/|V_i| sum_x |H(p_i(x)) - H(p_j(x))| (short paper, Eq. 12).
-
-    The entropies are those stored in the summaries: normalised by log K unless the summaries
-    were made with ``normalize_entropy=False`` (the short paper's raw form, which can go below 0
-    for more than e classes).
-    """
+    """A^Sharp_ij = 1 - 1/|V_i| sum_x |H(p_i(x)) - H(p_j(x))| (short paper, Eq. 12), on the summaries' entropies
+    (normalised unless made with ``normalize_entropy=False``)."""
     _check_same_samples(own.entropy, peer.entropy)
     return 1.0 - float(np.mean(np.abs(own.entropy - peer.entropy)))
 
 
 def agreement(own: PredictionSummary, peer: PredictionSummary, third_term: str = CONFIDENCE) -> AgreementScore:
-    """A_ij = (A^Acc_ij + A^ECE_ij + A^Conf_ij) / 3 (Eq. 12).
-
-    ``third_term`` is ``"confidence"`` (Eq. 15, the long paper) or ``"sharpness"`` (the short
-    paper's entropy term). Accuracy is replaced by Dice for segmentation summaries (Eq. 16).
-    If either model's outputs were not finite the score and its terms are NaN, which
-    :func:`select_peers` never selects.
-    """
+    """A_ij = (A^Acc_ij + A^ECE_ij + A^Conf_ij) / 3 (Eq. 12). ``third_term``: ``"confidence"`` (Eq. 15) or
+    ``"sharpness"`` (the short paper's entropy term); Dice replaces accuracy for segmentation (Eq. 16). NaN, never
+    selected, if either model's outputs were not finite."""
     if third_term not in THIRD_TERMS:
         raise ValueError(f"third_term must be one of {THIRD_TERMS}, got {third_term!r}")
     if own.task != peer.task:
@@ -165,18 +139,14 @@ def agreement(own: PredictionSummary, peer: PredictionSummary, third_term: str =
 
 
 SAME_FUNCTION_TOLERANCE = 1e-4
-"""How far two models' per-sample max probability and entropy may differ for :func:`same_function`
-to take them for one function: float32 rounding moves a reparametrised network's outputs by far less
-(2e-7 for the digits CNN, permuted or rescaled by 100 or 1000); two models trained on different data
-differ by orders of magnitude more."""
+"""How far two models' per-sample max probability and entropy may differ for :func:`same_function`: well above
+float32 rounding of a reparametrised network, well below the gap between models trained on different data."""
 
 
 def same_function(own: PredictionSummary, peer: PredictionSummary, tolerance: float = SAME_FUNCTION_TOLERANCE) -> bool:
-    """Whether ``peer`` computes what ``own`` computes on the validation set both summarise: the same
-    predicted class for every sample (pixel), and per-sample max probability and entropy within
-    ``tolerance``. Not part of the paper: it backs the validated aggregation's rule that a peer
-    computing the site's own function adds nothing to it (``validated_update``'s module docstring).
-    False when either summary lacks its predictions or its outputs were not finite."""
+    """Whether ``peer`` computes ``own``'s function on the validation set: the same predicted class everywhere and
+    per-sample max probability and entropy within ``tolerance``; False without predictions or finite outputs. Not in
+    the paper: it backs point 5 of :mod:`~lightyear.algorithms.p2p.validated_update`'s guarantee."""
     if not (own.finite and peer.finite) or own.predicted is None or peer.predicted is None:
         return False
     _check_same_samples(own.confidence, peer.confidence)
@@ -190,16 +160,10 @@ def same_function(own: PredictionSummary, peer: PredictionSummary, tolerance: fl
 def select_peers(
     scores: dict[str, float], tau: float, skills: dict[str, float] | None = None, skill_floor: float = 0.0
 ) -> list[str]:
-    """S_i = { j in N(i) : A(h_i, h_j; V_i) >= tau } (Eq. 17), in sorted peer order.
-
-    Cold-start guard (this toolkit's addition; ``skill_floor = 0`` is the paper's rule): with
-    ``skill_floor > 0`` a peer is selected only if also its :func:`skill` on the own validation
-    set is at least ``skill_floor``. Early in a run every site is close to chance, and two
-    near-chance models agree on calibration and confidence whatever their accuracy: a
-    sign-flipped model then scores above tau and a full first step (gamma^0 = 1) ruins the
-    benign site for good. A model no better than chance has nothing to teach, so the guard
-    costs a benign site nothing but the rounds in which its peers are still that weak.
-    """
+    """S_i = { j in N(i) : A(h_i, h_j; V_i) >= tau } (Eq. 17), in sorted peer order. Cold-start guard (not the paper's;
+    ``skill_floor = 0`` is its rule): a peer is also selected only if its :func:`skill` is at least ``skill_floor``.
+    Near-chance models agree on calibration and confidence whatever their accuracy, so a sign-flipped model could pass
+    tau and ruin a site with the first full step (gamma^0 = 1)."""
     check_tau(tau)
     check_skill_floor(skill_floor)
     chosen = []

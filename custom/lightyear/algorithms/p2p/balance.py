@@ -1,20 +1,10 @@
 """BALANCE: Byzantine-robust averaging through local similarity (pure NumPy, no FLARE).
 
-Reference: Fang et al., "Byzantine-Robust Decentralized Federated Learning", ACM CCS 2024 (the
-BALANCE rule). Each site takes its own model as the reference: a neighbour's model is accepted
-only if it lies within a radius proportional to the own model's norm, a radius that shrinks as
-training goes on; the site then mixes its own model with the mean of the accepted ones.
-
-Distances and norms are L2 over all floating entries of a model together. Integer entries keep
-the own value.
-
-Differences from the LIGHTYEAR authors' code, on purpose:
-- Their update gave each accepted neighbour the weight (1 - alpha) / (|S| + 1), so the weights
-  summed to alpha + (1 - alpha) |S| / (|S| + 1) < 1 and every aggregation shrank the model towards
-  zero. Here the weights are alpha for the own model and (1 - alpha) / |S| for each accepted one,
-  summing to 1, as in the paper.
-- Their schedule was lambda(t) = (t + 1) / T. The paper's is lambda(t) = t / T and is what ``t``
-  means here; to reproduce the authors' radius, pass ``t + 1``.
+Reference: Fang et al., "Byzantine-Robust Decentralized Federated Learning", ACM CCS 2024. A neighbour's model is
+accepted within a radius proportional to the own model's L2 norm (over all floating entries), shrinking over the
+rounds; the site mixes its own model with the accepted ones' mean. Unlike the LIGHTYEAR authors' code, the weights
+sum to 1 (alpha own, (1 - alpha) / |S| each accepted) and lambda(t) = t / T, as in the paper (pass ``t + 1`` for
+the authors' radius).
 """
 
 from __future__ import annotations
@@ -30,11 +20,8 @@ from lightyear.checks import int_in, non_negative, number_in, positive_number
 
 
 def check_balance_settings(t, T, gamma=0.3, kappa=1.0, alpha=0.5) -> None:
-    """Raise a ValueError naming the setting if any BALANCE hyperparameter is out of range.
-
-    gamma > 0, kappa >= 0, alpha in [0, 1], T >= 1 (an integer: the number of rounds) and
-    t >= 0 (the round, counted from 0). The paper's settings are gamma 0.3, kappa 1, alpha 0.5.
-    """
+    """Raise a ValueError naming the setting unless gamma > 0, kappa >= 0, alpha in [0, 1], T an integer >= 1 and
+    t >= 0 (the paper: gamma 0.3, kappa 1, alpha 0.5)."""
     positive_number("gamma", gamma, note="the paper uses 0.3")
     non_negative("kappa", kappa, note="0 keeps the radius constant; the paper uses 1")
     number_in("alpha", alpha, 0.0, 1.0, note="the weight of the own model; the paper uses 0.5")
@@ -43,12 +30,8 @@ def check_balance_settings(t, T, gamma=0.3, kappa=1.0, alpha=0.5) -> None:
 
 
 def balance_threshold(own_norm: float, t: float, T: int, gamma: float = 0.3, kappa: float = 1.0) -> float:
-    """gamma * exp(-kappa * lambda(t)) * ||theta_i||, lambda(t) = t / T (BALANCE acceptance radius).
-
-    Fang et al. (CCS 2024), the acceptance condition of BALANCE: neighbour j is accepted when
-    ||theta_i - theta_j|| <= this value. ``own_norm`` is ||theta_i||; ``t`` the round counted from
-    0; ``T`` the total number of rounds.
-    """
+    """gamma * exp(-kappa * t / T) * ||theta_i||: neighbour j is accepted when ||theta_i - theta_j|| is at most this
+    (BALANCE's acceptance condition, Fang et al., CCS 2024); ``t`` counts rounds from 0."""
     check_balance_settings(t, T, gamma, kappa)
     non_negative("own_norm", own_norm)
     return float(gamma * math.exp(-kappa * (t / T)) * own_norm)
@@ -68,10 +51,8 @@ def balance_update(
     S_i = {j : ||theta_i - theta_j|| <= gamma * exp(-kappa * t / T) * ||theta_i||}
     theta_i <- alpha * theta_i + (1 - alpha) * (1 / |S_i|) * sum_{j in S_i} theta_j
 
-    ``received`` maps a peer's name to its model. Returns ``(new_model, accepted, distances)``:
-    the sorted names in S_i and every peer's distance ||theta_i - theta_j||. With no neighbour
-    accepted the own model is kept (a copy). The weights alpha and (1 - alpha) / |S_i| sum to 1.
-    Raises a ValueError for a bad setting or a malformed or non-finite model.
+    Returns ``(new_model, accepted, distances)``: the sorted S_i and every peer's distance; with S_i empty, a copy of
+    the own model. Raises a ValueError for a bad setting or a malformed or non-finite model.
     """
     check_balance_settings(t, T, gamma, kappa, alpha)
     check_models(own, received)

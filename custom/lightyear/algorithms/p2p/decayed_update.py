@@ -1,9 +1,5 @@
-"""LIGHTYEAR's aggregation: a step towards the selected peers' mean that decays with the rounds
-(Eq. 18 of "Don't Reach for the Stars"; pure NumPy, no FLARE).
-
-A model is a ``dict[str, np.ndarray]``; integer entries (e.g. BatchNorm's ``num_batches_tracked``)
-are counters, not parameters, and keep the receiving site's own value.
-"""
+"""LIGHTYEAR's aggregation: a step towards the selected peers' mean that decays with the rounds (Eq. 18 of
+"Don't Reach for the Stars"; pure NumPy, no FLARE). Integer entries keep the own value."""
 
 from __future__ import annotations
 
@@ -23,13 +19,9 @@ def check_gamma(gamma: float) -> float:
 
 
 def decayed_mean_update(own: Weights, selected: Sequence[Weights], gamma: float, t: int) -> dict[str, np.ndarray]:
-    """theta_i <- theta_i + gamma^t * 1/|S_i| * sum_{j in S_i} (theta_j - theta_i) (Eq. 18).
-
-    ``t`` counts aggregations from 0, so the first aggregation moves fully to the peers' mean
-    when gamma = 1 and by gamma^0 = 1 in any case. With ``gamma = 1`` the result equals the plain
-    mean of the selected models (FedAvg over S_i). The site's own model is not part of the mean.
-    An empty selection returns the own model unchanged.
-    """
+    """theta_i <- theta_i + gamma^t * 1/|S_i| * sum_{j in S_i} (theta_j - theta_i) (Eq. 18). ``t`` counts aggregations
+    from 0, so the first step (gamma^0 = 1) reaches the peers' mean, as every step does with gamma = 1. The own model
+    is not in the mean; an empty selection returns it unchanged."""
     check_gamma(gamma)
     if t < 0:
         raise ValueError(f"round index t must be >= 0, got {t}")

@@ -1,26 +1,11 @@
 """DeFTA's trusted averaging and its asynchronous variant (pure NumPy, no FLARE).
 
-Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg". Section 3.2
-(Eq. 1, Theorem 3.3, Corollary 3.3.2, Algorithm 2): the aggregation weights. Section 3.4: AsyncDeFTA.
-The trust system of Section 3.3 is in ``lightyear.algorithms.p2p.defta_trust`` (re-exported here).
-
-Weights. A site i aggregates the models of a set S of sites with
-    p_{i,j} = (|D_j| / d_j) / sum_{k in S} (|D_k| / d_k)        (Corollary 3.3.2)
-where |D_j| is j's dataset size and d_j its out-degree. Plain FedAvg weights |D_j| / sum |D_k|
-count a worker that sends to many others too often (Corollary 3.3.1); dividing by d_j undoes that.
-
-The own model is in S. The paper casts aggregation as a Markov chain whose transition matrix P
-(Eqs. 2-3) it requires to be primitive, starting from Omega^0 = E, and builds on combine-then-adapt
-diffusion [its ref. 25], in which a node's neighbourhood includes the node itself. The counting
-behind Corollary 3.3.2 divides |D_j| by the number of aggregations j's model enters, which with the
-own model counted is j's out-degree plus one: ``defta_out_degrees`` returns that.
-
-Asynchronous variant (AsyncDeFTA, Section 3.4): Algorithm 1 without WaitUntilAllPeersInEpoch. The
-paper defines no staleness weighting (it argues that exchanging whole models, not gradients, avoids
-the stale-gradient problem). A site therefore aggregates, at its own pace, the newest model it holds
-from each sampled peer, however old, with the same weights; a peer sends at most one model to a site
-between two of that site's aggregations. ``async_inputs`` picks those models and reports their age
-for the records only.
+Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg": Section 3.2 (Eq. 1, Theorem 3.3,
+Corollary 3.3.2, Algorithm 2) for the weights, Section 3.4 for AsyncDeFTA; the trust system of Section 3.3 is in
+``lightyear.algorithms.p2p.defta_trust`` (re-exported here). The own model is in the aggregated set S, as in the
+combine-then-adapt diffusion the paper builds on, so a site's out-degree d_j counts its self-loop
+(:func:`defta_out_degrees`). AsyncDeFTA defines no staleness weighting: a site aggregates, at its own pace, the newest
+model it holds from each sampled peer with the same weights.
 """
 
 from __future__ import annotations
@@ -46,8 +31,8 @@ __all__ = [  # one import point for all of DeFTA
 
 
 def defta_out_degrees(graph: Mapping[str, Sequence[str]], self_loop: bool = True) -> dict[str, int]:
-    """d_j for every site of a graph of out-neighbours: len(graph[j]), plus 1 for the own model's
-    self-loop when ``self_loop`` (the default, matching ``defta_aggregate(include_self=True)``)."""
+    """d_j for every site of a graph of out-neighbours: len(graph[j]), plus 1 for the self-loop when ``self_loop``
+    (matching ``defta_aggregate(include_self=True)``)."""
     return {site: len(targets) + int(self_loop) for site, targets in graph.items()}
 
 
@@ -55,10 +40,8 @@ def trusted_weights(
     dataset_sizes: Mapping[str, int], out_degrees: Mapping[str, int], peers: Iterable[str]
 ) -> dict[str, float]:
     """p_{i,j} = (|D_j| / d_j) / sum_{k in peers} (|D_k| / d_k) for each j in ``peers`` (DeFTA Corollary 3.3.2).
-
-    ``peers`` is the set being aggregated; include the own site, as the paper does (module notes).
-    The weights sum to 1. Raises a ValueError if a site lacks a size or degree, or either is < 1.
-    """
+    Dividing by the out-degree undoes FedAvg's over-counting of a site that sends to many (Corollary 3.3.1). The
+    weights sum to 1; a ValueError if a site lacks a size or degree, or either is < 1."""
     names = list(peers)
     if not names:
         raise ValueError("trusted_weights needs at least one site to weight")
@@ -83,14 +66,10 @@ def defta_aggregate(
     out_degrees: Mapping[str, int],
     include_self: bool = True,
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """w_i = sum_{j in S} p_{i,j} w~_j over S = received peers (+ the own site) (DeFTA Algorithm 2).
-
-    ``received`` maps each sampled peer whose model arrived to that model. Returns the new model
-    and the weights used, own site included; feed the peers' part of those weights to
-    ``DeftaTrust.observe``. Integer entries keep the own value. With ``include_self=False`` and
-    nothing received the own model is kept (a copy). Raises a ValueError for a malformed or
-    non-finite model or a missing size or degree.
-    """
+    """w_i = sum_{j in S} p_{i,j} w~_j over S = received peers (+ the own site) (DeFTA Algorithm 2). Returns the new
+    model and the weights used, own site included (feed the peers' to ``DeftaTrust.observe``). Integer entries keep the
+    own value; with nothing to aggregate the own model is kept (a copy). Raises a ValueError for a malformed or
+    non-finite model or a missing size or degree."""
     if own_site in received:
         raise ValueError(f"received holds the own site {own_site!r}; pass the own model as own")
     check_models(own, received)
@@ -115,13 +94,9 @@ def defta_aggregate(
 def async_inputs(
     sampled: Iterable[str], latest: Mapping[str, tuple[int, Weights]], round_index: int
 ) -> tuple[dict[str, Weights], dict[str, int]]:
-    """AsyncDeFTA's inputs to one aggregation (Section 3.4): the newest model held from each sampled peer.
-
-    ``latest`` maps a peer to (the sender's round when it sent the model, the model), the last
-    one received from it. Peers never heard from are left out. Returns the models to pass to
-    ``defta_aggregate`` and their staleness ``round_index - sent_round`` (records only: the paper
-    weights stale and fresh models alike).
-    """
+    """AsyncDeFTA's inputs to one aggregation (Section 3.4): the newest model held from each sampled peer. ``latest``
+    maps a peer to (the sender's round when it sent the model, the model). Returns the models and their staleness
+    ``round_index - sent_round`` (for the records only)."""
     models, staleness = {}, {}
     for peer in sorted(sampled):
         if peer in latest:

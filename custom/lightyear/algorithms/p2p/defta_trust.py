@@ -1,30 +1,15 @@
 """DeFTA's decentralised trust system (DTS), as numbers in and decisions out (pure NumPy, no FLARE).
 
-Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg", Section 3.3,
-Eqs. 12-13 and Algorithm 3. Each site keeps a confidence score c_{i->j} for every peer j it receives
-models from, starting at 0 (neutral). After each round's local training it compares its training
-loss with the previous round's: a drop raises, a rise lowers the scores of the peers whose models
-it aggregated, each in proportion to that peer's aggregation weight p_{i,j}. Scores become sampling
-weights through cRELU and a softmax, and the next round aggregates only a weighted sample of the
-peers. A "time machine" keeps a backup of the model with the lowest loss so far; a damaged model is
-replaced by the backup, trained once more, and every peer aggregated into it loses all trust.
+Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg", Section 3.3, Eqs. 12-13 and
+Algorithm 3. A site's confidence c_{i->j} in each peer starts at 0 and moves against the change of its training
+loss, in proportion to the peer's aggregation weight; scores become sampling weights (cRELU, softmax). A "time
+machine" backup of the lowest-loss model replaces a damaged model, whose peers lose all trust. The class holds no
+model: the executor acts on the returned decisions.
 
-The class holds no model: the executor stores the backup model and acts on the returned decisions.
-
-Choices where the paper is silent or loose (documented, not the paper's):
-- "Damaged" (Algorithm 3, line 1) is not defined. Here a loss that is NaN or Inf is always damaged
-  (the paper's own example is a model driven to +inf); with ``damage_ratio`` set, so is a loss
-  above ``damage_ratio`` times the previous round's loss (a jump after aggregation). The default
-  ``None`` adds no jump test, because a damaged round sets loss_trust = +inf and so cuts off every
-  peer aggregated that round for good: a false alarm would cost honest peers.
-- Line 13 reads softmax(cRELU(c_i^t)); the scores just updated (c_i^{t+1}) are used, as the
-  returned value theta_i^{t+1} implies.
-- The first observed loss has no predecessor: loss_trust = 0 and no score moves.
-- p_i in line 12 is taken as the weights actually used in this round's aggregation (normalised
-  over the sampled peers and the own model, see ``lightyear.algorithms.p2p.defta``); only peers whose
-  models were aggregated (m_i^t = 1) move.
-- A score of -inf (after a damaged round) means the peer is never sampled again; JSON cannot hold
-  -inf, so ``to_dict`` lists such peers under "blocked".
+Where the paper is silent: a NaN or Inf loss is damage, and with ``damage_ratio`` so is a loss above that multiple
+of the previous one (off by default: damage cuts peers off for good, so a false alarm costs honest peers); line 13
+uses the scores just updated; the first loss moves no score; p_i is the weights actually used this round
+(``lightyear.algorithms.p2p.defta``); a blocked peer's -inf score is kept under "blocked" in ``to_dict``.
 """
 
 from __future__ import annotations
@@ -48,10 +33,7 @@ def crelu(x, positive_slope: float = POSITIVE_SLOPE) -> np.ndarray:
 
 
 def trust_sample_weights(scores: Mapping[str, float], positive_slope: float = POSITIVE_SLOPE) -> dict[str, float]:
-    """theta_i = softmax(cRELU(c_i)) (DeFTA Eq. 12); a score of -inf gets weight 0.
-
-    If every score is -inf every weight is 0 (no peer can be sampled).
-    """
+    """theta_i = softmax(cRELU(c_i)) (DeFTA Eq. 12); a score of -inf gets weight 0 (all -inf: all 0)."""
     names = sorted(scores)
     z = crelu([scores[p] for p in names], positive_slope)
     finite = np.isfinite(z)
@@ -64,13 +46,10 @@ def trust_sample_weights(scores: Mapping[str, float], positive_slope: float = PO
 
 @dataclass(frozen=True)
 class TrustDecision:
-    """What the executor must do after one observation (DeFTA Algorithm 3).
-
-    damaged: the trained model is damaged: load the backup model, train it once more (the
-    paper's compensation) and send that. save_backup: the trained model has the lowest loss so
-    far: store it as the backup (never both). loss_trust: the loss change charged to the
-    aggregated peers (+inf when damaged). score_changes: -p_ij * loss_trust per aggregated peer.
-    """
+    """What the executor must do after one observation (DeFTA Algorithm 3). damaged: load the backup, train it once
+    more and send that. save_backup: the model has the lowest loss so far: store it as the backup (never both).
+    loss_trust: the loss change charged to the aggregated peers (+inf when damaged). score_changes: -p_ij * loss_trust
+    per aggregated peer."""
 
     damaged: bool
     save_backup: bool
@@ -87,12 +66,9 @@ def _check_settings(sample_size, positive_slope, damage_ratio) -> None:
 
 
 class DeftaTrust:
-    """One site's DTS state: confidence scores of its peers and the bookkeeping of its backup.
-
-    ``peers``: the sites this site receives models from (its in-neighbours). Hyperparameters:
-    ``sample_size`` peers aggregated per round (2 in the paper), ``positive_slope`` of cRELU (0.2,
-    Eq. 13), ``damage_ratio`` (None: only non-finite losses count as damage; see the module notes).
-    """
+    """One site's DTS state: confidence scores of its ``peers`` (its in-neighbours) and the bookkeeping of its backup.
+    ``sample_size``: peers aggregated per round; ``positive_slope``: cRELU's (Eq. 13); ``damage_ratio``: see the module
+    docstring."""
 
     def __init__(
         self,
@@ -123,15 +99,10 @@ class DeftaTrust:
         return trust_sample_weights(self.scores, self.positive_slope)
 
     def sample_peers(self, rng: np.random.Generator, among: Iterable[str] | None = None) -> list[str]:
-        """The peers to aggregate this round, sorted (Algorithm 1, WeightedSample).
-
-        Before the first observation every peer (S_i^0 = N_i). Afterwards ``sample_size`` peers
-        drawn without replacement with probabilities theta_i, fewer if fewer have a non-zero
-        weight; none if all are blocked. ``among`` restricts the draw to those peers (e.g. the
-        in-neighbours a round's neighbour sampling lets this site hear), with theta_i
-        renormalised over them; None draws from every peer. ``rng`` is the caller's seeded
-        numpy Generator.
-        """
+        """The peers to aggregate this round, sorted (Algorithm 1, WeightedSample). Every peer before the first
+        observation; then ``sample_size`` drawn without replacement with probabilities theta_i (fewer if fewer have a
+        non-zero weight). ``among`` restricts the draw to those peers, theta_i renormalised over them. ``rng``: the
+        caller's seeded numpy Generator."""
         if not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
         pool = self.peers if among is None else tuple(p for p in self.peers if p in set(among))
@@ -156,14 +127,10 @@ class DeftaTrust:
         return loss > self.damage_ratio * self.last_loss
 
     def observe(self, loss: float, used_weights: Mapping[str, float]) -> TrustDecision:
-        """One round of DTS (Algorithm 3) after local training; updates the scores and returns what to do.
-
-        ``loss``: the training loss of the model just trained (lower is better; NaN/Inf allowed,
-        they mean damage). ``used_weights``: p_ij of each peer whose model was aggregated into it
-        this round (as returned by ``defta_aggregate``; the own site left out); {} if none.
-        c_i^{t+1} = c_i^t - m_i^t o p_i * loss_trust, loss_trust = loss^t - loss_last, or +inf if
-        the model is damaged (the backup is then restored and loss_last is left as it was).
-        """
+        """One round of DTS (Algorithm 3) after local training; updates the scores and returns what to do. ``loss``: of
+        the model just trained (NaN/Inf allowed: damage); ``used_weights``: p_ij of each peer aggregated into it (from
+        ``defta_aggregate``, own site left out). c_i^{t+1} = c_i^t - m_i^t o p_i * loss_trust,
+        loss_trust = loss^t - loss_last, or +inf when damaged (loss_last then unchanged)."""
         if isinstance(loss, bool) or not isinstance(loss, (int, float)):
             raise ValueError(f"loss must be a number, got {loss!r}")
         unknown = sorted(set(used_weights) - set(self.peers))

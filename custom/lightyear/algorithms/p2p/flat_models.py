@@ -1,12 +1,9 @@
 """Aggregates around an own model as flat vectors, built from the peers' models as they are (pure).
 
-The validated aggregation (:mod:`~lightyear.algorithms.p2p.validated_update`) tests several candidates
-theta + weight * sum_j (theta_j - theta) a round. :class:`FlatModels` holds the own model once as one
-flat vector of its floating entries, in the own model's float type, and builds each candidate in one
-new vector, taking each peer's difference entry by entry into it or into one scratch vector it reuses. So the
-memory a round's aggregation needs beyond the received models is a few model sizes, whatever the
-number of peers (no flat copy of any received model is kept); integer entries (BatchNorm's counters)
-keep the own value.
+:class:`FlatModels` holds the own model's floating entries once as a flat vector in its float type and builds each
+candidate theta + weight * sum_j (theta_j - theta) of the validated aggregation in one new vector, each peer's
+difference taken entry by entry (into it or one reused scratch vector): a few model sizes of memory whatever the
+number of peers. Integer entries keep the own value.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ class FlatModels:
         return np.concatenate([np.asarray(model[k], dtype=self.dtype).ravel() for k in self.keys])
 
     def norms(self, vector: np.ndarray) -> np.ndarray:
-        """The L2 norm of every entry's segment of ``vector`` (one BLAS dot product each; an entry whose
-        squares overflow has an infinite norm)."""
+        """The L2 norm of every entry's segment of ``vector`` (an entry whose squares overflow: infinite)."""
         with np.errstate(over="ignore"):
             squares = [float(np.dot(vector[a : a + n], vector[a : a + n])) for a, n in zip(self.starts, self.sizes)]
         return np.sqrt(np.asarray(squares, dtype=np.float64))
@@ -60,9 +56,8 @@ class FlatModels:
         return out
 
     def aggregate(self, peers: Sequence[str], weight: float) -> np.ndarray:
-        """theta + weight * sum_j (theta_j - theta) over ``peers`` (differences summed in the order given),
-        as a new flat vector: the first difference is taken into it, every further one through a
-        scratch vector reused from call to call."""
+        """theta + weight * sum_j (theta_j - theta) over ``peers``, differences summed in the order given, as a new
+        vector."""
         total = np.empty_like(self.base) if peers else np.zeros_like(self.base)
         for n, peer in enumerate(peers):
             if n == 0:
@@ -78,10 +73,8 @@ class FlatModels:
         return total
 
     def summed_with_growths(self, peers: Sequence[str], at: float) -> tuple[np.ndarray, dict[str, float]]:
-        """(sum_j (theta_j - theta) over ``peers`` in the order given, as a new flat vector; peer ->
-        :meth:`growth` of theta + at * (theta_j - theta)), taking each difference once: the sum is, to the
-        bit, the one :meth:`aggregate` scales, and each point is built in the scratch vector once its
-        difference is in the sum."""
+        """(sum_j (theta_j - theta) over ``peers``, peer -> :meth:`growth` of theta + at * (theta_j - theta)), each
+        difference taken once; the sum is, to the bit, the one :meth:`aggregate` scales."""
         total = np.empty_like(self.base) if peers else np.zeros_like(self.base)
         growths = {}
         for n, peer in enumerate(peers):
@@ -96,9 +89,8 @@ class FlatModels:
         return total, growths
 
     def growth(self, vector: np.ndarray) -> float:
-        """The largest ||vector[k]|| / ||own[k]|| - 1 over the entries that are not all zero in the own
-        model (an entry the own model never moved from zero has no scale to compare with); 0 when no
-        entry grew."""
+        """The largest ||vector[k]|| / ||own[k]|| - 1 over the entries not all zero in the own model (0: none
+        grew)."""
         mine = self.own_norms > 0.0
         if not mine.any():
             return 0.0

@@ -1,13 +1,9 @@
 """What a LIGHTYEAR site adopts in a round, as one pure function (no FLARE).
 
-:func:`decide` is the whole of a site's decision: it scores every received model against the own
-freshly trained model on the own validation set (agreement score, Eqs. 12-16 of "Don't Reach for the
-Stars"), selects those with A_ij >= tau (Eq. 17, with the cold-start guard of
-:func:`~lightyear.algorithms.p2p.agreement.select_peers`), and moves towards their mean with step
-gamma^t (Eq. 18): as published (``paper``), or through the validated aggregation (``validated``,
-:mod:`~lightyear.algorithms.p2p.validated_update`), which adopts only what passes the site's own
-paired tests. The site's component and an adaptive attacker's prediction of a receiver both call it;
-everything it measures goes through the one ``assess`` callable it is given.
+:func:`decide` scores every received model against the own one (agreement score, Eqs. 12-16 of "Don't Reach for the
+Stars"), selects A_ij >= tau (Eq. 17) and steps gamma^t towards their mean (Eq. 18): as published (``paper``) or
+validated (:mod:`~lightyear.algorithms.p2p.validated_update`). The site and an adaptive attacker's prediction both
+call it; all measuring goes through the ``assess`` callable.
 """
 
 from __future__ import annotations
@@ -28,9 +24,8 @@ AGGREGATIONS = (VALIDATED, PAPER)
 
 @dataclass(frozen=True)
 class Rule:
-    """LIGHTYEAR's settings, checked: ``tau`` (Eq. 17), ``gamma`` (Eq. 18), the agreement score's
-    ``third_term`` (``confidence``, Eq. 15, or ``sharpness``), the cold-start ``skill_floor``, the
-    ``aggregation`` (``validated`` or ``paper``) and the validated aggregation's ``bounds``."""
+    """LIGHTYEAR's settings, checked: ``tau`` (Eq. 17), ``gamma`` (Eq. 18), ``third_term`` (Eq. 15 or
+    ``sharpness``), ``skill_floor``, ``aggregation`` and the validated aggregation's ``bounds``."""
 
     tau: float = 0.75
     gamma: float = 0.95
@@ -54,12 +49,9 @@ class Rule:
 
 @dataclass
 class Decision:
-    """A site's round: the adopted ``weights``; the own model's and every scored peer's assessment and
-    agreement score; peers refused while scoring (peer -> reason); the selection; whether the site was
-    warming up; the peers whose difference the adopted model holds and those left out (peer -> reason);
-    the validation passes spent beyond scoring; the adopted model's assessment; what the site carries
-    to the next round (:class:`~lightyear.algorithms.p2p.validation_bounds.Held`; None for the paper
-    rule); seconds spent scoring."""
+    """A site's round: the adopted ``weights``, assessments, agreement scores, skills, peers refused while scoring
+    (peer -> reason), the selection, whether warming up, the adopted and excluded peers, extra validation passes,
+    :class:`~lightyear.algorithms.p2p.validation_bounds.Held` (None for the paper rule) and seconds spent scoring."""
 
     weights: dict
     own: Assessment
@@ -87,12 +79,9 @@ def decide(
     held: Held | None = None,
     known: dict | None = None,
 ) -> Decision:
-    """A LIGHTYEAR site's decision in round ``t`` (module docstring).
-
-    ``assess(weights)``: one forward pass over the own validation set; ``held``: what the site carries
-    from its earlier rounds (the model it started this round from and its anchor; None: nothing yet);
-    ``known``: id(model) -> its assessment, for ``own`` and received models the caller keeps alive and
-    has assessed already (read, never written: an id is only stable while its object lives)."""
+    """A LIGHTYEAR site's decision in round ``t`` (module docstring). ``assess(weights)``: one forward pass over the
+    own validation set; ``held``: what the site carries from earlier rounds (None: nothing yet); ``known``: id(model)
+    -> assessment for models the caller keeps alive (read only: an id is only stable while its object lives)."""
     start = time.perf_counter()
     known = known or {}
 
@@ -127,16 +116,7 @@ def decide(
         return decision
     order = sorted(chosen, key=lambda p: (-decision.scores[p].score, p))
     update = validated_update(
-        own,
-        own_assessment,
-        chosen,
-        decision.assessed,
-        order,
-        rule.gamma,
-        t,
-        assess,
-        rule.bounds,
-        held,
+        own, own_assessment, chosen, decision.assessed, order, rule.gamma, t, assess, rule.bounds, held
     )
     decision.weights, decision.adopted = update.weights, update.adopted
     decision.excluded = update.excluded

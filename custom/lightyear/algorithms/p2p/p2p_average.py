@@ -11,12 +11,8 @@ from lightyear.algorithms.model_check import check_models
 
 
 def p2p_average(own: Weights, received: Sequence[Weights]) -> dict[str, np.ndarray]:
-    """theta_i <- (theta_i + sum_{j in R_i} theta_j) / (|R_i| + 1), R_i the models received.
-
-    The uniform mean over the own model and every received one: FedAvg (McMahan et al. 2017)
-    with equal weights, run by each site on its neighbourhood instead of by a server. Integer
-    entries keep the own value; floating entries keep their dtype. With nothing received the own
-    model is returned (as a copy). Raises a ValueError if any model is malformed or not finite.
-    """
+    """theta_i <- (theta_i + sum_{j in R_i} theta_j) / (|R_i| + 1) over the models received (FedAvg, McMahan et al.
+    2017, with equal weights on the neighbourhood). Integer entries keep the own value; a ValueError if any model is
+    malformed or not finite."""
     check_models(own, {f"received[{n}]": m for n, m in enumerate(received)})
     return weighted_average([own, *received])

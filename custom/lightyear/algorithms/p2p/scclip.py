@@ -1,29 +1,15 @@
 """Self-centred clipping of the neighbours' models, with optional removal first (pure NumPy, no FLARE).
 
-Two papers, one function:
+- SCCLIP: He, Karimireddy, Jaggi, "Byzantine-Robust Decentralized Learning via ClippedGossip", arXiv 2202.01545:
+  x_i <- x_i + sum_j W_ij CLIP(x_j - x_i, tau_i), CLIP(z, tau) = z * min(1, tau / ||z||), with W_ij = 1 / |N_i|
+  over the neighbours whose models arrived and each difference clipped as one vector over all floating entries.
+- Remove-then-clip (``remove > 0``): Yang and Ghaderi, "Byzantine-Robust Decentralized Learning via Remove-then-Clip
+  Aggregation", AAAI 2024: the ``remove`` farthest neighbours are dropped first (their weight budget, with uniform
+  weights a number of neighbours).
 
-- Self-centred clipping (SCCLIP): He, Karimireddy, Jaggi, "Byzantine-Robust Decentralized
-  Learning via ClippedGossip", arXiv 2202.01545. The gossip step
-  x_i <- x_i + sum_j W_ij CLIP(x_j - x_i, tau_i), CLIP(z, tau) = z * min(1, tau / ||z||),
-  is used here with uniform weights W_ij = 1 / |N_i| over the neighbours whose models arrived.
-  Each difference is clipped as one vector over all floating entries of the model, so a far
-  neighbour can pull the own model by at most tau / |N_i|.
-- Remove-then-clip (``remove > 0``): Yang and Ghaderi, "Byzantine-Robust Decentralized Learning via
-  Remove-then-Clip Aggregation", AAAI 2024, which the LIGHTYEAR paper cites for SCCLIP. The
-  farthest neighbours (by ||x_j - x_i||) are dropped first, then the rest are clipped as above and
-  the mean runs over the kept ones. Their budget is a total weight to remove; with uniform
-  weights that is a number of neighbours, the ``remove`` argument.
-
-Radius: ``radius=None`` (default) takes tau as the second-largest distance ||x_j - x_i|| among the
-neighbours that take part (those not removed), the LIGHTYEAR authors' choice: only the farthest
-one is pulled in, to the runner-up's distance. With a single neighbour there is no runner-up and
-tau = 0: that neighbour moves nothing and the site keeps its own model (a lone neighbour cannot be
-told apart from a faulty one). Pass a fixed ``radius`` to let a lone neighbour in. A fixed
-``radius`` >= 0 is used as given. The authors' code clipped the parameters x_j themselves, not the
-differences x_j - x_i; that is not what either paper does and is not reproduced.
-
-Models that are malformed or hold NaN or Inf raise a ValueError: they are rejected, never zeroed.
-Integer entries keep the own value.
+``radius=None`` takes tau as the second-largest distance among the neighbours kept (the LIGHTYEAR authors'
+choice: only the farthest is pulled in; a lone neighbour gets tau = 0 and moves nothing). Unlike the authors' code,
+the differences x_j - x_i are clipped, not the parameters, as both papers do. Integer entries keep the own value.
 """
 
 from __future__ import annotations
@@ -41,12 +27,9 @@ from lightyear.checks import int_in, non_negative
 
 @dataclass(frozen=True)
 class ClipRecord:
-    """What self-centred clipping did with one neighbour's model.
-
-    distance: ||theta_j - theta_i|| over all floating entries. removed: dropped before clipping
-    (remove-then-clip). clipped: its difference was shortened to the radius. scale: the factor
-    min(1, tau / distance) applied to its difference (0.0 when removed).
-    """
+    """What self-centred clipping did with one neighbour's model: its ``distance`` ||theta_j - theta_i||, whether
+    ``removed`` first or ``clipped`` to the radius, and the ``scale`` min(1, tau / distance) of its difference (0.0
+    when removed)."""
 
     distance: float
     removed: bool
@@ -63,10 +46,7 @@ class ScclipResult(NamedTuple):
 
 
 def clip(z: np.ndarray, tau: float) -> np.ndarray:
-    """CLIP(z, tau) = z * min(1, tau / ||z||), z one vector (ClippedGossip, arXiv 2202.01545).
-
-    A zero vector is returned unchanged.
-    """
+    """CLIP(z, tau) = z * min(1, tau / ||z||), z one vector (ClippedGossip, arXiv 2202.01545); a zero z unchanged."""
     norm = float(np.linalg.norm(z))
     if norm <= tau or norm == 0.0:
         return z
@@ -87,8 +67,8 @@ def farthest(distances: Mapping[str, float], remove: int) -> list[str]:
 
 
 def check_scclip_settings(radius, remove) -> None:
-    """Raise a ValueError naming the setting unless ``radius`` is None or a finite number >= 0
-    and ``remove`` an integer >= 0."""
+    """Raise a ValueError naming the setting unless ``radius`` is None or a finite number >= 0 and ``remove`` an
+    integer >= 0."""
     if radius is not None:
         non_negative("radius", radius, note="or None: adaptive, the second-largest distance")
     int_in("remove", remove, 0, note="how many farthest neighbours to drop")
@@ -97,17 +77,10 @@ def check_scclip_settings(radius, remove) -> None:
 def scclip_update(
     own: Weights, received: Mapping[str, Weights], radius: float | None = None, remove: int = 0
 ) -> ScclipResult:
-    """theta_i <- theta_i + (1 / |K|) sum_{j in K} CLIP(theta_j - theta_i, tau).
-
-    K is every received neighbour, minus the ``remove`` farthest when ``remove > 0``
-    (remove-then-clip, Yang and Ghaderi, AAAI 2024); CLIP and the update follow ClippedGossip
-    (arXiv 2202.01545) with W_ij = 1 / |K|. tau is ``radius`` if given, else the second-largest
-    distance within K (0 when K has one member). If K is empty (nothing received, or everything
-    removed) the own model is returned unchanged (a copy).
-
-    Returns ``ScclipResult(model, radius, records)``. Raises a ValueError for a bad setting or a
-    malformed or non-finite model.
-    """
+    """theta_i <- theta_i + (1 / |K|) sum_{j in K} CLIP(theta_j - theta_i, tau) (ClippedGossip, W_ij = 1 / |K|). K: the
+    received neighbours less the ``remove`` farthest (remove-then-clip, Yang and Ghaderi, AAAI 2024); tau: ``radius``,
+    else the second-largest distance within K (0 for one). An empty K keeps a copy of the own model. Raises a
+    ValueError for a bad setting or a malformed or non-finite model."""
     check_scclip_settings(radius, remove)
     check_models(own, received)
     keys = float_keys(own)

@@ -1,60 +1,36 @@
 """LIGHTYEAR's validated aggregation: adopt only what the site has validated itself (pure, no FLARE).
 
-The agreement score (Eqs. 12-17 of "Don't Reach for the Stars") judges what a peer's model
-*predicts*; Eq. 18 averages its *parameters*. Many parameter vectors compute the same function
-(positive rescaling and permutation of hidden units, ``lightyear.algorithms.attacks.reparametrise``),
-and the average of two of them can be a much worse function than either. So the site tests what it
-actually adopts, with one paired test (:mod:`~lightyear.algorithms.p2p.validation_bounds`): a
-candidate is refused when, sample by sample on the own validation set, it is *significantly* worse
-than the reference at the level ``confidence``.
+The agreement score (Eqs. 12-17 of "Don't Reach for the Stars") judges what a peer's model predicts, Eq. 18
+averages its parameters, and the average of two models computing one function can be much worse
+(``lightyear.algorithms.attacks.reparametrise``). So the site tests what it adopts with one paired test
+(:mod:`~lightyear.algorithms.p2p.validation_bounds`): refused if significantly worse at the level ``confidence``.
 
-**Guarantee**, in what the site itself measures. Every model the site adopts in a round
+**Guarantee**, in what the site measures. Every model it adopts in a round
 
-1. gives finite outputs, and its per-sample validation cross-entropy and error are not
-   significantly above those of the model the site started the round from (the model it adopted in
-   the round before; in its first round, the model it held before it first trained, which the site
-   measures then): a round never leaves the site measurably worse than it began. Against the freshly
-   trained model instead, ordinary averaging with honest peers of other distributions fails (a model
-   just fitted to the own data is hard to beat on it), and the site would turn most of them away;
-2. either has a mean validation loss no higher than the site's freshly trained model's, or is not
-   significantly more than ``drift_budget`` above the per-sample losses of the lowest-loss model the
-   site has held (its anchor): peers cannot move the site further from its best than the budget,
-   summed over rounds, unless its own training took it there;
+1. gives finite outputs, and per-sample validation cross-entropy and error not significantly above the model the
+   round started from (the one adopted the round before; in the first round, the model held before training), so a
+   round never leaves the site measurably worse than it began (against the freshly trained model, averaging with
+   honest peers of other distributions would fail: a model just fitted to the own data is hard to beat on it);
+2. has a mean validation loss no higher than the freshly trained model's, or is not significantly more than
+   ``drift_budget`` above the lowest-loss model the site has held (its anchor): peers cannot move the site further
+   from its best than the budget, summed over rounds, unless its own training took it there;
 3. has no floating entry whose L2 norm exceeds ``1 + max_norm_growth`` times the own model's;
-4. holds no received model with a weight above ``max_peer_share``: a peer's difference enters with
-   the weight ``gamma^t * min(1/|S|, max_peer_share)``, so no received model is adopted as it is
-   (the own model keeps ``1 - gamma^t * min(1, |S| max_peer_share)``: none in a first round with two
-   or more peers, as in Eq. 18);
+4. gives no received model a weight above ``max_peer_share``: a peer's difference enters with
+   ``gamma^t * min(1/|S|, max_peer_share)``;
 5. holds a selected peer's difference only if that model does not compute the own model's function
-   on the validation set (:func:`~lightyear.algorithms.p2p.agreement.same_function`: it adds nothing,
-   and counted in ``|S|`` it would shrink every other peer's step), and the model halfway between
-   the two has no entry above the norm bound of 3. (a copy whose units were rescaled is far larger
-   halfway; an honest peer is not). Such peers are left out before averaging, not counted in ``|S|``,
-   at no forward pass.
+   (:func:`~lightyear.algorithms.p2p.agreement.same_function`) and the model halfway to it meets the norm bound of
+   3.; such peers are left out before averaging, not counted in ``|S|``, at no forward pass.
 
-When no candidate passes, the site keeps its own freshly trained model. Points 2-5 hold for it by
-definition; point 1 does not: it bounds what peers bring, not what the site's own training did, and a
-freshly trained model can be worse than the round's start. With every peer passing, the adopted
-model is exactly Eq. 18 (for ``|S| >= 1 / max_peer_share``).
+When no candidate passes the site keeps its freshly trained model: points 2-5 hold, point 1 need not (it bounds
+what peers bring, not what the site's own training did). With every peer passing, the result is exactly Eq. 18
+(for ``|S| >= 1 / max_peer_share``).
 
-Procedure, with ``S`` the peers handed to it less those point 5 leaves out: the Eq. 18 aggregate of
-``S`` is tested and, if it passes, adopted (the common case: one pass). Otherwise each peer's
-contribution is tested alone (the own model plus its difference, with the weight it has in the
-aggregate of ``S``); the Eq. 18 aggregate of the peers that passed alone (weights
-``gamma^t * min(1/|K|, max_peer_share)``) is tested and adopted if it passes, so that a benign
-minority among attackers gets its full step; when every peer passed alone, the aggregate of all with
-half the step is tested instead; else the contribution alone with the lowest validation loss is
-adopted. Every other peer is left out after averaging, with the measured reason.
-
-Cost, in forward passes over the own validation set: one when the aggregate of ``S`` passes, at most
-``|S| + 2`` when it does not (a candidate refused on its norms costs none). The own and the received
-models' per-sample losses come from the scoring pass the agreement score makes anyway. Memory, beyond
-the received models: a few model sizes whatever ``|S|`` (:class:`~lightyear.algorithms.p2p.flat_models.FlatModels`
-keeps no copy of a received model; only the candidate under test and one that passed are held).
-
-Not bounded: harm the validation set does not show (a small set measures coarsely, which is why each
-round's tolerance is what it can support and the anchor bounds the sum), and what later local
-training does with an adopted model.
+Procedure: the Eq. 18 aggregate of ``S`` is tested and adopted if it passes (one pass). Otherwise each peer's
+contribution is tested alone; the aggregate of those that passed (weights ``gamma^t * min(1/|K|, max_peer_share)``)
+is tested, or, when all passed alone, the aggregate of all with half the step; failing that, the contribution with
+the lowest validation loss is adopted alone. At most ``|S| + 2`` forward passes; memory a few model sizes
+(:class:`~lightyear.algorithms.p2p.flat_models.FlatModels`). Not bounded: harm the validation set does not show,
+and what later training does with an adopted model.
 """
 
 from __future__ import annotations
@@ -79,8 +55,8 @@ OWN_FUNCTION = "computes the own model's function on the own validation set (lef
 
 @dataclass(frozen=True)
 class Candidate:
-    """One tested aggregate: the peers in it, their weight each, the largest growth of an entry's norm,
-    its assessment (None: refused on its norms, no pass spent) and why it failed (``""``: it passed)."""
+    """One tested aggregate: its peers, their weight each, the largest growth of an entry's norm, its assessment (None:
+    refused on its norms, no pass spent) and why it failed (``""``: it passed)."""
 
     peers: tuple
     weight: float
@@ -95,9 +71,8 @@ class Candidate:
 
 @dataclass
 class ValidatedUpdate:
-    """What :func:`validated_update` adopted and why: the new weights, the peers whose difference is in
-    them, the peers left out before or after averaging (peer -> reason), every candidate tested in order,
-    the own and adopted models' assessments, and the forward passes spent."""
+    """What :func:`validated_update` adopted and why: the new weights, the peers in them, those left out (peer ->
+    reason), every candidate tested in order, the own and adopted assessments, and the forward passes spent."""
 
     weights: dict
     own: Assessment
@@ -120,11 +95,9 @@ def validated_update(
     bounds: Bounds = DEFAULT_BOUNDS,
     held: Held | None = None,
 ) -> ValidatedUpdate:
-    """The validated Eq. 18 (module docstring): the aggregate of ``selected`` the site validated.
-
-    ``assessed``: every selected peer's :class:`Assessment` on the own validation set; ``order``: the
-    selected peers, each once, in the order that breaks ties; ``assess(weights)`` evaluates a candidate;
-    ``held``: the model the site started the round from and its anchor (None: neither known yet)."""
+    """The validated Eq. 18 (module docstring): the aggregate of ``selected`` the site validated. ``assessed``: every
+    selected peer's :class:`Assessment`; ``order``: the selected peers, each once, in tie-breaking order;
+    ``assess(weights)`` evaluates a candidate; ``held``: the round's start and anchor (None: neither known)."""
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
         raise ValueError(f"round index t must be an integer >= 0, got {t!r}")
     if len(set(order)) != len(order) or sorted(order) != sorted(selected) or not set(order) <= set(assessed):
@@ -156,9 +129,8 @@ def validated_update(
     def test(
         peers: Sequence[str], weight: float, vector: np.ndarray | None = None
     ) -> tuple[np.ndarray | None, Candidate]:
-        """(the candidate's flat vector if it passed, else None; the candidate), ``vector`` the candidate if
-        already built: a vector that failed is dropped at once, so at most the one being tested and one
-        that passed are held."""
+        """(the candidate's vector if it passed, else None; the candidate): a vector that failed is dropped at once,
+        so at most the one under test and one that passed are held."""
         vector = flat.aggregate(peers, weight) if vector is None else vector
         growth = flat.growth(vector)
         if growth > bounds.max_norm_growth:
@@ -204,8 +176,7 @@ def validated_update(
 
 
 def peer_weight(gamma: float, t: int, n_peers: int, max_peer_share: float) -> float:
-    """gamma^t * min(1/n, max_peer_share): one peer's weight in an aggregate over ``n_peers`` peers
-    (Eq. 18's gamma^t / |S|, capped)."""
+    """gamma^t * min(1/n, max_peer_share): one peer's weight among ``n_peers`` (Eq. 18's gamma^t / |S|, capped)."""
     return gamma**t * min(1.0 / n_peers, max_peer_share)
 
 

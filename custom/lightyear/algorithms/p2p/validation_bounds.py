@@ -1,21 +1,10 @@
 """What LIGHTYEAR's validated aggregation measures of a model, and the one test it applies (pure, no FLARE).
 
-A site's validation set is small (19-50 images on digits): a change of a fraction of one image's
-accuracy, or a few per cent of the loss, is noise there. So nothing is judged on a fixed tolerance.
-Every comparison is **paired**, sample by sample on the own validation set, and asks one question:
-is the candidate *significantly* worse than the reference, at the one-sided level ``confidence``?
-With the per-sample differences d_i (candidate minus reference) of n samples, mean d and sample
-standard deviation s, the test fails when
-
-    d - z s / sqrt(n) > margin,    z = Phi^-1(confidence)
-
-(a one-sided paired z-test on the mean difference; the margin is 0 except against the anchor). Its
-tolerance z s / sqrt(n) is what the data supports: it shrinks as the validation set grows or as
-the two models agree more, and an honest mixture that does no measurable harm passes.
-
-:class:`Assessment` holds what one forward pass over the validation set gives: the agreement
-summary (Eqs. 12-16), the per-sample cross-entropy and error (1 - correct, or 1 - Dice per image),
-and the metrics the records keep. :class:`Bounds` holds the four settings and the defaults.
+A site's validation set is small, so nothing is judged on a fixed tolerance: every comparison is paired, sample by
+sample, and asks whether the candidate is significantly worse than the reference at the one-sided level
+``confidence``. With per-sample differences d_i (candidate minus reference), mean d and sample std s over n, it
+fails when d - z s / sqrt(n) > margin, z = Phi^-1(confidence) (a one-sided paired z-test; the margin is 0 except
+against the anchor), a tolerance that shrinks as the set grows or the models agree.
 """
 
 from __future__ import annotations
@@ -38,10 +27,9 @@ DEFAULT_MAX_PEER_SHARE = 0.5
 
 @dataclass(frozen=True)
 class Assessment:
-    """One model on the own validation set, from one forward pass: its agreement ``summary``, per-sample
-    ``losses`` (cross-entropy, :func:`~lightyear.algorithms.metrics.sample_losses`) and ``errors``
-    (:func:`~lightyear.algorithms.metrics.sample_errors`), and ``metrics`` (accuracy or Dice, ECE,
-    confidence, loss: what ``evaluate("val")`` gives)."""
+    """One model on the own validation set, from one forward pass: its agreement ``summary``, per-sample ``losses``
+    (:func:`~lightyear.algorithms.metrics.sample_losses`) and ``errors``
+    (:func:`~lightyear.algorithms.metrics.sample_errors`), and the ``metrics`` ``evaluate("val")`` gives."""
 
     summary: PredictionSummary
     losses: np.ndarray
@@ -66,8 +54,8 @@ class Assessment:
 def assess_predictions(
     probs: np.ndarray, labels: np.ndarray, loss: float, ece_bins: int = 15, normalize_entropy: bool = True
 ) -> Assessment:
-    """The :class:`Assessment` of softmax outputs ``probs`` against ``labels``; ``loss`` the mean loss the
-    trainer measured. Non-finite outputs give NaN per-sample losses and errors."""
+    """The :class:`Assessment` of softmax outputs ``probs``; ``loss`` the trainer's mean loss. Non-finite outputs give
+    NaN per-sample losses and errors."""
     summary = summarize_predictions(probs, labels, ece_bins, normalize_entropy)
     found = metrics.metrics_from_predictions(probs, labels, loss, ece_bins)
     if not summary.finite:
@@ -77,10 +65,8 @@ def assess_predictions(
 
 
 def excess(candidate: np.ndarray, reference: np.ndarray, z: float) -> float:
-    """The lower confidence bound of the mean of ``candidate - reference`` (paired, per sample):
-    mean - z * std / sqrt(n), the sample standard deviation with n - 1 (0 for one sample). Positive
-    means the candidate is significantly larger at the level z stands for; NaN when a value is not
-    finite; -inf for no sample."""
+    """mean - z * std / sqrt(n) of the paired ``candidate - reference`` (std with n - 1; 0 for one sample): positive
+    when the candidate is significantly larger; NaN for a non-finite value; -inf for no sample."""
     diff = np.asarray(candidate, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
     if diff.shape != np.shape(reference) or diff.ndim != 1:
         raise ValueError(
@@ -96,15 +82,11 @@ def excess(candidate: np.ndarray, reference: np.ndarray, z: float) -> float:
 
 @dataclass(frozen=True)
 class Bounds:
-    """The settings of the validated aggregation (the guarantee is stated in
-    :mod:`~lightyear.algorithms.p2p.validated_update`), checked.
-
-    ``confidence``: the one-sided level of every paired test, in [0.5, 1) (0.95: a candidate is refused
-    only when it is worse than the reference with 95 % confidence); ``max_norm_growth``: how much larger
-    than the own model's an entry's L2 norm may be, in an adopted model and halfway to a peer;
-    ``drift_budget``: how far, in nats of mean validation cross-entropy, peers may move the site above
-    the lowest validation loss it has held (its anchor); ``max_peer_share``: the largest weight of one
-    received model in an aggregate."""
+    """The settings of the validated aggregation (its guarantee: :mod:`~lightyear.algorithms.p2p.validated_update`).
+    ``confidence``: the one-sided level of every paired test, in [0.5, 1); ``max_norm_growth``: how much larger than
+    the own model's an entry's L2 norm may be, in an adopted model and halfway to a peer; ``drift_budget``: how far, in
+    nats of mean validation cross-entropy, peers may move the site above its anchor; ``max_peer_share``: the largest
+    weight of one received model in an aggregate."""
 
     confidence: float = DEFAULT_CONFIDENCE
     max_norm_growth: float = DEFAULT_MAX_NORM_GROWTH
@@ -127,13 +109,9 @@ class Bounds:
         return NormalDist().inv_cdf(self.confidence)
 
     def fault(self, candidate: Assessment, own: Assessment, held: Held | None = None) -> str:
-        """Why ``candidate`` may not be adopted, ``""`` when it may: ``"not finite"``; ``"loss"`` or
-        ``"error"`` when its per-sample cross-entropy or error is significantly above the model the site
-        started the round from (``held.start``; the own model of the round when none is known, the
-        stricter reference);
-        ``"drift"`` when its mean loss is above the own freshly trained model's and its per-sample loss
-        significantly more than ``drift_budget`` above the anchor's (``held.anchor``: the lowest-loss model
-        the site held in the rounds before)."""
+        """Why ``candidate`` may not be adopted, ``""`` if it may: ``"not finite"``; ``"loss"`` / ``"error"`` when
+        significantly above the round's start (``held.start``, else the own model: stricter); ``"drift"`` when its mean
+        loss is above the own model's and its losses significantly more than ``drift_budget`` above ``held.anchor``."""
         if not candidate.finite:
             return "not finite"
         z = self.z
@@ -170,8 +148,8 @@ class Held:
     anchor: Measured | None = None
 
     def after(self, own: Assessment, adopted: Assessment) -> Held:
-        """The next round's: it starts from ``adopted``; the anchor is the lowest mean loss among the
-        anchor, the own model of the round and the adopted one (finite ones only)."""
+        """The next round's: it starts from ``adopted``; the anchor is the lowest mean loss among the anchor and the
+        round's own and adopted models (finite ones only)."""
         finite = [Measured.of(a) for a in (own, adopted) if a.finite]
         return Held(Measured.of(adopted) if adopted.finite else self.start, lowest(self.anchor, *finite))
 

@@ -1,34 +1,16 @@
-"""Adaptive Federated Averaging, AFA (Munoz-Gonzalez, Co, Lupu, "Byzantine-Robust Federated
-Machine Learning through Adaptive Model Averaging", arXiv:1909.05125, 2019), pure NumPy/SciPy.
+"""Adaptive Federated Averaging, AFA (Munoz-Gonzalez, Co, Lupu, "Byzantine-Robust Federated Machine Learning
+through Adaptive Model Averaging", arXiv:1909.05125, 2019), pure NumPy/SciPy.
 
-One round (the paper's Algorithm 1, robust aggregation), over the sites not yet blocked:
-
-1. aggregate the updates with weights n_k * p_k, where n_k is the site's sample count and
-   p_k = alpha_k / (alpha_k + beta_k) the expected value of its Beta(alpha_k, beta_k)
-   reputation;
-2. s_k = cosine similarity of each update to that aggregate;
-3. if mean(s) < median(s), the bad updates sit on the low side: remove those with
-   s_k < median(s) - xi * std(s); otherwise remove those with s_k > median(s) + xi * std(s);
-4. repeat from 1 on the remaining sites with xi <- xi + delta_xi until a pass removes nobody.
-
-Then every site seen this round updates its Beta counts (good: alpha + 1, bad: beta + 1), and a
-site is **blocked for good** once P(p_k < 0.5) = BetaCDF(0.5; alpha_k, beta_k) exceeds the
-blocking threshold (the paper's Bayesian client model; a blocked site's updates are ignored
-in every later round). Defaults are the authors': xi0 = 2, delta_xi = 0.25, prior
-alpha0 = beta0 = 3, threshold 0.95.
-
-Differences from the LIGHTYEAR authors' code: the score here is the
-expected reputation alpha / (alpha + beta), not alpha / beta; and the reputation lives in an
-:class:`AfaReputation` the server keeps (and saves with :meth:`AfaReputation.to_dict`) across
-rounds instead of being rebuilt, and lost, every round.
-
-std is the population standard deviation (NumPy's default); the Beta counts are updated
-after the round's aggregate, which uses the reputations the round started with.
+One round (the paper's Algorithm 1) over the sites not yet blocked: (1) aggregate with weights n_k * p_k,
+p_k = alpha_k / (alpha_k + beta_k) the expected Beta reputation; (2) s_k = cosine of each update with the aggregate;
+(3) if mean(s) < median(s) remove s_k < median(s) - xi * std(s), else s_k > median(s) + xi * std(s) (population
+std); (4) repeat with xi += delta_xi until nobody is removed. Then every site seen updates its Beta counts, and a site
+with P(p_k < 0.5) above the threshold is blocked for good. Defaults are the authors'. Unlike the LIGHTYEAR authors'
+code, the score is alpha / (alpha + beta), not alpha / beta, and the reputation persists in an :class:`AfaReputation`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -37,6 +19,7 @@ from scipy.special import betainc
 
 from lightyear.algorithms.aggregation import normalised
 from lightyear.algorithms.vectors import check_finite, cosine_similarity, stack
+from lightyear.checks import number_in, positive_number
 
 PRIOR = 3.0
 XI0 = 2.0
@@ -44,46 +27,29 @@ DELTA_XI = 0.25
 BLOCK_THRESHOLD = 0.95
 
 
-def _number(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
 def check_prior(name: str, value: float) -> float:
     """A Beta prior count must be a finite number > 0 (the authors use 3)."""
-    if not _number(value) or value <= 0:
-        raise ValueError(f"{name} (Beta prior count) must be a finite number > 0, got {value!r}; the authors use 3")
-    return float(value)
+    return positive_number(f"{name} (Beta prior count)", value, note="the authors use 3")
 
 
 def check_xi(xi0: float, delta_xi: float) -> tuple[float, float]:
     """xi0 must be a finite number > 0 (authors: 2) and delta_xi a finite number > 0 (authors: 0.25)."""
-    if not _number(xi0) or xi0 <= 0:
-        raise ValueError(
-            f"xi0 (initial threshold in standard deviations) must be a finite number > 0, got {xi0!r}; "
-            "the authors use 2"
-        )
-    if not _number(delta_xi) or delta_xi <= 0:
-        raise ValueError(
-            f"delta_xi (threshold increment per pass) must be a finite number > 0, got {delta_xi!r}; "
-            "the authors use 0.25"
-        )
-    return float(xi0), float(delta_xi)
+    return (
+        positive_number("xi0 (initial threshold in standard deviations)", xi0, note="the authors use 2"),
+        positive_number("delta_xi (threshold increment per pass)", delta_xi, note="the authors use 0.25"),
+    )
 
 
 def check_block_threshold(value: float) -> float:
     """The blocking threshold is a probability in (0.5, 1) (authors: 0.95)."""
-    if not _number(value) or not 0.5 < value < 1.0:
-        raise ValueError(f"block_threshold must be a probability in (0.5, 1), got {value!r}; the authors use 0.95")
-    return float(value)
+    note = "a probability; the authors use 0.95"
+    return number_in("block_threshold", value, 0.5, 1.0, low_open=True, high_open=True, note=note)
 
 
 @dataclass
 class AfaReputation:
-    """Per-site Beta(alpha, beta) reputation counts and the set of blocked sites.
-
-    A site seen for the first time starts at the prior (alpha0, beta0). Keep one instance for
-    the whole run; :meth:`to_dict` gives it as JSON (the rule's ``aggregator_state.json``).
-    """
+    """Per-site Beta(alpha, beta) reputation counts (the prior for a new site) and the blocked sites; one instance for
+    the whole run, saved with :meth:`to_dict`."""
 
     alpha0: float = PRIOR
     beta0: float = PRIOR
@@ -105,12 +71,8 @@ class AfaReputation:
         return a / (a + b)
 
     def prob_bad(self, site: str) -> float:
-        """P(p < 0.5) under Beta(alpha, beta): the posterior probability that the site is mostly bad.
-
-        This is the regularised incomplete beta function I_0.5(alpha, beta)
-        (``scipy.special.betainc``, the same value as ``scipy.stats.beta.cdf(0.5, alpha, beta)``
-        without importing scipy.stats).
-        """
+        """P(p < 0.5) = I_0.5(alpha, beta) under Beta(alpha, beta), the posterior probability that the site is mostly
+        bad (``scipy.special.betainc``, without importing scipy.stats)."""
         a, b = self.counts(site)
         return float(betainc(a, b, 0.5))
 
@@ -132,16 +94,9 @@ class AfaReputation:
 
 @dataclass
 class AfaOutcome:
-    """The result of one AFA round.
-
-    good: sites aggregated this round (sorted); bad: sites removed this round (sorted);
-    blocked: every site blocked after this round, including those blocked earlier whose
-    updates were ignored (sorted); newly_blocked: the sites blocked by this round (sorted);
-    weights: site -> aggregation weight over ``good`` (n_k * p_k normalised, sums to 1);
-    similarity: site -> cosine similarity to the aggregate, from the final pass for good
-    sites and from the pass that removed it for bad ones; aggregate: the aggregated update
-    vector (float64).
-    """
+    """The result of one AFA round, site lists sorted. good: aggregated; bad: removed this round; blocked: all blocked
+    after it; newly_blocked: blocked by it; weights: n_k * p_k normalised over ``good``; similarity: cosine to the
+    aggregate (of the final pass, or the one that removed the site); aggregate: the aggregated update (float64)."""
 
     good: list[str]
     bad: list[str]
@@ -164,23 +119,17 @@ def afa_round(
     delta_xi: float = DELTA_XI,
     block_threshold: float = BLOCK_THRESHOLD,
 ) -> AfaOutcome:
-    """One AFA round: robust aggregate of ``updates`` and the reputation update (in place).
-
-    ``updates`` maps each site to its flattened update (or model: cosine similarities and the
-    weighted mean are then taken over models); ``num_samples`` gives n_k > 0 for every site.
-    Updates from sites already blocked in ``reputation`` are ignored. ``reputation`` is
-    modified: Beta counts of the sites seen, and new blocks. Raises ValueError on non-finite
-    updates, bad settings, or when no unblocked site is left.
-    """
+    """One AFA round: robust aggregate of ``updates`` (site -> flattened update or model) and the reputation update.
+    ``num_samples`` gives n_k > 0 per site; updates of blocked sites are ignored; ``reputation`` is changed in place,
+    the round's aggregate using the reputations it started with. Raises ValueError on non-finite updates, bad settings,
+    or when no unblocked site is left."""
     xi0, delta_xi = check_xi(xi0, delta_xi)
     block_threshold = check_block_threshold(block_threshold)
     sites = sorted(s for s in updates if s not in reputation.blocked)
     if not sites:
         raise ValueError(f"no unblocked site left to aggregate (blocked: {sorted(reputation.blocked)})")
     for s in sites:
-        n = num_samples.get(s)
-        if not _number(n) or n <= 0:
-            raise ValueError(f"num_samples[{s!r}] must be a finite number > 0, got {n!r}")
+        positive_number(f"num_samples[{s!r}]", num_samples.get(s))
     x = dict(zip(sites, stack([updates[s] for s in sites], name="updates")))
 
     good, bad, xi = list(sites), [], xi0

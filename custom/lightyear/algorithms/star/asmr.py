@@ -1,30 +1,12 @@
-"""ASMR detection (Konstantin, Fuchs, Mukhopadhyay, "ASMR: Angular Support for Malfunctioning
-Client Resilience in Federated Learning", MIDL 2024), pure NumPy.
+"""ASMR detection (Konstantin, Fuchs, Mukhopadhyay, "ASMR: Angular Support for Malfunctioning Client Resilience in
+Federated Learning", MIDL 2024), pure NumPy.
 
-For the full weight vectors w_i of the n sites of a round (the paper's method: a
-local-outlier-factor on angles, with every other site as neighbour):
-
-1. normalise each to unit L2 norm, u_i = w_i / ||w_i||;
-2. cosine distance d(i, j) = 1 - <u_i, u_j>, in [0, 2];
-3. reachability density rd_i = 1 / mean_{j != i} d(i, j);
-4. outlier factor of_i = rd_i / mean_k rd_k (so the mean outlier factor is 1);
-5. sort the sites by of and split at the largest gap between consecutive values: the sites
-   below the gap (sparse, far from the rest) are flagged as malfunctioning; the others are
-   averaged uniformly.
-
-The rule has no hyperparameter, and so **it flags someone whenever any gap is positive, even
-in a round with no malfunctioning site at all** (n distinct benign updates always have
-different outlier factors). ``min_gap`` is this toolkit's addition: a split is made only if the
-largest gap exceeds it (gaps are in units of the mean outlier factor, 1). ``min_gap = 0``
-(default) is the published rule.
-
-Degenerate inputs, made explicit: if every pairwise distance is zero (all vectors point the
-same way), every outlier factor is 1 and nobody is flagged; a zero vector has cosine 0 with
-everything (distance 1), as everywhere in this toolkit; a single site is never flagged.
-Ties for the largest gap split at the lowest one (flagging the fewest sites).
-
-The LIGHTYEAR authors' copy of the detector smoothed the formulas (rd = 1 / (mean + 1),
-of = rd / (mean + 1)); this module follows the paper.
+For the full weight vectors of a round: cosine distance d(i, j) = 1 - cos(w_i, w_j), reachability density
+rd_i = 1 / mean_{j != i} d(i, j), outlier factor of_i = rd_i / mean(rd); the sites below the largest gap in sorted
+outlier factors are flagged, the others averaged uniformly. The published rule always flags someone when a gap is
+positive, even without any malfunction; ``min_gap`` (this toolkit's, default 0 = the paper) splits only above it.
+All distances zero: nobody is flagged; ties split at the lowest gap. Unlike the LIGHTYEAR authors' smoothed copy
+(rd = 1 / (mean + 1)), this follows the paper.
 """
 
 from __future__ import annotations
@@ -43,14 +25,13 @@ ZERO_DISTANCE = 1e-12
 
 
 def check_min_gap(min_gap: float) -> float:
-    """min_gap must be a finite number >= 0 (0 = the published rule, always split at the largest gap)."""
+    """min_gap must be a finite number >= 0 (0 = the published rule)."""
     return non_negative("min_gap", min_gap, note="0 = the published ASMR rule")
 
 
 @dataclass
 class AsmrOutcome:
-    """benign: sites kept (sorted); flagged: sites below the largest gap (sorted);
-    outlier_factor: site -> of_i (mean 1 over the round's sites)."""
+    """benign: sites kept (sorted); flagged: sites below the largest gap (sorted); outlier_factor: site -> of_i."""
 
     benign: list[str]
     flagged: list[str]
@@ -75,11 +56,8 @@ def outlier_factors(vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
 
 
 def asmr_detect(vectors: Mapping[str, np.ndarray], min_gap: float = 0.0) -> AsmrOutcome:
-    """Flag the sites below the largest gap in sorted outlier factors, if that gap exceeds ``min_gap``.
-
-    ``vectors`` maps each site to its flattened full weight vector (the paper uses the models,
-    not updates). See the module docstring for the rule and its always-flags behaviour.
-    """
+    """Flag the sites below the largest gap in sorted outlier factors if it exceeds ``min_gap``; ``vectors``: each
+    site's flattened full weights (the paper uses models, not updates)."""
     min_gap = check_min_gap(min_gap)
     of = outlier_factors(vectors)
     order = sorted(of, key=lambda s: (of[s], s))
@@ -96,10 +74,7 @@ def asmr_detect(vectors: Mapping[str, np.ndarray], min_gap: float = 0.0) -> Asmr
 def asmr(
     models: Mapping[str, Mapping[str, np.ndarray]], min_gap: float = 0.0
 ) -> tuple[dict[str, np.ndarray], AsmrOutcome]:
-    """ASMR on whole models: the uniform mean of the benign models, and the detection outcome.
-
-    Integer entries (counters) come from the first benign site in sorted order.
-    """
+    """ASMR on whole models: the uniform mean of the benign ones (counters from the first, sorted) and the outcome."""
     if not models:
         raise ValueError("asmr needs at least one model")
     outcome = asmr_detect({s: flatten(m) for s, m in models.items()}, min_gap)

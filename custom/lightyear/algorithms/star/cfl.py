@@ -1,25 +1,11 @@
-"""Byzantine-robust use of Clustered Federated Learning (Sattler, Mueller, Samek, "Clustered
-Federated Learning: Model-Agnostic Distributed Multitask Optimization Under Privacy
-Constraints", IEEE TNNLS 2020, arXiv:1910.01991), pure NumPy.
+"""Byzantine-robust use of Clustered Federated Learning (Sattler, Mueller, Samek, "Clustered Federated Learning:
+Model-Agnostic Distributed Multitask Optimization Under Privacy Constraints", IEEE TNNLS 2020, arXiv:1910.01991).
 
-CFL splits the clients into the two groups whose updates are least similar across the split:
-with alpha_ij the cosine similarity of the updates of i and j, the bipartition minimises the
-largest cross-group similarity max_{i in c1, j in c2} alpha_ij (the paper's bipartitioning
-step; its reference code solves it by complete-linkage agglomerative clustering on the
-*precomputed* similarity matrix). The paper observes that clients sending adversarial updates
-land in a cluster of their own; as a robust baseline the larger cluster is kept and averaged
-uniformly, the smaller one discarded.
-
-This module runs complete linkage itself on the precomputed distance matrix 1 - alpha_ij
-(a monotone map of -alpha, so the merges are the same) until two clusters remain. The LIGHTYEAR
-authors' code omitted the "precomputed" setting and clustered the rows of the similarity
-matrix as Euclidean feature vectors; that is not done here.
-
-Made explicit: the minority is always discarded, also in rounds without any attacker (with
-2 sites, one of them). Ties -- equal cluster sizes, or equal linkage distances while merging --
-go by the sorted order of the site names: equal-distance merges take the first pair, and of
-two equal-size clusters the one holding the lexicographically first site is the majority.
-Zero updates have cosine 0 with everything (see ``vectors``).
+CFL's bipartitioning step splits the clients into the two groups minimising the largest cross-group cosine
+similarity (its reference code: complete linkage on the precomputed matrix); adversarial clients land in a cluster
+of their own, so the larger cluster is averaged and the smaller discarded, also in rounds without attackers. Here
+complete linkage runs on 1 - alpha_ij (the LIGHTYEAR authors' code clustered the matrix rows as Euclidean features
+instead). Ties go by the sorted site names.
 """
 
 from __future__ import annotations
@@ -33,12 +19,9 @@ from lightyear.algorithms.vectors import cosine_similarity_matrix, flatten, stac
 
 
 def complete_linkage_bipartition(distance: np.ndarray) -> tuple[list[int], list[int]]:
-    """Two clusters of indices from agglomerative complete linkage on a precomputed distance matrix.
-
-    Repeatedly merges the two clusters whose farthest members are closest (ties: the first
-    pair in index order) until two clusters are left; returns them as sorted index lists,
-    the one holding index 0 first. Needs a symmetric ``(n, n)`` matrix with n >= 2.
-    """
+    """Two clusters of indices from agglomerative complete linkage on a symmetric ``(n, n)`` distance matrix, n >= 2.
+    Merges the two clusters whose farthest members are closest (ties: the first pair) until two are left, returned as
+    sorted index lists, the one holding index 0 first."""
     d = np.array(distance, dtype=np.float64)
     n = d.shape[0]
     if d.ndim != 2 or d.shape != (n, n) or n < 2:
@@ -60,12 +43,8 @@ def complete_linkage_bipartition(distance: np.ndarray) -> tuple[list[int], list[
 
 
 def cfl_bipartition(updates: Mapping[str, np.ndarray]) -> tuple[list[str], list[str]]:
-    """(majority, minority): the larger and the smaller cluster of sites, each sorted.
-
-    ``updates`` maps each site to its flattened update (model minus the global model it started
-    from). Equal sizes: the cluster with the lexicographically first site is the majority.
-    A single site gives ([site], []). Raises ValueError on non-finite updates.
-    """
+    """(majority, minority) of the sites (each sorted) from their flattened updates; equal sizes: the cluster with the
+    first site is the majority; one site: ([site], []). Raises ValueError on non-finite updates."""
     names = sorted(updates)
     x = stack(updates, name="updates")
     if len(names) == 1:
@@ -81,11 +60,8 @@ def cfl_bipartition(updates: Mapping[str, np.ndarray]) -> tuple[list[str], list[
 def cfl(
     models: Mapping[str, Mapping[str, np.ndarray]], reference: Mapping[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
-    """The CFL baseline on whole models: (uniform mean of the majority's models, majority, minority).
-
-    Updates are ``flatten(model) - flatten(reference)``, with ``reference`` the global model
-    the round started from. Integer entries (counters) come from the first majority site.
-    """
+    """The CFL baseline on whole models: (uniform mean of the majority's models, majority, minority), updates taken
+    against ``reference``, the round's global model; counters from the first majority site."""
     if not models:
         raise ValueError("cfl needs at least one model")
     ref = flatten(reference)
