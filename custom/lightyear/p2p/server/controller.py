@@ -1,24 +1,8 @@
-"""Server side of the peer-to-peer topology: configures the sites and watches their rounds.
+"""Server side of the peer-to-peer topology: configures the sites and watches their rounds (it never holds weights).
 
-The server never stores or aggregates model weights. It sends every site one task carrying
-the rounds, the seed and the neighbour lists, then watches the per-round progress the sites
-report. With ``model_route="server"`` (the default) it also hands each model a site uploads to the
-site's receivers, so that a model crosses each link once (:mod:`lightyear.p2p.server.model_relay`;
-with ``secure_messages`` on, sealed end to end so that the server can neither read nor forge one,
-:mod:`lightyear.p2p.wire.sealing`); each site's task then carries its own token.
-One site's failure is that site's alone: a site whose run raises is marked
-``failed`` with its reason, a site that stops answering the server's liveness pings (its
-process died) or stays silent for ``progress_timeout`` is ``dropped`` with its last round, and
-the others go on. When every site has finished, failed or been dropped the run ends and
-``summary.csv``/``summary.json`` are written (also when the run is aborted), beside
-``progress.jsonl`` (every round record the sites reported, one JSON object a line). A record is
-kept once per site and round of the job and only up to :data:`MAX_PROGRESS_BYTES`: a site can never
-make the server write more than its rounds' records (a repeated, out-of-range or oversized one is
-refused and logged, and still counts as a sign of life).
-
-While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the run's phase,
-current round, number of rounds and how many sites are running, finished, failed or dropped
-(:meth:`P2PController.stats`, via :mod:`lightyear.flare.run_stats`).
+Each site gets one run task; a site whose run raises is ``failed``, one that stops answering liveness pings or reports
+no round for ``progress_timeout`` is ``dropped``, and the others go on. ``progress.jsonl`` keeps one record per site
+and round; ``summary.csv``/``summary.json`` are written at the end (also on abort).
 """
 
 from __future__ import annotations
@@ -54,8 +38,7 @@ from lightyear.p2p.wire.cell_gate import PeerGate
 from lightyear.records import format_table, summarize_sites, write_summary
 
 COMPUTE_ALLOWANCE_S = 600.0
-"""Seconds of training and evaluation a round may take beyond waiting for peers, in the
-default ``progress_timeout`` (2 x peer_deadline + this)."""
+"""Seconds of computing a round may take beyond waiting for peers, in the default ``progress_timeout``."""
 MAX_PROGRESS_BYTES = 1 << 20
 """The largest round record kept, as JSON (a site's record holds a few fields per peer)."""
 
@@ -65,15 +48,12 @@ def default_progress_timeout(peer_deadline: float) -> float:
 
 
 def check_progress_timeout(progress_timeout: float, peer_deadline: float) -> float:
-    """A live site may wait ``peer_deadline`` for its peers each round, then compute: a server
-    that gives up on silence sooner than twice that would drop healthy sites whenever one of
-    their neighbours dies."""
+    """``progress_timeout``; ValueError when under 2 x ``peer_deadline`` (sites waiting for a dead peer would drop)."""
     if progress_timeout < 2.0 * peer_deadline:
         raise ValueError(
             f"progress_timeout={progress_timeout:g} s is shorter than 2 x peer_deadline={peer_deadline:g} s: "
-            "healthy sites "
-            "waiting for a dead neighbour would be dropped. Raise progress_timeout (or leave it out: it then defaults "
-            f"to 2 x peer_deadline + {COMPUTE_ALLOWANCE_S:g} s) or lower peer_deadline"
+            "healthy sites waiting for a dead neighbour would be dropped. Raise progress_timeout (or leave it out: "
+            f"it then defaults to 2 x peer_deadline + {COMPUTE_ALLOWANCE_S:g} s) or lower peer_deadline"
         )
     return progress_timeout
 
@@ -97,24 +77,15 @@ class P2PController(Controller):
         """Args:
         rounds: communication rounds every site runs.
         seed: the job seed (data splits, initial model, batch order, malfunction draws).
-        topology: ``full`` (every site a neighbour of every other), ``ring``, ``k_regular``,
-            ``random`` (directed, seeded) or ``none`` (sites train alone: the local-training
-            baseline); see :mod:`lightyear.p2p.topology`.
+        topology: ``full``, ``ring``, ``k_regular``, ``random`` or ``none`` (:mod:`lightyear.p2p.topology`), with
+            its ``topology_args``; ``none``: sites train alone.
         peer_deadline: the sites' ``peer_deadline``, to which the server's timeouts are matched.
         start_timeout: seconds within which every site must pick up the run task.
-        progress_timeout: seconds a site may stay silent (no round finished) before it is
-            dropped; at least 2 x peer_deadline (default 2 x peer_deadline + 600).
-        liveness_interval: seconds between the server's pings of every running site.
-        liveness_failures: a site that fails this many pings in a row is dropped (its process is gone).
+        progress_timeout: seconds without a round before a site is dropped, >= 2 x peer_deadline (default: that + 600).
+        liveness_interval, liveness_failures: a site that fails this many pings (this far apart) in a row is dropped.
         run_timeout: seconds the whole run may take.
-        topology_args: extra arguments of the topology (see ``lightyear.p2p.topology``).
-        secure_messages: ``"auto"``, true or false: encrypt the models sites send each other end
-            to end (see :mod:`lightyear.p2p.secure_messages`); sent to every site with the run.
-        model_route: ``"server"`` (a site uploads each model once and the server hands it to the
-            receivers; with ``secure_messages`` on, sealed end to end), ``"direct"`` (a site sends it
-            to each receiver, through FLARE's relay, each copy encrypted by FLARE when
-            ``secure_messages`` is on) or ``"auto"`` (the server); see
-            :mod:`lightyear.p2p.server.model_relay`.
+        secure_messages: ``"auto"``, true or false: models encrypted end to end (:mod:`lightyear.p2p.secure_messages`).
+        model_route: ``"server"``, ``"direct"`` or ``"auto"`` (the server); :mod:`lightyear.p2p.server.model_relay`.
         """
         super().__init__()
         quiet_early_pings()  # the liveness ping may reach a site before its handler: no WARNING line
@@ -152,9 +123,8 @@ class P2PController(Controller):
         if not self.gate.watch(engine):
             self.log_info(fl_ctx, "the server's cell takes no incoming filter: uploads are bounded once assembled")
         engine.register_aux_message_handler(topic=C.TOPIC_PROGRESS, message_handle_func=self._on_progress)
-        engine.register_aux_message_handler(topic=C.TOPIC_DECLARE, message_handle_func=self._on_declare)
-        engine.register_aux_message_handler(topic=C.TOPIC_UPLOAD, message_handle_func=self._on_upload)
-        engine.register_aux_message_handler(topic=C.TOPIC_CERTIFICATES, message_handle_func=self._on_certificates)
+        for topic in (C.TOPIC_DECLARE, C.TOPIC_UPLOAD, C.TOPIC_CERTIFICATES):
+            engine.register_aux_message_handler(topic=topic, message_handle_func=self._on_relay)
         self._run_dir = fl_ctx.get_engine().get_workspace().get_run_dir(fl_ctx.get_job_id())
         self._worker_deaths.install()  # before the simulator starts the site workers
         import_in_background()  # what FLARE imports when the run ends, off the end of the run
@@ -169,10 +139,7 @@ class P2PController(Controller):
         run_stats.add_stats(self, event_type, fl_ctx, self.stats)
 
     def stats(self) -> dict:
-        """The run's progress as FLARE's ``show_stats`` shows it: ``phase``, ``current_round``
-        (see :meth:`SiteStatus.snapshot`), ``num_rounds``, ``sites`` and ``sites_<state>`` counts
-        (pending, running, finished, failed, dropped), each site's ``rounds_done`` and the
-        ``failed``/``dropped`` sites with their reasons."""
+        """The run's progress for FLARE's ``show_stats``: phase, rounds, relay counts, :meth:`SiteStatus.snapshot`."""
         out = {"phase": self._phase, "num_rounds": self.rounds, "topology": self.topology}
         if self.relay is not None:
             out["relay"] = dict(self.relay.counts.as_dict(), held_bytes=self.relay.in_flight_bytes())
@@ -200,9 +167,8 @@ class P2PController(Controller):
         else:
             problem = self._ledger.claim(site, round_num)
         if not problem:
-            with self._lock:
-                with open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
-                    f.write(line + "\n")
+            with self._lock, open(os.path.join(self._run_dir, "progress.jsonl"), "a") as f:
+                f.write(line + "\n")
         status.progress(site, None if problem else round_num)
         if problem:
             self.log_warning(fl_ctx, f"progress message from {site} not recorded: {problem}")
@@ -218,38 +184,23 @@ class P2PController(Controller):
     def _log(self, level: str, text: str) -> None:
         getattr(self.logger, level)(text)
 
-    def _no_relay(self) -> Shareable:
-        """The answer to a declaration or upload while there is no relay: "not yet" while the run
-        starts, refused once it runs with models sent directly."""
-        starting = self._phase == run_stats.STARTING
-        return make_reply(ReturnCode.SERVICE_UNAVAILABLE if starting else ReturnCode.BAD_REQUEST_DATA)
-
-    def _on_declare(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+    def _on_relay(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
+        """A site's message for the relay; without one: "not yet" while the run starts, else refused."""
         relay = self.relay
         if relay is None:
-            return self._no_relay()
+            starting = self._phase == run_stats.STARTING
+            return make_reply(ReturnCode.SERVICE_UNAVAILABLE if starting else ReturnCode.BAD_REQUEST_DATA)
+        token = request.get(C.KEY_TOKEN)
         claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
-        token, certificate = request.get(C.KEY_TOKEN), request.get(C.KEY_CERTIFICATE)
-        code, _ = relay.on_declare(token, request.get(C.KEY_LIMIT), claimed, certificate)
-        return make_reply(code)
-
-    def _on_certificates(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        relay = self.relay
-        if relay is None:
-            return self._no_relay()
-        claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
-        code, _, found = relay.on_certificates(request.get(C.KEY_TOKEN), request.get(C.KEY_NAMES), claimed)
+        if topic == C.TOPIC_DECLARE:
+            code, _ = relay.on_declare(token, request.get(C.KEY_LIMIT), claimed, request.get(C.KEY_CERTIFICATE))
+            return make_reply(code)
+        if topic == C.TOPIC_UPLOAD:
+            return make_reply(relay.on_upload(token, request, claimed)[0])
+        code, _, found = relay.on_certificates(token, request.get(C.KEY_NAMES), claimed)
         reply = make_reply(code)
         reply[C.KEY_CERTIFICATES] = found
         return reply
-
-    def _on_upload(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
-        relay = self.relay
-        if relay is None:
-            return self._no_relay()
-        claimed = request.get_peer_prop(key=ReservedKey.IDENTITY_NAME, default=None)
-        code, _, _ = relay.on_upload(request.get(C.KEY_TOKEN), request, claimed)
-        return make_reply(code)
 
     def _open_relay(self, neighbours: dict, secure: bool, fl_ctx: FLContext) -> str:
         """The route the sites send models by; builds the relay when it is the server."""
@@ -314,20 +265,15 @@ class P2PController(Controller):
             if self.topology != "none":
                 check_graph(neighbours, sites)
         except ValueError as exc:
-            for site in sites:
-                self.status.drop(site, f"no usable topology: {exc}")
-            self.system_panic(f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
-            return run_stats.FAILED
+            reasons = dict.fromkeys(sites, f"no usable topology: {exc}")
+            return self._fail(reasons, f"cannot build the {self.topology} topology over {sites}: {exc}", fl_ctx)
         try:  # how models travel: refused at the start when the deployment cannot do what the job asks
             secure = secure_setting.resolve(
                 self.secure_messages, secure_setting.deployment_secure(fl_ctx), "the server"
             )
             route = self._open_relay(neighbours, secure, fl_ctx)
         except (RuntimeError, ValueError) as exc:
-            for site in sites:
-                self.status.drop(site, str(exc))
-            self.system_panic(str(exc), fl_ctx)
-            return run_stats.FAILED
+            return self._fail(dict.fromkeys(sites, str(exc)), str(exc), fl_ctx)
         self.log_info(
             fl_ctx,
             f"{len(sites)} sites, topology {self.topology} {neighbours}, {self.rounds} rounds, seed {self.seed}, "
@@ -360,26 +306,22 @@ class P2PController(Controller):
             dead = self._worker_deaths.lost_sites(sites, started)
             if dead:  # the simulator will never run these sites: end now, not after start_timeout
                 self._cancel(tasks, fl_ctx)
-                for site, reason in dead.items():
-                    status.drop(site, reason)
-                self.system_panic(
+                return self._fail(
+                    dead,
                     f"sites {sorted(dead)}: {WORKER_DIED}; every site of a peer-to-peer run must start, so the "
                     "run ends now (FLARE's start race: the same run started again normally works; "
                     "lightyear-simulate and lightyear-sweep do that once)",
                     fl_ctx,
                 )
-                return run_stats.FAILED
             if now - start > self.start_timeout and started != set(sites):
                 missing = sorted(set(sites) - started)
                 self._cancel(tasks, fl_ctx)
-                for site in missing:
-                    status.drop(site, f"did not start within start_timeout={self.start_timeout:g} s")
-                self.system_panic(
+                return self._fail(
+                    dict.fromkeys(missing, f"did not start within start_timeout={self.start_timeout:g} s"),
                     f"sites {missing} did not start the run within start_timeout={self.start_timeout:g} s: "
                     + p2p_simulator_advice(len(sites)),
                     fl_ctx,
                 )
-                return run_stats.FAILED
             if now - start > self.run_timeout:
                 for site in status.running():
                     status.drop(site, f"still running after run_timeout={self.run_timeout:g} s")
@@ -407,6 +349,13 @@ class P2PController(Controller):
             self.log_info(fl_ctx, f"models handed on by the server: {self.relay.counts.as_dict()}")
         return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
 
+    def _fail(self, reasons: dict, panic: str, fl_ctx: FLContext) -> str:
+        """Drop each site of ``reasons`` (site -> why) and end the run with ``panic``."""
+        for site, reason in reasons.items():
+            self.status.drop(site, reason)
+        self.system_panic(panic, fl_ctx)
+        return run_stats.FAILED
+
     def _cancel(self, tasks: dict, fl_ctx: FLContext) -> None:
         for task in tasks.values():
             if task.completion_status is None:
@@ -417,22 +366,19 @@ class P2PController(Controller):
         if not sites:
             return
         try:
-            replies = (
-                fl_ctx.get_engine().send_aux_request(
-                    targets=sites,
-                    topic=C.TOPIC_PING,
-                    request=Shareable(),
-                    timeout=min(10.0, self.liveness_interval),
-                    fl_ctx=fl_ctx,
-                    optional=True,
-                )
-                or {}
+            replies = fl_ctx.get_engine().send_aux_request(
+                targets=sites,
+                topic=C.TOPIC_PING,
+                request=Shareable(),
+                timeout=min(10.0, self.liveness_interval),
+                fl_ctx=fl_ctx,
+                optional=True,
             )
         except Exception as exc:  # noqa: BLE001 - a failed ping is counted like an unanswered one
             self.log_warning(fl_ctx, f"liveness ping failed: {exc}")
             replies = {}
         for site in sites:
-            reply = replies.get(site)
+            reply = (replies or {}).get(site)
             alive = isinstance(reply, Shareable) and reply.get_return_code() == ReturnCode.OK
             if self.status.ping(site, alive) >= self.liveness_failures:
                 self.status.drop(
@@ -441,10 +387,7 @@ class P2PController(Controller):
                 self.log_error(fl_ctx, f"{site} stopped answering: dropped from the run; the other sites go on")
 
     def _write_summary(self, fl_ctx: FLContext) -> None:
-        status = self.status
-        if status is None:
-            return
-        results = status.results()
+        results = self.status.results() if self.status is not None else []
         if not results:
             return
         rows = summarize_sites(results)

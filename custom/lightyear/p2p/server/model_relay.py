@@ -1,51 +1,11 @@
-"""The server's fan-out of the sites' models: a model crosses each link once.
+"""The server's fan-out of the sites' models (``model_route="server"``): a model crosses each link once.
 
-FLARE 2.9 relays every client-to-client message through the server, so a site that sends its
-model to its ``d`` out-neighbours directly puts ``d`` copies on its own link and the server
-carries ``2 d`` (each copy in and out). With ``model_route="server"`` a site uploads each model
-of a round once (:data:`~lightyear.flare.constants.TOPIC_UPLOAD`, naming its receivers) and
-:class:`ModelRelay` hands it to every receiver (:data:`~lightyear.flare.constants.TOPIC_FORWARD`):
-``N + N d`` model copies through the server a round instead of ``2 N d`` (docs/deployment.md).
-
-What a receiver can rely on, whatever the sites send:
-
-- **Who sent it.** Every site gets a random token with its run task, which FLARE delivers to the
-  site it authenticated; an upload counts as the site whose token it carries, whatever it claims
-  otherwise, and a forwarded model names that site (``KEY_SENDER``). A receiver takes
-  ``TOPIC_FORWARD`` from the server's cell only (:mod:`lightyear.p2p.wire.cell_gate`).
-- **Only what the topology allows.** A site's upload goes only to its out-neighbours of the run's
-  graph, one model per sender, round and receiver: a second model for a receiver that already
-  has one of that round is refused, and the payload keeps only the model's keys (the round, the
-  weights, their encoding, the training-set size), never the uploader's other content.
-- **The same checks as a direct message.** The receiver checks a forwarded model exactly as one it
-  received directly (:mod:`lightyear.p2p.wire.exchange`).
-- **Sealed models** (``sealed``: ``secure_messages`` on). Each site declares its provisioned
-  certificate with its payload limit, may ask for its out-neighbours' (:meth:`ModelRelay.on_certificates`),
-  and uploads its model sealed (:mod:`lightyear.p2p.wire.sealing`): one ciphertext, a content key
-  wrapped for each receiver and the sender's signature. The relay hands on the ciphertext, the
-  nonce, the signature, the keys wrapped for the upload's receivers and the sender's declared
-  certificate, and refuses an upload that is not sealed. It reads no model and could forge none:
-  a receiver checks the certificate against the project's root CA and the sender's name, and the
-  signature over the job, sender, round and ciphertext.
-
-What the server holds, whatever the sites send: an upload is at most :attr:`ModelRelay.bound`
-bytes (the lower median of the payload limits the sites declared with their token, taken once
-more than half of the sites have declared; until then uploads are answered "not ready" and sent
-again), counted before FLARE assembles it by the server's cell gate and again by
-:meth:`ModelRelay.on_upload`; a site has at most :data:`IN_FLIGHT_PER_RECEIVER` uploads waiting
-for any one out-neighbour (a receiver it keeps busy holds up none of its models to the others).
-An upload is dropped once every receiver took it or ``peer_deadline`` seconds after it arrived,
-so the server holds at most ``N x d x IN_FLIGHT_PER_RECEIVER x bound`` bytes of models, and an
-honest run about one model per site. A receiver that is not ready yet (it answers "not ready": it
-has not started, or is more than one round behind the sender) or does not answer is tried again
-after 1 s, then every 2 s, until that deadline, and costs its deadline and no other receiver's; a
-model a receiver refuses is not sent to it again.
-
-What a receiver holds while models arrive: each receiver has :data:`DELIVERIES_PER_RECEIVER` delivery
-worker(s), each handing it one model at a time (the soonest due first), so it assembles at most that
-many models at once however many senders it has, instead of one from every sender of a round.
-
-No FLARE import: the controller hands it the send function and the log.
+A site uploads each model once and :class:`ModelRelay` hands it to its out-neighbours (once per sender, round and
+receiver, only :data:`FORWARDED_KEYS`), naming as sender the site whose run-task token the upload carried; with
+``sealed``, sealed (:mod:`lightyear.p2p.wire.sealing`), so the relay can read or forge none. An upload is at most
+:attr:`ModelRelay.bound` bytes (the lower median of the sites' declared limits, once more than half declared), at
+most :data:`IN_FLIGHT_PER_RECEIVER` wait per sender and receiver, and each is dropped once all took it or after
+``peer_deadline`` s; a receiver not ready or not answering is retried until then, delaying no other. No FLARE import.
 """
 
 from __future__ import annotations
@@ -73,22 +33,19 @@ SEND_TIMEOUT = 60.0
 IN_FLIGHT_PER_RECEIVER = 2
 """Uploads per out-neighbour a site may have being forwarded at once (the current round and the next)."""
 DELIVERIES_PER_RECEIVER = 1
-"""Models the relay hands to one receiver at once (one send each): a receiver assembles one model at a time,
-whatever the number of its senders, and one that does not answer holds up no other (a receiver's link
-carries its models one after the other either way; docs/deployment.md has the measurements)."""
+"""Models the relay hands to one receiver at once: it assembles that many at a time, whatever its senders."""
 MAX_DECLARED_LIMIT = 1 << 40
 """The largest payload limit a site may declare (1 TiB)."""
 FORWARDED_KEYS = (C.KEY_ROUND, C.KEY_WEIGHTS, C.KEY_PAYLOAD, C.KEY_NUM_SAMPLES)
 """What of an upload the receivers get (beside the sender's name): never the uploader's other content."""
 
-# reply codes, as FLARE's ReturnCode spells them (no FLARE import here)
+# reply codes, as FLARE's ReturnCode spells them
 OK = "OK"
 NOT_READY = "SERVICE_UNAVAILABLE"
 REFUSED = "BAD_REQUEST_DATA"
 
 
 def check_route(value) -> str:
-    """``value`` when it is a model route; else a ValueError naming the three."""
     if value not in ROUTES:
         raise ValueError(
             f'model_route must be "auto", "server" (a site uploads each model once; the server hands it to the '
@@ -98,12 +55,9 @@ def check_route(value) -> str:
 
 
 def resolve_route(setting: str, topology: str) -> str:
-    """The route of a run: ``setting``, with ``auto`` the server (with ``secure_messages`` on, the models
-    go sealed end to end, :mod:`lightyear.p2p.wire.sealing`); direct when no model is sent at all."""
+    """The route of a run: ``setting``, with ``auto`` the server; direct when no model is sent at all."""
     setting = check_route(setting)
-    if topology == "none":
-        return DIRECT
-    return SERVER if setting == AUTO else setting
+    return DIRECT if topology == "none" else SERVER if setting == AUTO else setting
 
 
 @dataclass
@@ -139,7 +93,6 @@ class _Upload:
 
     @property
     def live(self) -> bool:
-        """Still being handed on: some receiver has not taken it and nothing stopped it."""
         return bool(self.pending) and not self.stop.is_set()
 
 
@@ -155,15 +108,8 @@ class _Delivery:
 
 
 class ModelRelay:
-    """The server's side of ``model_route="server"`` (see the module docstring).
-
-    ``graph``: site -> its out-neighbours (the run's topology); ``sealed``: models travel sealed
-    end to end (see the module docstring); ``send(targets, topic, message,
-    timeout)`` hands ``message`` (a dict of payload keys) to the sites ``targets`` and returns
-    {site: return code}; ``log(level, text)``; ``on_bound(bytes)`` is called when the upload
-    bound is set or changes (the controller opens its cell gate at it), ``on_idle()`` when the
-    relay let go of its last model (the controller returns the freed heap to the system).
-    """
+    """The server's side of ``model_route="server"``; ``send(targets, topic, message, timeout)`` returns {site: return
+    code}; ``on_bound(bytes)`` is called when the upload bound changes, ``on_idle()`` when no model is held."""
 
     def __init__(
         self,
@@ -205,12 +151,10 @@ class ModelRelay:
 
     # ------------------------------------------------------------------ what sites send the server
     def site_of(self, token) -> str | None:
-        """The site whose token ``token`` is, or None."""
         return self._site_of.get(token) if isinstance(token, str) else None
 
     def on_declare(self, token, limit, claimed: str | None = None, certificate=None) -> tuple[str, str]:
-        """A site declares the largest model message it takes and, for sealed models, its certificate;
-        (reply code, why refused or "")."""
+        """A site declares the largest model message it takes (sealed: and its certificate); (code, why refused)."""
         site = self.site_of(token)
         if site is None:
             return self._refused(f"a payload limit from {_shown(claimed)} with no valid token")
@@ -226,15 +170,13 @@ class ModelRelay:
                 self.certificates[site] = certificate
             values = sorted(self.declared.values())
             bound = values[(len(values) - 1) // 2] if 2 * len(values) > len(self.graph) else None
-            changed = bound != self.bound
-            self.bound = bound
-            if changed and bound is not None:
+            if bound is not None and bound != self.bound:  # once set, never None again: only more sites declare
+                self.bound = bound
                 self.on_bound(bound)
         return OK, ""
 
     def on_certificates(self, token, names, claimed: str | None = None) -> tuple[str, str, dict]:
-        """The declared certificates of some of a site's out-neighbours (those it seals models for);
-        (reply code, why refused or "", {name: certificate})."""
+        """(code, why refused, {name: certificate}): the declared certificates of some of a site's out-neighbours."""
         site = self.site_of(token)
         if site is None:
             return (*self._refused(f"a certificate request from {_shown(claimed)} with no valid token"), {})
@@ -245,15 +187,12 @@ class ModelRelay:
             return OK, "", {n: self.certificates[n] for n in sorted(wanted) if n in self.certificates}
 
     def on_upload(self, token, message: Mapping, claimed: str | None = None) -> tuple[str, str, list[str]]:
-        """A site's model of a round for some of its out-neighbours; (reply code, why refused or "",
-        the receivers the relay took it for). ``message``: the upload's payload keys."""
+        """A site's model of a round for some of its out-neighbours; (code, why refused, the receivers taken)."""
         sender = self.site_of(token)
         if sender is None:
             return (*self._refused(f"a model upload from {_shown(claimed)} with no valid token"), [])
         round_num, targets = message.get(C.KEY_ROUND), message.get(C.KEY_TARGETS)
-        problem = self._upload_problem(sender, round_num, targets, message.get(C.KEY_WEIGHTS))
-        if not problem and self.sealed:
-            problem = self._seal_problem(sender, targets, message.get(C.KEY_WEIGHTS), message.get(C.KEY_SEAL))
+        problem = self._upload_problem(sender, round_num, targets, message.get(C.KEY_WEIGHTS), message.get(C.KEY_SEAL))
         if problem:
             return (*self._refused(f"the model upload of {sender}: {problem}"), [])
         nbytes = payload_bytes(message[C.KEY_WEIGHTS])
@@ -284,7 +223,7 @@ class ModelRelay:
             self._start(sender, round_num, message, fresh, nbytes)
         return OK, "", fresh
 
-    def _upload_problem(self, sender: str, round_num, targets, weights) -> str | None:
+    def _upload_problem(self, sender: str, round_num, targets, weights, seal) -> str | None:
         if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < self.rounds:
             return f"round {_shown(round_num)} is not one of the run's {self.rounds} rounds"
         if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
@@ -297,13 +236,9 @@ class ModelRelay:
         for key, value in weights.items():
             if not isinstance(value, (np.ndarray, np.generic)):
                 return f"its entry {_shown(key)} is {type(value).__name__}, not an array"
-        return None
-
-    def _seal_problem(self, sender: str, targets: list[str], weights: Mapping, seal) -> str | None:
-        """Why a sealed run's upload is not a sealed model the relay can hand on, or None."""
-        if sender not in self.certificates:
+        if self.sealed and sender not in self.certificates:
             return "it declared no certificate"
-        return sealed_weights_problem(weights) or seal_problem(seal, targets) or None
+        return (sealed_weights_problem(weights) or seal_problem(seal, targets) or None) if self.sealed else None
 
     def _refused(self, why: str) -> tuple[str, str]:
         self.log("warning", f"refused {why}")
@@ -331,8 +266,7 @@ class ModelRelay:
         self._say()
 
     def _staff(self, receiver: str) -> None:
-        """(holding the lock) Start the delivery workers ``receiver`` lacks: on its first model, or in place of
-        one that ended."""
+        """(holding the lock) Start the delivery workers ``receiver`` lacks."""
         workers = [w for w in self._workers.get(receiver, []) if w.is_alive()]
         while len(workers) < DELIVERIES_PER_RECEIVER:
             worker = threading.Thread(target=self._deliver, args=(receiver,), daemon=True, name=f"relay-{receiver}")
@@ -345,8 +279,7 @@ class ModelRelay:
         self._workers[receiver] = workers
 
     def _deliver(self, receiver: str) -> None:
-        """One of ``receiver``'s delivery workers: hands it its models one send at a time, soonest due first,
-        until the relay stops; no delivery, whatever happens to it, ends the worker."""
+        """One of ``receiver``'s delivery workers, until the relay stops; no failed delivery ends it."""
         while True:
             with self._lock:
                 delivery = self._next_due(receiver)
@@ -362,8 +295,7 @@ class ModelRelay:
             self._say()
 
     def _hand(self, receiver: str, delivery: _Delivery) -> None:
-        """One try to hand ``delivery`` to ``receiver``: taken, refused (given up: sending it again changes
-        nothing), or not ready or unanswered (tried again, less and less often, until its deadline)."""
+        """One try to hand ``delivery`` to ``receiver``; not ready or unanswered: queued again until its deadline."""
         upload = delivery.upload
         if upload.stop.is_set() or self._stopped:  # stopped since it came due: not sent
             with self._lock:
@@ -393,8 +325,7 @@ class ModelRelay:
             heapq.heappush(self._due[receiver], delivery)
 
     def _next_due(self, receiver: str) -> _Delivery | None:
-        """(holding the lock) The soonest due delivery of ``receiver`` once it is due, waiting for it; None once
-        the relay stops."""
+        """(holding the lock) The soonest due delivery of ``receiver``, waiting for it; None once the relay stops."""
         queue = self._due[receiver]
         while not self._stopped:
             now = time.monotonic()
@@ -406,9 +337,7 @@ class ModelRelay:
         return None
 
     def _drop_ended(self, now: float, receivers: list[str] | None = None) -> None:
-        """(holding the lock) Give up every queued delivery whose upload passed its deadline or was stopped, for
-        ``receivers`` (None: every receiver, so that one whose worker is held up in a send keeps no model past
-        its deadline)."""
+        """(holding the lock) Give up the queued deliveries of ``receivers`` (None: all) whose upload ended."""
         for receiver in self._due if receivers is None else receivers:
             queue = self._due[receiver]
             ended = [d for d in queue if d.upload.stop.is_set() or d.upload.deadline <= now]
@@ -419,8 +348,7 @@ class ModelRelay:
                     self._settle(delivery.upload, receiver, delivered=False)
 
     def _settle(self, upload: _Upload, receiver: str, delivered: bool) -> None:
-        """(holding the lock) ``receiver`` took ``upload`` or is given up; once every receiver is settled the
-        model is let go (what is to be said is said by :meth:`_say`, after the lock)."""
+        """(holding the lock) ``receiver`` took ``upload`` or is given up; once all are, the model is let go."""
         if receiver not in upload.pending:
             return
         upload.pending.remove(receiver)
@@ -451,7 +379,6 @@ class ModelRelay:
             pass
 
     def in_flight_bytes(self) -> int:
-        """Bytes of models the relay holds now."""
         with self._lock:
             self._drop_ended(time.monotonic())
             held = sum(u.nbytes for uploads in self._uploads.values() for u in uploads if u.pending)
@@ -459,8 +386,7 @@ class ModelRelay:
         return held
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop forwarding (the run ended): every delivery not made is given up; waits at most ``timeout`` s
-        for the delivery workers."""
+        """Stop forwarding, giving up every delivery not made; waits at most ``timeout`` s for the workers."""
         with self._lock:
             self._stopped = True
             for uploads in self._uploads.values():

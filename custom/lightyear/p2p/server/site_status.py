@@ -1,10 +1,5 @@
-"""What the server knows of each site of a peer-to-peer run (thread-safe, no FLARE import).
-
-A site is ``pending`` until it picks up the run task, then ``running``; it ends ``finished``
-(its result arrived), ``failed`` (its run raised; the reason is kept) or ``dropped`` (the server
-gave up on it: it stopped answering, stayed silent too long or never started). A finished or
-failed site is never dropped afterwards, and a late result of a dropped site is still recorded.
-"""
+"""What the server knows of each site of a peer-to-peer run (thread-safe, no FLARE import): ``pending``, then
+``running``, then ``finished``, ``failed`` or ``dropped`` (never after finished or failed)."""
 
 from __future__ import annotations
 
@@ -80,10 +75,7 @@ class SiteStatus:
             return all(state in (FINISHED, FAILED, DROPPED) for state in self._state.values())
 
     def snapshot(self) -> dict:
-        """How far the run is, for FLARE's stats: sites per state, the rounds each site completed,
-        ``current_round`` (the round the slowest running site is in, 0-based, i.e. the rounds it
-        completed; once no site runs, the most rounds any site completed) and the reason of every
-        failed or dropped site."""
+        """For FLARE's stats; ``current_round``: the slowest running site's (once none runs, the most completed)."""
         with self._lock:
             done = {s: self._last_round.get(s, -1) + 1 for s in self.sites}
             running = [done[s] for s in self.sites if self._state[s] == RUNNING]
@@ -101,16 +93,9 @@ class SiteStatus:
         with self._lock:
             out = []
             for site in self.sites:
-                last = self._last_round.get(site, "")
+                last, result = self._last_round.get(site, ""), self._results.get(site, {})
                 if self._state[site] == FINISHED:
-                    out.append(
-                        dict(
-                            self._results[site],
-                            site=site,
-                            status=FINISHED,
-                            last_round=self._results[site].get("last_round", last),
-                        )
-                    )
+                    out.append(dict(result, site=site, status=FINISHED, last_round=result.get("last_round", last)))
                 else:
                     status = self._state[site] if self._state[site] in (FAILED, DROPPED) else DROPPED
                     reason = self._reason.get(site, "the run ended before this site finished")

@@ -1,13 +1,5 @@
-"""What a model message must be for a site to take it, checked before anything of it is kept (no state).
-
-:func:`checked_model` bounds a payload by the size of the site's own model before anything is
-decoded, cast, copied or kept, then decodes it (:class:`~lightyear.p2p.wire.payload.PayloadCodec`)
-and checks it (:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes, dtypes, finite
-values, ``max_abs_weight``). :func:`open_sealed` first opens a model the server forwarded sealed
-(:mod:`lightyear.p2p.wire.sealing`), and says whether its sender signed it: one it did not sign is
-no evidence against the sender. :func:`num_samples_problem` checks a claimed training-set size.
-The exchange (:mod:`lightyear.p2p.wire.exchange`) calls them for every message and keeps the result.
-"""
+"""Checks a model message must pass before anything of it is kept (no state); the exchange
+(:mod:`lightyear.p2p.wire.exchange`) calls them for every message."""
 
 from __future__ import annotations
 
@@ -33,9 +25,7 @@ def num_samples_problem(value) -> str | None:
 def checked_model(
     payload, marker, reference: dict, codec: PayloadCodec, max_abs_weight: float | None
 ) -> tuple[dict | None, list[str]]:
-    """(the model a message's ``payload`` stands for, [why it is unacceptable]): bounded by the size of
-    ``reference`` before anything is decoded, cast, copied or kept, then decoded by ``codec`` (the
-    encoding ``marker`` names) and checked by :func:`~lightyear.algorithms.model_check.model_problems`."""
+    """(the model ``payload`` stands for, [why unacceptable]), bounded in size before it is decoded, then checked."""
     too_large = payload_size_problem(payload, reference)
     if too_large:
         return None, [too_large]
@@ -46,8 +36,7 @@ def checked_model(
 
 
 def open_sealed(request: Shareable, sealer, reference: dict) -> tuple[dict | None, str, bool]:
-    """(the payload of a sealed model the server forwarded, why refused or "", whether its sender signed
-    it): its size bounded before it is opened (:meth:`~lightyear.p2p.wire.sealing.Sealer.open`)."""
+    """(the payload of a sealed forwarded model, why refused or "", whether its sender signed it), size-bounded."""
     sealed = request.get(C.KEY_WEIGHTS)
     too_large = payload_size_problem(sealed, reference)
     if too_large:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 STORED = "stored"
@@ -14,24 +14,22 @@ DUPLICATE = "duplicate"
 BAD_ROUND = "bad round"
 
 RETRY_S = 1.0
-"""Seconds before a model a receiver was not ready for (it has not started, or is more than one
-round behind its sender) is sent again; each further try waits twice as long, up to
-:data:`MAX_RETRY_S`, until the sender's ``peer_deadline``: a receiver that starts late gets it
-within about a second, one far behind is not sent a model every second."""
+"""Seconds before a model a receiver was not ready for is sent again, doubling up to :data:`MAX_RETRY_S`."""
 MAX_RETRY_S = 2.0
 
 
-class PeerModelBuffer:
-    """Holds received peer models until the round that needs them is aggregated.
+def wait_until(cond: threading.Condition, done: Callable[[], bool], deadline: float, abort=None) -> None:
+    """(holding ``cond``) Wait until ``done()``, the monotonic ``deadline`` or ``abort()``, checking twice a second."""
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0 or (abort is not None and abort()):
+            return
+        cond.wait(timeout=min(left, 0.5))
 
-    Whatever peers send, memory stays bounded: only the current round and the next one are
-    accepted (a fast peer may be one round ahead; a model further ahead is not kept, and
-    :meth:`ahead` tells the caller to have it sent again later), never a round at or past
-    ``rounds``, and only the first model of each (round, sender); a second one is refused and
-    its sender logged by the caller. So the buffer holds at most 2 x senders models.
-    :meth:`release` ends a round: it and every earlier round are freed and later models for
-    them are refused as late.
-    """
+
+class PeerModelBuffer:
+    """Holds received peer models until their round is aggregated: only the first model of each (round, sender) for
+    the current and the next round, so at most 2 x senders models whatever peers send."""
 
     def __init__(self, rounds: int | None = None):
         self._models: dict[int, dict[str, Any]] = {}
@@ -51,9 +49,7 @@ class PeerModelBuffer:
         return self._current <= round_num <= self._current + 1 and (self._rounds is None or round_num < self._rounds)
 
     def ahead(self, round_num: Any) -> bool:
-        """Whether ``round_num`` is a round of the run more than one round past the current one: a
-        model for it is neither kept nor dropped, but answered "not ready" so that it is sent again
-        once this site has caught up (a sender that does not wait for this site may run ahead)."""
+        """Whether ``round_num`` is a round of the run more than one past the current one (answered "not ready")."""
         if isinstance(round_num, bool) or not isinstance(round_num, int):
             return False
         with self._cond:
@@ -65,12 +61,8 @@ class PeerModelBuffer:
             return isinstance(round_num, int) and sender in self._models.get(round_num, {})
 
     def put(self, round_num: Any, sender: str, model: Any) -> str:
-        """Store ``model`` if it is for the current or the next round and the sender's first for it.
-
-        Returns ``stored``, or why it was not: ``bad round`` (not an integer, a boolean, negative
-        or past the last round), ``late`` (a round already finished), ``early`` (more than one
-        round ahead) or ``duplicate`` (this sender already sent a model for that round).
-        """
+        """Store ``model`` if it is for the current or the next round and the sender's first for it; returns
+        ``stored``, ``bad round``, ``late``, ``early`` or ``duplicate``."""
         if isinstance(round_num, bool) or not isinstance(round_num, int) or round_num < 0:
             return BAD_ROUND
         with self._cond:
@@ -88,21 +80,11 @@ class PeerModelBuffer:
             return STORED
 
     def wait_for(self, round_num: int, senders: Iterable[str], timeout: float, abort=None) -> dict[str, Any]:
-        """Wait until every sender's round model is here or ``timeout`` s pass; return what arrived.
-
-        ``abort`` is an optional callable returning True to stop waiting early.
-        """
+        """Wait until every sender's round model is here, ``timeout`` s pass or ``abort()``; return what arrived."""
         senders = set(senders)
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            while True:
-                have = self._models.get(round_num, {})
-                if senders <= set(have):
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0 or (abort is not None and abort()):
-                    break
-                self._cond.wait(timeout=min(left, 0.5))
+            wait_until(self._cond, lambda: senders <= set(self._models.get(round_num, {})), deadline, abort)
             return {s: m for s, m in self._models.get(round_num, {}).items() if s in senders}
 
     def take(self, round_num: int) -> dict[str, Any]:

@@ -1,57 +1,12 @@
 """What other sites send a peer-to-peer site, checked on its FLARE cell before FLARE decrypts, buffers or decodes it.
 
-Why on the cell: in FLARE 2.9 an aux-message handler sees a message only after FLARE has done
-everything with it. The job cell receives a message as the frames of a byte stream, buffers the
-whole blob up to the size the sender declared (``nvflare/fuel/f3/streaming/blob_streamer.py``,
-``BlobHandler``), deserialises it, which also downloads every array it refers to from the
-sender's download service (``nvflare/fuel/f3/cellnet/cell.py``, ``Adapter.call``, which calls
-``decode_payload``; ``nvflare/fuel/utils/fobs/decomposers/via_downloader.py``,
-``process_datum``), and only then calls the handler with the decoded Shareable alone
-(``nvflare/private/fed/client/command_agent.py``, ``_aux_communication``: ``request.payload``);
-the cell headers never reach it. Whether a message was encrypted is one of those headers, and
-the cell removes it as it decrypts (``nvflare/fuel/f3/cellnet/core_cell.py``,
-``decrypt_payload``), before any request callback or request filter runs.
-
-The one place a job's code sees what arrives before that is an incoming filter on its core cell
-(``CoreCell.add_incoming_filter``): FLARE calls it for every frame and message, before
-decrypting or decoding it (``core_cell.py``, ``_process_received_msg``, ahead of
-``_process_request``), and a filter that returns a reply stops the delivery. FLARE's own secure
-Attach guard works there (``nvflare/app_common/executors/client_api/attach_backend.py``).
-:class:`PeerGate` is such a filter, for frames and messages from another site's cells (the
-server's and the site's own pass unchecked):
-
-- size: a streamed message declares its size on every frame; one that declares none, or more
-  than ``limit`` bytes (:func:`~lightyear.p2p.wire.payload.payload_limit`: twice the site's model
-  plus 1 MiB), is refused before FLARE allocates anything for it, as is any frame or unstreamed
-  message larger than that. FLARE then holds a stream to the size it declared. Before the run's
-  model is known the bound is :data:`PRE_RUN_LIMIT` and no model is taken at all (a site answers
-  its neighbours' start handshake "ready" only once its gate is open, so honest peers never
-  send earlier).
-- encryption (``secure_messages=true``): a model message (or a simulated attackers' collusion
-  message, which carries one too), and any traffic of FLARE's download
-  service (which carries a model's arrays), must arrive with FLARE's ``SECURE`` and
-  ``ENCRYPTED`` markers, which only the sending cell's encryption sets. A sender or relay that
-  sets them on a plain message gains nothing: the cell then decrypts it, checking the sender's
-  signature, and drops what fails.
-
-- streams in flight: FLARE holds a buffer of the declared size for every stream it has seen a
-  frame of, until the stream ends or its read timeout passes; what one site's streams make this
-  site hold at once is bounded by :class:`~lightyear.p2p.wire.stream_budget.StreamBudget`
-  (open streams and their declared bytes per sending site, counted in plaintext bytes of
-  distinct frames), not by the frames it sends; every later frame of a refused stream is
-  refused too.
-
-A refused stream is also reported to its sender (FLARE's ``ByteReceiver.reject``), so an honest
-but misconfigured sender learns at once instead of waiting for its timeout. Each refusal is
-logged once per stream with the reason.
-
-What it cannot bound: the arrays a message refers to are fetched inside FLARE's
-deserialisation, by as many download requests as the sender keeps answering with data
-(``nvflare/fuel/f3/streaming/download_service.py``, ``_download_object``; the
-``ArrayConsumer`` of ``nvflare/app_common/np/np_downloader.py`` keeps every array received). The
-gate bounds each download reply like any frame, and ``payload_size_problem`` refuses the
-assembled model, but FLARE 2.9 offers no hook that stops a download once its total exceeds a
-bound.
+FLARE 2.9 calls an aux handler only after it has buffered, decrypted and deserialised a message; the one earlier hook
+is an incoming filter on the core cell (``CoreCell.add_incoming_filter``), where a reply stops the delivery.
+:class:`PeerGate` refuses there, from another site's cells, what declares no size or more than ``limit`` bytes
+(:func:`~lightyear.p2p.wire.payload.payload_limit`; before the run :data:`PRE_RUN_LIMIT`, and no model), unencrypted
+model and download traffic under ``secure_messages=true``, and streams beyond
+:class:`~lightyear.p2p.wire.stream_budget.StreamBudget`. It cannot bound the total of a message's array downloads
+(FLARE 2.9 has no hook for it); ``payload_size_problem`` refuses the assembled model.
 """
 
 from __future__ import annotations
@@ -92,11 +47,7 @@ def route(headers: Mapping) -> tuple[str, str, bool, bool]:
 
 
 class PeerGate:
-    """The incoming filter of one site's job cell (see the module docstring).
-
-    ``log(level, message)`` reports refusals. :meth:`install` puts it on the cell; :meth:`open`
-    sets the run's bound and encryption requirement and starts taking models.
-    """
+    """The incoming filter of one site's job cell (module docstring); ``log(level, message)`` reports refusals."""
 
     def __init__(self, log: Callable[[str, str], None]):
         self.log = log
@@ -131,10 +82,7 @@ class PeerGate:
         return cell is not None and self.install(cell)
 
     def open(self, limit: int, require_encryption: bool, engine=None, server_only_forwards: bool = False) -> None:
-        """The run's model is known: bound messages by ``limit`` bytes and take models; with
-        ``require_encryption``, only encrypted ones. Watches ``engine``'s cell if not yet done;
-        raises when encryption is required but no cell can be watched, or when
-        ``server_only_forwards`` (models come from the server, naming their sender) and none can."""
+        """Bound messages by ``limit`` bytes and take models; raises if a check asked for needs a cell and none is."""
         if engine is not None:
             self.watch(engine)
         if server_only_forwards and not self.installed:
@@ -154,7 +102,6 @@ class PeerGate:
         self.require_encryption = bool(require_encryption)
         self.models_open = True
 
-    # ------------------------------------------------------------------ the filter
     def check(self, message):
         """FLARE's incoming-filter callback: None lets ``message`` through, a reply stops it."""
         headers = message.headers
@@ -191,8 +138,7 @@ class PeerGate:
         return None
 
     def _stream_problem(self, headers: Mapping, payload_bytes: int) -> str | None:
-        """Why a streamed frame from another site that :meth:`problem` let through is refused by the
-        bound on open streams (:mod:`~lightyear.p2p.wire.stream_budget`), or None; counts the frame."""
+        """Why a streamed frame from another site is refused by the bound on open streams, or None; counts it."""
         origin = self._other_site(headers)
         if origin is None or not route(headers)[2]:
             return None
@@ -212,8 +158,7 @@ class PeerGate:
         return None if why is None else f"a stream from {_shown(origin)}: {why}"
 
     def _other_site(self, headers: Mapping) -> str | None:
-        """The origin of a frame or message to this cell from another site's cell; None for anything
-        else (the server's and this site's own cells pass unchecked)."""
+        """The origin of a frame or message to this cell from another site's cell; None for anything else."""
         origin = str(headers.get(MessageHeaderKey.ORIGIN) or "")
         if headers.get(MessageHeaderKey.DESTINATION) != self.own_fqcn:
             return None
@@ -264,8 +209,6 @@ def _hashable(value):
 
 
 def _nbytes(payload) -> int:
-    if payload is None:
-        return 0
     if isinstance(payload, (list, tuple)):
         return sum(_nbytes(p) for p in payload)
     try:

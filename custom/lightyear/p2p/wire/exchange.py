@@ -1,41 +1,8 @@
 """One site's side of the model exchange between peers: send, receive, check, wait.
 
-Every message a peer sends is treated as written by a broken or hostile site. A model is
-checked when it arrives (:mod:`lightyear.p2p.wire.arrival`: opened when sealed, decoded by
-:attr:`PeerExchange.codec`, which rebuilds a model from a delta payload, see
-:mod:`lightyear.p2p.wire.payload`; then :func:`~lightyear.algorithms.model_check.model_problems`:
-keys, shapes, values finite in the receiver's dtype and within ``max_abs_weight``), so a malformed
-one is never held for aggregation; the buffer accepts only the current and the next round, one model per
-sender and round (:class:`~lightyear.p2p.wire.buffer.PeerModelBuffer`); a sender that is not an
-in-neighbour is refused. A neighbour that missed ``max_missed_rounds`` consecutive rounds is no
-longer waited for (a dead site costs one deadline, not one per round) but its models are still
-taken when it comes back.
-
-A message may also carry the sender's training-set size (``KEY_NUM_SAMPLES``; rules that weight by
-it, such as DeFTA, set :attr:`PeerExchange.num_samples`). It is optional, so messages from senders
-that do not send it are still taken; when present it must be an integer in [1, ``MAX_NUM_SAMPLES``]
-or the whole model is rejected with the reason.
-
-Each round a site may take models from only some of its in-neighbours and send to only some of
-its out-neighbours (:mod:`lightyear.p2p.site.sampling`): :meth:`PeerExchange.collect` and
-:meth:`PeerExchange.send` take those subsets.
-
-Asynchronous mode (``asynchronous=True``, for AsyncDeFTA): models of any round are accepted and
-only the newest from each sender is held (:class:`~lightyear.p2p.wire.latest_models.LatestModelStore`,
-at most one model per in-neighbour); :meth:`collect` waits at most ``async_wait`` seconds for
-models not yet taken and returns the newest held model of each sender, however old; a new send
-supersedes the previous one (its retries stop), so at most one outgoing model is in flight.
-
-Models reach a receiver one of two ways (the run's ``model_route``,
-:mod:`lightyear.p2p.server.model_relay`): ``via_server``, a site uploads each model once to the
-server (with the token its run task gave it) and the server hands it to the receivers on
-:data:`~lightyear.flare.constants.TOPIC_FORWARD`, naming the sender it authenticated by that
-token; a model sent directly is then refused. Otherwise (``direct``) a site sends each receiver its
-copy and the sender's name is the identity FLARE puts in the message's peer properties. FLARE 2.9
-passes aux handlers only those properties, which the sending site's own FLARE code sets: the
-server relay authenticates the sending client (mTLS and its token in a provisioned deployment),
-but a site running modified FLARE code could claim another site's name to its peers. See
-docs/reliability.md, "Identity".
+Every peer message is hostile: a model is checked on arrival (:mod:`lightyear.p2p.wire.arrival`), only in-neighbours
+are heard. Models go ``via_server`` (the sender named by :mod:`lightyear.p2p.server.model_relay`) or ``direct`` (the
+sender is FLARE's peer identity, which modified FLARE code could fake; docs/reliability.md, "Identity").
 """
 
 from __future__ import annotations
@@ -51,7 +18,6 @@ from nvflare.apis.shareable import Shareable, make_reply
 
 from lightyear.flare import constants as C
 from lightyear.p2p.wire import buffer as peer_buffer
-from lightyear.p2p.wire import latest_models
 from lightyear.p2p.wire.arrival import checked_model, num_samples_problem, open_sealed
 from lightyear.p2p.wire.buffer import PeerModelBuffer
 from lightyear.p2p.wire.latest_models import LatestModelStore
@@ -80,11 +46,8 @@ class Delivery:
 
 @dataclass
 class Inbox:
-    """What one round received: valid models (cast to the own dtypes), rejected ones with the
-    reason, neighbours that did not deliver in time, and those no longer waited for; the
-    training-set size each valid model's sender claimed (when sent) and the sender's round of each
-    valid model (the current round, except in asynchronous mode); ``heard``: the senders whose
-    message for this round (in asynchronous mode: any new message) arrived, valid or not."""
+    """What one round received (valid models cast to the own dtypes); ``heard``: the senders whose message for it
+    (asynchronous: any new one) arrived, valid or not."""
 
     valid: dict = field(default_factory=dict)
     rejected: dict = field(default_factory=dict)
@@ -118,14 +81,8 @@ class PeerExchange:
         token: str | None = None,
         sealer=None,
     ):
-        """``reference``: this site's model, against which every received model is checked (None:
-        not ready, a sender is asked to retry); ``codec``: how payloads are read and marked;
-        ``secure``: encrypt every model for its receiver; ``num_samples``: the training-set size
-        sent with every model (rules that weight by it); ``topic``: the aux topic models are sent on
-        (the round's models; the simulated attackers' side channel has its own); ``via_server``:
-        models go up to the server once, with ``token``, and come from it (the run's
-        ``model_route``); ``sealer``: with ``via_server`` and ``secure``, seals every model sent and
-        opens every model received (:class:`~lightyear.p2p.wire.sealing.Sealer`)."""
+        """``reference``: this site's model, which received models are checked against (None: not ready);
+        ``sealer``: with ``via_server`` and ``secure``, seals models sent and opens those received."""
         self.send_to = sorted(send_to)
         self.receive_from = sorted(receive_from)
         self.peer_deadline = peer_deadline
@@ -140,11 +97,9 @@ class PeerExchange:
         self.latest = LatestModelStore(self.receive_from, rounds)
         self.missed = {peer: 0 for peer in self.receive_from}
         self.reference: dict | None = reference
-        self.num_samples: int | None = num_samples  # sent with every model when set
-        self.secure = bool(secure)  # True: every model is encrypted for its receiver (lightyear.p2p.secure_messages)
-        self.codec = (
-            codec or PayloadCodec()
-        )  # how payloads are read (and marked when sent); see lightyear.p2p.wire.payload
+        self.num_samples: int | None = num_samples
+        self.secure = bool(secure)
+        self.codec = codec or PayloadCodec()
         self.topic = topic
         self.via_server = bool(via_server)
         self.token = token
@@ -154,15 +109,7 @@ class PeerExchange:
 
     # ------------------------------------------------------------------ receiving
     def on_model(self, request: Shareable, topic: str | None = None) -> Shareable:
-        """Handle one model message on ``topic`` (default: the exchange's own); the reply only tells
-        the sender whether to send it again. A model the server forwards (``TOPIC_FORWARD``) is
-        from the sender it names; the site's cell gate takes that topic from the server alone.
-
-        A payload larger than a model of this site can be
-        (:func:`~lightyear.p2p.wire.payload.payload_size_problem`) is rejected before it is
-        decoded, cast, copied or kept; the site's FLARE cell applied the same bound to the bytes
-        as they arrived (:mod:`lightyear.p2p.wire.cell_gate`).
-        """
+        """Handle one model message on ``topic``; the reply only tells the sender whether to send it again."""
         forwarded = topic == C.TOPIC_FORWARD
         if forwarded != (self.via_server and self.topic == C.TOPIC_MODEL):
             route = "through the server" if self.via_server else "from site to site"
@@ -198,17 +145,13 @@ class PeerExchange:
             Rejected("; ".join(problems)) if problems else Delivery(weights, None if claimed is None else int(claimed))
         )
         if self.asynchronous:
-            reason = item.reason if isinstance(item, Rejected) else None
-            status = self.latest.put(round_num, sender, item, rejected_reason=reason)
-            if status != latest_models.STORED:
-                self.log("warning", f"model from {sender} for round {repr(round_num)[:40]} not kept: {status}")
-            return make_reply(ReturnCode.OK)
-        status = self.buffer.put(round_num, sender, item)
+            status = self.latest.put(round_num, sender, item, rejected_reason=getattr(item, "reason", None))
+        else:
+            status = self.buffer.put(round_num, sender, item)
         if status == peer_buffer.EARLY:  # still more than a round behind: sent again later
             return make_reply(ReturnCode.SERVICE_UNAVAILABLE)
-        if status != peer_buffer.STORED:
+        if status != peer_buffer.STORED:  # late, duplicate, stale or bad round: acknowledged, so not sent again
             self.log("warning", f"model from {sender} for round {repr(round_num)[:40]} not kept: {status}")
-        # late, duplicate or bad-round models are acknowledged so that the sender stops re-sending
         return make_reply(ReturnCode.OK)
 
     def collect(
@@ -218,13 +161,8 @@ class PeerExchange:
         senders: list[str] | None = None,
         wait_for: list[str] | None = None,
     ) -> Inbox:
-        """Wait for this round's models until ``peer_deadline``; skip neighbours that missed
-        ``max_missed_rounds`` in a row; return what arrived, checked.
-
-        ``senders``: the in-neighbours whose models this round takes (default: all); a model from
-        any other is dropped. ``wait_for``: those of them to wait for (default: all of
-        ``senders``); only these can be late or count a missed round.
-        """
+        """Wait up to ``peer_deadline`` for the models of ``wait_for`` (default: ``senders``, default: all) except
+        those that missed ``max_missed_rounds`` in a row; return those of ``senders`` that arrived, checked."""
         senders = self.receive_from if senders is None else sorted(set(senders) & set(self.receive_from))
         wait_for = senders if wait_for is None else sorted(set(wait_for) & set(senders))
         waited = [p for p in wait_for if self.missed[p] < self.max_missed_rounds]
@@ -274,11 +212,7 @@ class PeerExchange:
         if waited:
             inbox.late.append(peer)
         if was < self.max_missed_rounds <= self.missed[peer]:
-            self.log(
-                "warning",
-                f"{peer} missed {self.missed[peer]} rounds in a row: "
-                "no longer waited for (still accepted if it returns)",
-            )
+            self.log("warning", f"{peer} missed {was + 1} rounds in a row: no longer waited for (taken if back)")
 
     def _back(self, peer: str, round_num: int) -> None:
         if self.missed[peer] >= self.max_missed_rounds:
@@ -295,16 +229,13 @@ class PeerExchange:
             inbox.num_samples[peer] = item.num_samples
 
     def not_waiting_for(self, peers) -> None:
-        """Wait for none of ``peers`` (neighbours that did not answer the start handshake) until they send:
-        each counts as having missed ``max_missed_rounds`` in a row."""
+        """Wait for none of ``peers`` (they did not answer the start handshake) until they send."""
         for peer in set(peers) & set(self.missed):
             self.missed[peer] = self.max_missed_rounds
 
     def peek(self, round_num: int, senders: list[str], timeout: float, abort: Callable[[], bool]) -> dict[str, dict]:
-        """The valid models of ``senders`` (in-neighbours) for ``round_num`` that arrived within
-        ``timeout`` s, cast to the own dtypes and left in place for :meth:`collect` (what an
-        attacker with full knowledge reads before it sends). In asynchronous mode: the newest held
-        of each, without waiting."""
+        """The valid models of ``senders`` that arrived within ``timeout`` s (asynchronous: the newest, without
+        waiting), left in place for :meth:`collect`."""
         senders = sorted(set(senders) & set(self.receive_from))
         if self.asynchronous:
             items = self.latest.peek(senders)
@@ -321,10 +252,8 @@ class PeerExchange:
 
     # ------------------------------------------------------------------ sending
     def send(self, round_num: int, weights: dict, engine, targets: list[str] | None = None) -> dict:
-        """Send this round's model to ``targets`` (default: every out-neighbour; others are
-        ignored) in the background; returns the dict that the sending thread fills with
-        ``bytes`` and ``send_s``. ``weights`` may be a :class:`PerReceiver`: each target gets its
-        own model (a target it lacks gets nothing)."""
+        """Send this round's model to ``targets`` (default: every out-neighbour) in the background; returns the dict
+        the thread fills with ``bytes`` and ``send_s``."""
         sent = {"bytes": 0, "send_s": ""}
         targets = self.send_to if targets is None else sorted(set(targets) & set(self.send_to))
         if isinstance(weights, PerReceiver):
@@ -343,8 +272,7 @@ class PeerExchange:
     def _send(
         self, round_num: int, weights: dict, engine, sent: dict, targets: list[str], stop: threading.Event
     ) -> None:
-        """Re-send only to those that did not answer OK, until ``peer_deadline`` (or ``stop``);
-        one request for all targets of the same model (sealed, one for all targets it is sealed for)."""
+        """Re-send to those that did not answer OK until ``peer_deadline`` or ``stop``; one request per model."""
         fl_ctx = engine.new_context()
         pending = set(targets)
         deadline = time.monotonic() + self.peer_deadline
@@ -372,9 +300,7 @@ class PeerExchange:
             sent["send_s"] = time.perf_counter() - start
 
     def _sealed_parts(self, round_num: int, model: dict, group: list[str], seals: dict, unsealed: dict) -> list:
-        """[(receivers, their sealed model or None)] to send ``model`` to ``group`` by: itself when models
-        are not sealed; else the seals made so far, plus one for the receivers none covers whose
-        certificates now hold up (one without stays out, and is tried again on the next pass)."""
+        """[(receivers, their sealed model or None)] for ``model``: the seals so far plus one for receivers now due."""
         if self.sealer is None:
             return [(group, None)]
         made = seals.setdefault(id(model), [])
@@ -395,8 +321,7 @@ class PeerExchange:
     def _request(
         self, round_num: int, weights: dict, targets: list[str], engine, fl_ctx, deadline: float, sealed=None
     ) -> set:
-        """One send of ``weights`` (``sealed``: as sealed weights and seal) to ``targets`` (via the
-        server: one upload for all of them); the targets that took it (the server took it for all)."""
+        """One send of ``weights`` (or ``sealed``: (sealed weights, seal)) to ``targets``; the targets that took it."""
         request = Shareable()
         request[C.KEY_ROUND] = round_num
         request[C.KEY_WEIGHTS] = weights if sealed is None else sealed[0]
@@ -411,29 +336,25 @@ class PeerExchange:
             request[C.KEY_SUPERSEDES] = self.asynchronous
         timeout = max(1.0, min(self.send_timeout, deadline - time.monotonic()))
         try:
-            replies = (
-                engine.send_aux_request(
-                    targets=[C.SERVER] if self.via_server else targets,
-                    topic=C.TOPIC_UPLOAD if self.via_server else self.topic,
-                    request=request,
-                    timeout=timeout,
-                    fl_ctx=fl_ctx,
-                    secure=self.secure and not self.via_server,  # through the server: sealed, see sealing.py
-                )
-                or {}
+            replies = engine.send_aux_request(
+                targets=[C.SERVER] if self.via_server else targets,
+                topic=C.TOPIC_UPLOAD if self.via_server else self.topic,
+                request=request,
+                timeout=timeout,
+                fl_ctx=fl_ctx,
+                secure=self.secure and not self.via_server,  # through the server: sealed, see sealing.py
             )
         except Exception as exc:  # noqa: BLE001 - a failed send is retried, never fatal
             self.log("warning", f"round {round_num}: sending failed ({type(exc).__name__}: {exc}); retrying")
             return set()
+        replies = replies or {}
         if self.via_server:
             took = any(_is_ok(reply) for reply in replies.values())
             return set(targets) if took else set()
         return {peer for peer, reply in replies.items() if peer in targets and _is_ok(reply)}
 
     def declare_limit(self, limit: int, engine, abort: Callable[[], bool], timeout: float) -> bool:
-        """Tell the server the largest model message this site takes (and, sealing, its certificate),
-        trying for at most ``timeout`` s; whether it took it. The server bounds uploads by what the
-        sites declare."""
+        """Tell the server this site's payload limit (and certificate) within ``timeout`` s; whether it took it."""
         fl_ctx = engine.new_context()
         deadline = time.monotonic() + timeout
         while not abort():
@@ -473,8 +394,7 @@ def _is_ok(reply) -> bool:
 
 
 def _by_model(weights, targets: list[str]) -> list[tuple[dict, list[str]]]:
-    """[(model, the targets it goes to)]: one entry for a plain model, one per distinct model of a
-    :class:`PerReceiver`."""
+    """[(model, the targets it goes to)]: one per distinct model."""
     if not isinstance(weights, PerReceiver):
         return [(weights, targets)]
     groups: dict[int, tuple[dict, list[str]]] = {}

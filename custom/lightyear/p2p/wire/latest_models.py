@@ -1,13 +1,5 @@
-"""Thread-safe store of the newest model from each peer, for the asynchronous exchange. No FLARE import.
-
-In the asynchronous variant (AsyncDeFTA, Zhou et al., Section 3.4) sites run their rounds at
-their own pace: a peer's model may come from any of its rounds. The store keeps, per sender, only
-the newest model that passed its checks, so memory stays at one model per in-neighbour whatever
-the peers send: a model for a round at or before the newest one already seen from that sender
-is refused as ``stale``; a round that is not an integer >= 0 below the run's rounds is a
-``bad round``. A model that failed its checks replaces nothing: the held model stays and the
-reason is reported once by :meth:`take`.
-"""
+"""Thread-safe store of the newest valid model from each peer, for the asynchronous exchange (AsyncDeFTA, Zhou et
+al., Section 3.4): one model per in-neighbour at most. No FLARE import."""
 
 from __future__ import annotations
 
@@ -16,9 +8,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-STORED = "stored"
+from lightyear.p2p.wire.buffer import BAD_ROUND, STORED, wait_until
+
 STALE = "stale"
-BAD_ROUND = "bad round"
 UNKNOWN_SENDER = "unknown sender"
 
 
@@ -35,12 +27,8 @@ class LatestModelStore:
         self._cond = threading.Condition()
 
     def put(self, round_num: Any, sender: str, model: Any, rejected_reason: str | None = None) -> str:
-        """Keep ``model`` as ``sender``'s newest unless it is older than what it already sent.
-
-        With ``rejected_reason`` the model failed its checks: it is not kept, the reason is
-        reported by the next :meth:`take`. Returns ``stored``, ``stale``, ``bad round`` or
-        ``unknown sender``.
-        """
+        """Keep ``model`` (with ``rejected_reason``: only the reason) unless its round is not after ``sender``'s
+        newest; returns ``stored``, ``stale``, ``bad round`` or ``unknown sender``."""
         if sender not in self.senders:
             return UNKNOWN_SENDER
         if isinstance(round_num, bool) or not isinstance(round_num, int) or not 0 <= round_num < self.rounds:
@@ -59,21 +47,15 @@ class LatestModelStore:
             return STORED
 
     def wait_fresh(self, senders: Iterable[str], timeout: float, abort: Callable[[], bool] | None = None) -> set[str]:
-        """Wait until each of ``senders`` delivered since it was last taken, at most ``timeout`` s;
-        return those that did."""
+        """Wait at most ``timeout`` s until each of ``senders`` delivered since last taken; return those that did."""
         wanted = set(senders)
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            while not wanted <= self._fresh:
-                left = deadline - time.monotonic()
-                if left <= 0 or (abort is not None and abort()):
-                    break
-                self._cond.wait(timeout=min(left, 0.5))
+            wait_until(self._cond, lambda: wanted <= self._fresh, deadline, abort)
             return wanted & self._fresh
 
     def take(self, senders: Iterable[str]) -> tuple[dict[str, tuple[int, Any]], dict[str, str], set[str]]:
-        """For ``senders``: their newest held (round, model), the reasons of models rejected since
-        the last take, and which of them delivered since the last take. Clears those flags."""
+        """For ``senders``: newest (round, model), and the rejections and deliveries since the last take (cleared)."""
         names = set(senders)
         with self._cond:
             held = {s: self._held[s] for s in sorted(names & set(self._held))}

@@ -1,39 +1,10 @@
-"""What a peer-to-peer site puts on the wire for its model, and how a receiver reads it back.
+"""What a peer-to-peer site puts on the wire for its model, and how a receiver reads it back. No FLARE import.
 
-Every client-to-client message transits the FLARE server (``nvflare/fuel/sec/authn.py`` marks
-cross-client messages as requiring server transit), so the payload's size is the server's load.
-Three encodings, chosen per job with ``transfer_dtype`` (every site of a job uses the same):
-
-``float32``
-    the model as it is (4 bytes a parameter).
-``float16``
-    floating-point entries cast to float16 (half the bytes; each value rounded to 11
-    significant bits, so the error grows with the weight's magnitude).
-``float16_delta``
-    the difference between the model and the seeded initial model, in float16. Every site
-    builds that initial model identically from the job's seed
-    (:meth:`lightyear.training.site_runtime.SiteRuntime.fresh_model`), so a receiver rebuilds the
-    model as ``initial + delta`` from nothing but its own job settings: no state kept between
-    rounds that could be lost or poisoned. Half the bytes of ``float32``, and the rounding error
-    scales with ``|model - initial|`` instead of ``|model|``. An entry whose difference exceeds
-    float16's range (65504) is sent as a float32 difference instead of overflowing.
-
-Non-floating entries (e.g. BatchNorm's ``num_batches_tracked``) always travel unchanged.
-
-Each message names its encoding (``KEY_PAYLOAD``). A delta names its base by a fingerprint of the
-initial model, so sites that built different initial models (another torch version, say) reject
-each other's deltas with a reason instead of silently mixing garbage. A received payload is
-hostile input: :meth:`PayloadCodec.decode` checks a delta's structure
-(:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes, dtypes, finiteness)
-before rebuilding, and the rebuilt model then gets the same checks as any full model (overflow
-after adding the base, ``max_abs_weight``). No FLARE import.
-
-Before any of that, a payload's size is bounded by what a model of the job can take
-(:func:`payload_limit`: twice the receiver's own model, i.e. every entry in a dtype of up to 8
-bytes, plus 1 MiB for the message's framing): :func:`payload_size_problem` refuses a larger one
-before it is decoded, cast, copied or buffered. FLARE has by then received and deserialised it;
-the same bound acts earlier, on the bytes as they arrive at the site's FLARE cell
-(:mod:`lightyear.p2p.wire.cell_gate`).
+Encodings (``transfer_dtype``, one per job): ``float32``; ``float16`` (floating entries cast); ``float16_delta`` (the
+difference from the seeded initial model every site builds identically, in float16, or float32 where it overflows;
+it keeps no state between rounds). Non-floating entries travel unchanged. A delta names its base by a fingerprint, so
+sites with different initial models reject each other's deltas with a reason. A received payload is bounded by
+:func:`payload_limit` before it is decoded, and a delta's structure is checked before it is rebuilt.
 """
 
 from __future__ import annotations
@@ -66,7 +37,7 @@ PAYLOAD_SLACK_BYTES = 1 << 20
 
 
 def payload_limit(reference: Mapping[str, np.ndarray]) -> int:
-    """The most bytes a model message for a site whose model is ``reference`` may take."""
+    """The most bytes a model message for a site whose model is ``reference`` may take (any dtype up to 8 bytes)."""
     return 2 * int(sum(np.asarray(v).nbytes for v in reference.values())) + PAYLOAD_SLACK_BYTES
 
 
@@ -82,8 +53,7 @@ def payload_bytes(payload: Mapping) -> int:
 
 
 def payload_size_problem(payload: Any, reference: Mapping[str, np.ndarray]) -> str | None:
-    """Why ``payload`` is too large to be a model for ``reference`` (more entries than the model,
-    or more bytes than :func:`payload_limit`), or None. Reads sizes only; copies nothing."""
+    """Why ``payload`` is too large to be a model for ``reference``, or None. Reads sizes only."""
     if not isinstance(payload, Mapping):
         return None  # not a model at all: decoding names it
     if len(payload) > len(reference):
@@ -112,10 +82,7 @@ def _shown(value: Any) -> str:
 
 
 class PayloadCodec:
-    """Encodes this site's outgoing model and decodes its peers' payloads for one ``transfer_dtype``.
-
-    ``initial``: the seeded initial model, needed for ``float16_delta`` (the base of every delta).
-    """
+    """Encodes and decodes models for one ``transfer_dtype``; ``initial``: the base of every ``float16_delta``."""
 
     def __init__(self, transfer_dtype: str = FLOAT32, initial: Mapping[str, np.ndarray] | None = None):
         self.transfer_dtype = check_transfer_dtype(transfer_dtype)
@@ -127,7 +94,6 @@ class PayloadCodec:
             self.base = {k: np.array(v, copy=True) for k, v in initial.items()}
             self.marker = f"{FLOAT16_DELTA}@{fingerprint(self.base)}"
 
-    # ------------------------------------------------------------------ sending
     def encode(self, weights: Mapping[str, np.ndarray]) -> dict:
         """The payload for ``weights`` (a new dict; the arrays of ``float32`` are not copied)."""
         if self.transfer_dtype == FLOAT32:
@@ -147,14 +113,8 @@ class PayloadCodec:
             out[key] = half if finite.all() else diff.astype(np.float32)
         return out
 
-    # ------------------------------------------------------------------ receiving
     def decode(self, payload: Any, marker: Any, reference: Mapping[str, np.ndarray]) -> tuple[Any, list[str]]:
-        """(the model a payload stands for, problems). With problems the model is None.
-
-        A full-model site takes payloads marked ``float32`` or ``float16`` (or unmarked) as they
-        are; a ``float16_delta`` site takes only deltas on its own base. The returned model still
-        needs :func:`~lightyear.algorithms.model_check.model_problems` like any full model.
-        """
+        """(the model a payload stands for, or None; problems): the model still needs ``model_problems``."""
         if self.transfer_dtype in FULL_MODELS:
             if marker is None or marker in FULL_MODELS:
                 return payload, []

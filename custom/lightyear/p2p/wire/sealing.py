@@ -1,31 +1,10 @@
 """Models sealed end to end on the server route: the server hands them on but cannot read or forge them.
 
-FLARE encrypts a message for one receiver at a time (:mod:`lightyear.p2p.secure_messages`), so
-through the server's relay (``model_route="server"``) that would be one copy per receiver again. With
-``secure_messages`` on and the server route, a site seals each model of a round once
-(:meth:`Sealer.seal`):
-
-- the payload's arrays are packed into one byte string (:func:`pack`: a JSON header naming each
-  entry's key, dtype and shape, then the raw bytes) and encrypted once with AES-256-GCM under a
-  content key drawn for that model;
-- the content key is wrapped for each receiver with RSA-OAEP (SHA-256) under the public key of the
-  receiver's provisioned certificate;
-- the sender signs (RSA-PSS, SHA-256) the job, its own name, the round, the payload's encoding, the
-  training-set size, the nonce and a digest of the ciphertext with its provisioned private key; the
-  same fields are the cipher's associated data.
-
-So the server sees who sends to whom, when and how much, and nothing else: it cannot read a model
-(it holds no receiver's key), alter or forge one (it holds no site's signing key), or replay one into
-another round or job (those are signed). A receiver takes a sealed model (:meth:`Sealer.open`) only
-if the sender's certificate was issued by the project's root CA itself to the very name the model is
-from, is within its validity (as the root is), the signature holds, its own wrapped
-key opens the ciphertext and the plaintext unpacks into well-formed arrays (:func:`unpack`); every
-check of a model then follows as for any other. Certificates travel through the server (a site
-declares its own; a sender asks for its receivers'; a forwarded model carries its sender's), and
-each is checked against the root CA and the name before use, so the server cannot substitute one.
-
-No FLARE import: the site hands in its provisioned key, certificate and root CA (PEM) and a
-function that fetches certificates.
+A site seals each model once (:meth:`Sealer.seal`): packed (:func:`pack`), encrypted with AES-256-GCM under a fresh
+content key wrapped for each receiver with RSA-OAEP (SHA-256), and signed (RSA-PSS, SHA-256) over the job, sender,
+round, encoding, training-set size, nonce and ciphertext digest (also the cipher's associated data). A receiver
+(:meth:`Sealer.open`) takes one only if the sender's certificate was issued by the project's root CA itself to that
+name and is valid, the signature holds, its key opens it and it unpacks (:func:`unpack`). No FLARE import.
 """
 
 from __future__ import annotations
@@ -82,13 +61,8 @@ def pack(arrays: Mapping[str, np.ndarray]) -> bytes:
 
 
 def unpack(data, max_entries: int, max_bytes: int) -> tuple[dict | None, str]:
-    """(the arrays ``data`` holds, read-only views of it; "") or (None, why it is not a packed model).
-
-    Refuses, before building any array: a wrong magic, a header longer than :data:`MAX_HEADER_BYTES`
-    or than the data, a header that is not a list of [key, dtype, shape], more than ``max_entries``
-    entries, a repeated key, a dtype outside :data:`PACKED_DTYPES`, a shape that is not a list of at
-    most :data:`MAX_DIMENSIONS` non-negative integers, and sizes that do not add up to exactly the
-    bytes that follow the header or exceed ``max_bytes``."""
+    """(the arrays ``data`` holds, read-only views of it; "") or (None, why it is not a packed model), checked in full
+    before any array is built."""
     view = memoryview(data).cast("B")
     start = len(MAGIC) + 8
     if len(view) < start or bytes(view[: len(MAGIC)]) != MAGIC:
@@ -108,9 +82,8 @@ def unpack(data, max_entries: int, max_bytes: int) -> tuple[dict | None, str]:
         if problem:
             return None, problem
         key, dtype, shape = entry
-        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         layout.append((key, np.dtype(dtype), shape, offset))
-        offset += nbytes
+        offset += math.prod(shape) * np.dtype(dtype).itemsize
         if offset > max_bytes:
             return None, f"entries of more than {max_bytes} bytes"
     if len({key for key, *_ in layout}) != len(layout):
@@ -139,11 +112,8 @@ def _entry_problem(entry) -> str:
 
 # ---------------------------------------------------------------------- certificates
 def certificate_problem(pem, name: str, root: x509.Certificate, now: datetime.datetime | None = None) -> str:
-    """Why ``pem`` is not one certificate the project's ``root`` CA itself issued to ``name``, valid now
-    (and the root too) and holding an RSA key of :data:`RSA_BITS` bits with an odd public exponent of
-    at least 65537; "" when it is. FLARE's provisioning issues every participant's certificate from
-    the root, so no chain is taken: a certificate a site or the server issued with its own key,
-    whatever it names, is refused."""
+    """Why ``pem`` is not one valid RSA certificate the project's ``root`` CA itself issued to ``name``; "" when it
+    is. No chain is taken (FLARE issues every certificate from the root), so one a site or the server issued fails."""
     if not isinstance(pem, (bytes, bytearray)) or not 0 < len(pem) <= MAX_CERTIFICATE_BYTES:
         return f"no certificate of at most {MAX_CERTIFICATE_BYTES} bytes"
     try:
@@ -194,9 +164,7 @@ def sealed_weights_problem(weights) -> str:
 
 
 def seal_problem(seal, receivers) -> str:
-    """Why ``seal`` is not a well-formed seal with a key wrapped for each of ``receivers``; "" when it is.
-    Reads sizes and types only (the relay's check before it hands a model on, the receiver's before it
-    opens one)."""
+    """Why ``seal`` is not a well-formed seal with a key wrapped for each of ``receivers``; "" when it is."""
     if not isinstance(seal, Mapping):
         return "no seal"
     nonce, signature, wrapped = seal.get("nonce"), seal.get("signature"), seal.get("wrapped")
@@ -218,13 +186,7 @@ OAEP = padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256()
 
 
 class Sealer:
-    """One site's sealing and opening of models (module docstring).
-
-    ``site``: its name; ``job``: the job's id (signed, so no model crosses into another job);
-    ``key_pem``, ``certificate_pem``, ``root_pem``: its provisioned private key, certificate (chain)
-    and the project's root CA; ``fetch(names) -> {name: pem}``: asks the server for certificates.
-    Verified certificates are kept per name and certificate (at most one a neighbour is asked for).
-    """
+    """One site's sealing and opening of models; ``fetch(names) -> {name: pem}`` asks the server for certificates."""
 
     def __init__(
         self,
@@ -262,8 +224,7 @@ class Sealer:
         return leaf.public_key(), ""
 
     def receiver_keys(self, names: list[str]) -> tuple[dict, dict]:
-        """({receiver: its verified key}, {receiver: why none}), asking the server for the certificates not
-        verified yet (or expired since)."""
+        """({receiver: its verified key}, {receiver: why none}), fetching the certificates not verified yet."""
         now = datetime.datetime.now(datetime.timezone.utc)
         known = {n: self._keys[n][1] for n in names if n in self._keys and now <= self._keys[n][2]}
         missing = [n for n in names if n not in known]
@@ -279,9 +240,7 @@ class Sealer:
         return {n: known[n] for n in names if n in known}, problems
 
     def seal(self, round_num: int, marker, num_samples, payload: Mapping, receiver_keys: Mapping) -> tuple[dict, dict]:
-        """(the sealed weights {``SEALED_ENTRY``: ciphertext}, the seal {nonce, signature, wrapped}) of one
-        model for the receivers of ``receiver_keys`` (one whose key cannot wrap the content key is left
-        out of ``wrapped``)."""
+        """(the sealed weights {``SEALED_ENTRY``: ciphertext}, the seal {nonce, signature, wrapped}) of one model."""
         content_key = AESGCM.generate_key(bit_length=256)
         nonce = os.urandom(NONCE_BYTES)
         bound = context(self.job, self.site, round_num, marker, num_samples)
@@ -299,9 +258,7 @@ class Sealer:
     def open(
         self, sender: str, round_num, marker, num_samples, weights, seal, sender_pem, max_entries: int, max_bytes: int
     ) -> tuple[dict | None, str, bool]:
-        """(the payload a sealed model carries, "", True), or (None, why it is refused, whether ``sender``
-        signed it). A model its sender did not sign proves nothing about the sender (the server, or a
-        fault on the way, made it), so the caller must not count it against the sender."""
+        """(the payload, "", True), or (None, why refused, whether ``sender`` signed it: else it is not to blame)."""
         problem = sealed_weights_problem(weights) or seal_problem(seal, [self.site])
         if problem:
             return None, problem, False

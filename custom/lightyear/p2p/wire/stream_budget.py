@@ -1,25 +1,8 @@
 """What one other site's streams may make this site hold at once (pure, no FLARE).
 
-FLARE's receiver allocates a buffer of a stream's declared size on the first frame it sees of
-it and holds it until the stream's declared bytes have all arrived or its read timeout (300 s)
-passes (``nvflare/fuel/f3/streaming/blob_streamer.py``, ``byte_receiver.py``). Frames cost their
-sender little; what they make the receiver hold is bounded here, per sending site:
-
-* at most :data:`STREAMS_PER_SITE` streams open at once, declaring at most
-  :data:`LIMITS_PER_SITE` message bounds together;
-* a stream counts as open until as many plaintext bytes as it declared have arrived in distinct
-  frames (a frame's sequence number is counted once: a retransmission adds nothing), or for
-  :data:`STREAM_TTL` seconds after its first frame; the plaintext size of an encrypted frame is
-  the length its sender declares for it (FLARE drops a frame whose decrypted payload differs);
-* a stream that declares 0 bytes but carries some is refused: FLARE grows its buffer without any
-  bound but its 4 GiB blob limit;
-* frames of a stream that ended within :data:`FINISHED_TTL` seconds (late or retransmitted ones)
-  pass without counting again: FLARE drops them itself for as long;
-* a stream may have at most ``FRAMES_BASE + declared // FRAME_BYTES`` distinct frames, so the
-  record of its sequence numbers stays bounded too.
-
-An honest peer has one to three streams open at a receiver at a time (its model message, the
-download of its arrays, two requests in flight), each ending when its bytes have arrived.
+FLARE holds a stream's declared size from its first frame until it all arrived or times out; per sending site this
+bounds the streams open at once and the bytes they declare. A stream is open until its declared plaintext bytes
+arrived in distinct frames or for :data:`STREAM_TTL` s; one declaring 0 bytes but carrying some is refused.
 """
 
 from __future__ import annotations
@@ -51,8 +34,7 @@ class _Open:
 
 
 class StreamBudget:
-    """The open streams of every other site at this site, and the bound on them (module docstring);
-    ``limit``: the bytes one message of this job may take. Not thread-safe: the caller locks."""
+    """The open streams of every other site here; ``limit``: a message's bound. Not thread-safe: the caller locks."""
 
     def __init__(self, limit: int):
         self.limit = int(limit)
@@ -60,8 +42,7 @@ class StreamBudget:
         self.finished: dict[tuple, float] = {}  # key -> when it ended, oldest first
 
     def admit(self, site: str, key: tuple, declared: int, clear_bytes: int, frame, now: float) -> str | None:
-        """Count one frame (``frame``: its sequence number) of stream ``key`` from ``site``; why it
-        is refused, or None."""
+        """Count one frame (``frame``: its sequence number) of stream ``key`` from ``site``; why refused, or None."""
         if declared == 0 and clear_bytes > 0:
             return f"it declares 0 bytes but carries {clear_bytes}"
         ended = self.finished.get(key)
