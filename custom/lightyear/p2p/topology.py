@@ -1,22 +1,9 @@
 """Who sends to whom: the communication graph of a peer-to-peer job (pure NumPy, no FLARE import).
 
-A graph is a ``dict[site, sorted list of OUT-neighbours]``: ``graph[a]`` are the sites ``a`` sends
-its model to; ``in_neighbours(graph)[a]`` are the sites ``a`` receives models from. Undirected
-topologies (``full``, ``ring``, ``k_regular``) are stored as symmetric directed graphs.
-
-Topologies and their arguments (``topology_args`` of a job):
-
-- ``full``: every site sends to every other (the LIGHTYEAR setting). No arguments.
-- ``ring``: each site sends to the previous and the next site in sorted order. No arguments.
-- ``none``: no edges; each site trains alone. No arguments.
-- ``k_regular``: a random undirected graph in which every site has exactly ``k`` neighbours,
-  drawn from ``seed`` and redrawn until connected.
-- ``random``: a random directed graph with ``round(degree * n)`` edges (average out-degree
-  ``degree``, the sparse random topologies of DeFTA), drawn from ``seed`` and redrawn until
-  strongly connected.
-
-The same sites, topology, arguments and seed always give the same graph, whatever the order the
-sites are listed in.
+A graph is a ``dict[site, sorted list of OUT-neighbours]`` (undirected topologies as symmetric ones). Topologies:
+``full``, ``ring`` (previous and next site in sorted order), ``none`` (each site alone), ``k_regular`` (``k``
+neighbours each, connected) and ``random`` (``round(degree * n)`` directed edges, strongly connected; DeFTA's). The
+same sites, topology, arguments and seed always give the same graph, whatever the order of the sites.
 """
 
 from __future__ import annotations
@@ -42,12 +29,7 @@ MAX_TRIES = 1000  # redraws of a random graph before giving up
 
 
 def build_graph(sites: Sequence[str], topology: str = "full", seed: int = 0, **args) -> dict[str, list[str]]:
-    """The graph of ``topology`` over ``sites``: each site mapped to its sorted out-neighbours.
-
-    Raises a ValueError for an unknown topology, an argument the topology does not take (the
-    allowed ones are listed), a missing or impossible argument, or duplicate sites; and, for the
-    random topologies, when no connected graph is found in ``MAX_TRIES`` draws.
-    """
+    """The graph of ``topology`` over ``sites``; a ValueError on bad input or no connected graph in MAX_TRIES draws."""
     names = _check_sites(sites)
     check_topology_args(topology, args)
     int_in("seed", seed, 0)
@@ -86,12 +68,7 @@ def is_strongly_connected(graph: Mapping[str, Sequence[str]]) -> bool:
 
 
 def check_graph(graph: Mapping[str, Sequence[str]], sites: Sequence[str]) -> None:
-    """Raise a ValueError, naming the fix, unless ``graph`` is a valid communication graph of ``sites``.
-
-    Every site needs an entry (an empty list if it sends to no one); a site may not list itself,
-    an unknown site, or the same neighbour twice; and the graph must be strongly connected, unless
-    it has no edges at all (the ``none`` topology: every site trains alone).
-    """
+    """Raise a ValueError with the fix unless ``graph`` is a strongly connected (or edgeless) graph of ``sites``."""
     names = _check_sites(sites)
     missing = sorted(set(names) - set(graph))
     unknown_keys = sorted(set(graph) - set(names))
@@ -135,12 +112,7 @@ def sample_neighbours(
     round_index: int = 0,
     site: str = "",
 ) -> list[str]:
-    """A sorted random subset of ``neighbours`` for one round, the same for the same (seed, site, round).
-
-    Give exactly one of ``count`` (how many; capped at ``len(neighbours)``) or ``fraction`` in
-    (0, 1] (ceil(fraction * len(neighbours)) of them, so at least one when any exists). Sampling is
-    uniform without replacement; different sites and rounds draw independently.
-    """
+    """``count`` (at most all) or ceil(``fraction`` * len) of ``neighbours``, sorted, fixed per (seed, site, round)."""
     if (count is None) == (fraction is None):
         raise ValueError("give exactly one of count (how many neighbours) or fraction (a share in (0, 1])")
     pool = sorted(neighbours)
@@ -168,10 +140,7 @@ def _check_sites(sites: Sequence[str]) -> list[str]:
 
 
 def check_topology_args(topology: str, args: Mapping) -> None:
-    """Raise a ValueError unless ``topology`` is known and ``args`` are exactly the arguments it takes.
-
-    Cheap (builds nothing): a controller can call it when it is configured, before any site joins.
-    """
+    """Raise a ValueError unless ``topology`` is known and ``args`` are exactly the arguments it takes (cheap)."""
     one_of("topology", topology, TOPOLOGIES)
     allowed = TOPOLOGY_ARGS[topology]
     unknown = sorted(set(args) - set(allowed))
@@ -201,13 +170,7 @@ def _connected(n: int, edges: set[tuple[int, int]]) -> bool:
 
 
 def _k_regular(n: int, k, rng: np.random.Generator) -> set[tuple[int, int]]:
-    """Both directions of each edge of a connected k-regular graph on n vertices.
-
-    Pairs the k "half-edges" of each vertex one pair at a time, choosing among the pairs that make
-    neither a self-loop nor a double edge with probability proportional to the product of the two
-    vertices' open half-edges (Steger and Wormald 1999), restarting on a dead end or a
-    disconnected result.
-    """
+    """Both directions of each edge of a connected k-regular graph on n vertices (Steger and Wormald 1999)."""
     int_in("k", k, 1, note="k_regular's neighbours per site; use topology 'none' for no edges")
     if k > n - 1:
         raise ValueError(f"k_regular with {n} sites allows k <= {n - 1}, got k={k}; lower k or add sites")

@@ -1,26 +1,8 @@
-"""The adaptive attack of a peer-to-peer attacker: per receiver, the most harmful model the receiver is
-predicted to adopt.
+"""The adaptive attack of a peer-to-peer attacker: per receiver, the most harmful model it is predicted to adopt.
 
-The attacker runs the receiver's defence itself (the method's oracle, ``SendingRun.oracle``:
-LIGHTYEAR's decision, validated or as in the paper, or BALANCE's radius and mean) on its own
-validation data, and looks for the candidate that does the most harm *after averaging*: the drop
-of the adopted model's accuracy (Dice) below the receiver's own, then the rise of its loss, both
-measured on the attacker's data. The candidates (:func:`~lightyear.algorithms.attacks.adaptive.most_harmful`):
-
-* ``reverse``: the receiver's model plus a step s along the unit reverse of the progress the
-  receiver would make (the mean of the other models it receives minus its own; the attacker's own
-  honest update when it knows none), s up to ``max_step`` (default: 4 times the receiver's norm);
-* ``rescale``: the receiver's model with every scalable unit scaled by 1 + s or its inverse
-  (``lightyear.algorithms.attacks.reparametrise``), s up to 999: a model that predicts exactly what
-  the receiver's predicts, harmless to the agreement score and harmful to an average;
-* ``permute``: the receiver's model with its units permuted, one candidate.
-
-Knowledge: under ``full`` knowledge the attacker holds each benign receiver's model of the round
-(it is an in-neighbour's model) and the other benign models it received, and crafts per receiver;
-under ``partial`` knowledge its honest model stands in for every receiver's and the colluders'
-honest models for the rest, and every receiver gets the one crafted model. A receiver for which
-no accepted candidate does harm gets the attacker's honest model. The other attackers, whose
-aggregation is not attacked, get the honest model too.
+The attacker runs the receiver's defence (``SendingRun.oracle``) on its own validation data and picks the candidate
+(``reverse``, ``rescale`` or ``permute``) that harms most after averaging (``docs/attacks-p2p.md``). Receivers no
+accepted candidate harms, and the other attackers, get the honest model.
 """
 
 from __future__ import annotations
@@ -37,10 +19,7 @@ from lightyear.p2p.site.sending import PerReceiver, Sending, SendingRun
 MAX_RESCALE = 999.0
 """The largest s of the rescale family: units scaled by up to 1000 or 1/1000."""
 MAX_EVALUATIONS = 4
-"""Predictions per family and receiver unless ``attack_max_evaluations`` says otherwise: each costs
-one or more forward passes over the attacker's validation set (against the validated aggregation the
-crafted model and up to |S| + 2 aggregates), and a round's crafting must end well within the receivers'
-deadline."""
+"""Predictions (forward passes) per family and receiver unless ``attack_max_evaluations`` says otherwise."""
 
 
 def adaptive_models(
@@ -55,12 +34,7 @@ def adaptive_models(
     seed: int,
     expired=None,
 ) -> tuple[dict, dict]:
-    """(a PerReceiver of the models to send, record fields) of the adaptive attack (module docstring).
-
-    ``counts``: receiver -> (n, m) (:func:`~lightyear.algorithms.attacks.peer.participants`);
-    ``groups``: the network's unit groups; ``benign``: the benign in-neighbours' models of the round
-    (full knowledge; empty under partial); ``expired()``: True once the attacker must stop searching
-    and send (the receivers still getting the best found so far, or the honest model)."""
+    """(a PerReceiver of the models to send, record fields); ``expired()``: True once the best so far must be sent."""
     honest, evaluate = inputs.honest, run.evaluate
     full = spec.knowledge == FULL
     keys = float_keys(honest)
@@ -68,11 +42,8 @@ def adaptive_models(
     out, found, evaluations, harms, chosen = PerReceiver(), [], 0, [], []
     shared = None
     for stream, receiver in enumerate(inputs.receivers):
-        if receiver in spec.attackers:
+        if receiver in spec.attackers or (full and receiver not in benign):  # an attacker, or no model to predict with
             out[receiver] = honest
-            continue
-        if full and receiver not in benign:
-            out[receiver] = honest  # its model did not arrive in time: nothing to predict with
             continue
         if not full and shared is not None:  # partial knowledge: the one model crafted for the stand-in
             out[receiver] = shared

@@ -1,14 +1,8 @@
 """The attack component of a simulated attacking peer: what the job names, checked when it is built.
 
-An attacking site's client app (``app_faulty``) lists this component and passes its id to the
-site's P2P executor as ``attack_id``; the executor then sends, each round, the model the attack
-crafts instead of its honest one, and keeps aggregating on its honest model
-(:mod:`lightyear.p2p.attack.crafting`; the knowledge levels and the adaptive attack are
-described in ``docs/attacks-p2p.md``). It is the site's outgoing hook
-(:class:`~lightyear.p2p.site.sending.OutgoingHook`): it replaces what the site sends and nothing
-else. The component also answers the other attackers' collusion messages
-(:mod:`lightyear.p2p.attack.collusion`). Label flipping is no component: the executor
-argument ``flip_labels`` trains on flipped labels.
+Listed by an attacking site's client app (``app_faulty``) and named by its executor's ``attack_id``: the site's
+:class:`~lightyear.p2p.site.sending.OutgoingHook` (:mod:`lightyear.p2p.attack.crafting`, ``docs/attacks-p2p.md``),
+also answering the other attackers' collusion messages. Label flipping is no component: see ``flip_labels``.
 """
 
 from __future__ import annotations
@@ -38,17 +32,10 @@ class PeerAttacker(FLComponent):
         seed: int = 0,
     ):
         """Args:
-        kind: the attack (sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or
-            rescale_permute; lf is ``flip_labels``).
-        knowledge: ``partial`` (the attackers pool their honest updates) or ``full`` (also this
-            round's models of the benign in-neighbours).
-        attackers: every attacking site of the run (the colluders), this one included.
-        params: the attack's parameters (``attack_<param>`` settings;
-            :func:`~lightyear.algorithms.attacks.settings.params_of`).
-        seed: the job seed: a reparametrisation draws its factors and permutations from it, the
-            attacker, the round and the receiver, and an attack that declares ``needs_rng`` (a
-            plugin's) from it, the attacker and the round
-            (:func:`~lightyear.algorithms.attacks.declaration.attack_rng`).
+        kind: the attack (sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or rescale_permute).
+        knowledge: ``partial`` (the attackers pool their honest updates) or ``full`` (also the benign ones').
+        attackers: every attacking site of the run, this one included; seed: the job seed, for the attack's draws.
+        params: the ``attack_<param>`` settings (:func:`~lightyear.algorithms.attacks.settings.params_of`).
         """
         super().__init__()
         self.spec = AttackSpec(
@@ -76,9 +63,8 @@ class PeerAttacker(FLComponent):
 
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         if event_type == EventType.START_RUN:
-            fl_ctx.get_engine().register_aux_message_handler(
-                topic=C.TOPIC_COLLUDE, message_handle_func=self._on_collude
-            )
+            engine = fl_ctx.get_engine()
+            engine.register_aux_message_handler(topic=C.TOPIC_COLLUDE, message_handle_func=self._on_collude)
 
     def _on_collude(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         collusion = self.collusion
@@ -91,8 +77,7 @@ class PeerAttacker(FLComponent):
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
 
     def begin_run(self, run: SendingRun) -> None:
-        """The run starts on ``run.site`` and its model ``run.reference`` is known: build the attack and
-        take the other attackers' messages (checked against the reference, read with the run's codec)."""
+        """The run starts: build the attack and take the other attackers' messages (checked against the reference)."""
         if run.site not in self.spec.attackers:
             raise ValueError(
                 f"site {run.site} runs the attack component but is not among its attackers "

@@ -1,15 +1,7 @@
 """The simulated attackers' side channel: each shares its honestly trained model with the others.
 
-Under partial knowledge (FedCAP's default) the attackers know their own honest updates: every
-attacker trains honestly, then sends its trained model to every other attacker on the aux topic
-``lightyear.collude`` (:data:`~lightyear.flare.constants.TOPIC_COLLUDE`; FLARE relays it whatever
-the graph) and waits, for a bounded time, for theirs. The channel is a
-:class:`~lightyear.p2p.wire.exchange.PeerExchange` of its own between the attackers, on that topic:
-its messages are hostile input like any model message (a sender that is not another attacker is
-refused; the payload is bounded by the model's size before it is decoded, then checked like a
-model; only the current and the next round are kept, one message per sender and round), and its
-sends are retried until the wait ends. A refused message is logged and its reason returned by
-:meth:`Collusion.gather`; nothing a message holds can stop the site.
+A :class:`~lightyear.p2p.wire.exchange.PeerExchange` of its own on :data:`~lightyear.flare.constants.TOPIC_COLLUDE`,
+so its messages get a model message's checks; a refused one is logged and returned, never fatal.
 """
 
 from __future__ import annotations
@@ -44,8 +36,7 @@ class Collusion:
         self.exchange: PeerExchange | None = None  # None until the run's model is known: senders retry
 
     def open(self, reference: dict, codec: PayloadCodec, secure: bool, send_timeout: float, wait: float) -> None:
-        """The run's model is known: check messages against ``reference``, read them with ``codec``, and
-        wait at most ``wait`` s a round for the colluders (sends are retried as long)."""
+        """Take messages checked against ``reference``; wait (and retry sends) at most ``wait`` s a round."""
         self.exchange = PeerExchange(
             self.colluders,
             self.colluders,
@@ -69,8 +60,7 @@ class Collusion:
         return self.exchange.on_model(request)
 
     def gather(self, round_num: int, abort: Callable[[], bool]) -> tuple[dict[str, dict], dict[str, str]]:
-        """(valid models, refused senders with the reason) of this round from the colluders, after
-        waiting at most the channel's wait; the round is then closed (later messages are refused as late)."""
+        """(valid models, refused senders with the reason) of this round; the round is then closed."""
         inbox = self.exchange.collect(round_num, abort)
         self.exchange.release(round_num)
         for peer, reason in inbox.rejected.items():
@@ -78,7 +68,6 @@ class Collusion:
         return inbox.valid, inbox.rejected
 
     def share(self, round_num: int, weights: dict, engine) -> None:
-        """Send ``weights`` to every colluder in the background, re-sending to those that did not take
-        it until the channel's wait ends (after that they have stopped waiting for it)."""
+        """Send ``weights`` to every colluder in the background, re-sending until the channel's wait ends."""
         if self.colluders:
             self.exchange.send(round_num, self.exchange.codec.encode(weights), engine)

@@ -1,30 +1,8 @@
-"""An attacking peer's steps in one round: learn what its knowledge allows, craft, hand back the model to send.
+"""An attacking peer's round: learn what its knowledge allows, craft, return the model to send (docs/attacks-p2p.md).
 
-Called through the site's outgoing hook (:mod:`lightyear.p2p.site.sending`) after the attacker
-trained honestly and before it sends (see ``docs/attacks-p2p.md``):
-
-1. attacks that use other updates (their declaration ``needs_known``,
-   :mod:`~lightyear.algorithms.attacks.catalogue`) share the honest model with the other attackers
-   and wait for theirs (:class:`~lightyear.p2p.attack.collusion.Collusion`); under full knowledge the
-   attacker also waits for this round's models of its benign in-neighbours, which the site
-   receives anyway (``Sending.peek`` leaves them for the round's aggregation). Both waits end at
-   one deadline, :data:`WAIT_SHARE` of ``peer_deadline`` after the attacker finished training, so
-   the benign receivers, who wait ``peer_deadline`` for it, still get its model in time;
-   A reparametrisation under full knowledge also waits for its benign in-neighbours' models: the
-   models of its receivers, which it transforms;
-2. with a compute slot held, the model to send is computed from flat vectors
-   (:func:`~lightyear.algorithms.attacks.peer.attack_model`), for each distinct (n, m) that the
-   receivers see (:func:`~lightyear.algorithms.attacks.peer.participants`); the adaptive attack
-   predicts each receiver's round with the method's oracle (``SendingRun.oracle``: LIGHTYEAR's and
-   BALANCE's own decision; :mod:`lightyear.p2p.attack.adaptive`). A reparametrisation
-   (``lightyear.algorithms.attacks.reparametrise``) transforms the honest model (partial knowledge)
-   or each receiver's own model of the round (full knowledge; the honest model for a receiver whose
-   model did not arrive), with a new draw for every receiver unless ``attack_per_receiver`` is
-   false.
-
-When receivers get different models, the attack returns a
-:class:`~lightyear.p2p.site.sending.PerReceiver`. The site keeps aggregating on its honest model;
-only what it sends is crafted.
+Attacks that use other updates swap honest models with the other attackers; under full knowledge they, and
+reparametrisations, also peek at the benign in-neighbours' models. Both waits end :data:`WAIT_SHARE` of
+``peer_deadline`` after training, so the receivers get the model in time; crafting holds a compute slot.
 """
 
 from __future__ import annotations
@@ -43,33 +21,24 @@ from lightyear.p2p.attack.collusion import Collusion
 from lightyear.p2p.site.sending import PerReceiver, Sending, SendingRun
 
 WAIT_SHARE = 0.25
-"""Share of ``peer_deadline`` an attacker waits at most, after its training, for the colluders'
-models (and, under full knowledge, the benign in-neighbours') before it sends its own."""
+"""Share of ``peer_deadline`` an attacker waits at most, after its training, for other models before it sends."""
 
 
 class PeerAttack:
     """One attacking site's attack during one run."""
 
     def __init__(self, spec: AttackSpec, run: SendingRun, collusion: Collusion, seed: int = 0):
-        """``run``: the site's run (its graph, deadline, log, evaluation, the network's unit groups,
-        asked once by a reparametrisation, and the method's oracle); ``seed``: the job's, from which
-        its draws are made."""
+        """``seed``: the job's, from which its draws are made."""
         self.spec, self.run, self.site, self.collusion, self.log = spec, run, run.site, collusion, run.log
         self.graph, self.seed = run.graph, int(seed)
         self.wait = WAIT_SHARE * float(run.peer_deadline)
         self.groups = None
 
-    def counts(self, receivers: list[str]) -> dict[str, tuple[int, int]]:
-        """receiver -> (n, m) as it sees the round (:func:`~lightyear.algorithms.attacks.peer.participants`)."""
-        return {r: participants(self.graph, r, self.spec.attackers) for r in receivers}
-
     def outgoing(self, inputs: Sending) -> tuple[dict, dict]:
         """(the model to send this round, or a PerReceiver of them; the attack's record fields)."""
         spec, r = self.spec, inputs.round_num
-        counts = self.counts(inputs.receivers or [self.site])
-        seen = [c for r, c in counts.items() if r not in spec.attackers] or list(
-            counts.values()
-        )  # as the benign receivers see it
+        counts = {to: participants(self.graph, to, spec.attackers) for to in inputs.receivers or [self.site]}  # (n, m)
+        seen = [c for r, c in counts.items() if r not in spec.attackers] or list(counts.values())  # benign ones' view
         fields = {
             "attack": spec.kind,
             "attack_knowledge": spec.knowledge,
@@ -86,9 +55,7 @@ class PeerAttack:
             benign_senders = [s for s in inputs.senders if s not in spec.attackers]
             left = max(0.0, began + self.wait - time.monotonic())
             benign = inputs.peek(benign_senders, left, inputs.abort)
-        fields.update(
-            {"attack_colluders": sorted(colluders), "attack_refused": sorted(refused), "attack_benign": sorted(benign)}
-        )
+        fields.update(attack_colluders=sorted(colluders), attack_refused=sorted(refused), attack_benign=sorted(benign))
         fields["attack_wait_s"] = time.monotonic() - began
         missing = sorted(set(self.collusion.colluders) - set(colluders) - set(refused)) if needs_known else []
         if missing:
@@ -97,11 +64,11 @@ class PeerAttack:
                 f"round {r}: no model from the other attackers {missing} within {self.wait:g} s; crafting without them",
             )
         with inputs.compute():
+            if self.groups is None and (spec.kind == ADAPTIVE or spec.kind in REPARAMETRISATIONS):
+                self.groups = self.run.symmetries()  # the network's unit groups, asked once
             if spec.kind in REPARAMETRISATIONS:
                 weights, made = self._reparametrise(inputs, benign)
             elif spec.kind == ADAPTIVE:
-                if self.groups is None:
-                    self.groups = self.run.symmetries()
                 until = time.monotonic() + self.wait  # the search ends in time for the receivers' deadline
                 weights, made = adaptive_models(
                     spec,
@@ -126,9 +93,7 @@ class PeerAttack:
         return weights, fields
 
     def _craft_each(self, inputs: Sending, colluders: dict, benign: dict, counts: dict) -> tuple[dict, dict]:
-        """One crafted model for every distinct count its rule uses (its declaration's ``counts``: LIE n
-        and m, MR and IPM n) among the benign receivers; other attackers, whose aggregation is not
-        attacked, get the first."""
+        """One crafted model per distinct count (n, m) its rule uses among the benign receivers."""
         counted = catalogue.attack(self.spec.kind).counts
 
         def uses(n: int, m: int) -> tuple[int, int]:
@@ -147,15 +112,10 @@ class PeerAttack:
         return PerReceiver({r: made[key[r]][0] if r in key else first for r in counts}), fields
 
     def _reparametrise(self, inputs: Sending, benign: dict) -> tuple[dict, dict]:
-        """Each receiver's transformed model (module docstring)."""
+        """Each receiver's transformed model."""
         spec = self.spec
-        if self.groups is None:
-            self.groups = self.run.symmetries()
-        factor, per_receiver, full = (
-            spec.param("factor", DEFAULT_FACTOR),
-            spec.param("per_receiver", True),
-            spec.knowledge == FULL,
-        )
+        factor, per_receiver = spec.param("factor", DEFAULT_FACTOR), spec.param("per_receiver", True)
+        full = spec.knowledge == FULL
         out, fields, from_own, shared = PerReceiver(), {}, [], None
         for stream, receiver in enumerate(inputs.receivers):
             base = benign.get(receiver) if full else None

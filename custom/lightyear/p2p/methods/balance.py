@@ -1,13 +1,6 @@
-"""BALANCE's site: accept a neighbour only if its model lies close to the own model.
-
-Reference: Fang et al., "Byzantine-Robust Decentralized Federated Learning", ACM CCS 2024. Each
-round a site accepts the neighbour models within gamma * exp(-kappa * lambda(t)) * ||theta_i||
-of its own freshly trained model and moves to alpha * theta_i + (1 - alpha) * mean(accepted)
-(:func:`lightyear.algorithms.p2p.balance.balance_update`; weights summing to 1, as in the paper).
-lambda(t) = t / T with t the round counted from 0 and T the run's number of rounds, as published
-(the LIGHTYEAR authors' code used (t + 1) / T). Every round's record lists the accepted peers,
-the acceptance radius and each in-neighbour's distance ``||theta_i - theta_j||``.
-"""
+"""BALANCE's site (Fang et al., "Byzantine-Robust Decentralized Federated Learning", ACM CCS 2024): accept neighbours
+within gamma * exp(-kappa * t / T) * ||theta_i||, then alpha * theta_i + (1 - alpha) * mean(accepted)
+(:mod:`lightyear.algorithms.p2p.balance`, which says where it departs from the authors' code)."""
 
 from __future__ import annotations
 
@@ -27,11 +20,10 @@ class BalanceExecutor(P2PExecutor):
     """Constructor argument -> the job setting that gives it (``--set balance_gamma=...``)."""
 
     def __init__(self, gamma: float = 0.3, kappa: float = 1.0, alpha: float = 0.5, **kwargs):
-        """Args:
-        gamma: acceptance radius as a share of the own model's norm (> 0; 0.3 in the paper).
-        kappa: how fast the radius shrinks over the run (>= 0; 1 in the paper; 0 keeps it fixed).
-        alpha: weight of the own model in the update, in [0, 1] (0.5 in the paper).
-        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
+        """Args (the paper's values in brackets; others: ``P2PExecutor``'s):
+        gamma: acceptance radius as a share of the own model's norm (> 0; 0.3).
+        kappa: how fast the radius shrinks over the run (>= 0; 1; 0 keeps it fixed).
+        alpha: weight of the own model in the update, in [0, 1] (0.5).
         """
         check_balance_settings(0, 1, gamma, kappa, alpha)
         self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
@@ -56,14 +48,7 @@ class BalanceExecutor(P2PExecutor):
         return Aggregation(weights=weights, fields=fields, score_s=time.perf_counter() - start)
 
     def predicted_outcome(self, round_num: int, receiver: dict, others: dict[str, dict], copies: int):
-        """A receiver's round as an adaptive attacker on BALANCE predicts it (``docs/attacks-p2p.md``).
-
-        ``receiver``: the receiver's model (or the attacker's stand-in); ``others``: the other models
-        it receives; ``copies``: how many attackers send it the crafted model. Returns
-        ``predict(crafted) -> (accepted, adopted)``: whether the crafted model lies within the
-        receiver's radius gamma * exp(-kappa * t / T) * ||receiver||, and the model BALANCE would
-        adopt. No forward pass.
-        """
+        """The oracle (``P2PExecutor.predicted_outcome``): BALANCE's radius and mean, without a forward pass."""
         names = [f"crafted-{i}" for i in range(max(1, copies))]
 
         def predict(crafted: dict) -> tuple[bool, dict]:

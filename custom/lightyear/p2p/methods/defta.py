@@ -1,40 +1,11 @@
-"""DeFTA's site: trusted averaging, the decentralised trust system, and the asynchronous variant.
+"""DeFTA's site: trusted averaging, the decentralised trust system, and AsyncDeFTA.
 
-Reference: Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg". The rules
-are in :mod:`lightyear.algorithms.p2p.defta` and :mod:`lightyear.algorithms.p2p.defta_trust`; this class
-only feeds them numbers, in the order of Algorithm 1 mapped onto the exchange's rounds
-(train, send, receive, aggregate):
-
-1. Local optimising, then the trust system (Algorithm 3): the training loss of round t judges
-   the aggregation of round t - 1, so the peers aggregated then are charged
-   ``-p_ij * (loss^t - loss_last)``. The lowest-loss model so far is kept as the backup; a
-   damaged model (non-finite loss, or ``damage_ratio``) is replaced by the backup and trained
-   once more (the compensation), and the peers aggregated into it are cut off for good.
-2. Sampling (Eq. 12 and Algorithm 1's WeightedSample): the peers to aggregate this round are
-   drawn with probabilities softmax(cRELU(c_i)), ``sample_size`` of them, from the in-neighbours
-   the round's neighbour sampling lets this site hear; every one of them in round 0 (S_i^0 = N_i).
-   The draw is seeded by (seed, site, round).
-3. Send the trained model with the site's training-set size (the exchange adds it to the message
-   and checks every received claim: an integer in [1, 1e9]; a claim above ``max_size_ratio`` x
-   the own size is capped, and a message without one counts as the own size).
-4. Aggregation (Algorithm 2, Corollary 3.3.2): w_i = sum_{j in S + own} p_ij w_j with
-   p_ij proportional to |D_j| / d_j. d_j is the number of sites j sends its model to in that
-   round plus one for its own model (the graph's out-degree without neighbour sampling); each site
-   computes it from the graph and the seed in the run config, so no degree travels.
-
-Synchronous (default): a site waits for all the in-neighbours it hears this round, as
-WaitUntilAllPeersInEpoch does, then aggregates its sample. Asynchronous (``asynchronous: true``,
-AsyncDeFTA, Section 3.4): the exchange keeps only the newest model from each in-neighbour; a site
-waits at most ``async_wait`` seconds for new models from its sampled peers and aggregates the
-newest model it holds from each of them, however old (their staleness is recorded, not weighted,
-as in the paper).
-
-State that survives a restart (:meth:`DeftaExecutor.method_state`): the trust scores and loss
-bookkeeping, the weights of the last aggregation (still to be judged) and the backup model.
-Records per round: each in-neighbour's trust score, sampling weight and aggregation weight, the
-valid models received (``received``: the senders DeFTA could have aggregated; with ``rejected``,
-what the detection metrics count as evaluated), the sample, the models aggregated
-(``selected``), the damage and backup decisions and the blocked peers.
+Zhou et al., "DeFTA: A Plug-and-Play Decentralized Replacement for FedAvg" (the rules:
+:mod:`lightyear.algorithms.p2p.defta`, :mod:`lightyear.algorithms.p2p.defta_trust`). Algorithm 1 on the exchange's
+rounds: train and let the trust system judge the last aggregation (Algorithm 3); sample peers (Eq. 12, seeded by seed,
+site and round; all in round 0); send with the training-set size; aggregate (Algorithm 2, Corollary 3.3.2), each d_j
+computed from the graph and the seed. AsyncDeFTA (Section 3.4) aggregates the newest model held from each sampled
+peer after at most ``async_wait`` s.
 """
 
 from __future__ import annotations
@@ -65,7 +36,7 @@ class DeftaExecutor(P2PExecutor):
         "damage_ratio": "defta_damage_ratio",
         "max_size_ratio": "defta_max_size_ratio",
     }
-    """Constructor argument -> the job setting that gives it (``--set defta_sample_size=...``), where they differ."""
+    """Constructor argument -> the job setting that gives it (``--set defta_sample_size=...``)."""
 
     def __init__(
         self,
@@ -77,19 +48,13 @@ class DeftaExecutor(P2PExecutor):
         max_size_ratio: float | None = 10.0,
         **kwargs,
     ):
-        """Args:
+        """Args (others: ``P2PExecutor``'s):
         sample_size: peers aggregated per round (2 in the paper's experiments).
         positive_slope: cRELU's slope above 0 (Eq. 13; 0.2).
-        damage_ratio: None (only a NaN/Inf training loss means a damaged model) or a number > 1:
-            also a loss above this multiple of the previous one (see ``defta_trust``).
+        damage_ratio: None or a number > 1: a loss above this multiple of the previous one also means damage.
         asynchronous: AsyncDeFTA (Section 3.4) instead of the synchronous rounds.
-        async_wait: seconds an asynchronous site waits for new models before aggregating (>= 1).
-        max_size_ratio: a peer's claimed training-set size is capped at this multiple r of the own
-            size (a number >= 1); None: no cap. This bounds, not removes, what a false claim buys:
-            with the own size n and degrees equal, a liar's weight is at most r n / (r n + n + the
-            other peers' sizes), 10/12 against one honest peer of the own size at r = 10. DeFTA's
-            defence against such a peer is its trust score, which acts only from the next round.
-        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
+        async_wait: seconds (>= 1) an asynchronous site waits for new models before aggregating.
+        max_size_ratio: cap (>= 1; None: none) on a peer's claimed training-set size, as a multiple of the own size.
         """
         DeftaTrust([], sample_size, positive_slope, damage_ratio)  # raises naming a bad setting
         boolean("asynchronous", asynchronous)
@@ -134,9 +99,7 @@ class DeftaExecutor(P2PExecutor):
         return stats
 
     def awaited_senders(self, round_num: int, senders: list[str]) -> list[str]:
-        if self.asynchronous:
-            return [p for p in senders if p in self.sampled]
-        return senders
+        return [p for p in senders if p in self.sampled] if self.asynchronous else senders
 
     # ------------------------------------------------------------------ the aggregation
     def _size(self, claimed, own_size: int) -> int:
@@ -210,9 +173,8 @@ class DeftaExecutor(P2PExecutor):
             trust = DeftaTrust.from_dict(state["trust"])
             if set(trust.peers) != set(self.in_neighbours):
                 raise ValueError(
-                    f"the checkpoint's trust state is for peers {list(trust.peers)}, "
-                    f"but this site now hears {self.in_neighbours}; "
-                    "delete the site checkpoint to start this site from round 0"
+                    f"the checkpoint's trust state is for peers {list(trust.peers)}, but this site now hears "
+                    f"{self.in_neighbours}; delete the site checkpoint to start this site from round 0"
                 )
             self.trust = trust
         self.last_used = {str(p): float(w) for p, w in (state.get("last_used") or {}).items()}
@@ -231,8 +193,7 @@ def _number(value: float):
 
 
 def defta_labels(row: dict, peers) -> Labelling:
-    """DeFTA's detections: a received peer not aggregated (left out of the trust-weighted sample; a
-    blocked peer, with zero trust weight, is never sampled), or a rejected one."""
+    """DeFTA's detections: a received peer not aggregated (outside the trust-weighted sample), or a rejected one."""
     evaluated = names(row["received"]) | names(row.get("rejected"))
     return Labelling(evaluated, evaluated - names(row["selected"]))
 

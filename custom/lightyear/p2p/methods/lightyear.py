@@ -1,13 +1,6 @@
-"""LIGHTYEAR's site: the thin FLARE component over :func:`~lightyear.algorithms.p2p.lightyear_rule.decide`.
-
-Each round the site hands the rule its freshly trained model, the valid models received and its
-validation set (through ``runtime.assess``); the rule scores, selects and aggregates
-(agreement score, Eqs. 12-17; Eq. 18 as published with ``aggregation: paper``, or validated with the
-default ``validated``, :mod:`~lightyear.algorithms.p2p.validated_update`). The component records the
-decision, carries what the validated aggregation needs from round to round (the model the round
-starts from, measured before the first training, and the anchor, in the checkpoint too) and offers
-the same function to an adaptive attacker as its prediction of a receiver (:meth:`predicted_outcome`).
-"""
+"""LIGHTYEAR's site: the thin FLARE component over :func:`~lightyear.algorithms.p2p.lightyear_rule.decide` ("Don't
+Reach for the Stars", Eqs. 12-18). It records each decision, carries the validated aggregation's state across rounds
+and restarts, and offers the rule as an adaptive attacker's oracle."""
 
 from __future__ import annotations
 
@@ -40,7 +33,7 @@ RETIRED = (
     "midpoint_barrier",
     "align_units",
 )
-"""Settings of the validated aggregation before its paired test: a job that still names one is refused."""
+"""Former settings of the validated aggregation: a job that still names one is refused."""
 ATTACKER_COPY = "crafted-"
 """Names of the crafted copies in a predicted round (no site is named so)."""
 
@@ -60,23 +53,14 @@ class LightyearExecutor(P2PExecutor):
         max_peer_share: float = DEFAULT_MAX_PEER_SHARE,
         **kwargs,
     ):
-        """Args:
-        tau: selection threshold in [0, 1] (0.75 classification, 0.6 segmentation in the paper).
-        gamma: decay in (0, 1] of the aggregation step (0.95 in the paper; 1 = FedAvg over S).
+        """Args (others: ``P2PExecutor``'s):
+        tau: selection threshold in [0, 1] (Eq. 17; 0.75 classification, 0.6 segmentation in the paper).
+        gamma: decay in (0, 1] of the aggregation step (Eq. 18; 0.95 in the paper; 1 = FedAvg over S).
         third_term: ``confidence`` (Eq. 15) or ``sharpness`` (the short paper's entropy term).
         normalize_entropy: divide the sharpness term's entropies by log K, keeping it in [0, 1].
-        skill_floor: cold-start guard in [0, 1). A model takes part in an aggregation only if
-            its accuracy on this site's validation set lies at least this far from chance
-            towards perfect (:func:`~lightyear.algorithms.p2p.agreement.skill`): until the own model
-            does, the site trains alone; a peer below it is never selected
-            (:func:`~lightyear.algorithms.p2p.agreement.select_peers`). 0 = the paper's rule.
-        aggregation: ``validated`` (adopt only what passes this site's own paired tests,
-            :mod:`~lightyear.algorithms.p2p.validated_update`) or ``paper`` (Eq. 18 as published).
-        confidence, max_norm_growth, drift_budget, max_peer_share: the validated aggregation's settings
-            (:class:`~lightyear.algorithms.p2p.validation_bounds.Bounds`): the level of its paired tests,
-            the largest growth of an entry's norm, how far peers may move the site above the lowest
-            validation loss it has held, and the weight of one received model in an aggregate.
-        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
+        skill_floor: cold-start guard in [0, 1): a model of lower skill takes part in no aggregation (0: the paper's).
+        aggregation: ``validated`` (adopt only what passes this site's own paired tests) or ``paper`` (Eq. 18).
+        confidence, max_norm_growth, drift_budget, max_peer_share: the validated aggregation's bounds.
         """
         retired = sorted(set(kwargs) & set(RETIRED))
         if retired:
@@ -97,9 +81,7 @@ class LightyearExecutor(P2PExecutor):
         return self.runtime.assess(weights, normalize_entropy=self.normalize_entropy)
 
     def local_update(self, round_num: int) -> dict:
-        """Measures the model the site starts from before it first trains with peers to hear (one pass,
-        once a run), so that the validated aggregation's first round is judged against where the site
-        began, as every later round is; then trains."""
+        """Trains, after measuring the start model once a run: the validated aggregation's first reference."""
         if self.rule.aggregation == VALIDATED and self.held.start is None and self.round_senders(round_num):
             self.start_passes = 1
             began = self.assess()
@@ -146,22 +128,11 @@ class LightyearExecutor(P2PExecutor):
         self.held = Held(**found)
 
     def predicted_outcome(self, round_num: int, receiver: dict, others: dict[str, dict], copies: int):
-        """A receiver's round as an adaptive attacker on this rule predicts it (``docs/attacks-p2p.md``):
-        :func:`~lightyear.algorithms.p2p.lightyear_rule.decide` itself, run on this site's validation set.
-
-        ``receiver``: the receiver's model (or the attacker's stand-in for it); ``others``: the other
-        models it receives; ``copies``: how many attackers send it the crafted model. Returns
-        ``predict(crafted) -> (accepted, adopted)``: whether the receiver's decision holds the crafted
-        model's difference, and the model it adopts. The receiver is taken to be past its warm-up (it
-        trained on its own data), a model as skilled here as its own to pass the skill floor, and to
-        have no anchor yet (the attacker never sees the receiver's validation history). Scoring
-        ``receiver`` and ``others`` costs one forward pass each, now; every ``predict`` one more for the
-        crafted model and one for each aggregate the decision tests.
-        """
+        """The oracle (``P2PExecutor.predicted_outcome``): the rule's own decision on this site's validation set, the
+        receiver taken as past its warm-up and without an anchor (the attacker never sees its history)."""
         stable = {id(receiver): self.assess(receiver)}
         stable.update({id(w): self.assess(w) for w in others.values()})
         own_skill = skill(stable[id(receiver)].summary)
-        # a receiver near or below chance still predicts as past its warm-up: the floor is at most its own skill
         floor = max(0.0, min(self.rule.skill_floor, own_skill)) if math.isfinite(own_skill) else self.rule.skill_floor
         rule = dataclasses.replace(self.rule, skill_floor=floor)
         names_ = [f"{ATTACKER_COPY}{i}" for i in range(max(1, copies))]
@@ -176,10 +147,7 @@ class LightyearExecutor(P2PExecutor):
 
 
 def decision_fields(decision: Decision, rule: Rule, neighbours) -> dict:
-    """The record fields of a round's decision: the selection, the step and the warm-up; with the
-    validated aggregation what was adopted and left out (each peer's reason in ``<peer>_excluded``), the
-    own, adopted and anchor validation figures and the passes spent; every peer's agreement score, its
-    terms and its skill."""
+    """The record fields of a round's decision (``<peer>_excluded``: why the validated aggregation left it out)."""
     fields = {"selected": decision.selected, "n_selected": len(decision.selected), "step": decision.step}
     own_skill = skill(decision.own.summary)
     fields.update({"own_skill": own_skill, "warming_up": int(decision.warming_up), "aggregation": rule.aggregation})
@@ -203,10 +171,7 @@ def decision_fields(decision: Decision, rule: Rule, neighbours) -> dict:
 
 
 def lightyear_labels(row: dict, peers) -> Labelling:
-    """LIGHTYEAR's detections: a scored peer not selected (A_ij < tau, or below the skill floor), a
-    selected peer excluded before or after averaging (the validated aggregation: not in ``adopted``), or a
-    rejected one. In a warm-up round (own model below the skill floor) no peer is judged: only
-    rejections count."""
+    """LIGHTYEAR's detections: a peer not selected, not adopted or rejected (in a warm-up round: only rejected)."""
     rejected = names(row.get("rejected"))
     if str(row.get("warming_up", "0")) in ("1", "True"):
         return Labelling(rejected, rejected)
@@ -216,8 +181,7 @@ def lightyear_labels(row: dict, peers) -> Labelling:
 
 
 SETTINGS = Settings(defaults={"skill_floor": 0.5}, tasks={"segmentation": {"tau": 0.6, "skill_floor": 0.0}})
-"""LIGHTYEAR's settings: the cold-start guard on classification (docs/jobs-and-settings.md), the
-paper's tau of 0.6 and no guard on segmentation."""
+"""The cold-start guard on classification (docs/jobs-and-settings.md); the paper's tau and no guard on segmentation."""
 
 METHOD = Method(
     "lightyear",

@@ -1,10 +1,5 @@
-"""Decentralised FedAvg's site: the plain peer-to-peer baseline, with no defence.
-
-Each round a site averages its freshly trained model with every valid model its in-neighbours
-sent, with equal weights (:func:`lightyear.algorithms.p2p.p2p_average.p2p_average`: FedAvg of McMahan
-et al. 2017 run by each site on its neighbourhood). Whatever a peer sends and passes the
-exchange's format checks is averaged in.
-"""
+"""Decentralised FedAvg's site, the baseline with no defence: the equal-weight mean of the own and each received model
+(:func:`lightyear.algorithms.p2p.p2p_average.p2p_average`; FedAvg of McMahan et al. 2017 on each neighbourhood)."""
 
 from __future__ import annotations
 
@@ -14,9 +9,7 @@ from lightyear.p2p.site.executor import Aggregation, P2PExecutor
 
 
 class P2PFedAvgExecutor(P2PExecutor):
-    def __init__(self, **kwargs):
-        """Args: see :class:`~lightyear.p2p.site.executor.P2PExecutor` (this rule has no settings of its own)."""
-        super().__init__(**kwargs)
+    """Takes :class:`~lightyear.p2p.site.executor.P2PExecutor`'s arguments only (no settings of its own)."""
 
     def aggregate(self, round_num: int, own: dict, received: dict[str, dict], inbox=None) -> Aggregation:
         peers = sorted(received)
@@ -30,4 +23,4 @@ METHOD = Method(
     "decentralised FedAvg: equal-weight mean of the own model and every received one, no defence",
     site=P2PFedAvgExecutor,
 )
-"""P2P FedAvg as the toolkit knows it: it excludes no sender, so it has no detection figures."""
+"""It excludes no sender, so it has no detection figures."""

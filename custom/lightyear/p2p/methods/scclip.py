@@ -1,20 +1,6 @@
-"""Self-centred clipping's site (SCCLIP), optionally remove-then-clip.
-
-Each round a site moves its freshly trained model by the mean of its neighbours' clipped
-differences, theta_i + (1/|K|) sum_{j in K} CLIP(theta_j - theta_i, tau)
-(:func:`lightyear.algorithms.p2p.scclip.scclip_update`). Which paper each option follows:
-
-- the update and CLIP: self-centred clipping of He, Karimireddy and Jaggi, "Byzantine-Robust
-  Decentralized Learning via ClippedGossip" (arXiv 2202.01545), with uniform weights;
-- ``radius=None`` (default): tau is the second-largest distance ||theta_j - theta_i|| of the
-  round, the LIGHTYEAR authors' adaptive choice (applied to differences, as the paper does, not to
-  the parameters as their code did); a number: a fixed tau, as in ClippedGossip's analysis;
-- ``remove > 0``: the ``remove`` farthest neighbours are dropped first, the remove-then-clip rule
-  of Yang and Ghaderi (AAAI 2024), which the LIGHTYEAR paper cites for SCCLIP.
-
-Every round's record gives tau and, per in-neighbour, its distance, its clipping factor and
-whether it was removed.
-"""
+"""Self-centred clipping's site: theta_i + (1/|K|) sum_{j in K} CLIP(theta_j - theta_i, tau) (SCCLIP: He, Karimireddy
+and Jaggi, ClippedGossip, arXiv 2202.01545), optionally remove-then-clip (Yang and Ghaderi, AAAI 2024); tau and the
+choices: :mod:`lightyear.algorithms.p2p.scclip`."""
 
 from __future__ import annotations
 
@@ -31,11 +17,7 @@ class ScclipExecutor(P2PExecutor):
     """Constructor argument -> the job setting that gives it (``--set scclip_radius=...``)."""
 
     def __init__(self, radius: float | None = None, remove: int = 0, **kwargs):
-        """Args:
-        radius: None for the adaptive tau (second-largest distance of the round) or a fixed tau >= 0.
-        remove: how many farthest neighbours to drop before clipping (0: plain self-centred clipping).
-        Other arguments: see :class:`~lightyear.p2p.site.executor.P2PExecutor`.
-        """
+        """``radius``: None (adaptive tau) or a fixed tau >= 0; ``remove``: farthest neighbours dropped first."""
         check_scclip_settings(radius, remove)
         self.radius = None if radius is None else float(radius)
         self.remove = remove

@@ -8,10 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Aggregation:
-    """What an aggregation rule returns: the new weights, record fields, seconds spent scoring,
-    peers it refused while scoring (peer -> reason), and, when the rule evaluated exactly these
-    weights on the validation set already, their metrics (``evaluate("val")``'s), which the round
-    then records instead of evaluating them again."""
+    """The new weights, record fields, scoring seconds, refused peers and, if known, the weights' validation scores."""
 
     weights: dict
     fields: dict = field(default_factory=dict)

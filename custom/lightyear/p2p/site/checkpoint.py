@@ -1,19 +1,7 @@
-"""A site's checkpoint after every finished round: its model, the round and the method's state.
+"""A site's checkpoint after every finished round: its model, the round and the method's state (no FLARE import).
 
-Written atomically (``site_model.npz`` in the site's run folder), so a crash leaves the last
-finished round on disk. A site process that restarts within the same run reads it and continues
-with the next round instead of starting again at round 0; a job submitted again reads the one
-``resume_from`` names (:mod:`lightyear.p2p.site.resume`). No FLARE import.
-
-A checkpoint read back is treated like a model from a peer: anything may have written that file.
-It is read with :mod:`zipfile` and NumPy's ``.npy`` header reader, never with pickle. Every entry's
-header (shape, dtype) is checked before its data is read, so an entry of a wrong shape or dtype
-costs nothing; the weights then get the checks a received model gets
-(:func:`~lightyear.algorithms.model_check.model_problems`: keys, shapes, dtypes, finite values,
-``max_abs_weight``) against the site's freshly built model, and the round must lie in this job's
-``[0, rounds)``. A file that is no such archive, or lacks the checkpoint's own entries, is
-reported as damaged or not written by this tool; one that does not fit the model, as such. Both
-raise a :class:`CheckpointError` whose one-line message names the file and the fix.
+Written atomically (``site_model.npz`` in the run folder); read back like a peer's model: no pickle, headers checked
+before data, weights checked as a received model's; a :class:`CheckpointError` names the file and the fix.
 """
 
 from __future__ import annotations
@@ -56,8 +44,7 @@ class SiteCheckpoint:
 
 
 def save_site_checkpoint(folder: str, ckpt: SiteCheckpoint) -> str:
-    """Write ``ckpt`` to ``<folder>/site_model.npz``; ``state`` must be JSON-serialisable,
-    ``arrays`` holds the method's array state (e.g. a personal model)."""
+    """Write ``ckpt`` to ``<folder>/site_model.npz``; ``state`` must be JSON-serialisable."""
     blob = {_WEIGHT + k: np.asarray(v) for k, v in ckpt.weights.items()}
     blob.update({_EXTRA + k: np.asarray(v) for k, v in ckpt.arrays.items()})
     meta = {"round": int(ckpt.round), "meta": ckpt.meta, "state": ckpt.state}
@@ -66,8 +53,7 @@ def save_site_checkpoint(folder: str, ckpt: SiteCheckpoint) -> str:
 
 
 def read_checkpoint_meta(folder: str, fix: str = DEFAULT_FIX) -> SiteCheckpoint | None:
-    """The checkpoint in ``folder`` without its arrays (round, job settings, JSON state), or None if
-    there is none; cheap, so a site can choose where to start before it builds its model."""
+    """The checkpoint in ``folder`` without its arrays, or None if there is none; cheap (read before the model)."""
     path = os.path.join(folder, CHECKPOINT_FILE)
     if not os.path.exists(path):
         return None
@@ -82,13 +68,7 @@ def load_site_checkpoint(
     rounds: int | None = None,
     fix: str = DEFAULT_FIX,
 ) -> SiteCheckpoint | None:
-    """The checkpoint in ``folder``, checked, or None if there is none.
-
-    ``reference``: the site's freshly built model, which the weights must fit (None: not checked);
-    ``max_abs``: the ``max_abs_weight`` bound; ``rounds``: the job's rounds, which the checkpoint's
-    round must lie below; ``fix``: what the error tells the user to do. Raises a
-    :class:`CheckpointError` for a damaged checkpoint or one that does not fit.
-    """
+    """The checkpoint in ``folder`` (None if none), checked against ``reference`` and ``rounds`` (CheckpointError)."""
     path = os.path.join(folder, CHECKPOINT_FILE)
     if not os.path.exists(path):
         return None
@@ -96,29 +76,23 @@ def load_site_checkpoint(
         ckpt = _meta(zf, path, fix)
         _check_round(ckpt.round, rounds, path, fix)
         entries = _headers(zf, path, fix)
-        problems = _header_problems(entries, reference)
-        if problems:
-            raise CheckpointError(
-                f"the site checkpoint {path} does not fit this site's model ({_joined(problems)}); {fix}"
-            )
-        ckpt.weights = {
-            k[len(_WEIGHT) :]: _read(zf, name, path, fix)
-            for k, (name, _, _) in entries.items()
-            if k.startswith(_WEIGHT)
-        }
-        ckpt.arrays = {
-            k[len(_EXTRA) :]: _read(zf, name, path, fix) for k, (name, _, _) in entries.items() if k.startswith(_EXTRA)
-        }
+        _fits(path, _header_problems(entries, reference), fix)
+        ckpt.weights, ckpt.arrays = (
+            {k.removeprefix(p): _read(zf, name, path, fix) for k, (name, _, _) in entries.items() if k.startswith(p)}
+            for p in (_WEIGHT, _EXTRA)
+        )
     if reference is not None:
-        problems = model_problems(ckpt.weights, reference, max_abs)
-        if problems:
-            raise CheckpointError(
-                f"the site checkpoint {path} does not fit this site's model ({_joined(problems)}); {fix}"
-            )
+        _fits(path, model_problems(ckpt.weights, reference, max_abs), fix)
     return ckpt
 
 
 # ---------------------------------------------------------------------- reading
+def _fits(path: str, problems: list[str], fix: str) -> None:
+    if problems:
+        shown = _joined(problems)
+        raise CheckpointError(f"the site checkpoint {path} does not fit this site's model ({shown}); {fix}")
+
+
 def _damaged(path: str, what: str, fix: str) -> CheckpointError:
     return CheckpointError(f"the site checkpoint {path} is damaged or not a checkpoint this tool wrote ({what}); {fix}")
 
@@ -127,9 +101,8 @@ def _archive(path: str, fix: str) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise _damaged(
-            path, "not an .npz archive" if isinstance(exc, zipfile.BadZipFile) else type(exc).__name__, fix
-        ) from None
+        what = "not an .npz archive" if isinstance(exc, zipfile.BadZipFile) else type(exc).__name__
+        raise _damaged(path, what, fix) from None
 
 
 def _meta(zf: zipfile.ZipFile, path: str, fix: str) -> SiteCheckpoint:
@@ -145,11 +118,7 @@ def _meta(zf: zipfile.ZipFile, path: str, fix: str) -> SiteCheckpoint:
         meta = json.loads(bytes(np.asarray(raw, dtype=np.uint8)).decode())
     except (ValueError, TypeError, RecursionError):
         raise _damaged(path, f"its {_META} entry is not the JSON this tool writes", fix) from None
-    if (
-        not isinstance(meta, dict)
-        or not isinstance(meta.get("meta", {}), dict)
-        or not isinstance(meta.get("state", {}), dict)
-    ):
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k, {}), dict) for k in ("meta", "state")):
         raise _damaged(path, f"its {_META} entry is not the JSON object this tool writes", fix)
     number = meta.get("round")
     if isinstance(number, bool) or not isinstance(number, int):
@@ -193,8 +162,7 @@ def _header(zf: zipfile.ZipFile, name: str, path: str, fix: str) -> tuple[tuple,
 
 
 def _header_problems(entries: dict, reference: Mapping[str, np.ndarray] | None) -> list[str]:
-    """What the headers alone show to be wrong: types that are no numbers, weights of another
-    shape than the model's, array state larger than twice the model."""
+    """What the headers alone show to be wrong: no numbers, shapes unlike the model's, too large array state."""
     problems, state_bytes = [], 0
     if reference is not None:
         held = {k[len(_WEIGHT) :] for k in entries if k.startswith(_WEIGHT)}
@@ -203,7 +171,7 @@ def _header_problems(entries: dict, reference: Mapping[str, np.ndarray] | None) 
         problems += [f"unexpected weights {_listed(extra)}"] if extra else []
     for key, (_, shape, dtype) in entries.items():
         if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
-            problems.append(f"{_shown(_label(key))}: dtype {dtype} is no number")
+            problems.append(f"{_shown(key.removeprefix(_WEIGHT))}: dtype {dtype} is no number")
         elif key.startswith(_EXTRA):
             state_bytes += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
         elif reference is not None and key[len(_WEIGHT) :] in reference:
@@ -223,11 +191,6 @@ def _read(zf: zipfile.ZipFile, name: str, path: str, fix: str) -> np.ndarray:
             return npy.read_array(f, allow_pickle=False)
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, SyntaxError, TypeError, MemoryError):
         raise _damaged(path, f"entry {_shown(name)} cannot be read", fix) from None
-
-
-def _label(key: str) -> str:
-    """A weight by its name in the model, array state by its entry name."""
-    return key[len(_WEIGHT) :] if key.startswith(_WEIGHT) else key
 
 
 def _shown(value) -> str:

@@ -1,36 +1,9 @@
 """Site side of the peer-to-peer topology: the rounds run on the sites, not on the server.
 
-One long task (``lightyear_p2p_run``) carries the neighbour lists, rounds and seed. :meth:`P2PExecutor.execute`
-sets the site up (:meth:`P2PExecutor._start`: the checkpoint to continue from, the model and data, the
-exchange, the start handshake; :mod:`lightyear.p2p.site.run_start`), then runs the rounds
-(:meth:`P2PExecutor._round`, read top to bottom): train locally; hand the trained model to the outgoing
-hook if the site has one (a simulated attacker replaces what is sent and nothing else:
-:mod:`lightyear.p2p.site.sending`); send it to this round's out-neighbours (client-to-client messages);
-wait for this round's in-neighbours' models until ``peer_deadline`` (the exchange and its checks:
-:mod:`lightyear.p2p.wire.exchange`); let the method's :meth:`P2PExecutor.aggregate` build the new model;
-evaluate it, write one record row and a checkpoint, and report progress to the server. The first round
-trains while the start handshake waits for the neighbours to answer "ready"; nothing is sent before. A
-site whose neighbours' runs all ended first stops, naming them (:mod:`lightyear.p2p.site.handshake`).
-
-What other sites send is bounded by the model's size, and with ``secure_messages`` must arrive
-encrypted, on the site's FLARE cell before FLARE decodes it (:mod:`lightyear.p2p.wire.cell_gate`). A
-site restarted within the same run continues from its checkpoint; a job submitted again continues from
-the checkpoints ``resume_from`` names (:mod:`lightyear.p2p.site.resume`). A site that reached none of
-its neighbours for ``max_isolated_rounds`` rounds in a row stops with the reason
-(:mod:`lightyear.p2p.site.isolation`). Every run ends with ``site_status.json`` in the site's run
-folder: ``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last finished round.
-When FLARE cannot deliver the run's result to the server within a grace period (the server is gone),
-the site ends its FLARE job process instead of letting FLARE retry for ever
-(:mod:`lightyear.p2p.site.result_watch`). What goes on the wire is set by ``transfer_dtype``
-(:mod:`lightyear.p2p.wire.payload`); with ``sample_neighbours`` set, each round a site takes models
-from a sample of its in-neighbours (:mod:`lightyear.p2p.site.sampling`).
-
-A method subclasses :class:`P2PExecutor` and implements :meth:`P2PExecutor.aggregate`; its other hooks:
-:meth:`P2PExecutor.local_update` (the local training step), :meth:`P2PExecutor.awaited_senders` (whom
-to wait for), :meth:`P2PExecutor.exchange_mode` (the exchange's asynchronous mode),
-:meth:`P2PExecutor.method_state` (what it keeps across a restart), ``predicted_outcome`` (its oracle,
-for an attacker that knows the defence) and ``shares_dataset_size`` (send the training-set size with
-every model).
+One long task (``lightyear_p2p_run``) carries the graph, rounds and seed. :meth:`P2PExecutor._start` sets the site up;
+each :meth:`P2PExecutor._round` trains, sends (what the outgoing hook may replace), collects until ``peer_deadline``,
+aggregates (:meth:`P2PExecutor.aggregate`, which a method implements), evaluates, records and checkpoints. Every run
+ends with ``site_status.json``: ``finished``, ``stopped``, ``failed`` or ``aborted``, the reason and the last round.
 """
 
 from __future__ import annotations
@@ -85,8 +58,7 @@ from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
 from lightyear.training.weights import num_bytes
 
 FLIPPED_LABELS = "lf"
-"""What a site that trains on flipped labels (``flip_labels``) is called in its records: the name
-label flipping has among the attacks (``lightyear.algorithms.attacks.updates.LF``)."""
+"""What the records call a site that trains on flipped labels (``lightyear.algorithms.attacks.updates.LF``)."""
 
 __all__ = ["Aggregation", "P2PExecutor", "TRANSFER_DTYPES"]
 
@@ -98,9 +70,7 @@ class P2PExecutor(Executor):
     """True: every model message carries this site's training-set size (for rules weighting by it)."""
 
     predicted_outcome = None
-    """The method's oracle: its own decision as a prediction of a receiver's round,
-    ``predicted_outcome(round_num, receiver, others, copies)``, for a simulated attacker that knows the
-    defence (LIGHTYEAR, BALANCE; ``docs/attacks-p2p.md``); None: the method declares none."""
+    """None, or ``predicted_outcome(round_num, receiver, others, copies)``: the defence's oracle for an attacker."""
 
     def __init__(
         self,
@@ -126,43 +96,24 @@ class P2PExecutor(Executor):
         max_isolated_rounds: int | None = DEFAULT_MAX_ISOLATED_ROUNDS,
         resume_from: str | None = None,
     ):
-        """Args:
-        dataset, dataset_args, data_root: the site's data (see ``lightyear.data``).
-        model, model_args: the network (see ``lightyear.models``).
-        train_args: local training settings (``lightyear.training.trainer.TrainConfig`` fields).
-        peer_deadline: seconds a site waits for its neighbours' models after sending its own;
-            a neighbour that has not delivered by then is skipped for that round.
-        ready_timeout: seconds to wait at the start until every neighbour answers.
-        send_timeout: seconds one send to the neighbours may take.
-        max_missed_rounds: a neighbour that missed this many rounds in a row is no longer waited
-            for (its models are still taken if it comes back).
+        """Args (the job settings of ``docs/jobs-and-settings.md`` and ``docs/methods.md``):
+        dataset, dataset_args, data_root, model, model_args, train_args, num_threads: the site's data, network and
+            training (:func:`~lightyear.training.site_runtime.runtime_arguments`).
+        peer_deadline, ready_timeout, send_timeout: seconds to wait each round for the neighbours' models (a late one
+            is skipped), at the start for every neighbour to answer, and for one send.
+        max_missed_rounds: a neighbour that missed this many rounds in a row is no longer waited for (still heard).
         max_abs_weight: a received model with a value beyond this magnitude is rejected (None: no bound).
-        transfer_dtype: what goes on the wire: ``float32``, ``float16`` (half the bytes) or
-            ``float16_delta`` (half the bytes: the difference from the seeded initial model in
-            float16, a smaller rounding error than ``float16``); see :mod:`lightyear.p2p.wire.payload`.
-        malfunction_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`
-            component that corrupts what this site sends; None for a benign site.
-        attack_id: id of a component that replaces what this site sends
-            (:class:`~lightyear.p2p.site.sending.OutgoingHook`; the toolkit's is the simulated attacker
-            :class:`~lightyear.p2p.attack.attacker.PeerAttacker`, ``docs/attacks-p2p.md``); None: none.
-        flip_labels: train on labels (y + 1) mod C (the label-flipping attack, per pixel for
-            segmentation; :meth:`~lightyear.training.site_runtime.SiteRuntime.train`).
-        num_threads: torch CPU threads of this site's process (1 suits many sites on few cores).
-        compute_slots: how many sites on one machine may compute at once (``auto`` = its CPU
-            count, 0 = no limit); see :mod:`lightyear.training.compute_slots`.
-        records_file: file name of the per-round CSV, written in the site's run folder.
-        sample_neighbours: None (every neighbour every round), an integer count or a fraction in
-            (0, 1] of in-neighbours a site takes models from each round, drawn from the seed, the
-            site and the round (see :mod:`lightyear.p2p.site.sampling`).
-        max_isolated_rounds: stop after this many rounds in a row without receiving any
-            neighbour's model or delivering to any (None: never); see :mod:`lightyear.p2p.site.isolation`.
-        resume_from: where a job submitted again finds each site's checkpoint (absolute, with
-            ``{site}``, or relative to the site's workspace, e.g. the previous job's ID); None:
-            start from round 0 (see :mod:`lightyear.p2p.site.resume`).
+        transfer_dtype: ``float32``, ``float16`` or ``float16_delta`` (:mod:`lightyear.p2p.wire.payload`).
+        malfunction_id, attack_id: id of a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter` or an
+            :class:`~lightyear.p2p.site.sending.OutgoingHook` changing what this site sends; None: benign.
+        flip_labels: train on labels (y + 1) mod C (the label-flipping attack).
+        compute_slots: sites of one machine computing at once (``auto`` = its CPU count, 0 = no limit).
+        records_file: file name of the per-round CSV in the site's run folder.
+        sample_neighbours, max_isolated_rounds, resume_from: see :mod:`lightyear.p2p.site.sampling`,
+            :mod:`lightyear.p2p.site.isolation` and :mod:`lightyear.p2p.site.resume`.
         """
         super().__init__()
         quiet_early_pings()  # built before the job cell takes messages: a peer's early ping is no ERROR
-        # bad settings stop the job before it starts
         self.runtime_args = runtime_arguments(
             dataset, model, dataset_args, model_args, train_args, data_root, num_threads
         )
@@ -202,21 +153,17 @@ class P2PExecutor(Executor):
         self.site = ""
         self._abort = lambda: False
         self.delivery: DeliveryWatch | None = None
-        self.gate = PeerGate(
-            lambda level, message: getattr(self.logger, level)(message)
-        )  # see lightyear.p2p.wire.cell_gate
+        self.gate = PeerGate(lambda level, message: getattr(self.logger, level)(message))
 
     # ------------------------------------------------------------------ the rule
     def aggregate(
         self, round_num: int, own: dict, received: dict[str, dict], inbox: Inbox | None = None
     ) -> Aggregation:
-        """Build the new own model from the own model and the valid models received this round
-        (``inbox``: the whole round's :class:`~lightyear.p2p.wire.exchange.Inbox`)."""
+        """The new own model from the own model and the valid models received (``inbox``: the whole round's)."""
         raise NotImplementedError
 
     def exchange_mode(self) -> tuple[bool, float]:
-        """(asynchronous, seconds to wait for new models) of this rule's exchange: synchronous by
-        default; a rule that runs asynchronously (AsyncDeFTA) says so from its own settings."""
+        """(asynchronous, seconds to wait for new models) of this rule's exchange; synchronous by default."""
         return False, 5.0
 
     def method_state(self) -> tuple[dict, dict]:
@@ -224,7 +171,7 @@ class P2PExecutor(Executor):
         return {}, {}
 
     def restore_method_state(self, state: dict, arrays: dict) -> None:
-        """Take back what :meth:`method_state` returned, when a site resumes from its checkpoint."""
+        """Take back what :meth:`method_state` returned, when a site resumes."""
 
     def local_update(self, round_num: int) -> dict:
         """The round's local step on ``self.runtime``; returns the training statistics."""
@@ -242,9 +189,7 @@ class P2PExecutor(Executor):
 
     def round_receivers(self, round_num: int) -> list[str]:
         """The out-neighbours this site sends its model to in ``round_num``."""
-        if self.sampling is None:
-            return list(self.exchange.send_to)
-        return self.sampling.receivers(self.site, round_num)
+        return list(self.exchange.send_to) if self.sampling is None else self.sampling.receivers(self.site, round_num)
 
     # ------------------------------------------------------------------ FLARE events
     def handle_event(self, event_type: str, fl_ctx: FLContext):
@@ -272,8 +217,7 @@ class P2PExecutor(Executor):
         return ""
 
     def _bind_outgoing_hook(self, engine) -> str:
-        """Take the component ``attack_id`` names (none if it cannot run here); the reason the run cannot
-        start, or ""."""
+        """Take the component ``attack_id`` names; the reason the run cannot start, or ""."""
         component = engine.get_component(self.attack_id)
         problem = hook_problem(self.attack_id, component, self.predicted_outcome, type(self).__name__)
         self.attack = None if problem else component
@@ -281,10 +225,6 @@ class P2PExecutor(Executor):
 
     def _on_ping(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         return ping_answer(self.state, self.state_reason, self.ready)
-
-    def _ended(self, state: str, reason: str) -> None:
-        """The run ended: a ping now says how, and that this site takes no models."""
-        self.state, self.state_reason, self.ready = state, reason, False
 
     def _on_model(self, topic: str, request: Shareable, fl_ctx: FLContext) -> Shareable:
         exchange = self.exchange
@@ -307,40 +247,31 @@ class P2PExecutor(Executor):
             stopped = isinstance(exc, (SiteIsolated, NeighboursGone))
             message = f"{self.site}: {exc}" if stopped else f"{self.site}: {type(exc).__name__}: {exc}"
             self.log_error(fl_ctx, message if stopped else message + "\n" + traceback.format_exc())
-            self._ended(STOPPED if stopped else FAILED, message)
-            self._status("stopped" if stopped else "failed", message, fl_ctx)
+            self._end(STOPPED if stopped else FAILED, message, fl_ctx)
             reply = make_reply(ReturnCode.EXECUTION_EXCEPTION)
             reply[C.KEY_ERROR] = message
-            self._watch_delivery(fl_ctx)
-            return reply
-        if result is None:
-            self._ended(ABORTED, "the run was aborted")
-            self._status("aborted", "the run was aborted", fl_ctx)
-            return make_reply(ReturnCode.TASK_ABORTED)
-        self._ended(FINISHED, "")
-        self._status("finished", "", fl_ctx)
-        reply = make_reply(ReturnCode.OK)
-        reply[C.KEY_RESULT] = result
+        else:
+            if result is None:
+                self._end(ABORTED, "the run was aborted", fl_ctx)
+                return make_reply(ReturnCode.TASK_ABORTED)
+            self._end(FINISHED, "", fl_ctx)
+            reply = make_reply(ReturnCode.OK)
+            reply[C.KEY_RESULT] = result
         self._watch_delivery(fl_ctx)
         return reply
 
     def _watch_delivery(self, fl_ctx: FLContext) -> None:
-        """End this site's job process if FLARE cannot deliver the run's result to the server
-        (:mod:`lightyear.p2p.site.result_watch`): with the server gone it would retry forever."""
+        """End this job process if the result cannot reach the server (:mod:`lightyear.p2p.site.result_watch`)."""
         self.delivery = watch_delivery(self, fl_ctx.get_engine(), self.peer_deadline, f"{self.site}: ", self.run_dir)
 
-    def _status(self, status: str, reason: str, fl_ctx: FLContext) -> None:
+    def _end(self, state: str, reason: str, fl_ctx: FLContext) -> None:
+        """The run ended: a ping now says how (and that this site takes no models), and so does site_status.json."""
+        self.state, self.state_reason, self.ready = state, reason, False
         checkpoint = os.path.join(self.run_dir or "", CHECKPOINT_FILE)
+        kept = checkpoint if os.path.exists(checkpoint) else ""
         try:
             if self.run_dir is not None:
-                write_site_status(
-                    self.run_dir,
-                    self.site,
-                    status,
-                    reason,
-                    self.last_round,
-                    checkpoint if os.path.exists(checkpoint) else "",
-                )
+                write_site_status(self.run_dir, self.site, state, reason, self.last_round, kept)
         except OSError as exc:
             self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")
 
@@ -381,9 +312,8 @@ class P2PExecutor(Executor):
         }
 
     def _start(self, config: dict, fl_ctx: FLContext, abort_signal: Signal) -> tuple[int, dict]:
-        """Set the site up for the run the task's ``config`` describes (rounds, seed, the graph);
-        (the first round to train, the run's checkpoint metadata). The checkpoint to continue from is
-        found before the model is built (it fails fast), and checked against it before any of it is used."""
+        """Set the site up for the task's ``config``; (the first round to train, the checkpoint metadata). The
+        checkpoint is found before the model is built (fails fast) and checked against it before any use."""
         rounds, seed = int(config["rounds"]), int(config["seed"])
         graph = config.get("neighbours", {})
         send_to, receive_from = graph_neighbours(graph, self.site)
@@ -464,8 +394,7 @@ class P2PExecutor(Executor):
 
     # ------------------------------------------------------------------ one round
     def _round(self, round_num: int, fl_ctx: FLContext, abort_signal: Signal) -> dict | None:
-        """Round ``round_num``: train, send, collect, aggregate, evaluate; its record row (``_val`` and
-        ``_test`` hold the metrics), or None when aborted."""
+        """One round; its record row (``_val`` and ``_test`` hold the metrics), or None when aborted."""
         rt, exchange, engine, log = self.runtime, self.exchange, fl_ctx.get_engine(), self._log(fl_ctx)
         self.slots.waited_s = 0.0
         senders, receivers = self.round_senders(round_num), self.round_receivers(round_num)
@@ -512,15 +441,11 @@ class P2PExecutor(Executor):
         for peer, reason in outcome.rejected.items():
             log("warning", f"round {round_num}: rejected the model of {peer} while scoring it: {reason}")
 
-        row = {"round": round_num, "site": self.site, "malfunction": kind}
-        row.update(outcome.fields)
-        row.update(hook_fields)
+        row = {"round": round_num, "site": self.site, "malfunction": kind, **outcome.fields, **hook_fields}
         rejected = sorted(set(inbox.rejected) | set(outcome.rejected))
         row.update({"late": inbox.late, "rejected": rejected, "not_waited_for": inbox.not_waited_for})
-        row.update({"senders": senders, "receivers": receivers})
-        row["train_loss"] = train_stats["train_loss"]
-        row.update({f"val_{k}": v for k, v in val.items()})
-        row.update({f"test_{k}": v for k, v in test.items()})
+        row.update({"senders": senders, "receivers": receivers, "train_loss": train_stats["train_loss"]})
+        row.update({f"{split}_{k}": v for split, got in (("val", val), ("test", test)) for k, v in got.items()})
         exchange.wait_last_send(2.0)  # so that the record has the bytes this round delivered
         self.isolation.update(bool(senders or receivers), bool(inbox.heard), sent["bytes"] > 0)
         one_model = next(iter(outgoing.values()), {}) if isinstance(outgoing, PerReceiver) else outgoing
@@ -552,9 +477,7 @@ class P2PExecutor(Executor):
         return row
 
     def _outgoing(self, round_num, start, own, senders, receivers, engine, log) -> tuple[dict, str, dict]:
-        """(what this site sends this round, what its records call it, the hook's record fields): its
-        trained model, what a malfunction corrupts it to, or what the outgoing hook replaces it with. The
-        site keeps its own model honest in every case."""
+        """(what this site sends, what its records call it, the hook's record fields); the own model stays honest."""
         outgoing, kind, fields = own, FLIPPED_LABELS if self.flip_labels else "none", {}
         if self.malfunction is not None:
             outgoing, kind = self.malfunction.corrupt(own, round_num, self.site)
@@ -577,8 +500,7 @@ class P2PExecutor(Executor):
         return outgoing, kind, fields
 
     def _report(self, row: dict, fl_ctx: FLContext) -> None:
-        """Send a round's record to the server (fire and forget: the server only monitors), and its
-        metrics to TensorBoard (:mod:`lightyear.flare.analytics`)."""
+        """Send a round's record to the server (fire and forget) and TensorBoard (:mod:`lightyear.flare.analytics`)."""
         stream_round(self, row, fl_ctx)
         message = Shareable()
         message[C.KEY_PROGRESS] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in row.items()}

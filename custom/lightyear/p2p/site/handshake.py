@@ -1,27 +1,8 @@
-"""The start of a peer-to-peer run: wait until the neighbours are ready, and say truly why not.
+"""The start of a peer-to-peer run: wait until the neighbours are ready, and say truly why not (docs/reliability.md).
 
-Every site answers a ping (``TOPIC_PING``) with its state (:func:`ping_answer`): ``starting``
-(its run has not built its model yet), ``ready`` (it takes models), or how its run ended:
-``failed`` or ``stopped`` with the reason, ``finished``, ``aborted``. :func:`handshake` pings the
-neighbours until each is ready, at most ``ready_timeout`` seconds, and tells apart
-
-- a neighbour that never answers, or whose job has not registered the ping yet: it is not
-  running this job. In FLARE's simulator the usual cause is fewer workers than sites (``-t``),
-  so the simulator advice (:func:`~lightyear.flare.placement.p2p_simulator_advice`) is given
-  only when a neighbour stayed silent;
-- one that runs this job but was not ready in time (still starting);
-- one whose run has ended (failed, stopped, finished): waiting longer is pointless.
-
-When no neighbour can take part the site does not train alone: every neighbour's run had ended
-raises :class:`NeighboursGone` at once (the site stops, naming each neighbour's state and
-reason); otherwise a RuntimeError after ``ready_timeout`` names what each neighbour answered. A
-neighbour's answer is a peer's message like any other: only known states are taken, and its
-reason is cut to one printable line.
-
-A ping is sent as an optional message, and a ping that reaches a site before that site has
-registered its handler is logged at DEBUG, at both ends, not as FLARE's ERROR and WARNING
-(:func:`~lightyear.flare.early_pings.quiet_early_pings`): the sender reads the answer as
-``starting``, which is what it is in a healthy run.
+A ping is answered with the site's state (:func:`ping_answer`). :func:`handshake` tells apart a neighbour that never
+answers (not running this job), one still starting, and one whose run ended: if all ended it raises
+:class:`NeighboursGone` at once. Answers are hostile input: only known states are taken, reasons cut to one line.
 """
 
 from __future__ import annotations
@@ -38,12 +19,10 @@ from lightyear.flare import constants as C
 from lightyear.flare.placement import p2p_simulator_advice
 
 STARTING, READY, FAILED, STOPPED, FINISHED, ABORTED = "starting", "ready", "failed", "stopped", "finished", "aborted"
-SILENT = "silent"
-"""A neighbour that did not answer (not running this job, or unreachable)."""
+SILENT = "silent"  # a neighbour that did not answer (not running this job, or unreachable)
 ENDED = (FAILED, STOPPED, FINISHED, ABORTED)
 STATES = (STARTING, READY, *ENDED)
-MAX_REASON = 300
-"""Characters of a neighbour's reason that are kept."""
+MAX_REASON = 300  # characters of a neighbour's reason that are kept
 
 
 class NeighboursGone(RuntimeError):
@@ -68,9 +47,7 @@ class Answer:
 def ping_answer(state: str, reason: str, ready: bool) -> Shareable:
     """What a site answers a ping with; ``ready`` stays for peers that read only it."""
     reply = make_reply(ReturnCode.OK)
-    reply["ready"] = bool(ready)
-    reply["state"] = state
-    reply["reason"] = _one_line(reason)
+    reply.update({"ready": bool(ready), "state": state, "reason": _one_line(reason)})
     return reply
 
 
@@ -99,25 +76,16 @@ def handshake(
     log: Callable[[str, str], None],
     pause: float = 0.5,
 ) -> list[str]:
-    """Wait until every neighbour is ready, at most ``ready_timeout`` s; return those that are not
-    (the run goes on without waiting for them). Raises when none is ready (see the module docstring)."""
+    """Wait at most ``ready_timeout`` s until every neighbour is ready; return those not ready (raise if none is)."""
     answers = {peer: Answer(SILENT) for peer in neighbours}
     pending = set(neighbours)
     deadline = time.monotonic() + ready_timeout
     while pending and not abort():
-        replies = (
-            engine.send_aux_request(
-                targets=sorted(pending),
-                topic=C.TOPIC_PING,
-                request=Shareable(),
-                timeout=3.0,
-                fl_ctx=fl_ctx,
-                optional=True,
-            )
-            or {}
+        replies = engine.send_aux_request(
+            targets=sorted(pending), topic=C.TOPIC_PING, request=Shareable(), timeout=3.0, fl_ctx=fl_ctx, optional=True
         )
         for peer in sorted(pending):
-            answer = read_answer(replies.get(peer))
+            answer = read_answer((replies or {}).get(peer))
             if answer.state != SILENT or answers[peer].state == SILENT:  # a silent ping does not undo an answer
                 answers[peer] = answer
             if answer.state == READY:
@@ -133,10 +101,7 @@ def handshake(
 
 
 class BackgroundHandshake:
-    """:func:`handshake` in a thread of its own, so that the site trains its first round while its
-    neighbours are still starting (on a shared machine, importing PyTorch in every site process
-    takes most of the start). :meth:`join` waits for it before the first model is sent and returns
-    the neighbours not ready, or raises what the handshake raised."""
+    """:func:`handshake` in a thread, while the first round trains; :meth:`join` returns or raises its outcome."""
 
     def __init__(
         self,

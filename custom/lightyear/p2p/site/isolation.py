@@ -1,16 +1,8 @@
 """When a peer-to-peer site should stop because it can reach none of its neighbours (no FLARE import).
 
-Every message between two FLARE clients transits the server, so when the server dies a site's
-sends all fail and nothing arrives: it would wait ``peer_deadline`` every round and train alone,
-in silence, to the end. :class:`IsolationWatch` counts the rounds in a row in which a site had
-neighbours to exchange with but heard from none of them (no message of the round arrived, valid
-or not) and delivered to none of them (no out-neighbour acknowledged its model; on the ``server``
-model route, the server did not take its upload: the connection this watches is the site's own to
-the server, which then hands the model on, see :mod:`lightyear.p2p.server.model_relay`); after
-``max_isolated_rounds`` such rounds the site stops, keeping its last finished round's checkpoint
-for a later job to resume from (``resume_from``, :mod:`lightyear.p2p.site.resume`). One round with
-any contact resets the count; a round without neighbours (topology ``none``, an empty sample)
-neither counts nor resets.
+With the server dead (every client-to-client message transits it) a site would train alone, in silence.
+:class:`IsolationWatch` counts the rounds in a row in which a site with neighbours heard from none and delivered to
+none; after ``max_isolated_rounds`` the site stops, keeping its checkpoint (docs/reliability.md).
 """
 
 from __future__ import annotations

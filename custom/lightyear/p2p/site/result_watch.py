@@ -1,17 +1,7 @@
 """When a site whose run has ended should end its FLARE job process: its result cannot reach the server.
 
-A peer-to-peer site's whole run is one FLARE task. When it ends (finished, stopped because it
-could reach no neighbour, or failed), FLARE's client runner sends the result to the server and
-retries for as long as the server does not answer (``ClientRunner._send_task_result`` in
-``nvflare/private/fed/client/client_runner.py`` loops until the result is sent or the job is
-aborted). With the server dead, the site's job process would wait like that until somebody
-kills it or a restarted server aborts the job.
-
-:class:`DeliveryWatch` is armed when the run ends and disarmed when FLARE reports the result
-sent; if ``grace`` seconds pass first, it calls ``on_overdue`` once (the executor logs why and
-asks FLARE to end the job: ``system_panic``). A server that is up takes the result within seconds,
-so the grace only runs out when the server, or this site's connection to it, is gone. No FLARE
-import here.
+FLARE's client runner retries sending a result for as long as the server does not answer
+(``ClientRunner._send_task_result``), so with the server dead the job process would wait for ever. No FLARE import.
 """
 
 from __future__ import annotations
@@ -20,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 MIN_GRACE = 60.0
-"""Seconds a finished run's result may take to reach the server, at least."""
+"""Seconds a finished run's result may take to reach the server, at least (a live server takes it in seconds)."""
 
 
 def delivery_grace(peer_deadline: float) -> float:
@@ -29,6 +19,8 @@ def delivery_grace(peer_deadline: float) -> float:
 
 
 class DeliveryWatch:
+    """Calls ``on_overdue`` once if ``grace`` seconds pass after :meth:`arm` without :meth:`disarm`."""
+
     def __init__(self, grace: float, on_overdue: Callable[[], None]):
         if not grace > 0:
             raise ValueError(f"the delivery grace must be positive seconds, got {grace!r}")
@@ -70,9 +62,7 @@ class DeliveryWatch:
 
 
 def watch_delivery(component, engine, peer_deadline: float, prefix: str, run_dir: str | None) -> DeliveryWatch:
-    """An armed :class:`DeliveryWatch` for ``component`` (a FLARE component: ``log_error`` and
-    ``system_panic``) that ends the site's job process when the run's result has not reached the
-    server within :func:`delivery_grace`; ``prefix`` starts its message, ``run_dir`` is named in it."""
+    """An armed :class:`DeliveryWatch` that ends ``component``'s job process (``system_panic``) once overdue."""
     grace = delivery_grace(peer_deadline)
 
     def overdue() -> None:

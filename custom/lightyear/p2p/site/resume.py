@@ -1,22 +1,7 @@
 """Where a peer-to-peer site starts: its own checkpoint, a previous job's, or round 0 (no FLARE import).
 
-A site writes ``site_model.npz`` into its run folder after every round
-(:mod:`lightyear.p2p.site.checkpoint`). A site process restarted within the same job finds it there. A
-job submitted again gets a new run folder, so the job setting ``resume_from`` names where each
-site finds the checkpoint to continue from:
-
-- an absolute folder, in which ``{site}`` stands for the site's name (``/data/ckpt/{site}``), or
-- a folder relative to the site's workspace (the folder that holds each job's run folder): the
-  previous job's ID resumes from that job's run folder on every site.
-
-The checkpoint must come from a job with the same seed (the data splits, the initial model and
-the neighbour samples derive from it); the number of rounds may differ, so a finished run can
-also be extended. The job's own checkpoint, when there is one, is newer and wins.
-
-A checkpoint read back gets a received model's checks against the site's freshly built model
-(:func:`~lightyear.p2p.site.checkpoint.load_site_checkpoint`); a bad one stops the site with a
-reason naming the file and what to do. ``resume_from`` itself is bounded when the executor is
-built: at most :data:`MAX_RESUME_FROM` characters, and ``{site}`` only as the plain placeholder (a
+A restarted site's own checkpoint wins; a job submitted again takes the one ``resume_from`` names
+(docs/reliability.md), from a job with the same seed. ``resume_from`` allows only a plain ``{site}`` placeholder (a
 format spec such as ``{site:>200000000}`` would build a string of any size).
 """
 
@@ -42,7 +27,7 @@ RESUME_FIX = "remove it, point resume_from at another checkpoint, or leave resum
 
 
 def check_resume_from(value) -> str | None:
-    """None, or a non-empty path of at most MAX_RESUME_FROM characters whose only placeholder is a plain ``{site}``."""
+    """None, or a non-empty path of at most MAX_RESUME_FROM characters whose only placeholder is a plain {site}."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or "\0" in value:
@@ -75,13 +60,7 @@ def resume_folder(resume_from: str, site: str, workspace_root: str) -> str:
 def find_checkpoint(
     run_dir: str, meta: dict, site: str, resume_from: str | None
 ) -> tuple[SiteCheckpoint | None, str, str]:
-    """(the checkpoint this site continues from, without its arrays; the folder; the fix its errors
-    name); (None, "", "") for round 0. Cheap: reads the round and the job settings only.
-
-    ``meta`` is this job's ``{"rounds", "seed"}``. Raises a ValueError naming the file when the
-    checkpoint is damaged, holds a round outside ``[0, rounds)``, comes from another seed, or
-    when ``resume_from`` is set but gives no checkpoint for this site.
-    """
+    """(checkpoint without arrays, folder, fix) to continue from, or (None, "", ""); a ValueError naming the file."""
     own = read_checkpoint_meta(run_dir, fix=OWN_FIX)
     if own is not None and own.meta == meta:
         found, folder, fix = own, run_dir, OWN_FIX
@@ -98,15 +77,13 @@ def find_checkpoint(
             )
         if found.meta.get("seed") != meta["seed"]:
             raise ValueError(
-                f"resume_from: the checkpoint in {folder} "
-                f"comes from a job with seed {found.meta.get('seed')!r:.40}, this job "
-                f"has seed {meta['seed']}: resume only with the same seed"
+                f"resume_from: the checkpoint in {folder} comes from a job with seed {found.meta.get('seed')!r:.40}, "
+                f"this job has seed {meta['seed']}: resume only with the same seed"
             )
     if not 0 <= found.round < meta["rounds"]:
         raise CheckpointError(
             f"the site checkpoint {os.path.join(folder, CHECKPOINT_FILE)} holds round {found.round}, "
-            "outside this job's "
-            f"rounds 0..{meta['rounds'] - 1}; {fix}"
+            f"outside this job's rounds 0..{meta['rounds'] - 1}; {fix}"
         )
     return found, folder, fix
 
@@ -127,8 +104,7 @@ def resume_into(
     max_abs: float | None,
     rounds: int,
 ) -> SiteCheckpoint:
-    """Read the checkpoint in ``folder`` against ``runtime``'s freshly built model before anything of it
-    is used, put its weights into ``runtime`` and give the method its state (:func:`restore_state`)."""
+    """Check the checkpoint in ``folder`` against ``runtime``'s fresh model, then load its weights and state."""
     checkpoint = load_site_checkpoint(folder, runtime.get_weights(), max_abs, rounds, fix)
     runtime.set_weights(checkpoint.weights)
     restore_state(checkpoint, folder, fix, restore)
@@ -136,9 +112,7 @@ def resume_into(
 
 
 def restore_state(checkpoint: SiteCheckpoint, folder: str, fix: str, restore: Callable[[dict, dict], None]) -> None:
-    """``restore(state, arrays)`` with the method's state from ``checkpoint`` (the executor's
-    ``restore_method_state``); a state the method cannot take stops the site naming the file in
-    ``folder`` and ``fix``."""
+    """``restore(state, arrays)`` with the method's state; one it cannot take raises a CheckpointError."""
     try:
         restore(checkpoint.state, checkpoint.arrays)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -1,14 +1,5 @@
-"""What a peer-to-peer site builds between its run's task and its first round, as values.
-
-:func:`graph_neighbours` reads the site's neighbours from the run's graph; :func:`open_exchange`
-settles ``secure_messages``, opens the cell gate at the model's payload limit
-(:mod:`lightyear.p2p.wire.cell_gate`), builds the site's sealer when its models go through the
-server sealed (:func:`site_sealer`, :mod:`lightyear.p2p.wire.sealing`) and the run's
-:class:`~lightyear.p2p.wire.exchange.PeerExchange`; :func:`greet_neighbours` starts the handshake
-with the neighbours in the background (:mod:`lightyear.p2p.site.handshake`) and returns the wait
-for it that the first round makes before it sends. The site's executor
-(:meth:`~lightyear.p2p.site.executor.P2PExecutor._start`) calls them in that order and keeps what
-they return.
+"""What a peer-to-peer site builds between its run's task and its first round, in the order
+:meth:`~lightyear.p2p.site.executor.P2PExecutor._start` calls them: neighbours, exchange, background handshake.
 """
 
 from __future__ import annotations
@@ -28,8 +19,7 @@ from lightyear.p2p.wire.exchange import PeerExchange
 from lightyear.p2p.wire.payload import PayloadCodec, payload_limit
 from lightyear.p2p.wire.sealing import Sealer
 
-CERTIFICATE_TIMEOUT = 10.0
-"""Seconds a site waits for the server's answer when it asks for its receivers' certificates."""
+CERTIFICATE_TIMEOUT = 10.0  # seconds a site waits for the server to send its receivers' certificates
 
 
 def graph_neighbours(graph: dict, site: str) -> tuple[list[str], list[str]]:
@@ -41,9 +31,7 @@ def graph_neighbours(graph: dict, site: str) -> tuple[list[str], list[str]]:
 
 @dataclass(frozen=True)
 class ExchangeSettings:
-    """The site's settings of its exchange (the executor's arguments of the same names), the rule's
-    asynchronous mode (``asynchronous``, ``async_wait``) and the training-set size it shares with
-    every model (None: none)."""
+    """The exchange's settings: the executor's arguments of those names and the rule's choices."""
 
     rounds: int
     peer_deadline: float
@@ -69,10 +57,7 @@ def open_exchange(
     log: Callable[[str, str], None],
     fl_ctx: FLContext,
 ) -> tuple[PeerExchange, bool]:
-    """(the run's exchange, whether messages go encrypted); ``reference`` is the model every received
-    model is checked against, ``initial`` the seeded initial model a ``float16_delta`` payload is
-    relative to. The gate opens first; until the exchange exists, a peer's model is answered "not
-    ready" and sent again."""
+    """(the run's exchange, whether messages go encrypted), after opening the cell gate."""
     secure = secure_messages.resolve(
         config.get("secure_messages", False), secure_messages.deployment_secure(fl_ctx), site
     )
@@ -106,9 +91,7 @@ def open_exchange(
 
 
 def site_sealer(site: str, token: str, log: Callable[[str, str], None], fl_ctx: FLContext) -> Sealer:
-    """The site's :class:`~lightyear.p2p.wire.sealing.Sealer`: its provisioned key, certificate and the
-    project's root CA, as its FLARE cell holds them, and a way to ask the server for certificates.
-    Raises with the fix when the cell holds none (sealed models need a provisioned deployment)."""
+    """A :class:`~lightyear.p2p.wire.sealing.Sealer` with the cell's credentials; raises with the fix when none."""
     engine = fl_ctx.get_engine()
     get_cell = getattr(engine, "get_cell", None)
     cell = get_cell() if callable(get_cell) else None
@@ -150,9 +133,7 @@ def greet_neighbours(
     log: Callable[[str, str], None],
     fl_ctx: FLContext,
 ) -> Callable[[], None]:
-    """Start the handshake with the neighbours in the background; the wait for it that the first
-    round makes before it sends. A neighbour that did not answer "ready" is not waited for until
-    it sends."""
+    """Start the handshake in the background; the wait for it that the first round makes before it sends."""
     greeting = BackgroundHandshake(fl_ctx.get_engine(), fl_ctx, neighbours, ready_timeout, abort, log)
     if exchange.via_server:  # before its first upload the server must know how large a model may be
         exchange.declare_limit(payload_limit(exchange.reference), fl_ctx.get_engine(), abort, ready_timeout)

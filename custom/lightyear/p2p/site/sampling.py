@@ -1,20 +1,8 @@
 """Per-round sampling of neighbours that both ends of an edge compute alike (pure NumPy, no FLARE).
 
-With the job setting ``sample_neighbours`` a site does not exchange with all its neighbours every
-round but with a subset drawn anew each round. The draw is made on the RECEIVING side: each round
-site i listens to a sample S_i^t of its in-neighbours (the sites that may send to it),
-
-    S_i^t = sample_neighbours(in_neighbours(graph)[i], count or fraction, seed, round t, site i)
-
-(:func:`lightyear.p2p.topology.sample_neighbours`), and a site j sends its round-t model to
-exactly those out-neighbours i with j in S_i^t. Every site holds the whole graph (the run config
-carries it) and the job seed, so a sender computes its receivers' samples and a receiver its own:
-both ends agree without a message. A receiver therefore never waits for a peer that will not
-send, and a sender never sends a model that would be thrown away. Sampling the receivers' inputs
-(rather than letting each sender pick its targets) also fixes how many models a site aggregates
-per round (the count, or ceil(fraction x in-degree)), which is what the rules' weights assume.
-
-The draw depends only on (seed, receiving site, round): a restarted site draws the same samples.
+The receiver draws: site i hears S_i^t = :func:`lightyear.p2p.topology.sample_neighbours` of its in-neighbours (seed,
+round t, site i) and j sends to the i with j in S_i^t; both ends agree without a message, and each site aggregates a
+fixed number of models per round, as the rules' weights assume.
 """
 
 from __future__ import annotations
@@ -26,18 +14,10 @@ from lightyear.p2p.topology import in_neighbours, sample_neighbours
 
 
 def check_sample_setting(value) -> dict | None:
-    """The ``sample_neighbours`` job setting as keyword arguments of ``sample_neighbours``.
-
-    ``None``: every neighbour every round (no sampling). An integer >= 1: how many in-neighbours
-    a site listens to per round (all of them if it has fewer). A float in (0, 1]: that fraction
-    of its in-neighbours, rounded up (at least one). Anything else raises a ValueError naming the
-    setting.
-    """
+    """``sample_neighbours`` (None, a count >= 1 or a fraction in (0, 1]) as keyword arguments; else a ValueError."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"sample_neighbours must be null, an integer >= 1 or a fraction in (0, 1], got {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return {"count": int_in("sample_neighbours as a count", value, 1, note="senders heard per round")}
     if isinstance(value, float):
         note = "write a count as an integer, e.g. 2"
@@ -47,11 +27,7 @@ def check_sample_setting(value) -> dict | None:
 
 
 class RoundSampling:
-    """Who sends to whom in a given round, for a graph of out-neighbours and one job seed.
-
-    ``setting`` is the ``sample_neighbours`` value (see :func:`check_sample_setting`); ``None``
-    keeps the whole graph every round.
-    """
+    """Who sends to whom in a given round, for a graph, a seed and a ``sample_neighbours`` ``setting``."""
 
     def __init__(self, graph: Mapping[str, Sequence[str]], seed: int, setting=None):
         int_in("seed", seed, 0, note="for neighbour sampling")

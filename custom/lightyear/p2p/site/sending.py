@@ -1,13 +1,7 @@
 """What a peer-to-peer site sends, and the one hook through which a simulated attacker replaces it.
 
-A site sends its freshly trained model to this round's out-neighbours. A component named by the
-executor's ``attack_id`` (:class:`OutgoingHook`) may replace what is sent, and nothing else: the
-site keeps training and aggregating on its honest model, and the hook is handed values, never the
-site's executor, exchange or rule. At the run's start the hook gets :class:`SendingRun` (the run's
-graph, deadlines, reference model and codec, and, where the method declares one, its oracle: the
-method's own decision as a prediction of a receiver's round); each round, before the site sends,
-it gets :class:`Sending` and returns the model to send (or a :class:`PerReceiver` of them) with
-its record fields. The toolkit's hook is the simulated attacker of ``lightyear.p2p.attack``.
+The :class:`OutgoingHook` the executor's ``attack_id`` names may replace what is sent and nothing else: the site keeps
+its honest model, and the hook gets values, never the site's executor, exchange or rule.
 """
 
 from __future__ import annotations
@@ -24,12 +18,8 @@ __all__ = ["OutgoingHook", "PerReceiver", "Sending", "SendingRun", "encoded", "h
 
 @dataclass(frozen=True)
 class SendingRun:
-    """The run as a hook may know it: the site, the run's ``graph`` (site -> out-neighbours),
-    ``rounds`` and the first round to train (``start_round``), the site's deadlines and model bound,
-    ``log(level, message)``, the run's ``reference`` model (what received models are checked
-    against), the payload ``codec``, whether messages go encrypted (``secure``), the network's unit
-    groups (``symmetries()``), ``evaluate(split, weights)`` on the site's data, and ``oracle``: the
-    method's prediction of a receiver's round (None: the method declares none)."""
+    """The run as a hook may know it: ``graph`` maps site -> out-neighbours, ``symmetries()`` gives the network's unit
+    groups, ``evaluate(split, weights)`` runs on the site's data, ``oracle`` is the method's (None: none declared)."""
 
     site: str
     graph: dict
@@ -49,11 +39,8 @@ class SendingRun:
 
 @dataclass
 class Sending:
-    """One round's send as a hook sees it: the model the round started from (``start``) and the
-    honestly trained one (``honest``), this round's in-neighbours (``senders``) and out-neighbours
-    (``receivers``), the engine the site sends with, ``peek(senders, timeout, abort)`` (the models of
-    these senders received so far this round, waiting at most ``timeout`` s; they stay for the
-    site's aggregation), ``compute()`` (a context manager holding a compute slot) and ``abort()``."""
+    """One round's send as a hook sees it: ``peek(senders, timeout, abort)`` gives their models received this round
+    (waiting at most ``timeout`` s; left for the aggregation); ``compute()`` holds a compute slot while entered."""
 
     round_num: int
     start: dict
@@ -68,8 +55,7 @@ class Sending:
 
 @runtime_checkable
 class OutgoingHook(Protocol):
-    """A component that replaces what a site sends (module docstring). ``kind`` names it in the
-    records; ``needs_oracle``: it cannot run against a method that declares no oracle."""
+    """What replaces what a site sends; ``needs_oracle``: it cannot run against a method that declares no oracle."""
 
     kind: str
     needs_oracle: bool
@@ -97,8 +83,7 @@ def hook_problem(hook_id: str, component, oracle: Callable | None, method: str) 
 
 
 def encoded(codec, outgoing):
-    """``outgoing`` as it goes on the wire: a model encoded by ``codec``, or a :class:`PerReceiver` of
-    encoded models (each distinct model once)."""
+    """``outgoing`` encoded by ``codec``: a model, or a :class:`PerReceiver` of them (each distinct model once)."""
     if not isinstance(outgoing, PerReceiver):
         return codec.encode(outgoing)
     done: dict[int, dict] = {}
