@@ -1,42 +1,12 @@
 """Attack jobs: ``--attack KIND --attackers K [--knowledge partial|full]`` and ``--set attack_<param>=VALUE``.
 
-The attackers are the last K sites of the dataset (as with ``--faulty``). What an attack job holds
-(the interface the attack components read):
-
-* ``lf`` (label flipping), both topologies: the attackers' app ``app_faulty`` passes
-  ``"flip_labels": true`` to its executor, which trains on labels (y + 1) mod C. No other component.
-* peer-to-peer, every other kind: ``app_faulty`` adds the component ``attack``
-  (:data:`PEER_ATTACKER`) and its executor gets ``"attack_id": "attack"``.
-* star, every other kind: the server adds the component ``adversary`` (:data:`ADVERSARY`), a
-  research device simulating colluding attackers that the job names explicitly, and the controller
-  gets ``"adversary_id": "adversary"``; the attackers run the benign app (the server rewrites what
-  they send).
-
-The components' arguments are ``kind``, ``knowledge``, ``attackers`` (names), ``params`` (the
-``attack_<param>`` settings given, without the prefix; defaults stay with the rules) and ``seed``
-(the job's). The job is named ``<method>_<dataset>_<kind><K>`` (``_full`` appended for full
-knowledge) and meta.json's ``lightyear`` block gets ``attack``, ``knowledge``, ``attack_params``,
-the attackers as ``faulty_sites`` and ``malfunction: none``. K = 0 is the clean job.
-
-Checked before anything is written, each with the allowed values: the attack's settings by
-:class:`~lightyear.algorithms.attacks.settings.AttackSpec` (the one checker the components share;
-the components themselves are not built here), and what only a job knows:
-
-* ``--attack`` with ``--malfunction``/``--faulty`` (a site is either faulty or attacking);
-  ``--attackers``, ``--knowledge`` or ``attack_<param>`` without ``--attack``; K outside
-  [0, sites - 1] (at least one benign site).
-* ``adaptive`` only against the methods that declare one (``Method.adaptive``, :func:`adaptive_methods`),
-  with the settings and knowledge that declaration takes.
-* ``--knowledge full`` only for the kinds that use what the attackers know
-  (:func:`uses_knowledge`): lf, sf and mr use the attacker's own update, so a full-knowledge job
-  would repeat the partial one under another name.
-* ``--knowledge full`` in a peer-to-peer job: a site knows the benign updates it receives, so every
-  attacker needs a benign in-neighbour in the job's topology (``topology: none`` sends nothing and
-  is not checked). With ``sample_neighbours`` a round's sample may still hold none; the attacker
-  then knows only the attackers' updates that round.
-* ``lf`` needs ``num_classes`` >= 2. Every dataset takes it: both losses (cross_entropy,
-  weighted_focal) train on class indices, per pixel for the segmentation masks, where the flip of a
-  binary mask (shapes, ultrasound, xray) is its inversion.
+The attackers are the last K sites (K = 0: the clean job). ``lf`` gives them the app ``app_faulty`` with
+``flip_labels``; another kind adds the component :data:`PEER_ATTACKER` to ``app_faulty`` (peer-to-peer) or
+:data:`ADVERSARY` to the server (star). Refused before anything is written, naming what is allowed: what
+:class:`~lightyear.algorithms.attacks.settings.AttackSpec` refuses; ``--attack`` with ``--malfunction``/``--faulty``;
+attack flags without ``--attack``; K outside [0, sites - 1]; an adaptive attack the method does not declare, or
+settings it does not take; ``--knowledge full`` for a kind that ignores it (:func:`uses_knowledge`) or, peer-to-peer,
+with an attacker without a benign in-neighbour; ``lf`` without ``num_classes`` >= 2.
 """
 
 from __future__ import annotations
@@ -78,16 +48,13 @@ def adaptive_methods() -> list[str]:
 
 
 def adaptive_target(method: str) -> AdaptiveTarget | None:
-    """What ``method`` declares of the adaptive attack on it (None: it declares none); a peer-to-peer
-    method whose site predicts its own decision declares ``ORACLE``: the attack that queries that
-    prediction."""
+    """``method``'s declared adaptive attack (None: none); ``ORACLE``: the attack querying a site's own prediction."""
     declared = registry.method(method).adaptive
     return PEER_ADAPTIVE if declared == ORACLE else declared
 
 
 def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
-    """Refuse what the adaptive attack declared by ``method`` cannot run (its settings, knowledge
-    and attacker count), in the declaration's words; other attacks pass."""
+    """Refuse, in the declaration's words, an adaptive attack that ``method``'s declaration cannot run."""
     if spec.kind != ADAPTIVE:
         return spec
     declared = adaptive_target(method)
@@ -100,20 +67,15 @@ def check_adaptive(spec: AttackSpec, method: str) -> AttackSpec:
 
 
 def uses_knowledge() -> tuple[str, ...]:
-    """The attacks whose update depends on what the attackers know (the others use their own update;
-    the reparametrisations transform the receiver's own model under full knowledge)."""
+    """The attacks whose update depends on what the attackers know (the others use their own update)."""
     return tuple(name for name, a in catalogue.attacks().items() if a.uses_knowledge)
 
 
 def split_params(overrides: dict | None) -> tuple[dict, dict]:
     """({param: value} of the ``attack_<param>`` settings, the other settings)."""
-    params, rest = {}, {}
-    for key, value in (overrides or {}).items():
-        if key.startswith(PREFIX):
-            params[key[len(PREFIX) :]] = value
-        else:
-            rest[key] = value
-    return params, rest
+    items = (overrides or {}).items()
+    params = {key[len(PREFIX) :]: value for key, value in items if key.startswith(PREFIX)}
+    return params, {key: value for key, value in items if not key.startswith(PREFIX)}
 
 
 def check_request(attack: str, attackers, knowledge: str | None, malfunction: str, faulty: int, params: dict) -> None:
@@ -121,11 +83,8 @@ def check_request(attack: str, attackers, knowledge: str | None, malfunction: st
     if attack != NONE and attack not in catalogue.names():
         raise SettingError(f"unknown attack {attack!r}; choose one of {', '.join(catalogue.names())}")
     if attack == NONE:
-        given = (
-            ["--attackers"] * bool(attackers)
-            + ["--knowledge"] * (knowledge is not None)
-            + [f"--set {PREFIX}{p}" for p in params]
-        )
+        given = ["--attackers"] * bool(attackers) + ["--knowledge"] * (knowledge is not None)
+        given += [f"--set {PREFIX}{p}" for p in params]
         if given:
             raise SettingError(f"{given[0]} needs --attack ({', '.join(catalogue.names())})")
         return
@@ -151,11 +110,8 @@ def attack_spec(
     graph: dict | None = None,
     graph_topology: str = "full",
 ) -> AttackSpec | None:
-    """The job's attack, checked (module docstring); None for a job without attack (or with K = 0).
-
-    ``graph`` is the peer-to-peer communication graph (site -> out-neighbours) of topology
-    ``graph_topology``; None for a star job.
-    """
+    """The job's attack, checked (module docstring); None without one or K = 0. ``graph``: the peer-to-peer graph
+    (site -> out-neighbours) of topology ``graph_topology``."""
     if attack == NONE:
         return None
     sites = list(settings["sites"])
@@ -170,10 +126,8 @@ def attack_spec(
             f"--set {PREFIX}{sorted(params)[0]} does nothing in a job with --attackers 0 (a clean job): "
             "leave it out, or give --attackers K >= 1"
         )
-    try:
+    with raising(SettingError):
         spec = AttackSpec(attack, knowledge or PARTIAL, tuple(names), params)
-    except ValueError as exc:
-        raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and attack not in uses_knowledge():
         raise SettingError(
             f"--knowledge full changes nothing for {attack}, which uses the attacker's own update: leave it out "
@@ -186,21 +140,18 @@ def attack_spec(
     if attack in REPARAMETRISATIONS:
         check_reparametrisation(spec, topology, settings)
     if names:
-        try:  # what the attack cannot run against this method, in the words the components would use
+        with raising(SettingError):  # what the attack cannot run against this method, in the components' words
             check_adaptive(spec, method)
             if topology == "star" and attack != LF:
                 check_spec(spec)
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
     if spec.knowledge == FULL and topology == "p2p" and graph is not None and graph_topology != "none":
         check_full_knowledge(graph, names, graph_topology)
     return spec if names else None
 
 
 def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> None:
-    """Refuse a reparametrisation the job cannot run: per-receiver crafting in the star topology
-    (its one receiver is the server), a network that declares no exact symmetry, and rescaling a network
-    none of whose units admits it."""
+    """Refuse a reparametrisation the job cannot run: per-receiver crafting in the star topology, a network without
+    an exact symmetry, rescaling a network none of whose units admits it."""
     if topology == "star" and spec.params.get("per_receiver"):
         raise SettingError(
             f"--set {PREFIX}per_receiver=true: the star topology has one receiver, the server, so every attacker "
@@ -227,33 +178,27 @@ def check_reparametrisation(spec: AttackSpec, topology: str, settings: dict) -> 
 
 
 def check_full_knowledge(graph: dict, attackers: list[str], topology: str) -> None:
-    """Refuse full knowledge when an attacker receives no benign site's model in ``graph``."""
+    """Refuse full knowledge when an attacker receives no benign site's model in ``graph`` (with ``sample_neighbours``
+    a round's sample may still hold none: the attacker then knows only the attackers' updates)."""
     senders = in_neighbours(graph)
     for site in attackers:
         if not [s for s in senders.get(site, []) if s not in attackers]:
             heard = ", ".join(senders.get(site, [])) or "nobody"
             raise SettingError(
-                f"--knowledge full: attacker {site} receives no benign site's model on the {topology} topology "
-                f"(it hears from {heard}), so it cannot know benign updates: use --knowledge partial, fewer "
-                "--attackers, or a topology in "
-                "which every attacker has a benign in-neighbour (e.g. --set topology=full)"
+                f"--knowledge full: attacker {site} receives no benign site's model on the {topology} topology (it "
+                f"hears from {heard}), so it cannot know benign updates: use --knowledge partial, fewer --attackers, "
+                "or a topology in which every attacker has a benign in-neighbour (e.g. --set topology=full)"
             )
 
 
 def job_suffix(spec: AttackSpec) -> str:
-    """``_<kind><K>``, with ``_full`` appended for full knowledge."""
     return f"_{spec.kind}{len(spec.attackers)}" + ("_full" if spec.knowledge == FULL else "")
 
 
 def component(spec: AttackSpec, seed: int, cid: str, path: str, model: dict | None = None) -> dict:
-    args = {
-        "kind": spec.kind,
-        "knowledge": spec.knowledge,
-        "attackers": list(spec.attackers),
-        "params": dict(spec.params),
-        "seed": seed,
-    }
-    return {"id": cid, "path": path, "args": {**args, **(model or {})}}
+    args = {"kind": spec.kind, "knowledge": spec.knowledge, "attackers": list(spec.attackers)}
+    args.update(params=dict(spec.params), seed=seed, **(model or {}))
+    return {"id": cid, "path": path, "args": args}
 
 
 def _with_executor_args(client: dict, **args) -> dict:
@@ -264,9 +209,8 @@ def _with_executor_args(client: dict, **args) -> dict:
 
 
 def wire(files: dict, topology: str, spec: AttackSpec, seed: int, settings: dict | None = None) -> list[str]:
-    """Add the attack to the job ``files`` (module docstring); return the sites running ``app_faulty``
-    (none for a star attack other than lf, which lives on the server). The server's adversary of a
-    reparametrisation also gets the job's ``model`` and ``model_args`` from ``settings``."""
+    """Add the attack to the job ``files`` (module docstring); the sites running ``app_faulty``. A star
+    reparametrisation's adversary also gets ``model`` and ``model_args`` from ``settings``."""
     if spec.kind == LF:
         faulty = _with_executor_args(files[CLIENT], flip_labels=True)
     elif topology == "p2p":
@@ -274,11 +218,9 @@ def wire(files: dict, topology: str, spec: AttackSpec, seed: int, settings: dict
         faulty.setdefault("components", []).append(component(spec, seed, ATTACK_ID, PEER_ATTACKER))
     else:
         server = copy.deepcopy(files[SERVER])
-        model = (
-            {"model": settings["model"], "model_args": settings.get("model_args") or {}}
-            if spec.kind in REPARAMETRISATIONS
-            else None
-        )
+        model = None
+        if spec.kind in REPARAMETRISATIONS:
+            model = {"model": settings["model"], "model_args": settings.get("model_args") or {}}
         server.setdefault("components", []).append(component(spec, seed, ADVERSARY_ID, ADVERSARY, model))
         for workflow in server["workflows"]:
             workflow.setdefault("args", {})["adversary_id"] = ADVERSARY_ID
@@ -294,8 +236,7 @@ def meta_fields(spec: AttackSpec) -> dict:
 
 
 def known_params(attack: str, method: str | None = None) -> set[str]:
-    """The ``attack_<param>`` settings of ``attack`` (none without one); with ``method``, those
-    its job takes (the adaptive attack takes what the method's declaration of it says)."""
+    """The ``attack_<param>`` settings of ``attack``; with ``method``, those its job takes (its declaration's)."""
     declared = adaptive_target(method) if method in registry.methods() else None
     known = attack in catalogue.names()
     params = declared.params if attack == ADAPTIVE and declared is not None else params_of(attack) if known else ()
@@ -303,14 +244,12 @@ def known_params(attack: str, method: str | None = None) -> set[str]:
 
 
 def takes_attack(method: str, attack: str, knowledge: str, attackers: int) -> bool:
-    """Whether a job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1)
-    sites is made: the checks of :func:`attack_spec` that do not depend on the dataset."""
+    """Whether such a job is made: the checks of :func:`attack_spec` that do not depend on the dataset."""
     return not why_not(method, attack, knowledge, attackers)
 
 
 def why_not(method: str, attack: str, knowledge: str, attackers: int) -> str:
-    """Why no job of ``method`` with ``attack`` under ``knowledge`` by ``attackers`` (>= 1) sites is
-    made, in the words of the check that refuses it; "" when one is made."""
+    """Why no such job (``attackers`` >= 1) is made, in the refusing check's words; "" when one is made."""
     if attack == ADAPTIVE and method not in adaptive_methods():
         return f"the adaptive attack adapts only to {', '.join(adaptive_methods())}, not {method}"
     if knowledge == FULL and attack not in uses_knowledge():
@@ -347,5 +286,4 @@ def job_arguments(args) -> dict:
 
 
 def given(args) -> bool:
-    """Whether any attack flag was given."""
     return any(v is not None for v in (args.attack, args.attackers, args.knowledge))

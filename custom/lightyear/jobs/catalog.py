@@ -1,8 +1,5 @@
-"""What a job is built from: the known methods and datasets (and the pairs of them whose jobs are
-committed under ``jobs/``), a dataset's job settings and a method's configuration templates (its
-topology's shared templates with the method's classes and arguments put in).
-:mod:`lightyear.jobs.generate` combines them into job folders.
-"""
+"""What a job is built from: the known methods and datasets (and the committed pairs), a dataset's job settings and a
+method's configuration templates; :mod:`lightyear.jobs.generate` combines them into job folders."""
 
 from __future__ import annotations
 
@@ -18,20 +15,13 @@ from lightyear.jobs.settings import with_direct_arguments
 
 
 def methods() -> list[str]:
-    """The known methods (the registry: the toolkit's and installed plugins')."""
     return registry.names()
 
 
 def method_templates(method: Method, settings: Mapping | None = None, given: Collection[str] = ()) -> tuple[dict, dict]:
-    """(server, client) configuration templates of ``method``: its topology's shared templates
-    (``app_configs/templates/<topology>/``, the package's) with the method's classes, without the
-    arguments it ``omit``s, and with its ``fixed`` values (in place where a template sets the
-    argument, else appended to the site executor's).
-
-    With the job's ``settings``, each constructor argument no template sets whose setting the job
-    gives is added as that setting's placeholder (:func:`lightyear.jobs.settings.with_direct_arguments`;
-    before the appended fixed values); an argument the method omits only when ``--set`` gives it
-    (``given``: the ``--set`` keys), not from the other layers."""
+    """(server, client) templates of ``method``: its topology's shared ones with its classes, without what it
+    ``omit``s, with its ``fixed`` values; with ``settings``, also its direct arguments
+    (:func:`lightyear.jobs.settings.with_direct_arguments`), an omitted one only if ``given`` (by ``--set``)."""
     folder = os.path.join(config_folders.bundled(), "templates", method.topology)
     server = load_json(os.path.join(folder, "config_fed_server.json"), "the server template")
     client = load_json(os.path.join(folder, "config_fed_client.json"), "the client template")
@@ -64,8 +54,7 @@ def method_templates(method: Method, settings: Mapping | None = None, given: Col
 
 
 def datasets(configs: str) -> list[str]:
-    """The datasets a job can use: those with a settings file in ``configs/datasets/`` and the
-    installed plugins' (whose settings are in their module, :func:`lightyear.data.plugin_settings`)."""
+    """The datasets with a settings file in ``configs/datasets/`` and the installed plugins' (with ``SETTINGS``)."""
     folder = os.path.join(configs, "datasets")
     files = {f[:-5] for f in os.listdir(folder) if f.endswith(".json")}
     return sorted(
@@ -82,7 +71,6 @@ def dataset_settings_of(configs: str, dataset: str):
 
 
 def committed_jobs(configs: str) -> list[tuple[str, str]]:
-    """Every (method, dataset) pair of the toolkit's own: the job folders kept under ``jobs/``
-    (installed plugins' methods and datasets have none there)."""
+    """Every (method, dataset) pair of the toolkit's own: the job folders kept under ``jobs/``."""
     files = sorted(f[:-5] for f in os.listdir(os.path.join(configs, "datasets")) if f.endswith(".json"))
     return [(m, d) for m in registry.builtin_names() for d in files]

@@ -1,21 +1,8 @@
 """FLARE execution environments (``nvflare.recipe``) that let the participants build this toolkit's components.
 
-FLARE builds a job component only when its class path is in the participant's
-``class_allow_list`` (``nvflare/app_common/widgets/component_path_authorizer.py``), read from the
-participant's ``local/resources.json`` (else ``resources.json.default``, else FLARE's built-in
-default list, which lacks ``lightyear.``). The check runs on the class path before the class is
-imported, so no code of this toolkit runs before it: a participant must allow the package
-before it starts. Here that is done with :func:`lightyear.flare.component_policy.allow_package`:
-
-- :class:`LightyearSimEnv`: FLARE's ``SimEnv`` runs the simulator in ``<workspace_root>/<job name>``,
-  whose ``local/`` folder the simulator copies into every participant's folder
-  (``nvflare/private/fed/app/simulator/simulator_runner.py``); ``SimEnv`` writes FLARE's default
-  list there unless a list exists (``nvflare/recipe/sim_env.py``). This env writes the list with
-  the package first.
-- :class:`LightyearPocEnv`: FLARE's ``PocEnv`` prepares a fresh POC, starts it and submits the
-  job in one call; this env allows the package in every participant between preparing and starting.
-- ``ProdEnv`` needs nothing here: each site's administrator runs ``lightyear-allow`` on the
-  site's startup kit once.
+FLARE builds a component only when its class path is in the participant's ``class_allow_list``, checked before the
+class is imported, so the package must be allowed before the participant starts
+(:func:`lightyear.flare.component_policy.allow_package`); ``ProdEnv`` sites run ``lightyear-allow`` once.
 """
 
 from __future__ import annotations
@@ -32,7 +19,7 @@ from lightyear.jobs.simulator_workspace import LOCAL, prepare_simulator_workspac
 
 
 class LightyearSimEnv(SimEnv):
-    """FLARE's ``SimEnv`` whose workspace allows this toolkit's components (any ``workspace_root``)."""
+    """FLARE's ``SimEnv`` whose workspace (``<workspace_root>/<job name>/local``) allows this toolkit's components."""
 
     def deploy(self, job) -> str:
         prepare_simulator_workspace(os.path.join(self.workspace_root, job.name))
@@ -59,12 +46,8 @@ def allow_in_poc(poc_workspace: str) -> list[str]:
 
 
 class LightyearPocEnv(PocEnv):
-    """FLARE's ``PocEnv`` whose server and clients allow this toolkit's components.
-
-    ``deploy`` does what ``PocEnv.deploy`` does (stop a running POC, prepare a fresh one, start it,
-    submit the job) and allows the package in every participant before starting it.
-    ``workspace`` sets the POC folder (FLARE's default: ``NVFLARE_POC_WORKSPACE`` or its config).
-    """
+    """FLARE's ``PocEnv`` whose participants allow this toolkit's components, between preparing and starting the POC
+    in ``deploy``; ``workspace``: the POC folder (default: FLARE's)."""
 
     def __init__(self, *, workspace: str | None = None, **kwargs):
         super().__init__(**kwargs)

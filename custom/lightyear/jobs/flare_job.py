@@ -1,16 +1,5 @@
-"""A generated job folder as an object of FLARE's Job API (``nvflare.job_config`` and ``nvflare.recipe``).
-
-FLARE's Job API describes a job with Python objects and writes the folder when the job is
-exported, submitted or simulated: every path goes through ``FedJobConfig.generate_job_config``
-(``nvflare/job_config/fed_job_config.py``): ``FedJob.export_job``, ``FedJob.simulator_run``
-(used by ``SimEnv``), and the job submission of ``PocEnv``/``ProdEnv`` (``SessionManager.submit_job``
-in ``nvflare/recipe/session_mgr.py``, which exports to a temporary folder first).
-
-:class:`GeneratedJob` is a ``FedJob`` whose configuration writes exactly the files of
-:func:`lightyear.jobs.generate.build_job`, so the generator stays the one description of a job's
-components: the Job API runs and exports the very folder ``lightyear-jobs`` writes.
-:class:`GeneratedRecipe` wraps it as a FLARE ``Recipe`` (``nvflare/recipe/spec.py``), giving
-``export(dir)``, ``run(env)`` and ``execute(env)``.
+"""A generated job folder as an object of FLARE's Job API: every export, simulation and submission writes the folder
+through ``FedJobConfig.generate_job_config``, here exactly the files of :func:`lightyear.jobs.generate.build_job`.
 """
 
 from __future__ import annotations
@@ -48,8 +37,7 @@ class GeneratedJobConfig(FedJobConfig):
         self.files = files
 
     def generate_job_config(self, job_root: str) -> None:
-        """Write the job folder ``job_root/<name>``. Like FLARE's own export, an existing folder
-        is replaced only when it holds this job (its meta.json has this name)."""
+        """Write ``job_root/<name>``, replacing an existing folder only when it holds this job (by meta.json)."""
         folder = os.path.join(os.path.abspath(job_root), self.job_name)
         if os.path.exists(folder) and not _holds_job(folder, self.job_name):
             raise JobFolderExists(
@@ -68,10 +56,7 @@ def _holds_job(folder: str, name: str) -> bool:
 
 
 class GeneratedJob(FedJob):
-    """A ``FedJob`` built from the generator's output (``{relative path: JSON object}``).
-
-    Its clients are the job's sites, so ``simulator_run`` passes them to the simulator by name.
-    """
+    """A ``FedJob`` of the generator's files, whose clients are the job's sites (for ``simulator_run``)."""
 
     def __init__(self, name: str, files: dict):
         super().__init__(name=name, min_clients=files[META]["min_clients"])
@@ -95,8 +80,7 @@ class GeneratedRecipe(Recipe):
         return cls(name, files)
 
     def process_env(self, env) -> None:
-        """Refuse a simulator environment that names other sites than the job's: FLARE's
-        ``FedJob.simulator_run`` runs the clients the environment gives."""
+        """Refuse a simulator environment that names other sites than the job's (FLARE would run those)."""
         from nvflare.recipe.sim_env import SimEnv
 
         if isinstance(env, SimEnv) and list(env.clients or []) != self.sites:

@@ -1,6 +1,5 @@
-"""Job folders on disk: reading a job's JSON files, and writing a job folder in place of one the
-generator wrote before (:func:`write_job`), never over a folder it did not write nor over a file
-changed since it wrote it: each folder it writes lists its files with their SHA-256 (:data:`MARK`)."""
+"""Job folders on disk: reading JSON files, and writing a job folder (:func:`write_job`) only over one the generator
+wrote whose files are unchanged since (each lists its files' SHA-256 in :data:`MARK`)."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ JOB_FILE = re.compile(r"^(meta\.json|[A-Za-z0-9_]+/config/config_fed_(server|cli
 """The files of a job folder this generator writes."""
 
 MARK = ".lightyear-jobs.json"
-"""The file of a job folder that lists the files the generator wrote there, each with its SHA-256: the
-folder is replaced only while every one of them is as it was written. A folder written before the
-generator kept this list is known by its file names and meta.json alone."""
+"""The list of the files the generator wrote in a job folder, with their SHA-256 (an older folder without it is known
+by its file names and meta.json)."""
 
 
 class JobFolderExists(UserError):
@@ -27,8 +25,7 @@ class JobFolderExists(UserError):
 
 
 def load_json(path: str, what: str = "the file"):
-    """The JSON value in ``path``; a :class:`~lightyear.cli.UserError` naming the file and the
-    position when it is not UTF-8 JSON."""
+    """The JSON value in ``path``; a :class:`~lightyear.cli.UserError` naming file and position if not UTF-8 JSON."""
     text = read_text(path, what)
     try:
         return json.loads(text)
@@ -44,7 +41,7 @@ def job_file_bytes(obj) -> bytes:
 
 
 def sha256_of(path: str) -> str | None:
-    """The SHA-256 of the file ``path``; None when it cannot be read."""
+    """None when the file cannot be read."""
     try:
         with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
@@ -53,8 +50,8 @@ def sha256_of(path: str) -> str | None:
 
 
 def written_files(folder: str) -> dict[str, str] | None:
-    """``{relative path: SHA-256}`` of the files the generator wrote in ``folder`` (its :data:`MARK`);
-    None when it has none. A mark that is not the generator's list is a :class:`JobFolderExists`."""
+    """``{relative path: SHA-256}`` of ``folder``'s :data:`MARK` (None without one); a bad mark is
+    :class:`JobFolderExists`."""
     path = os.path.join(folder, MARK)
     if not os.path.lexists(path):
         return None
@@ -72,9 +69,8 @@ def written_files(folder: str) -> dict[str, str] | None:
 
 
 def foreign_files(folder: str) -> list[str]:
-    """Files under ``folder`` that the generator did not write there (not of a job's names, or absent
-    from its :data:`MARK`), or that show it is not a job folder the generator wrote (no mark, and no
-    ``meta.json`` with its ``lightyear`` block); [] when it is one."""
+    """Files under ``folder`` the generator did not write (not job files, or not in its :data:`MARK`; without a mark,
+    a ``meta.json`` lacking the ``lightyear`` block); [] for a job folder the generator wrote."""
     found = sorted(
         os.path.relpath(os.path.join(d, f), folder).replace(os.sep, "/")
         for d, _, names in os.walk(folder)
@@ -96,8 +92,7 @@ def foreign_files(folder: str) -> list[str]:
 
 
 def edited_files(folder: str) -> list[str]:
-    """The files the generator wrote in ``folder`` (its :data:`MARK`) that have changed since (a
-    configuration edited by hand); a file removed since is not among them: nothing of it is lost."""
+    """The files of ``folder``'s :data:`MARK` changed since (by hand); a removed one is not (nothing of it is lost)."""
     listed = written_files(folder) or {}
     return [
         rel
@@ -107,8 +102,8 @@ def edited_files(folder: str) -> list[str]:
 
 
 def check_replaceable(folder: str, force: bool = False) -> None:
-    """Refuse to replace ``folder`` unless it is missing, empty or a job folder the generator wrote,
-    each of its files as written (``force``: any folder). A file in the way is refused either way."""
+    """Refuse to replace ``folder`` unless it is missing, empty or an unchanged job folder the generator wrote
+    (``force``: any folder); a file in the way is refused either way."""
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise JobFolderExists(f"{folder} is a file, not a job folder: move it away or choose another --out")
     if force or not os.path.isdir(folder):
@@ -122,22 +117,19 @@ def check_replaceable(folder: str, force: bool = False) -> None:
     edited = edited_files(folder)
     if edited:
         raise JobFolderExists(
-            f"{folder}: {_first_few(edited)} changed since lightyear-jobs wrote "
-            f"{'it' if len(edited) == 1 else 'them'}: "
-            "choose another --out, or pass --force to replace the folder and lose the change (a setting can be "
+            f"{folder}: {_first_few(edited)} changed since lightyear-jobs wrote {'it' if len(edited) == 1 else 'them'}"
+            ": choose another --out, or pass --force to replace the folder and lose the change (a setting can be "
             "given with --set instead)"
         )
 
 
 def _first_few(paths: list[str]) -> str:
-    """The first three of ``paths``, joined, and "..." when there are more."""
     return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
 def write_job(files: dict, folder: str, force: bool = False) -> None:
-    """Write the job ``files`` as ``folder``, replacing a job folder the generator wrote there before
-    (any folder with ``force``; see :func:`check_replaceable`), and list them in its :data:`MARK`.
-    The files are written beside it first, so a failure leaves the previous folder as it was."""
+    """Write the job ``files`` as ``folder`` (if :func:`check_replaceable`) with its :data:`MARK`; they are written
+    beside it first, so a failure leaves the previous folder as it was."""
     check_replaceable(folder, force)
     parent = os.path.dirname(os.path.abspath(folder))
     os.makedirs(parent, exist_ok=True)

@@ -1,35 +1,10 @@
-"""Write FLARE job folders: one method's declaration combined with one dataset's settings
-(``app_configs/datasets/<dataset>.json``).
-
-A method declares itself (:class:`~lightyear.flare.declarations.Method`, found through
-:mod:`lightyear.jobs.registry`): its topology, its classes and its own settings. Its job's
-configurations are its topology's shared templates
-(``app_configs/templates/<topology>/config_fed_server.json`` and ``config_fed_client.json``) with
-the method's classes put in and every constructor argument the templates do not set written as its
-setting's placeholder (:mod:`lightyear.jobs.catalog`): a string value ``"${name}"``
-is replaced by the job's setting ``name`` with its JSON type, and an argument whose setting no layer
-gives is left out (the constructor's default applies). Where each setting comes from, and how a job
-is checked by building every component of it as FLARE will: :mod:`lightyear.jobs.settings`.
-
-With ``--malfunction KIND --faulty K`` the last K sites get a second app, ``app_faulty``, whose
-client configuration adds a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`:
-called by the executor on what it sends (p2p) or applied as the ``train`` task's result filter
-(star). ``--attack KIND --attackers K [--knowledge partial|full]`` makes the last K sites
-attackers instead (:mod:`lightyear.jobs.attacks`: what the job holds and what is refused).
-
-Usage::
-
-    lightyear-jobs                      # regenerate every committed job under jobs/
-    lightyear-jobs --check              # exit 1 if a committed job differs from what would be written
-    lightyear-jobs --method lightyear --dataset digits --malfunction dynamic --faulty 3 --out /tmp/jobs
-    lightyear-jobs --method krum --dataset digits --attack lie --attackers 3 --knowledge full --out /tmp/jobs
-    lightyear-jobs --method lightyear --dataset digits32 --set topology=full --unset topology_args.degree --out /tmp/j
-
-The configurations are the package's (:mod:`lightyear.configs`; ``--configs`` gives another
-folder), so an installed package generates jobs anywhere; the committed ``jobs/`` (the default
-``--out``, and ``--check``) belong to a checkout of the repository. A folder is replaced only when
-it is a job this generator wrote, every file as written (``--force`` replaces any;
-:mod:`lightyear.jobs.folders`).
+"""Write FLARE job folders: one method's declaration (:mod:`lightyear.jobs.registry`) combined with one dataset's
+settings (``app_configs/datasets/<dataset>.json``; layers and checks: :mod:`lightyear.jobs.settings`), the method's
+classes in its topology's shared templates (:mod:`lightyear.jobs.catalog`). ``--malfunction KIND --faulty K`` gives
+the last K sites the app ``app_faulty`` with a :class:`~lightyear.flare.malfunction_filter.MalfunctionFilter` (called
+by the p2p executor, a ``train`` result filter in the star topology); ``--attack`` makes them attackers
+(:mod:`lightyear.jobs.attacks`). A folder is replaced only when the generator wrote it, unchanged (``--force``: any;
+:mod:`lightyear.jobs.folders`); the committed ``jobs/`` (default ``--out``, ``--check``) belong to a checkout.
 """
 
 from __future__ import annotations
@@ -74,15 +49,9 @@ DEFAULT_SEED = 0
 
 def malfunction_component(settings: dict, kind: str, seed: int) -> dict:
     """The faulty sites' filter; its settings a job does not give keep the filter's defaults."""
-    args = {"kind": kind}
-    args.update({arg: settings[key] for key, arg in MALFUNCTION_KEYS.items() if key in settings})
-    args.update(
-        seed=seed,
-        model=settings["model"],
-        model_args=settings.get("model_args", {}),
-        num_classes=settings["num_classes"],
-    )
-    args["in_channels"] = settings.get("in_channels", 1)
+    args = {"kind": kind, **{arg: settings[key] for key, arg in MALFUNCTION_KEYS.items() if key in settings}}
+    args.update(seed=seed, model=settings["model"], model_args=settings.get("model_args", {}))
+    args.update(num_classes=settings["num_classes"], in_channels=settings.get("in_channels", 1))
     return {"id": "malfunction", "path": "lightyear.flare.malfunction_filter.MalfunctionFilter", "args": args}
 
 
@@ -100,11 +69,8 @@ def faulty_client_config(client: dict, topology: str, component: dict) -> dict:
 def check_settings(
     settings: dict, topology: str, layered: dict | None = None, overrides: dict | None = None
 ) -> tuple[str, dict] | None:
-    """The checks no single component makes: what the dataset file must give, the sites, the
-    resources every site asks for and (peer-to-peer) the graph over the sites, returned as
-    (topology, site -> out-neighbours). ``layered`` (the settings before ``--set``, after
-    ``--unset``) and ``overrides`` (``--set``) tell where a refused value comes from, for the fix
-    a message names."""
+    """The checks no single component makes: the dataset file's keys, the sites, their resources and (peer-to-peer,
+    :func:`check_topology_settings`) the graph, returned as (topology, site -> out-neighbours)."""
     for key in ("dataset", "model", "sites", "rounds"):
         if key not in settings:
             raise SettingError(f"the dataset settings lack {key!r}")
@@ -119,11 +85,8 @@ def check_settings(
 def check_topology_settings(
     settings: dict, layered: dict | None = None, overrides: dict | None = None
 ) -> tuple[str, dict]:
-    """Refuse a topology that cannot be built over the job's sites, before any site starts; a
-    ``topology_args`` key the topology does not take is refused with the command-line fix:
-    ``--unset topology_args.KEY`` for a key the layers give (``layered``: the settings before
-    ``--set``; e.g. digits32's ``degree`` under ``--set topology=full``), leaving it out of
-    ``--set topology_args`` for a key given there (``overrides``)."""
+    """Refuse a topology that cannot be built over the sites, and a ``topology_args`` key it does not take, with the
+    fix: ``--unset`` for a key the layers give (``layered``), leaving it out of ``--set`` for one given there."""
     controller = "lightyear.p2p.server.controller.P2PController"
     topology = settings.get("topology", constructor_default(controller, "topology"))
     args = settings.get("topology_args") or {}
@@ -166,30 +129,15 @@ def build_job(
     knowledge: str | None = None,
     unset: list[str] | None = None,
 ) -> tuple[str, dict]:
-    """Return (job name, {relative path: JSON object}) for one job folder (``attack``, ``attackers``,
-    ``knowledge`` and the ``attack_<param>`` overrides: :mod:`lightyear.jobs.attacks`; ``unset``: the
-    ``--unset KEY[.SUB]`` names, dropped from the layers before ``overrides`` apply,
-    :mod:`lightyear.jobs.settings`).
-
-    A setting the job cannot run with raises :class:`~lightyear.jobs.settings.SettingError` (a
-    ``ValueError``) with the message of the check or component that refused it.
-    """
+    """(job name, {relative path: JSON object}) of one job folder (attack arguments: :mod:`lightyear.jobs.attacks`);
+    a setting it cannot run with raises :class:`~lightyear.jobs.settings.SettingError` naming what refused it."""
     try:
         for key, value in (overrides or {}).items():
             check_value_range(key, value)
         params, overrides = attacks.split_params(overrides)
         attacks.check_request(attack, attackers, knowledge, malfunction, faulty, params)
-        return _build_job(
-            configs,
-            method,
-            dataset,
-            malfunction,
-            faulty,
-            seed,
-            overrides,
-            (attack, attackers, knowledge, params),
-            parse_unset(unset),
-        )
+        request = (attack, attackers, knowledge, params)
+        return _build_job(configs, method, dataset, malfunction, faulty, seed, overrides, request, parse_unset(unset))
     except SettingError:
         raise
     except ValueError as exc:  # a component's constructor refusing one of its arguments, in its own words
@@ -235,8 +183,7 @@ def _build_job(
         raise SettingError("--faulty needs --malfunction (ana, ana_relative, sfa, random or dynamic)")
     server_template, client_template = method_templates(declared, settings, given=overrides or {})
     try:
-        server = fill(server_template, settings)
-        client = fill(client_template, settings)
+        server, client = fill(server_template, settings), fill(client_template, settings)
     except KeyError as exc:
         raise SettingError(
             f"{exc.args[0]}: give it in app_configs/datasets/{dataset}.json, the method's declaration or with --set"
@@ -246,47 +193,27 @@ def _build_job(
         server.setdefault("components", []).extend(analytics.server_components(settings["rounds"]))
     name = job_name(method, dataset, malfunction, faulty) + (attacks.job_suffix(spec) if spec else "")
     faulty_sites = sites[len(sites) - faulty :] if faulty else []
-    deploy = {"app": ["server"] + [s for s in sites if s not in faulty_sites]}
     server, client = with_refusal_fix(server), with_refusal_fix(client)
-    files = {
-        "app/config/config_fed_server.json": server,
-        "app/config/config_fed_client.json": client,
-    }
+    files = {attacks.SERVER: server, attacks.CLIENT: client}
     if faulty_sites:
-        deploy["app_faulty"] = faulty_sites
         component = malfunction_component(settings, malfunction, seed)
-        files["app_faulty/config/config_fed_client.json"] = with_refusal_fix(
-            faulty_client_config(client, topology, component)
-        )
+        files[attacks.FAULTY_CLIENT] = with_refusal_fix(faulty_client_config(client, topology, component))
     build_components(list(files.values()), len(sites))
+    app_faulty = faulty_sites
     if spec:  # wired after the build: AttackSpec checked the attack's settings; its components are not built here
         faulty_sites, app_faulty = list(spec.attackers), attacks.wire(files, topology, spec, seed, settings)
-        deploy = {
-            "app": ["server"] + [s for s in sites if s not in app_faulty],
-            **({"app_faulty": app_faulty} if app_faulty else {}),
-        }
-    files["meta.json"] = {
-        "name": name,
-        "resource_spec": resource_spec(sites, settings.get("site_resource_spec")),
-        "min_clients": len(sites),
-        "deploy_map": deploy,
-        "lightyear": {
-            "method": method,
-            "dataset": dataset,
-            "topology": topology,
-            "malfunction": malfunction,
-            "faulty_sites": faulty_sites,
-            "seed": seed,
-            **(attacks.meta_fields(spec) if spec else {}),
-        },
-    }
+    deploy = {"app": ["server"] + [s for s in sites if s not in app_faulty]}
+    if app_faulty:
+        deploy["app_faulty"] = app_faulty
+    job = {"method": method, "dataset": dataset, "topology": topology, "malfunction": malfunction}
+    job.update(faulty_sites=faulty_sites, seed=seed, **(attacks.meta_fields(spec) if spec else {}))
+    meta = {"name": name, "resource_spec": resource_spec(sites, settings.get("site_resource_spec"))}
+    files["meta.json"] = {**meta, "min_clients": len(sites), "deploy_map": deploy, "lightyear": job}
     return name, files
 
 
 def write_committed(configs: str, out: str, force: bool = False) -> list[str]:
-    """Write every committed job under ``out``; every folder is checked before any is written, so a
-    folder holding another's files (or one edited by hand, unless ``force``) stops the command with
-    nothing changed."""
+    """Write every committed job under ``out``, every folder checked before any is written."""
     jobs = [build_job(configs, method, dataset) for method, dataset in committed_jobs(configs)]
     for name, _files in jobs:
         check_replaceable(os.path.join(out, name), force)
@@ -325,7 +252,7 @@ SEED_MAX = 2**32 - 1
 
 
 def seed_arg(text: str) -> int:
-    """An argparse ``type`` for ``--seed``: an integer in [0, 2**32 - 1] (what every random generator takes)."""
+    """``--seed``'s argparse ``type``: an integer in [0, 2**32 - 1] (what every random generator takes)."""
     try:
         value = int(text)
     except ValueError:
@@ -363,6 +290,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def job_keywords(args) -> dict:
+    """:func:`build_job`'s keywords from the parsed :func:`add_job_arguments`."""
+    keywords = {"malfunction": args.malfunction, "faulty": args.faulty, "seed": args.seed, "unset": args.unset}
+    return {**keywords, "overrides": parse_set(args.set), **attacks.job_arguments(args)}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lightyear-jobs", description="Generate FLARE job folders from the method and dataset configurations."
@@ -384,7 +317,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def committed_jobs_folder(out: str | None, what: str) -> str:
-    """``out``, else ``jobs/`` of the checkout around the current folder."""
     if out:
         return os.path.abspath(out)
     root = config_folders.require_checkout(
@@ -412,18 +344,7 @@ def main(argv=None) -> int:
     if args.method or args.dataset:
         if not (args.method and args.dataset):
             parser.error("--method and --dataset go together")
-        overrides = parse_set(args.set)
-        name, files = build_job(
-            configs,
-            args.method,
-            args.dataset,
-            args.malfunction,
-            args.faulty,
-            args.seed,
-            overrides,
-            unset=args.unset,
-            **attacks.job_arguments(args),
-        )
+        name, files = build_job(configs, args.method, args.dataset, **job_keywords(args))
         root = config_folders.checkout_root()
         out = os.path.abspath(args.out) if args.out else os.path.join(root or os.getcwd(), "jobs")
         folder = os.path.join(out, name)
@@ -431,18 +352,11 @@ def main(argv=None) -> int:
         write_job(files, os.path.join(output_folder(out), name), args.force)
         print(folder)
         return 0
-    if (
-        args.set
-        or args.unset
-        or args.malfunction != NONE
-        or args.faulty
-        or args.seed != DEFAULT_SEED
-        or attacks.given(args)
-    ):
+    job_flags = args.set or args.unset or args.faulty or attacks.given(args)
+    if job_flags or args.malfunction != NONE or args.seed != DEFAULT_SEED:
         parser.error(
             "--set, --unset, --malfunction, --faulty, --attack, --attackers, --knowledge and --seed need --method and "
-            "--dataset "
-            "(without them every committed job is rewritten)"
+            "--dataset (without them every committed job is rewritten)"
         )
     out = committed_jobs_folder(args.out, "lightyear-jobs without --method")
     for name in write_committed(configs, output_folder(out), args.force):

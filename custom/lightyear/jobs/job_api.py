@@ -1,40 +1,8 @@
-"""Run or export any method on any dataset through FLARE's Job API, the way FLARE 2.9 runs a ``job.py``.
-
-The job is the one the generator builds (:func:`lightyear.jobs.generate.build_job`, same
-arguments: ``--method``, ``--dataset``, ``--malfunction``, ``--faulty``, ``--attack``, ``--attackers``,
-``--knowledge``, ``--seed``, ``--set``, ``--unset``),
-wrapped as a FLARE recipe (:class:`lightyear.jobs.flare_job.GeneratedRecipe`) and handed to an
-execution environment:
-
-- ``--env sim``: FLARE's simulator in ``<workspace>/<job name>`` (``--workspace``, default
-  FLARE's ``/tmp/nvflare/simulation``), every site in its own worker; ``--gpus 0,1`` deals the
-  sites over those GPUs, one GPU group per site. The workspace is made to allow this toolkit's
-  components first (:mod:`lightyear.jobs.environments`).
-- ``--env poc``: a fresh local POC with the job's sites (FLARE's ``PocEnv``; ``--workspace`` is the
-  POC folder), the package allowed in every participant; the POC keeps running afterwards
-  (``nvflare poc stop``).
-- ``--env prod``: submit to a running deployment with the admin startup kit ``--startup-kit``;
-  every site must have run ``lightyear-allow`` on its startup kit.
-
-FLARE's recipe arguments work as for any ``job.py``: ``--export`` writes the job folder to
-``./fl_job/<job name>`` instead of running it, ``--export --export-dir DIR`` to ``DIR/<job name>``
-(FLARE consumes both flags when ``nvflare.recipe`` is imported). The exported folder is the
-generator's, file for file. ``--export-dir`` without ``--export`` is refused (FLARE would ignore it
-and run the job).
-
-Every argument is checked before anything starts. SIGTERM stops a simulator run as Ctrl-C does,
-and its server and site workers with it: the processes this command started and those they
-started, never another process that merely names the workspace (:mod:`lightyear.flare.process_tree`);
-a simulator run in which no site finished exits with status 1.
-
-Usage::
-
-    python -m lightyear.jobs.job_api --method lightyear --dataset digits --env sim --workspace /tmp/ws
-    python -m lightyear.jobs.job_api --method fedavg --dataset camelyon17 --env sim --gpus 0,1
-    python -m lightyear.jobs.job_api --method lightyear --dataset digits --malfunction sfa --faulty 2 \\
-        --export --export-dir /tmp/jobs
-    python -m lightyear.jobs.job_api --method krum --dataset digits --env prod \\
-        --startup-kit /path/admin@example.org --wait
+"""Run or export any method on any dataset through FLARE's Job API, as FLARE 2.9 runs a ``job.py`` (usage:
+docs/jobs-and-settings.md): the generator's job (:func:`lightyear.jobs.generate.build_job`, same arguments) as a
+:class:`lightyear.jobs.flare_job.GeneratedRecipe` in ``--env sim``, ``poc`` or ``prod``, or FLARE's ``--export
+[--export-dir DIR]``. Every argument is checked before anything starts; SIGTERM stops a simulator run like Ctrl-C,
+with every process it started (:mod:`lightyear.flare.process_tree`).
 """
 
 from __future__ import annotations
@@ -61,11 +29,9 @@ from lightyear import configs as config_folders  # noqa: E402
 from lightyear.cli import UserError, command, folder_name, one_line, seconds, terminate_as_interrupt  # noqa: E402
 from lightyear.flare import process_tree  # noqa: E402
 from lightyear.flare.placement import gpu_groups, parse_gpu_ids  # noqa: E402
-from lightyear.jobs import attacks  # noqa: E402
 from lightyear.jobs.environments import LightyearPocEnv, LightyearSimEnv  # noqa: E402
 from lightyear.jobs.flare_job import GeneratedRecipe  # noqa: E402
-from lightyear.jobs.generate import add_job_arguments  # noqa: E402
-from lightyear.jobs.settings import parse_set  # noqa: E402
+from lightyear.jobs.generate import add_job_arguments, job_keywords  # noqa: E402
 from lightyear.records import run_failure  # noqa: E402
 
 ENVS = ("sim", "poc", "prod")
@@ -77,10 +43,8 @@ def check_export_flags() -> None:
     from nvflare.recipe.spec import DEFAULT_EXPORT_DIR, _peek_recipe_args
 
     export, export_dir = _peek_recipe_args()
-    lone = (EXPORT_FLAGS is not None and EXPORT_FLAGS[1] and not EXPORT_FLAGS[0]) or (
-        not export and export_dir != DEFAULT_EXPORT_DIR
-    )
-    if lone:
+    lone_in_argv = EXPORT_FLAGS is not None and EXPORT_FLAGS[1] and not EXPORT_FLAGS[0]
+    if lone_in_argv or (not export and export_dir != DEFAULT_EXPORT_DIR):
         raise UserError(
             "--export-dir only says where --export writes the job: add --export to write the folder, "
             "or leave --export-dir out to run the job"
@@ -88,13 +52,11 @@ def check_export_flags() -> None:
 
 
 def gpus_asked(meta: dict) -> int:
-    """The most GPUs a site of the job asks for in meta.json's ``resource_spec``."""
     return max((spec.get("num_of_gpus", 0) for spec in (meta.get("resource_spec") or {}).values()), default=0)
 
 
 def make_env(args, recipe: GeneratedRecipe):
-    """The FLARE execution environment the arguments ask for, for the recipe's job; FLARE's own
-    refusal of an argument (its environments validate them) becomes a :class:`UserError`."""
+    """The FLARE execution environment the arguments ask for; FLARE refusing an argument is a :class:`UserError`."""
     try:
         return _make_env(args, recipe)
     except UserError:
@@ -169,8 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_simulator(recipe: GeneratedRecipe, env) -> int:
-    """Run the job in FLARE's simulator; SIGTERM ends it and every process it started, like Ctrl-C.
-    Exit status 1 when no site finished (FLARE's simulator reports success either way)."""
+    """Run the job in FLARE's simulator (module docstring); exit status 1 when no site finished."""
     with process_tree.adopting_orphans():  # a worker whose parent died stays this process's descendant
         return _run_simulator(recipe, env)
 
@@ -215,17 +176,7 @@ def main(argv=None) -> int:
     if args.wait is not None and args.env == "sim":
         raise UserError("--wait is for --env poc and prod: a simulator run always runs to the end")
     configs = config_folders.checked_configs(args.configs)
-    recipe = GeneratedRecipe.build(
-        configs,
-        args.method,
-        args.dataset,
-        malfunction=args.malfunction,
-        faulty=args.faulty,
-        seed=args.seed,
-        overrides=parse_set(args.set),
-        unset=args.unset,
-        **attacks.job_arguments(args),
-    )
+    recipe = GeneratedRecipe.build(configs, args.method, args.dataset, **job_keywords(args))
     env = make_env(args, recipe)
     if args.env == "sim":
         return run_simulator(recipe, env)

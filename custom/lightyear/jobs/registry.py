@@ -1,12 +1,5 @@
-"""The methods the toolkit knows: its own and those of installed plugins, by name.
-
-Every method declares itself (:class:`~lightyear.flare.declarations.Method`) in its own module. This
-registry lists the toolkit's declarations and adds those that installed packages announce under
-the entry point group ``lightyear.methods`` (each entry names a ``Method`` object, e.g.
-``mymethod = "my_package.my_method:METHOD"`` in the plugin's ``pyproject.toml``;
-``docs/extending.md``). Job generation, sweeps, the attack checks, the detection metrics and the
-reports read the methods from here; no other module names a method.
-"""
+"""The methods the toolkit knows, by name: its own declarations (:class:`~lightyear.flare.declarations.Method`) and
+those installed plugins announce under the entry point group ``lightyear.methods`` (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -79,7 +72,6 @@ def methods() -> dict[str, Method]:
 
 
 def builtin_names() -> list[str]:
-    """The toolkit's own methods, sorted."""
     return sorted(_load(t, "the toolkit").name for t in BUILTIN)
 
 
@@ -92,7 +84,6 @@ def method(name: str) -> Method:
 
 
 def names(topology: str | None = None) -> list[str]:
-    """The known methods' names (of one topology)."""
     return [n for n, m in methods().items() if topology is None or m.topology == topology]
 
 
@@ -113,11 +104,8 @@ def _declaration_order() -> list[Method]:
 
 
 def plugin_packages() -> tuple[str, ...]:
-    """The packages of the installed plugins' classes, as allow-list prefixes (``"my_package."``):
-    what a participant's component policy must admit for their jobs to run
-    (:func:`lightyear.flare.component_policy.allow_package`). Loads the plugins' declarations only:
-    the toolkit's own import PyTorch, which a command that only writes an allow list (``lightyear-allow``,
-    ``lightyear-simulate`` before it starts the simulator) has no use for."""
+    """The installed plugins' class packages as allow-list prefixes (``"my_package."``) for
+    :func:`lightyear.flare.component_policy.allow_package`; loads only the plugins' declarations (no PyTorch)."""
     packages = set()
     for entry in announced(GROUP):
         declared = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")

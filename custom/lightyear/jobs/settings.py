@@ -1,27 +1,11 @@
-"""A job's settings: where each comes from, which ones a job takes, and how they are checked.
-
-A job's settings are layered, later layers winning:
-
-1. the generator's own (:data:`GENERATOR_DEFAULTS`: TensorBoard streaming on);
-2. the method's ``defaults`` (its declaration, :class:`~lightyear.flare.declarations.Method`);
-3. the dataset's (``app_configs/datasets/<dataset>.json``: sites, model, training, rounds...);
-4. the method's values for the dataset's task (``tasks[<task>]`` of its declaration, e.g. LIGHTYEAR's
-   tau of 0.6 on segmentation), then for that dataset alone (``datasets.<dataset>``);
-5. the user's ``--unset KEY[.SUB]`` (:func:`parse_unset`), which drops a setting or one key of a dict
-   setting that the layers above give, so that the constructor's default applies; then the user's
-   ``--set KEY=VALUE``: a dict-valued setting (``train_args``...) keeps the keys not given. A dict is
-   replaced whole with both: ``--unset topology_args --set 'topology_args={"k": 4}'``.
-
-A setting no layer gives is left out of the job, so the component's constructor default applies:
-each default lives in one place, the constructor. The job is checked the way FLARE will build it:
-every toolkit component of the job (controllers, site executors, aggregators, filters) is
-constructed from its arguments (:func:`build_components`), so a bad setting is refused when the job
-is generated with the message the component gives on a site. A ``--set`` key that the job does not
-use is refused, naming the settings the job takes (:func:`check_override_keys`).
-
-``--set KEY=VALUE`` takes a JSON value (:func:`parse_set`); a value that is not JSON is taken as a
-string (``--set third_term=sharpness``), except where JSON is meant: a dict or list setting, or a
-value starting with ``{``, ``[`` or ``"``, whose JSON error is reported with its position.
+"""A job's settings: where each comes from, which ones a job takes, and how they are checked. The layers, later
+ones winning: 1. the generator's (:data:`GENERATOR_DEFAULTS`); 2. the method's ``defaults``
+(:class:`~lightyear.flare.declarations.Method`); 3. the dataset's (``app_configs/datasets/<dataset>.json``); 4. the
+method's values for the dataset's task (``tasks[<task>]``), then for that dataset (``datasets.<dataset>``); 5. the
+user's ``--unset KEY[.SUB]`` (:func:`parse_unset`: drop a setting, or one key of a dict setting, that the layers
+give), then ``--set KEY=VALUE`` (:func:`parse_set`; a dict setting keeps the keys not given). A setting no layer gives
+is left out, so the constructor's default (its one place) applies. Every toolkit component of a job is constructed
+as FLARE will (:func:`build_components`), so a bad setting is refused in the component's own words.
 """
 
 from __future__ import annotations
@@ -47,15 +31,7 @@ PLACEHOLDER_PREFIX = "${"
 GENERATOR_DEFAULTS = {"tensorboard": True}
 """Settings only the generator reads, with their defaults."""
 
-GENERATOR_KEYS = {
-    "sites": "the site names",
-    "dataset": "the dataset",
-    "model": "the network",
-    "num_classes": "the number of classes",
-    "in_channels": "the input channels",
-    "tensorboard": "TensorBoard streaming (true/false)",
-    "site_resource_spec": "what every site asks of its resource manager (GPUs)",
-}
+GENERATOR_KEYS = ("sites", "dataset", "model", "num_classes", "in_channels", "tensorboard", "site_resource_spec")
 """Settings every job takes beyond its templates' placeholders (read by the generator itself)."""
 
 MALFUNCTION_KEYS = {"ana_scale": "scale", "ana_sigma": "sigma", "sfa_alpha": "alpha"}
@@ -84,7 +60,8 @@ RESERVED = {"seed": "the seed is set with --seed N"}
 
 
 def parse_set(items: list[str]) -> dict:
-    """``["KEY=VALUE", ...]`` of ``--set`` -> {KEY: value}: the value as JSON, else as a string (module docstring)."""
+    """``["KEY=VALUE", ...]`` of ``--set`` -> {KEY: value}: the value as JSON, else as a string, except where JSON is
+    meant (:data:`JSON_SETTINGS`, or a value starting with ``{``, ``[`` or ``"``: its error is reported)."""
     overrides = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -113,7 +90,7 @@ def parse_set(items: list[str]) -> dict:
 
 def parse_unset(items: list[str] | None) -> list[str]:
     """``["KEY", "KEY.SUB", ...]`` of ``--unset``, checked: a setting, or one key of a dict setting
-    (:data:`DICT_SETTINGS`), each given once. Whether a layer gives it is checked by :func:`unset_settings`."""
+    (:data:`DICT_SETTINGS`), each given once (whether a layer gives it: :func:`unset_settings`)."""
     names: list[str] = []
     for item in items or []:
         name = item.strip() if isinstance(item, str) else item
@@ -137,8 +114,7 @@ def parse_unset(items: list[str] | None) -> list[str]:
 
 
 def unset_settings(settings: dict, unset: list[str]) -> dict:
-    """``settings`` without the ``--unset`` names (a copy; every dict it changes is copied too); a name
-    no layer gives is refused, naming what there is to drop."""
+    """A copy of ``settings`` without the ``--unset`` names; a name no layer gives is refused, naming what there is."""
     settings = dict(settings)
     for name in unset:
         key, _, sub = name.partition(".")
@@ -163,10 +139,9 @@ def unset_settings(settings: dict, unset: list[str]) -> dict:
 def check_dict_settings(settings: dict) -> None:
     """Refuse a dict setting (``train_args``...) that is not a JSON object (null: none given)."""
     for key, example in DICT_EXAMPLES.items():
-        value = settings.get(key)
-        if value is not None:
+        if settings.get(key) is not None:
             with raising(SettingError):
-                mapping(key, value, note=f"such as {example}: e.g. --set '{key}={example}'")
+                mapping(key, settings[key], note=f"such as {example}: e.g. --set '{key}={example}'")
 
 
 def is_placeholder(value) -> bool:
@@ -174,27 +149,16 @@ def is_placeholder(value) -> bool:
 
 
 def placeholders(template) -> set[str]:
-    """The names of every ``"${name}"`` in a configuration template."""
-    if isinstance(template, dict):
-        return set().union(*(placeholders(v) for v in template.values())) if template else set()
-    if isinstance(template, list):
-        return set().union(*(placeholders(v) for v in template)) if template else set()
+    if isinstance(template, (dict, list)):
+        return set().union(*map(placeholders, template.values() if isinstance(template, dict) else template))
     return {template[2:-1]} if is_placeholder(template) else set()
 
 
 def fill(template, values: dict):
-    """Replace every ``"${name}"`` in ``template`` by ``values[name]`` (a copy, with its JSON type).
-
-    An argument (a dict entry) whose placeholder has no value is left out, so that the component's
-    constructor default applies; a placeholder elsewhere must have a value.
-    """
+    """A copy of ``template`` with every ``"${name}"`` replaced by ``values[name]``; a dict entry whose placeholder has
+    no value is left out (the constructor's default applies), a placeholder elsewhere raises KeyError."""
     if isinstance(template, dict):
-        out = {}
-        for key, value in template.items():
-            if is_placeholder(value) and value[2:-1] not in values:
-                continue
-            out[key] = fill(value, values)
-        return out
+        return {k: fill(v, values) for k, v in template.items() if not (is_placeholder(v) and v[2:-1] not in values)}
     if isinstance(template, list):
         return [fill(v, values) for v in template]
     if is_placeholder(template):
@@ -211,11 +175,8 @@ LARGEST_INTEGER = 2**63 - 1
 
 def check_value_range(key: str, value) -> None:
     """Refuse a whole number beyond 64 bits anywhere in a setting's value (``1e999`` is a float, inf)."""
-    if isinstance(value, dict):
-        for inner in value.values():
-            check_value_range(key, inner)
-    elif isinstance(value, list):
-        for inner in value:
+    if isinstance(value, (dict, list)):
+        for inner in value.values() if isinstance(value, dict) else value:
             check_value_range(key, inner)
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_INTEGER:
         raise SettingError(
@@ -226,8 +187,7 @@ def check_value_range(key: str, value) -> None:
 def layered_settings(
     method_meta: dict, dataset: str, dataset_settings: dict, overrides: dict | None, unset: list[str] | None = None
 ) -> dict:
-    """The job's settings from the five layers (module docstring): ``unset`` (checked ``--unset``
-    names) dropped from the first four, then ``overrides`` (``--set``), dict settings merged key by key."""
+    """The job's settings from the five layers (module docstring)."""
     for key, value in (overrides or {}).items():
         check_value_range(key, value)
         if key in DICT_SETTINGS and value is None:
@@ -250,9 +210,7 @@ def layered_settings(
 
 
 def constructor_arguments(cls) -> dict[str, object]:
-    """Every keyword a class's constructor takes, through the ``**kwargs`` its subclasses pass on:
-    the walk up the base classes stops at the first constructor without ``**kwargs`` (its base's
-    arguments cannot be given)."""
+    """Every keyword a class's constructor takes, up the bases while the constructors pass on ``**kwargs``."""
     found: dict[str, object] = {}
     for klass in cls.__mro__:
         init = vars(klass).get("__init__")
@@ -268,20 +226,13 @@ def constructor_arguments(cls) -> dict[str, object]:
 
 
 NOT_SETTABLE = {"malfunction_id", "attack_id", "adversary_id", "flip_labels"}
-"""Constructor arguments the generator wires itself (the malfunction filter, an attack's component
-and label flipping: :mod:`lightyear.jobs.attacks`)."""
+"""Constructor arguments the generator wires itself (the malfunction filter, :mod:`lightyear.jobs.attacks`)."""
 
 
 def direct_arguments(templates: list) -> dict[str, tuple[dict, str]]:
-    """Constructor arguments a template does not set, by setting -> (the one component that takes
-    it, the argument), in the templates' order of components and each constructor's order of arguments.
-
-    A setting is named by its argument, or by the name the class's ``SETTING_NAMES`` (argument ->
-    setting) gives it where the bare name would say too little (BALANCE's ``gamma`` is the setting
-    ``balance_gamma``). This is how a method's own settings reach its classes: LIGHTYEAR's ``tau``
-    from its declaration or ``--set tau=0.5``, ``--set max_abs_weight=1e3`` the site executor's.
-    A setting that two components take (or that is a placeholder) is not offered, so it is never ambiguous.
-    """
+    """Constructor arguments no template sets, as setting -> (the one component taking it, the argument), in order;
+    how a method's own settings reach its classes. A setting is the argument's name or the class's ``SETTING_NAMES``
+    one (BALANCE's ``gamma``: ``balance_gamma``); one that two components take, or a placeholder, is not offered."""
     named = set().union(*(placeholders(t) for t in templates))
     owners: dict[str, list] = {}
     for template in templates:
@@ -300,18 +251,14 @@ def direct_arguments(templates: list) -> dict[str, tuple[dict, str]]:
 
 
 def known_settings(templates: list, malfunction: bool) -> set[str]:
-    """Every setting a job of these templates takes: placeholders, the components' other constructor
-    arguments and the generator's own keys."""
+    """Every setting a job of these templates takes: placeholders, other constructor arguments, the generator's."""
     known = set().union(*(placeholders(t) for t in templates)) | set(GENERATOR_KEYS) | set(direct_arguments(templates))
     return known | set(MALFUNCTION_KEYS) if malfunction else known
 
 
 def with_direct_arguments(templates: list, settings: dict) -> list:
-    """Copies of the templates in which each constructor argument no template sets
-    (:func:`direct_arguments`) whose setting ``settings`` gives (from any layer or ``--set``) is
-    written into the component that takes it, as its setting's placeholder: :func:`fill` puts the
-    value in as it does the templates' own, and a setting no layer gives is left out (the
-    constructor's default applies)."""
+    """Copies of the templates with each :func:`direct_arguments` argument whose setting ``settings`` gives written
+    in as its setting's placeholder, for :func:`fill`."""
     templates = copy.deepcopy(templates)
     for setting, (component, argument) in direct_arguments(templates).items():
         if setting in settings:
@@ -339,33 +286,24 @@ def component_class(path: str):
 
 
 def constructor_default(path: str, argument: str):
-    """The default of ``argument`` in the constructor of the class at ``path`` (the one place it lives)."""
     return inspect.signature(component_class(path).__init__).parameters[argument].default
 
 
 def toolkit_components(config, packages: tuple[str, ...] | None = None) -> list[dict]:
-    """Every ``{"path": ..., "args": {...}}`` entry of a job configuration, at any depth, whose class is
-    in one of ``packages`` (default: this toolkit's and the installed plugins' packages)."""
+    """Every ``{"path": ..., "args": {...}}`` entry of a configuration, at any depth, whose class is in ``packages``
+    (default: this toolkit's and the installed plugins')."""
     packages = packages or ("lightyear.", *registry.plugin_packages())
     found = []
-    if isinstance(config, dict):
-        if isinstance(config.get("path"), str) and config["path"].startswith(packages):
-            found.append(config)
-        for value in config.values():
-            found.extend(toolkit_components(value, packages))
-    elif isinstance(config, list):
-        for value in config:
-            found.extend(toolkit_components(value, packages))
+    if isinstance(config, dict) and isinstance(config.get("path"), str) and config["path"].startswith(packages):
+        found.append(config)
+    for value in config.values() if isinstance(config, dict) else config if isinstance(config, list) else []:
+        found.extend(toolkit_components(value, packages))
     return found
 
 
 def build_components(configs: list, num_sites: int) -> None:
-    """Construct every toolkit component of a job as FLARE will on its participants.
-
-    Constructors check their arguments (and a site executor its dataset, model and training
-    settings), so a bad setting is refused now with the component's own message. A rule that
-    cannot run with the job's number of sites (``check_sites``) says so too.
-    """
+    """Construct every toolkit component of a job as FLARE will, so a bad setting is refused now in the component's
+    words; a rule's ``check_sites`` refuses the job's number of sites."""
     seen = set()
     for config in configs:
         for component in toolkit_components(config):
@@ -380,8 +318,7 @@ def build_components(configs: list, num_sites: int) -> None:
 
 
 SITE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-"""A site name: FLARE's client name rule (``nvflare/apis/utils/format_check.py``), at most 63 characters.
-It becomes a folder name and a FLARE client name, so nothing that is a path."""
+"""A site name: FLARE's client name rule, at most 63 characters (it becomes a folder name: no paths)."""
 
 
 def check_site_names(sites, minimum: int) -> list[str]:
@@ -404,11 +341,8 @@ def check_site_names(sites, minimum: int) -> list[str]:
 
 
 def check_site_resources(spec) -> None:
-    """Refuse a ``site_resource_spec`` FLARE's scheduler could not use, naming the problem.
-
-    The spec is what every site asks of its resource manager (``nvflare/app_common/resource_managers/
-    gpu_resource_manager.py``): ``num_of_gpus`` and ``mem_per_gpu_in_GiB``; ``null`` asks for nothing.
-    """
+    """Refuse a ``site_resource_spec`` (``num_of_gpus``, ``mem_per_gpu_in_GiB``; null: nothing) FLARE's scheduler
+    could not use, naming the problem."""
     if spec is None:
         return
     with raising(SettingError):
@@ -423,6 +357,5 @@ def check_site_resources(spec) -> None:
 
 
 def resource_spec(sites: list[str], spec: dict | None) -> dict:
-    """meta.json's ``resource_spec``: ``spec`` for every site, nothing for the server (FLARE's job
-    scheduler, ``nvflare/app_common/job_schedulers/job_scheduler.py``, checks only the sites)."""
+    """meta.json's ``resource_spec``: ``spec`` for every site, nothing for the server (FLARE checks only sites)."""
     return {site: dict(spec) for site in sites} if spec else {}

@@ -1,26 +1,9 @@
-"""The star topology's simulated adversary: colluding attackers, played by the server.
-
-A research device, named explicitly by an attack job (``adversary_id`` of
-:class:`~lightyear.star.controller.StarController`) and never part of a rule: in every round,
-after the results arrive and before any check, it replaces each attacker's result with the
-crafted one, so the crafted models go through every check and rule a real one would.
-
-The attackers train honestly on their sites and send their results as usual; the server, which
-holds every result of the round, then plays the attackers' collusion
-(:func:`~lightyear.algorithms.attacks.colluding.craft_round`): an update is a result minus the
-model that site was sent this round (the global model, or the site's own for a customising rule
-such as FedCAP), ``partial`` knowledge pools the attackers' honest updates, ``full`` adds the
-benign updates of the round. The crafted update is added back to the model the attacker was
-sent and returned in the attacker's own form (``WEIGHTS`` or ``WEIGHT_DIFF``, each entry in its
-dtype, its claimed sample count and integer entries unchanged). An attacker that sent nothing,
-an error, or a result the checks will refuse is not crafted for (its result goes on unchanged
-and is refused as any other).
-
-Label flipping (``lf``) is no server matter: the attackers' executors train on flipped labels
-(``flip_labels``). The adaptive attack aims at the job's rule, which must declare one: a class
-attribute ``ADAPTIVE`` (the attack's settings and needs) and ``adaptive_target(sent, keys)``, what
-the attack knows of it in a round (Krum's f and m; FedCAP's T_norm and calibration reference w^t,
-the omniscient adversary's knowledge of the defence).
+"""The star topology's simulated adversary: colluding attackers, played by the server, that an attack job names
+(``adversary_id`` of :class:`~lightyear.star.controller.StarController`). Each round, before any check, it replaces
+each attacker's honest result by a crafted one in the attacker's form
+(:func:`~lightyear.algorithms.attacks.colluding.craft_round`), so it passes every check a real one would. An update
+is a result minus the model that site was sent; ``partial`` knowledge pools the attackers' updates, ``full`` adds
+the benign ones. The adaptive attack needs a rule declaring ``ADAPTIVE`` and ``adaptive_target(sent, keys)``.
 """
 
 from __future__ import annotations
@@ -53,10 +36,8 @@ def update_vector(model: dict, sent: dict, keys: list[str]) -> np.ndarray:
 
 
 def crafted_data(update: np.ndarray, original: dict, sent: dict, keys: list[str], as_diff: bool) -> dict:
-    """The crafted result's data in the attacker's own form: ``update`` (``as_diff``) or
-    sent + update, entry by entry in the dtype of the attacker's own entry (the sent model's if
-    that was no float); every other entry is the attacker's own. A value beyond the dtype's range
-    becomes inf, which the model checks then refuse."""
+    """The crafted result's data in the attacker's form: ``update`` (``as_diff``) or sent + update, each entry in the
+    attacker's float dtype (else the sent one's); other entries are the attacker's. An overflow is inf: refused."""
     out = dict(original)
     start = 0
     for key in keys:
@@ -82,8 +63,8 @@ def describe(record: dict) -> str:
     settings = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record["settings"].items())
     return (
         f"round {record['round']}: {record['kind']} ({record['knowledge']} knowledge of {record['known']}) "
-        f"crafted for {record['crafted']}"
-        f" of {record['participants']} participants" + (f"; {settings}" if settings else "")
+        f"crafted for {record['crafted']} of {record['participants']} participants"
+        + (f"; {settings}" if settings else "")
     )
 
 
@@ -99,19 +80,13 @@ class SimulatedAdversary(FLComponent):
         model_args: dict | None = None,
     ):
         """Args:
-        kind: sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or rescale_permute (lf is
-            the executors' ``flip_labels``).
+        kind: sf, mr, lie, minmax, minsum, ipm, adaptive, rescale, permute or rescale_permute (lf is the executors').
         attackers: the attacking sites' names.
-        knowledge: ``partial`` (the attackers' own honest updates) or ``full`` (also the benign ones;
-            for a reparametrisation: the model the server sent, which the attacker transforms).
+        knowledge: ``partial`` (the attackers' updates) or ``full`` (also the benign ones; a reparametrisation: the
+            model sent, which the attacker transforms).
         params: the attack's parameters (``attack_<name>`` job settings); the rest keep their defaults.
-        seed: the job's seed: a reparametrisation draws its factors and permutations from it, the
-            site and the round, and so does an attack that declares ``needs_rng`` (a plugin's;
-            :func:`~lightyear.algorithms.attacks.declaration.attack_rng`); the other attacks draw
-            nothing at random.
-        model, model_args: the job's network, whose symmetries a reparametrisation uses
-            (:func:`lightyear.models.model_symmetries`); required for those attacks only.
-        """
+        seed: the job's seed; with the site and round it seeds a reparametrisation and a ``needs_rng`` attack.
+        model, model_args: the job's network, whose symmetries a reparametrisation uses (required for those only)."""
         super().__init__()
         if params is not None:
             mapping("params", params, note="of attack parameters")
@@ -133,8 +108,7 @@ class SimulatedAdversary(FLComponent):
         return self.spec.attackers
 
     def bind(self, aggregator) -> None:
-        """Take the job's rule; raises ValueError if the attack cannot aim at it: the adaptive
-        attack needs a rule that declares one (``ADAPTIVE``, with ``adaptive_target``)."""
+        """Take the job's rule; a ValueError if the adaptive attack cannot aim at it (no ``ADAPTIVE`` declared)."""
         if self.spec.kind != ADAPTIVE:
             return
         declared = getattr(aggregator, "ADAPTIVE", None)
@@ -158,11 +132,8 @@ class SimulatedAdversary(FLComponent):
         round_num: int,
         max_abs: float | None,
     ) -> tuple[dict, dict]:
-        """(``results`` with every attacker's replaced by its crafted result, the round's record).
-
-        ``results`` maps each site that answered OK to its raw result; ``sent`` maps it to the
-        model it was sent; ``reference`` is the global model (keys, shapes, dtypes).
-        Raises whatever crafting raises; the controller drops the attackers' results then."""
+        """(``results`` (site -> raw OK result) with every attacker's crafted, the round's record); ``sent``: each
+        site's model sent, ``reference``: the global model. Errors propagate (the controller drops the attackers')."""
         keys = float_keys(reference)
         usable, honest, models = {}, {}, {}
         for site, result in results.items():
@@ -185,56 +156,41 @@ class SimulatedAdversary(FLComponent):
     def reparametrised_round(
         self, models: dict, sent: dict, reference: dict, round_num: int, keys: list[str]
     ) -> CraftedRound:
-        """Each attacker's update: a reparametrisation (``lightyear.algorithms.attacks.reparametrise``)
-        of its honest model (partial knowledge) or of the model the server sent it (full), minus
-        what it was sent; factors and permutations drawn from (seed, attacker, round)."""
+        """Each attacker's update: a reparametrisation of its honest model (partial) or of the model it was sent
+        (full), minus what it was sent; factors and permutations drawn from (seed, attacker, round)."""
         from lightyear.models import model_symmetries  # torch: only for these attacks
 
         if self.symmetries is None:
             self.symmetries = model_symmetries(self.model, reference, self.model_args)
         attackers = sorted(s for s in models if self.spec.is_attacker(s))
-        updates, settings = {}, {}
+        updates, settings, factor = {}, {}, self.spec.param("factor", DEFAULT_FACTOR)
         for site in attackers:
             base = sent[site] if self.spec.knowledge == FULL else models[site]
             rng = attack_rng(self.seed, round_num, self.spec.attackers.index(site))
-            model, settings = reparametrised(
-                base, self.symmetries, self.spec.kind, self.spec.param("factor", DEFAULT_FACTOR), rng
-            )
+            model, settings = reparametrised(base, self.symmetries, self.spec.kind, factor, rng)
             updates[site] = update_vector(model, sent[site], keys)
         known = attackers if self.spec.knowledge != FULL else []
         return CraftedRound(updates, settings, known, len(models))
 
+    def _head(self, round_num: int) -> dict:
+        return {"round": int(round_num), "kind": self.spec.kind, "knowledge": self.spec.knowledge}
+
     def record(self, round_num: int, crafted: CraftedRound) -> dict:
         """The round's record: the attack, who was crafted for, who was known, the settings in force."""
         absent = sorted(set(self.attackers) - set(crafted.updates))
-        return {
-            "round": int(round_num),
-            "kind": self.spec.kind,
-            "knowledge": self.spec.knowledge,
-            "participants": crafted.n_participants,
-            "crafted": crafted.attackers,
-            "absent": absent,
-            "known": list(crafted.known),
-            "settings": dict(crafted.settings),
-        }
+        counts = {"participants": crafted.n_participants, "crafted": crafted.attackers, "absent": absent}
+        return {**self._head(round_num), **counts, "known": list(crafted.known), "settings": dict(crafted.settings)}
 
     def failure(self, round_num: int, exc: BaseException, dropped: list[str]) -> dict:
         """The record of a round whose crafting raised ``exc``: the attackers' results ``dropped``."""
-        return {
-            "round": int(round_num),
-            "kind": self.spec.kind,
-            "knowledge": self.spec.knowledge,
-            "failed": f"{type(exc).__name__}: {exc}",
-            "dropped": sorted(dropped),
-        }
+        return {**self._head(round_num), "failed": f"{type(exc).__name__}: {exc}", "dropped": sorted(dropped)}
 
     def log_round(self, record: dict, fl_ctx: FLContext) -> None:
         (self.log_error if "failed" in record else self.log_info)(fl_ctx, describe(record))
 
 
 def bind_adversary(component, adversary_id: str, aggregator) -> SimulatedAdversary:
-    """The job's adversary, ``component`` (the one ``adversary_id`` names), bound to the job's rule;
-    raises ValueError naming what is wrong: no adversary there, or an attack that cannot aim at the rule."""
+    """``component`` (the one ``adversary_id`` names) bound to the job's rule; a ValueError names what is wrong."""
     if not isinstance(component, SimulatedAdversary):
         found = "no component" if component is None else f"a {type(component).__name__}"
         raise ValueError(

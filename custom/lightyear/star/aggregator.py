@@ -1,11 +1,5 @@
-"""Server-side aggregation rules of the star topology, as FLARE components.
-
-A star aggregator gets every result of a round at once (robust rules such as Krum need them
-all) and returns the new global model. The rules themselves are plain functions in
-:mod:`lightyear.algorithms`; each rule's component is in its own module (``lightyear.star.rules``:
-``krum``, ``afa``, ``asmr``, ``cfl``, ``fedcap``). FedProx and Ditto aggregate with
-:class:`FedAvgAggregator`: their difference is on the sites.
-"""
+"""Server-side aggregation rules of the star topology, as FLARE components: each gets every result of a round at
+once and returns the new global model (the rules' components: ``lightyear.star.rules``)."""
 
 from __future__ import annotations
 
@@ -20,9 +14,7 @@ from lightyear.checks import boolean
 
 @dataclass
 class RuleDecision:
-    """What a rule decided in a round: the new global weights and, for a rule that chooses, the
-    sites it kept and left out (sorted) with the details of why (None for a rule that keeps every
-    result, such as FedAvg). The controller keeps every decision in its history."""
+    """A round's new global weights and, for a rule that chooses (else None), the sites kept and left out, and why."""
 
     weights: dict
     kept: list | None = None
@@ -31,13 +23,8 @@ class RuleDecision:
 
 
 class StarAggregator(FLComponent):
-    """Base of the server-side rules: ``aggregate(global, results, round) -> RuleDecision``.
-
-    The controller (:class:`~lightyear.star.controller.StarController`) keeps each round's decision
-    in its ``history`` (``aggregator_state.json``) with the results its checks refused and, in an
-    attack job, what the simulated adversary crafted; a rule keeps only what it needs itself
-    (reputations, pools) in :meth:`state`.
-    """
+    """Base of the server-side rules: ``aggregate(global, results, round) -> RuleDecision``. The controller keeps
+    the decisions in its history; a rule keeps only what it needs itself (reputations, pools) in :meth:`state`."""
 
     @staticmethod
     def decide(new_global: dict, kept, excluded, **details) -> RuleDecision:
@@ -49,21 +36,18 @@ class StarAggregator(FLComponent):
         return ""
 
     def site_models(self, sites: list[str], global_weights: dict, round_num: int, fl_ctx: FLContext) -> dict | None:
-        """The model each site is sent this round (round ``rounds`` is the final evaluation), or
-        None to send every site the global model in one broadcast. A site missing from the dict
-        gets no training task (and the global model for the final evaluation)."""
+        """The model each site is sent this round (round ``rounds``: the final evaluation), or None to broadcast the
+        global model. A site missing from the dict gets no training task (and the global model to evaluate)."""
         return None
 
     def aggregate(
         self, global_weights: dict, results: dict[str, dict], round_num: int, fl_ctx: FLContext
     ) -> RuleDecision:
-        """``results`` maps site -> {"weights": dict, "num_samples": float}, every result checked
-        (keys, shapes, finite values) and cast to the global model's dtypes."""
+        """``results``: site -> {"weights", "num_samples"}, each checked and cast to the global model's dtypes."""
         raise NotImplementedError
 
     def state(self) -> dict:
-        """JSON-serialisable state kept across rounds (reputations, blocked sites...), saved by the
-        controller beside its history after every aggregated round."""
+        """JSON-serialisable state kept across rounds (reputations...), saved beside the history each round."""
         return {}
 
     def state_arrays(self) -> dict:
@@ -71,8 +55,7 @@ class StarAggregator(FLComponent):
         return {}
 
     def removed_sites(self) -> list[str]:
-        """The sites the rule has shut out for good (removed, blocked), sorted; [] for a rule that
-        decides afresh each round."""
+        """The sites the rule has shut out for good (removed, blocked), sorted."""
         return []
 
     def task_extras(self, round_num: int) -> dict:

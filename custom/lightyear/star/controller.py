@@ -1,44 +1,12 @@
 """Server side of the star topology: send the model(s), gather, aggregate, repeat.
 
-The server builds the seeded initial global model (the same network every site would build)
-and sends it in round 0; its keys, shapes and dtypes are the reference every result is checked
-against, so no site's result decides what a well-formed model is. Tasks and results are FLARE
-DXOs (:mod:`lightyear.star.messages`); a ``WEIGHT_DIFF`` result is turned back into a
-model by adding the model that site was sent.
-
-Most rules send every site the same global model (one broadcast). A rule that customises the
-model per site (FedCAP) returns them from
-:meth:`~lightyear.star.aggregator.StarAggregator.site_models`; FLARE's broadcast cannot
-customise data per client, so the controller then sends one task per site and waits for them
-with the same rules as a broadcast. A site the rule gives no model (a removed site) gets no
-training task.
-
-A round is aggregated once ``min_clients`` sites answered (the rest get
-``wait_time_after_min_received`` more seconds); a round with too few valid results, or whose
-rule fails, keeps the global model and the run goes on. Each round's global model
-(``global_model.npz``) and the rule's state (``aggregator_state.json``, plus
-``aggregator_state.npz`` for a rule with array state) are written atomically as soon as they
-exist. After the last round every site gets the final model once more (its own, for a
-customising rule) and evaluates on its test set, and ``summary.csv``/``summary.json`` are
-written, also when the run stops early.
-
-An attack job names a :class:`~lightyear.star.adversary.SimulatedAdversary` (``adversary_id``)
-that replaces the attackers' results with crafted ones before any check; each round's crafting is
-logged, appended to ``adversary.jsonl`` and kept in the controller's ``history`` (``attack``), and the
-attackers' summary rows name the attack in ``malfunction`` (out of the benign mean). If crafting
-fails, the round's attacker results are dropped, not sent honest: an honest result would turn the
-attackers benign with nothing in the figures to show it, whereas a missing result is a case every
-rule handles and the detection metrics leave out (never evaluated).
-
-In the simulator, a site whose worker died before it fetched a task (FLARE's start race) and that
-has fetched none after two rounds stops the run, ``dropped`` for that reason
-(:class:`~lightyear.star.per_site_tasks.StartWatch`), rather than the run going on a site short;
-``lightyear-simulate`` and ``lightyear-sweep`` start it again once.
-
-While the job runs, FLARE's ``show_stats`` (and ``nvflare job monitor``) shows the phase, the
-current round, the number of rounds, which sites answered the last round and which sites the
-rule left out or shut out for good (:meth:`StarController.stats`, via
-:mod:`lightyear.flare.run_stats`).
+The seeded initial global model is the reference every result is checked against. A rule that customises the model
+per site (:meth:`~lightyear.star.aggregator.StarAggregator.site_models`) gets one task per site, waited for as a
+broadcast. A round is aggregated once ``min_clients`` sites answered (the rest get ``wait_time_after_min_received``
+more), else the global model is kept; each round's model and rule state are written atomically, the final summary
+also on an early stop. If an attack job's adversary fails to craft, the attackers' results are dropped, not sent
+honest (which would turn them benign unseen). A site lost at the start stops the run
+(:class:`~lightyear.star.per_site_tasks.StartWatch`).
 """
 
 from __future__ import annotations
@@ -67,7 +35,7 @@ from lightyear.star.results import valid_num_samples
 
 
 def default_min_clients(n_sites: int) -> int:
-    """All but the faulty budget: a strict majority, n - floor((n - 1) / 2) (8 sites: 5)."""
+    """A strict majority, n - floor((n - 1) / 2): all but the largest faulty minority."""
     return n_sites - (n_sites - 1) // 2
 
 
@@ -90,19 +58,13 @@ class StarController(Controller):
     ):
         """Args:
         aggregator_id: id of a :class:`~lightyear.star.aggregator.StarAggregator` component.
-        rounds: communication rounds.
-        seed: the job seed: the initial global model is built from it.
-        model, model_args, num_classes, in_channels: the network (as the sites build it).
-        min_clients: results needed to aggregate a round (default: a strict majority of the
-            sites, n - floor((n-1)/2), i.e. all but the largest faulty minority).
-        train_timeout: seconds a round's training task may take.
-        wait_time_after_min_received: seconds to wait for the rest once ``min_clients`` answered.
-        max_sample_ratio: a site's claimed training-sample count is capped at this multiple of
-            the round's median claim (None: no cap).
+        seed, model, model_args, num_classes, in_channels: the seeded initial network (as the sites build it).
+        min_clients: results needed to aggregate a round (default: :func:`default_min_clients` of the sites).
+        train_timeout, wait_time_after_min_received: seconds a training task may take, and to wait for the rest once
+            ``min_clients`` answered.
+        max_sample_ratio: cap of a site's claimed sample count, as a multiple of the round's median (None: no cap).
         max_abs_weight: a result with a value beyond this magnitude is rejected (None: no bound).
-        adversary_id: id of a :class:`~lightyear.star.adversary.SimulatedAdversary` component
-            (attack jobs only; None: no attack).
-        """
+        adversary_id: id of a :class:`~lightyear.star.adversary.SimulatedAdversary` component (attack jobs only)."""
         super().__init__()
         self.aggregator_id = aggregator_id
         self.rounds = positive_int("rounds", rounds)
@@ -143,15 +105,8 @@ class StarController(Controller):
         self._starts = StartWatch()
         self._lost: dict[str, str] = {}  # site -> why it is dropped: its worker died before it fetched a task
         self._phase, self._round, self._need = run_stats.STARTING, None, None
-        self._progress = {
-            "sites_answered": 0,
-            "not_answered": [],
-            "excluded": [],
-            "sites_removed": 0,
-            "removed": [],
-            "rounds_aggregated": 0,
-            "rounds_skipped": 0,
-        }
+        self._progress = {"sites_answered": 0, "not_answered": [], "excluded": [], "sites_removed": 0, "removed": []}
+        self._progress.update(rounds_aggregated=0, rounds_skipped=0)
 
     def initial_weights(self) -> dict:
         """The seeded initial global model, as every site would build it."""
@@ -175,7 +130,7 @@ class StarController(Controller):
         self._starts.deaths.install()  # before the simulator starts the site workers
 
     def _bind_adversary(self, component) -> str:
-        """Take the job's adversary; the reason the run cannot start, or ""."""
+        """Take the job's adversary; why the run cannot start, or ""."""
         try:
             self.adversary = bind_adversary(component, self.adversary_id, self.aggregator)
         except ValueError as exc:
@@ -190,24 +145,13 @@ class StarController(Controller):
         run_stats.add_stats(self, event_type, fl_ctx, self.stats)
 
     def stats(self) -> dict:
-        """The run's progress as FLARE's ``show_stats`` shows it: ``phase``, ``current_round``
-        (the round being trained, 0-based; ``num_rounds`` during the final evaluation), ``sites``,
-        ``min_clients``, the last finished round's ``sites_answered`` (valid results) and
-        ``not_answered`` sites, the sites the rule ``excluded`` from the last aggregated round,
-        the sites it ``removed`` for good (blocked, removed), and the rounds aggregated or
-        ``rounds_skipped`` (global model kept)."""
-        return {
-            "phase": self._phase,
-            "current_round": self._round,
-            "num_rounds": self.rounds,
-            "sites": len(self._sites),
-            "min_clients": self._need,
-            **self._progress,
-        }
+        """The run's progress for FLARE's ``show_stats``: phase, current round (0-based; ``num_rounds`` in the final
+        evaluation), the last round's answers, the sites the rule excluded or removed, rounds aggregated or skipped."""
+        state = {"phase": self._phase, "current_round": self._round, "num_rounds": self.rounds}
+        return {**state, "sites": len(self._sites), "min_clients": self._need, **self._progress}
 
     def _note(self, **changes) -> None:
-        """Update the progress shown by :meth:`stats` (replaced whole: the stats request comes
-        from another thread)."""
+        """Update :meth:`stats` (replaced whole: the stats request comes from another thread)."""
         self._progress = {**self._progress, **changes}
 
     def _task(self, name: str, round_num: int, weights) -> Task:
@@ -260,21 +204,14 @@ class StarController(Controller):
             results = self._collect(tasks, global_weights, round_num, fl_ctx, sent=sent)
             self._note(sites_answered=len(results), not_answered=sorted(set(sent) - set(results)))
             round_need = min(need, len(sent))
-            if len(results) < round_need:
-                self.log_error(
-                    fl_ctx,
-                    f"round {round_num}: only {len(results)} valid results, {round_need} needed: "
-                    "the global model is kept",
-                )
-                self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
-                continue
-            try:
-                decision = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
-            except ValueError as exc:
-                self.log_error(
-                    fl_ctx,
-                    f"round {round_num}: {type(self.aggregator).__name__} failed ({exc}): the global model is kept",
-                )
+            problem = f"only {len(results)} valid results, {round_need} needed" if len(results) < round_need else ""
+            if not problem:
+                try:
+                    decision = self.aggregator.aggregate(global_weights, results, round_num, fl_ctx)
+                except ValueError as exc:
+                    problem = f"{type(self.aggregator).__name__} failed ({exc})"
+            if problem:
+                self.log_error(fl_ctx, f"round {round_num}: {problem}: the global model is kept")
                 self._note(rounds_skipped=self._progress["rounds_skipped"] + 1)
                 continue
             global_weights = decision.weights
@@ -294,24 +231,16 @@ class StarController(Controller):
         return run_stats.ABORTED if abort_signal.triggered else run_stats.FINISHED
 
     def _keep_decision(self, round_num: int, decision) -> None:
-        """The rule's decision into the history (with the results the checks refused, which the
-        detection metrics count as evaluated and left out, and what the adversary crafted), and
-        the progress the server reports."""
+        """The rule's decision into the history (with the results the checks refused and what the adversary
+        crafted), and into the progress."""
         if decision.kept is not None:
-            entry = {
-                "round": int(round_num),
-                "kept": decision.kept,
-                "excluded": decision.excluded,
-                "rejected": sorted(self._rejected),
-                **decision.details,
-            }
+            entry = {"round": int(round_num), "kept": decision.kept, "excluded": decision.excluded}
+            entry = {**entry, "rejected": sorted(self._rejected), **decision.details}
             self.history.append({**entry, "attack": self._attack} if self._attack is not None else entry)
         removed = self.aggregator.removed_sites()
+        done = self._progress["rounds_aggregated"] + 1
         self._note(
-            rounds_aggregated=self._progress["rounds_aggregated"] + 1,
-            excluded=list(decision.excluded or []),
-            removed=removed,
-            sites_removed=len(removed),
+            rounds_aggregated=done, excluded=list(decision.excluded or []), removed=removed, sites_removed=len(removed)
         )
 
     def _save_round(self, global_weights: dict) -> None:
@@ -341,8 +270,7 @@ class StarController(Controller):
         return self._starts.note(list(tasks.values()))
 
     def _stop_if_lost(self, fl_ctx: FLContext) -> bool:
-        """Stop the run (a system panic) when a site was lost at the start, with the reason in its
-        summary row; whether it stopped."""
+        """Stop the run (a system panic) when a site was lost at the start (the reason goes to its summary row)."""
         self._lost = self._starts.lost(self._sites)
         if self._lost:
             self.system_panic(f"sites {sorted(self._lost)}: {LOST_AT_START}", fl_ctx)
@@ -359,9 +287,8 @@ class StarController(Controller):
     def _collect(
         self, tasks, global_weights: dict, round_num: int, fl_ctx: FLContext, sent: dict | None = None
     ) -> dict:
-        """The round's valid results (:mod:`lightyear.star.round_results`), the attackers' crafted
-        by the adversary first. ``tasks`` is a Task or a list of them; ``sent`` maps each site to
-        the model it was sent (default: the global model), to which a ``WEIGHT_DIFF`` result is added."""
+        """The round's valid results (:mod:`lightyear.star.round_results`), the attackers' crafted first. ``tasks``: a
+        Task or a list; ``sent``: the model each site was sent (default: the global model)."""
         tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
         sent = round_results.sent_models(tasks, sent, global_weights)
         self._rejected = []
@@ -375,9 +302,8 @@ class StarController(Controller):
         return results
 
     def _craft(self, raw: dict, sent: dict, reference: dict, round_num: int, fl_ctx: FLContext) -> dict:
-        """The round's OK results with the attackers' replaced by the adversary's crafted ones; if
-        crafting fails, without the attackers' results (module docstring). The round's record is
-        logged, appended to ``adversary.jsonl`` and kept for the history."""
+        """The round's OK results, the attackers' crafted (dropped if crafting fails); the record is logged, appended
+        to ``adversary.jsonl`` and kept for the history."""
         raw, record = round_results.crafted(self.adversary, raw, sent, reference, round_num, self.max_abs_weight)
         self.adversary.log_round(record, fl_ctx)
         self._attack = record

@@ -1,18 +1,9 @@
 """Site side of the star topology: train the received model locally and send it back.
 
-Each ``train`` task evaluates the received global model on the site's validation and test sets
-(one record row per round, written at once), trains it for the local epochs and returns the
-weights (or, with ``send_update``, their difference to the received model) with the
-training-sample count, as a DXO (:mod:`lightyear.star.messages`). ``evaluate`` scores the
-final model. A faulty site's corruption happens after this executor, in a task result filter
-(:class:`~lightyear.flare.malfunction_filter.MalfunctionFilter`). A label-flipping attacker
-(``flip_labels``) trains on labels (y + 1) mod C and reports ``lf`` as its malfunction, so that it
-stays out of the benign mean; the other attacks are crafted on the server
-(:mod:`lightyear.star.adversary`).
-
-Methods that change what a site does derive from :class:`StarExecutor` and override
-:meth:`~StarExecutor.train_round` (FedProx's proximal term) or :meth:`~StarExecutor.evaluate_round`
-(Ditto's and FedCAP's personal model).
+A ``train`` task evaluates the received model (one record row per round), trains it and returns the weights (or,
+with ``send_update``, their difference to the received ones) as a DXO (:mod:`lightyear.star.messages`);
+``evaluate`` scores the final model. A faulty site's corruption is a task result filter after this executor. Methods
+override :meth:`~StarExecutor.train_round` (FedProx) or :meth:`~StarExecutor.evaluate_round` (personal models).
 """
 
 from __future__ import annotations
@@ -56,11 +47,9 @@ class StarExecutor(Executor):
         send_update: bool = False,
         flip_labels: bool = False,
     ):
-        """Args: as :class:`~lightyear.p2p.site.executor.P2PExecutor`; ``malfunction_id`` only
-        names the site's malfunction filter so that the summary can tell benign from faulty sites.
-        ``send_update``: send the trained model minus the received one (a ``WEIGHT_DIFF`` DXO, which
-        a malfunction filter then corrupts) instead of the trained model (``WEIGHTS``, default).
-        ``flip_labels``: train on flipped labels (the label-flipping attack, ``lf``; attackers only)."""
+        """Args: as :class:`~lightyear.p2p.site.executor.P2PExecutor`; ``malfunction_id`` only names the site's
+        malfunction filter, for the summary. ``send_update``: send trained minus received (``WEIGHT_DIFF``) instead of
+        the trained model. ``flip_labels``: train on flipped labels (the ``lf`` attack; attackers only)."""
         super().__init__()
         self.runtime_args = runtime_arguments(
             dataset, model, dataset_args, model_args, train_args, data_root, num_threads
@@ -110,20 +99,17 @@ class StarExecutor(Executor):
             return reply
 
     def evaluate_round(self, task: StarTask) -> tuple[dict, dict, dict]:
-        """(record fields, val metrics, test metrics) of the model this site reports this round:
-        here the received model, which has been loaded into the runtime."""
+        """(record fields, val metrics, test metrics) of the model this site reports: here the received one."""
         rt = self.runtime
         val, test = rt.evaluate("val"), rt.evaluate("test")
         return {"model": "global" if task.weights is not None else "initial"}, val, test
 
     def data_options(self) -> dict:
-        """Keyword arguments of ``SiteRuntime.train`` that change what a site trains on
-        (``flip_labels``, given only when set); every ``train_round`` passes them on."""
+        """Keywords of ``SiteRuntime.train`` that change what a site trains on; every ``train_round`` passes them."""
         return {"flip_labels": True} if self.flip_labels else {}
 
     def train_round(self, task: StarTask) -> dict:
-        """Train the runtime's model (holding the received one) for the round; returns the
-        trainer's statistics (``train_loss``, ``train_samples``) and any extra record fields."""
+        """Train the received model for the round; the trainer's ``train_loss``, ``train_samples`` and extra fields."""
         return self.runtime.train(task.round_num, **self.data_options())
 
     def _execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
@@ -135,11 +121,8 @@ class StarExecutor(Executor):
         received = rt.get_weights()
         e0 = time.perf_counter()
         fields, val, test = self.evaluate_round(task)
-        timing = {
-            "eval_s": time.perf_counter() - e0,
-            "slot_wait_s": self.slots.waited_s,
-            "round_start": self._round_start,
-        }
+        timing = {"eval_s": time.perf_counter() - e0, "slot_wait_s": self.slots.waited_s}
+        timing["round_start"] = self._round_start
         row = {"round": task.round_num, "site": rt.site, **fields}
         row.update({f"val_{k}": v for k, v in val.items()})
         row.update({f"test_{k}": v for k, v in test.items()})

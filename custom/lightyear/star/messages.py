@@ -1,16 +1,8 @@
-"""How star-topology tasks and results carry models: FLARE's DXO.
+"""How star-topology tasks and results carry models: plain FLARE DXOs, so FLARE's filters apply unchanged.
 
-A task from the server is a DXO of kind ``WEIGHTS`` (the global model, or the site's own
-customised model) whose meta holds the round (``MetaKey.CURRENT_ROUND``; a task without it, such
-as a Swarm Learning task, carries it in its ``current_round`` header), the run settings the
-sites need (``lightyear_config``: seed, rounds) and any extra entries of the method. A result
-from a site is a DXO of kind ``WEIGHTS`` (the trained model) or ``WEIGHT_DIFF`` (trained minus
-received) with the number of training samples in ``MetaKey.NUM_STEPS_CURRENT_ROUND``, FLARE's
-convention for aggregation weights, and the round. Because both directions are plain DXOs,
-FLARE's standard task data and result filters apply unchanged.
-
-Unpacking never trusts the content: :func:`read_result` returns the problems it found instead of
-raising, and the controller checks every value it keeps (see :mod:`lightyear.star.controller`).
+A task is a ``WEIGHTS`` DXO with the round (``MetaKey.CURRENT_ROUND``, or a Swarm task's ``current_round`` header),
+the run settings (``lightyear_config``) and the method's extras in its meta; a result a ``WEIGHTS`` or
+``WEIGHT_DIFF`` DXO with the sample count (``MetaKey.NUM_STEPS_CURRENT_ROUND``) and the round.
 """
 
 from __future__ import annotations
@@ -62,7 +54,7 @@ def read_task(shareable: Shareable) -> StarTask:
 
 
 def result_data(weights: dict, num_samples: float, round_num: int, kind: str = DataKind.WEIGHTS) -> Shareable:
-    """An OK reply holding the trained model (``WEIGHTS``) or its difference to the model received (``WEIGHT_DIFF``)."""
+    """An OK reply holding the trained model (``WEIGHTS``) or trained minus received (``WEIGHT_DIFF``)."""
     if kind not in RESULT_KINDS:
         raise ValueError(f"a star result is a DXO of kind {' or '.join(RESULT_KINDS)}, got {kind!r}")
     meta = {MetaKey.NUM_STEPS_CURRENT_ROUND: num_samples, MetaKey.CURRENT_ROUND: int(round_num)}
@@ -71,8 +63,7 @@ def result_data(weights: dict, num_samples: float, round_num: int, kind: str = D
 
 @dataclass
 class StarResult:
-    """A site's result as unpacked: kind (WEIGHTS or WEIGHT_DIFF), data, claimed sample count;
-    ``problem`` is set (and the rest meaningless) when the result is no usable DXO."""
+    """A site's unpacked result; ``problem`` is set (and the rest meaningless) when it is no usable DXO."""
 
     kind: str = ""
     data: object = None

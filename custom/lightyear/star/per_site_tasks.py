@@ -1,10 +1,5 @@
-"""Waiting for one task per site as FLARE's broadcast waits for its one task.
-
-A rule that customises the model per site (FedCAP) needs one task per site, since a broadcast sends
-every client the same data. :func:`wait_like_broadcast` gives those tasks a broadcast's rules, so a
-round ends the same way whichever path sent it. :class:`StartWatch` tells, after each wait, which
-sites FLARE's simulator lost at the start.
-"""
+"""Waiting for one task per site (a rule that customises the model per site) as FLARE's broadcast waits for its
+one task, so a round ends the same way whichever path sent it; and which sites the simulator lost at the start."""
 
 from __future__ import annotations
 
@@ -27,15 +22,9 @@ LOST_AT_START = (
 
 
 class StartWatch:
-    """The sites of a run that fetched a task, and those FLARE's simulator lost at the start: reported
-    dead by its runner (:class:`~lightyear.flare.worker_deaths.WorkerDeaths`; none outside the
-    simulator) and still without a task after :data:`GRACE_WAITS` waits.
-
-    A star run stops when a site is lost: it would otherwise go on a site short, every round waiting
-    ``wait_time_after_min_received`` for it. The grace is for a simulator with fewer threads than
-    sites, where another thread runs again a site whose worker died; with as many threads as sites,
-    that worker was the site's only one. A site that fetched a task and died later is a missing
-    site, which every rule handles."""
+    """The sites that fetched a task, and those the simulator lost at the start: reported dead by its runner
+    (:class:`~lightyear.flare.worker_deaths.WorkerDeaths`) and without a task after :data:`GRACE_WAITS` waits (the
+    grace lets a simulator with fewer threads than sites rerun a dead worker's site)."""
 
     def __init__(self):
         self.deaths = WorkerDeaths()
@@ -63,9 +52,8 @@ def wait_like_broadcast(
     cancel_task: Callable[..., None],
     poll: float = POLL_SECONDS,
 ) -> None:
-    """Wait until every task ended (result, ``train_timeout``, dead site), or ``need`` sites
-    answered and ``wait_after`` seconds (``wait_time_after_min_received``) passed since, or an
-    abort; the tasks still open are then cancelled with ``cancel_task`` (the controller's)."""
+    """Wait until every task ended, or ``need`` sites answered ``wait_after`` seconds ago, or an abort; then cancel
+    the open tasks with ``cancel_task`` (the controller's)."""
     enough_since = None
     while True:
         if abort_signal is not None and abort_signal.triggered:

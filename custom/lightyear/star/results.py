@@ -1,10 +1,5 @@
-"""Reading the sites' results on the star server: the model each result stands for, and the
-checks every result passes before a rule sees it.
-
-A result is a FLARE DXO (:mod:`lightyear.star.messages`) of kind ``WEIGHTS`` (the trained
-model) or ``WEIGHT_DIFF`` (trained minus the model the site was sent, which is added back here).
-Nothing in a result is trusted: :func:`result_model` names every problem instead of raising.
-"""
+"""The model each site's result stands for on the star server, and the checks it passes before a rule sees it;
+nothing in a result is trusted: :func:`result_model` names every problem instead of raising."""
 
 from __future__ import annotations
 
@@ -19,17 +14,12 @@ from lightyear.star.messages import read_result
 
 
 def valid_num_samples(value) -> bool:
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float, np.integer, np.floating))
-        and math.isfinite(value)
-        and value > 0
-    )
+    number = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    return number and math.isfinite(value) and value > 0
 
 
 def capped_counts(counts: dict[str, float], max_ratio: float | None) -> dict[str, float]:
-    """Cap each site's claimed sample count at ``max_ratio`` x the round's median claim, so that
-    one site cannot take over a sample-weighted mean by claiming a huge count."""
+    """Each claimed sample count capped at ``max_ratio`` x the round's median: no site takes over a weighted mean."""
     if not counts or max_ratio is None:
         return dict(counts)
     cap = max_ratio * float(np.median(list(counts.values())))
@@ -37,8 +27,7 @@ def capped_counts(counts: dict[str, float], max_ratio: float | None) -> dict[str
 
 
 def added(sent: dict, diff: dict, reference: dict) -> dict:
-    """sent + diff for the floating entries (in float64, cast to the reference's dtypes later);
-    integer entries are taken from ``sent``."""
+    """sent + diff in float64 for the floating entries; the integer entries are ``sent``'s."""
     out = {}
     for key, ref in reference.items():
         if np.issubdtype(ref.dtype, np.floating):
@@ -51,9 +40,8 @@ def added(sent: dict, diff: dict, reference: dict) -> dict:
 def result_model(
     result: Shareable, sent: dict, reference: dict, max_abs: float | None
 ) -> tuple[dict | None, object, list[str]]:
-    """(model, claimed sample count, problems) of one OK result; a WEIGHT_DIFF is checked, then
-    added to the model the site was sent (``sent``), and the sum checked again (it may overflow).
-    ``reference`` (the global model) fixes the keys, shapes and dtypes a result must have."""
+    """(model, claimed sample count, problems) of one OK result, checked against ``reference`` (keys, shapes,
+    dtypes); a WEIGHT_DIFF is checked, added to ``sent`` and the sum checked again (it may overflow)."""
     unpacked = read_result(result)
     if unpacked.problem:
         return None, None, [unpacked.problem]

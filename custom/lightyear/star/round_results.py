@@ -1,13 +1,5 @@
-"""A round's results on the star server, from the tasks FLARE returned to the models a rule sees.
-
-:func:`answered` keeps the results a site returned OK (FLARE keys them by the identity it
-authenticated); :func:`checked` checks each against the global model
-(:func:`~lightyear.star.results.result_model`), casts it to the global model's dtypes and caps the
-claimed sample counts; :func:`final_rows` reads the final evaluation's results. In an attack job,
-:func:`crafted` lets the simulated adversary (:mod:`lightyear.star.adversary`) replace the
-attackers' results between the two, so a crafted result passes the same checks.
-Problems are handed to ``warn`` (the controller's log), never raised.
-"""
+"""A round's results on the star server, from FLARE's tasks to the models a rule sees: :func:`answered`, then (attack
+jobs) :func:`crafted`, then :func:`checked`. Problems go to ``warn`` (the controller's log), never raised."""
 
 from __future__ import annotations
 
@@ -54,9 +46,8 @@ def crafted(
     round_num: int,
     max_abs_weight: float | None,
 ) -> tuple[dict, dict]:
-    """(``raw`` with the attackers' results replaced by the adversary's crafted ones, the round's
-    record); if crafting fails, ``raw`` without the attackers' results (an honest result would turn
-    the attackers benign unseen) and a record of the failure."""
+    """(``raw`` with the attackers' results crafted, the round's record); if crafting fails, ``raw`` without them
+    (an honest result would turn the attackers benign unseen) and a record of the failure."""
     try:
         return adversary.rewrite(raw, sent, global_weights, round_num, max_abs_weight)
     except Exception as exc:  # noqa: BLE001 - a failed simulation must not stop the run
@@ -73,11 +64,10 @@ def checked(
     max_sample_ratio: float | None,
     warn: Callable[[str], None],
 ) -> tuple[dict, list[str]]:
-    """(the valid results as ``{site: {"weights", "num_samples"}}``, the sites whose result the
-    checks refused). A ``WEIGHT_DIFF`` result is added to the model its site was sent (``sent``);
-    a kept model is cast to the global model's dtypes and takes the global model's integer entries;
-    claimed sample counts are capped at ``max_sample_ratio`` x the round's median claim."""
+    """(the valid results as ``{site: {"weights", "num_samples"}}``, the refused sites): each model cast to the
+    global model's dtypes with its integer entries, the claimed counts capped (:func:`capped_counts`)."""
     claimed, models, rejected = {}, {}, []
+    integer = {k: v for k, v in global_weights.items() if not np.issubdtype(v.dtype, np.floating)}
     for site, result in raw.items():
         weights, n, problems = result_model(result, sent[site], global_weights, max_abs_weight)
         if not valid_num_samples(n):
@@ -88,9 +78,7 @@ def checked(
             continue
         claimed[site] = float(n)
         models[site] = {k: np.asarray(v).astype(global_weights[k].dtype, copy=False) for k, v in weights.items()}
-        models[site].update(
-            {k: global_weights[k] for k in global_weights if not np.issubdtype(global_weights[k].dtype, np.floating)}
-        )
+        models[site].update(integer)
     counts = capped_counts(claimed, max_sample_ratio)
     for site in counts:
         if counts[site] < claimed[site]:
@@ -99,8 +87,7 @@ def checked(
 
 
 def final_rows(tasks: Iterable[Task], last_round: int, adversary: SimulatedAdversary | None) -> list[dict]:
-    """The final evaluation's results returned OK with a metrics dict, as summary rows; an
-    attacker's ``malfunction`` is the adversary's attack."""
+    """The final evaluation's OK results as summary rows; an attacker's ``malfunction`` is the adversary's attack."""
     rows = []
     for ct in (ct for task in tasks for ct in task.client_tasks):
         if _ok(ct.result) and isinstance(ct.result.get(C.KEY_RESULT), dict):

@@ -1,11 +1,5 @@
-"""The files the star server writes into its job's run directory.
-
-Each round's global model (``global_model.npz``) and the rule's state (``aggregator_state.json``,
-with the controller's history of the rule's decisions, plus ``aggregator_state.npz`` for a rule with
-array state) are replaced atomically; an attack job's rounds are appended to ``adversary.jsonl``
-(:data:`~lightyear.star.adversary.ADVERSARY_FILE`); the final test metrics go to
-``summary.csv``/``summary.json``, with a ``dropped`` row for each site that sent no final result.
-"""
+"""The files the star server writes into its job's run directory: each round's model and rule state (replaced
+atomically), an attack job's ``adversary.jsonl`` and the final ``summary.csv``/``summary.json``."""
 
 from __future__ import annotations
 
@@ -38,8 +32,8 @@ def append_attack_record(run_dir: str, record: dict) -> None:
 def write_final_summary(
     finals: list[dict], sites: list[str], run_dir: str, reasons: dict[str, str] | None = None
 ) -> tuple[list[dict], str]:
-    """(the summary rows, the CSV's path): the final evaluations, and a ``dropped`` row for each
-    site of ``sites`` without one, with its reason from ``reasons`` (default: no final result)."""
+    """(the summary rows, the CSV's path): the final evaluations, and a ``dropped`` row (with its reason from
+    ``reasons``) for each site of ``sites`` without one."""
     done = {f["site"] for f in finals}
     reasons = reasons or {}
     missing = [

@@ -1,17 +1,9 @@
-"""Adaptive Federated Averaging as a star aggregator (Munoz-Gonzalez, Co, Lupu, "Byzantine-Robust
-Federated Machine Learning through Adaptive Model Averaging", arXiv:1909.05125, 2019).
-
-Each round the updates (model minus the round's global model) of the sites not blocked are
-aggregated with weights n_k * E[p_k], the sites whose cosine similarity to the aggregate lies
-beyond median -/+ xi * std are removed and the pass repeated with xi + delta_xi (Algorithm 1);
-then each site's Beta reputation is updated and a site with P(p_k < 0.5) > ``block_threshold``
-is blocked for good (:func:`lightyear.algorithms.star.afa.afa_round`).
-
-The reputation lives in this component for the whole run, so blocks outlive the round; it is
-part of :meth:`AfaAggregator.state` (``aggregator_state.json``: Beta counts and blocked sites),
-and every block is logged. A blocked site still gets each round's task (one broadcast to all);
-its result is ignored. Defaults are the authors': xi0 = 2, delta_xi = 0.25, prior
-alpha0 = beta0 = 3, block threshold 0.95.
+"""Adaptive Federated Averaging as a star aggregator (Munoz-Gonzalez, Co, Lupu, "Byzantine-Robust Federated Machine
+Learning through Adaptive Model Averaging", arXiv:1909.05125, 2019), Algorithm 1
+(:func:`lightyear.algorithms.star.afa.afa_round`): the unblocked sites' updates are averaged with weights
+n_k * E[p_k], sites with a cosine similarity beyond median -/+ xi * std removed and the pass repeated with
+xi + delta_xi; a site with P(p_k < 0.5) > ``block_threshold`` under its Beta reputation is blocked for good (it still
+gets the broadcast, its result ignored). Defaults are the authors'.
 """
 
 from __future__ import annotations
@@ -41,12 +33,9 @@ class AfaAggregator(StarAggregator):
         beta0: float = PRIOR,
         block_threshold: float = BLOCK_THRESHOLD,
     ):
-        """Args:
-        xi0: first removal threshold, in standard deviations of the similarities.
-        delta_xi: added to the threshold after every pass that removed someone.
-        alpha0, beta0: Beta prior of every site's reputation.
-        block_threshold: a site is blocked once P(p < 0.5) exceeds this probability.
-        """
+        """Args: xi0: first removal threshold, in standard deviations of the similarities; delta_xi: added after
+        every pass that removed someone; alpha0, beta0: Beta prior of each reputation; block_threshold: a site is
+        blocked once P(p < 0.5) exceeds this."""
         super().__init__()
         self.xi0, self.delta_xi = check_xi(xi0, delta_xi)
         self.block_threshold = check_block_threshold(block_threshold)

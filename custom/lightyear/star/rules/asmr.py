@@ -1,11 +1,7 @@
-"""ASMR as a star aggregator (Konstantin, Fuchs, Mukhopadhyay, "ASMR: Angular Support for
-Malfunctioning Client Resilience in Federated Learning", MIDL 2024).
-
-Each round the sites' full weight vectors get an angular outlier factor; the sites below the
-largest gap in the sorted factors are flagged and the others averaged uniformly
-(:func:`lightyear.algorithms.star.asmr.asmr`). The published rule (``min_gap`` 0, the default) flags
-someone in every round in which the factors differ at all, attacker or not; ``min_gap`` > 0 (this
-toolkit's addition) splits only at a larger gap.
+"""ASMR as a star aggregator (Konstantin, Fuchs, Mukhopadhyay, "ASMR: Angular Support for Malfunctioning Client
+Resilience in Federated Learning", MIDL 2024): each round the sites' weight vectors get an angular outlier factor;
+those below the largest gap in the sorted factors are flagged, the rest averaged
+(:func:`lightyear.algorithms.star.asmr.asmr`).
 """
 
 from __future__ import annotations
@@ -18,10 +14,8 @@ from lightyear.star.aggregator import StarAggregator
 
 class AsmrAggregator(StarAggregator):
     def __init__(self, min_gap: float = 0.0):
-        """Args:
-        min_gap: split only where the largest gap between sorted outlier factors (mean 1)
-            exceeds this; 0 is the published rule.
-        """
+        """Args: min_gap: split only where the largest gap between sorted outlier factors (mean 1) exceeds this; 0
+        (the published rule) flags someone whenever the factors differ, > 0 is this toolkit's addition."""
         super().__init__()
         self.min_gap = check_min_gap(min_gap)
 

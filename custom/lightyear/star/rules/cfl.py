@@ -1,11 +1,7 @@
-"""The Byzantine-robust use of Clustered FL as a star aggregator (Sattler, Mueller, Samek,
-"Clustered Federated Learning: Model-Agnostic Distributed Multitask Optimization Under Privacy
-Constraints", IEEE TNNLS 2020).
-
-Each round the sites' updates (model minus the round's global model) are split in two by
-complete linkage on their pairwise cosine distances (the paper's bipartition); the larger
-cluster is averaged uniformly, the smaller one left out (:func:`lightyear.algorithms.star.cfl.cfl`).
-The rule has no hyperparameter; it leaves a minority out in every round, attacker or not.
+"""The Byzantine-robust use of Clustered FL as a star aggregator (Sattler, Mueller, Samek, "Clustered Federated
+Learning: Model-Agnostic Distributed Multitask Optimization Under Privacy Constraints", IEEE TNNLS 2020): the updates
+are split in two by complete linkage on their cosine distances (the paper's bipartition); the larger cluster is
+averaged, the smaller left out, every round (:func:`lightyear.algorithms.star.cfl.cfl`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
-"""FedCAP's server as a star aggregator (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust
-Federated Learning via Customized Aggregation and Personalization", Sec. V, Algorithm 1).
+"""FedCAP's server as a star aggregator (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via
+Customized Aggregation and Personalization", Sec. V, Algorithm 1); round t (:mod:`lightyear.algorithms.star.fedcap`):
 
-Round t on the server, with the rules of :mod:`lightyear.algorithms.star.fedcap`:
+1. :meth:`FedCapAggregator.site_models` (Alg. 1 lines 5-11): each site not removed gets its customised model
+   w^_k = sum_i p'_ki w~_i over the recovered pool (Eqs. 3-5; round 0: w^0); the global w^t follows by Eq. 6.
+2. The sites train (a personal model by Eq. 7 beside) and return w_k^t or d_k^t = w_k^t - w^_k^t, which the
+   controller recovers to w~_k^t = w^_k^t + d_k^t (Sec. V-C, Recovery).
+3. :meth:`FedCapAggregator.aggregate` (Alg. 1 lines 18-19): d~_k = w~_k - w^t (Calibration); a site with
+   ||d~_k||_2 > T_norm (an absolute norm) is removed for good (Detection); the kept sites refill the pools.
 
-1. :meth:`FedCapAggregator.site_models` (Alg. 1 lines 5-11): every site that is not removed gets
-   its customised model w^_k = sum_i p'_ki w~_i over the recovered model pool (Eqs. 3-5); round 0
-   sends everyone w^0. The global model is updated from the pool by Eq. 6 (w^t). The controller
-   sends each site its own model in its own task.
-2. The sites train (``personal_executor``: a personal model by Eq. 7 beside the customised one)
-   and return the trained customised model w_k^t, or d_k^t = w_k^t - w^_k^t, which the controller
-   recovers to w~_k^t = w^_k^t + d_k^t by adding the model it sent (Sec. V-C, Recovery).
-3. :meth:`FedCapAggregator.aggregate` (Alg. 1 lines 18-19): d~_k = w~_k - w^t (Calibration); a site
-   with ||d~_k||_2 > T_norm is removed for good and is sent nothing more (Detection); the kept
-   sites refill the pools. The global model the controller saves is w^t.
-
-Sites outside the pool (a site whose result was missing or rejected last round) get w^t, this
-toolkit's fallback for the paper's newcomer case. Defaults: alpha = 10, phi = 0.1, T_norm = 10
-(see the rules' module for where they come from; T_norm is an absolute L2 norm over all
-parameters, so it depends on the network's size and the training settings).
-
-State kept across rounds (removed sites, pools, norms) is in :meth:`state`
-(``aggregator_state.json``) and :meth:`state_arrays` (``aggregator_state.npz``: w^t and the
-recovered pool; the calibrated pool is recovered - w^t).
+A site outside the pool (missing or rejected last round) gets w^t, this toolkit's fallback for the paper's newcomers.
 """
 
 from __future__ import annotations
@@ -55,14 +42,11 @@ def _compact(vector: np.ndarray) -> np.ndarray:
 
 class FedCapAggregator(StarAggregator):
     ADAPTIVE = FedCapTarget.ATTACK
-    """The adaptive attack that targets FedCAP (full knowledge only)."""
+    """The adaptive attack on FedCAP (full knowledge only)."""
 
     def __init__(self, alpha: float = ALPHA, phi: float = PHI, t_norm: float = T_NORM):
-        """Args:
-        alpha: softmax scale of the customisation weights (Eq. 5).
-        phi: each site's weight on its own recovered model.
-        t_norm: a site whose calibrated update's L2 norm exceeds this is removed for good.
-        """
+        """Args: alpha: softmax scale of the customisation weights (Eq. 5); phi: each site's weight on its own
+        recovered model; t_norm: a site whose calibrated update's L2 norm exceeds this is removed for good."""
         super().__init__()
         self.alpha = check_alpha(alpha)
         self.phi = check_phi(phi)
@@ -70,9 +54,8 @@ class FedCapAggregator(StarAggregator):
         self.fedcap: FedCapState | None = None
 
     def adaptive_target(self, sent: dict, keys: list[str]) -> FedCapTarget:
-        """What the adaptive attack knows of this rule in a round: T_norm, alpha, phi and each
-        site's offset, the model it was sent minus this round's calibration reference w^t, over the
-        floating entries ``keys`` (the omniscient adversary's knowledge of the defence)."""
+        """What the adaptive attack knows in a round: T_norm, alpha, phi and each site's offset (its model sent minus
+        w^t over the floating entries ``keys``)."""
         if self.fedcap is None:
             raise ValueError("FedCAP has not customised this round's models yet; the adversary runs after site_models")
         reference = np.asarray(self.fedcap.global_vector, dtype=np.float64)

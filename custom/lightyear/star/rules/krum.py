@@ -1,15 +1,8 @@
-"""Krum and multi-Krum as a star aggregator (Blanchard, El Mhamdi, Guerraoui, Stainer, "Machine
-Learning with Adversaries: Byzantine Tolerant Gradient Descent", NeurIPS 2017).
-
-Each round the site models are scored by the sum of squared distances to their n - f - 2 nearest
-others (the paper's Krum score, Sec. 4); Krum keeps the lowest-scoring model, multi-Krum (Sec. 5)
-the uniform mean of the m lowest. The rule is :func:`lightyear.algorithms.star.krum.krum`.
-
-Defaults: ``f`` = :func:`~lightyear.algorithms.star.krum.default_f` of the round's number of results,
-the largest f with n > 2f + 2 (the paper's condition, Prop. 1); ``m`` = 1 (Krum). The authors of
-the LIGHTYEAR paper used f = n // 2, which breaks that condition for every n, so it is refused
-here. A round with fewer than 2f + 3 valid results (at least 3) cannot be scored: the controller
-keeps the global model for that round and logs why; ``min_clients`` >= 3 avoids such rounds.
+"""Krum and multi-Krum as a star aggregator (Blanchard, El Mhamdi, Guerraoui, Stainer, "Machine Learning with
+Adversaries: Byzantine Tolerant Gradient Descent", NeurIPS 2017): a model's score is the sum of squared distances to
+its n - f - 2 nearest others (Sec. 4); Krum keeps the lowest, multi-Krum (Sec. 5) averages the m lowest
+(:func:`lightyear.algorithms.star.krum.krum`). Default f: the largest with n > 2f + 2 (Prop. 1; the LIGHTYEAR
+paper's f = n // 2 breaks it and is refused). A round with fewer than 2f + 3 results (at least 3) keeps the model.
 """
 
 from __future__ import annotations
@@ -37,10 +30,8 @@ class KrumAggregator(StarAggregator):
     """The adaptive attack that targets Krum (Fang et al.)."""
 
     def __init__(self, f: int | None = None, m: int = 1):
-        """Args:
-        f: Byzantine sites tolerated; None: ``default_f(n)`` for the n results of each round.
-        m: models averaged (multi-Krum); 1 is Krum. A round with fewer than m results averages them all.
-        """
+        """Args: f: Byzantine sites tolerated (None: ``default_f(n)`` of each round's n results); m: models averaged
+        (multi-Krum; 1 is Krum; a round with fewer results averages them all)."""
         super().__init__()
         self.f = _check_f(f)
         self.m = _check_m(m)

@@ -1,5 +1,4 @@
-"""Ditto's declaration: FedAvg on the server, and on every site a personal model trained with
-lam/2 ||v - w_global||^2 (:class:`lightyear.star.sites.personal.PersonalExecutor`)."""
+"""Ditto (Li et al. 2021): FedAvg on the server, a personal model per site (:mod:`lightyear.star.sites.personal`)."""
 
 from lightyear.flare.declarations import STAR, Method
 from lightyear.star.aggregator import FedAvgAggregator
@@ -12,4 +11,3 @@ METHOD = Method(
     site=PersonalExecutor,
     rule=FedAvgAggregator,
 )
-"""Ditto (Li et al. 2021): FedAvg on the server, a personal model on every site."""

@@ -1,13 +1,6 @@
-"""FedProx's site (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, "Federated Optimization in
-Heterogeneous Networks", MLSys 2020).
-
-The site minimises h_k(w; w^t) = F_k(w) + mu/2 ||w - w^t||^2 (Eq. 2, Algorithm 2) instead of F_k
-alone: the proximal term :func:`~lightyear.training.regularizers.proximal_term`, with the global
-model w^t the round started from frozen as the reference, is added to every batch's loss. The
-server is FedAvg's (:class:`~lightyear.star.aggregator.FedAvgAggregator`).
-
-Default mu = 0.01: a value of the paper's candidate grid for mu (Sec. 5.3) and the default of
-FLARE's own ``PTFedProxLoss``; the LIGHTYEAR paper names no value. mu = 0 is FedAvg.
+"""FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, "Federated Optimization in Heterogeneous Networks", MLSys
+2020): FedAvg on the server; each site minimises h_k(w; w^t) = F_k(w) + mu/2 ||w - w^t||^2 (Eq. 2, Algorithm 2), the
+received w^t frozen. Default mu = 0.01: in the paper's grid (Sec. 5.3), FLARE's ``PTFedProxLoss`` default.
 """
 
 from __future__ import annotations
@@ -23,10 +16,8 @@ MU = 0.01
 
 class FedProxExecutor(StarExecutor):
     def __init__(self, mu: float = MU, **kwargs):
-        """Args:
-        mu: strength of the proximal term (>= 0; 0 turns it off).
-        Other arguments: see :class:`~lightyear.star.executor.StarExecutor`.
-        """
+        """Args: mu: strength of the proximal term (>= 0; 0 turns it off); the others: as
+        :class:`~lightyear.star.executor.StarExecutor`."""
         self.mu = check_mu(mu)
         super().__init__(**kwargs)
 
@@ -44,4 +35,3 @@ METHOD = Method(
     site=FedProxExecutor,
     rule=FedAvgAggregator,
 )
-"""FedProx (Li et al. 2020): FedAvg on the server, the proximal term on the sites."""

@@ -1,28 +1,12 @@
-"""A personal model per site beside the shared one: the site side of Ditto and of FedCAP.
-
-* Ditto (Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through
-  Personalization", ICML 2021, Eq. 2 and Algorithm 1): the site receives the global model w^t,
-  trains it on its loss alone and sends it back (the server is FedAvg's), and beside it trains
-  its personal model v_k on F_k(v) + lambda/2 ||v - w^t||^2.
-* FedCAP (Li, Wang, Yu, Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via Customized
-  Aggregation and Personalization", Sec. V-B, Eq. 7): the site receives its customised model w^_k^t, trains it
-  on its loss alone and sends it back (the server is :mod:`lightyear.star.rules.fedcap`), and trains v_k on
-  L_k(v) + lambda/2 ||v - w^_k^t||^2.
-
-Both are this executor: the received model, frozen when training starts, is the proximal
-term's reference (:func:`~lightyear.training.regularizers.proximal_term`), so the two models'
-updates do not interact; training v_k and then the received model over the same batches in
-the same order equals the papers' alternating mini-batch updates.
-
-The personal model is what the site evaluates and reports: the ``val_``/``test_`` columns of
-its records and its final summary row (``model`` column ``personal``); the received model's
-metrics are recorded too, as ``received_val_``/``received_test_`` (FedCAP's paper compares
-both). v_k starts as the seeded initial model (w^0, the same as the server's), lives on the site
-for the whole run and is written after every round to ``personal_model.npz`` in the site's run
-folder (atomically); a site process restarted within the run continues from it.
-
-Default lambda = 0.5: the LIGHTYEAR authors' setting for Ditto; for FedCAP the middle of the
-paper's grid {0.1, 0.5, 1} (Sec. VI-A), which names no single value.
+"""A personal model per site beside the shared one: the site side of Ditto (Li, Hu, Beirami, Smith, "Ditto: Fair and
+Robust Federated Learning Through Personalization", ICML 2021, Eq. 2 and Algorithm 1) and of FedCAP (Li, Wang, Yu,
+Sun, Zhang, Wang, "FedCAP: Robust Federated Learning via Customized Aggregation and Personalization", Sec. V-B,
+Eq. 7). The site trains the received model w (Ditto: w^t; FedCAP: w^_k^t) on its loss alone and sends it back, and
+its personal model v_k on F_k(v) + lambda/2 ||v - w||^2, w frozen, so the two updates do not interact: training
+v_k, then w, over the same batches equals the papers' alternating mini-batch updates. The site reports v_k (the
+received model's metrics as ``received_val_``/``received_test_``), saved after every round to ``personal_model.npz``
+(a restarted site continues from it). Default lambda = 0.5: the LIGHTYEAR authors' for Ditto, the middle of FedCAP's
+grid {0.1, 0.5, 1} (Sec. VI-A).
 """
 
 from __future__ import annotations
@@ -50,9 +34,8 @@ def check_lam(lam) -> float:
         return check_mu(lam)
     except ValueError:
         raise ValueError(
-            "lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) "
-            "must be a finite number >= 0, "
-            f"got {lam!r}"
+            "lam (weight of the personal model's proximal term, Ditto's / FedCAP's lambda) must be a finite number "
+            f">= 0, got {lam!r}"
         ) from None
 
 
@@ -64,8 +47,7 @@ def save_personal(folder: str, weights: dict, round_num: int) -> str:
 
 
 def load_personal(folder: str) -> tuple[dict, int] | None:
-    """(weights, round) of the saved personal model, or None if there is none; a damaged file is
-    an error that names it."""
+    """(weights, round) of the saved personal model, or None if there is none; a damaged file is an error naming it."""
     path = os.path.join(folder, PERSONAL_FILE)
     if not os.path.exists(path):
         return None
@@ -81,11 +63,8 @@ def load_personal(folder: str) -> tuple[dict, int] | None:
 
 class PersonalExecutor(StarExecutor):
     def __init__(self, lam: float = LAM, evaluate_received: bool = True, **kwargs):
-        """Args:
-        lam: lambda, the weight of the personal model's proximal term (>= 0).
-        evaluate_received: also record the received model's validation and test metrics.
-        Other arguments: see :class:`~lightyear.star.executor.StarExecutor`.
-        """
+        """Args: lam: lambda, the weight of the personal model's proximal term (>= 0); evaluate_received: also record
+        the received model's metrics; the others: :class:`~lightyear.star.executor.StarExecutor`."""
         self.lam = check_lam(lam)
         self.evaluate_received = boolean("evaluate_received", evaluate_received)
         super().__init__(**kwargs)
