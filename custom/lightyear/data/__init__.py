@@ -1,11 +1,7 @@
 """Per-site datasets, loaded by name from a job's configuration (see :func:`load_site_data`).
 
-Each dataset is a module with a ``load_site(site, seed, data_root, **options) -> SiteData``
-function, imported only when that dataset is used: the toolkit's (:data:`DATASETS`, whose job
-settings are ``app_configs/datasets/<name>.json``) and installed plugins', announced under the
-entry point group ``lightyear.datasets`` (each entry names its module, which also holds
-``SETTINGS``, the job settings a settings file would hold; ``docs/extending.md``).
-"""
+Each is a module with ``load_site(site, seed, data_root, **options) -> SiteData``, imported when used: the toolkit's
+(:data:`DATASETS`) and plugins' (group ``lightyear.datasets``, with their job ``SETTINGS``; docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -49,10 +45,7 @@ def plugin_settings(name: str) -> dict | None:
 
 
 def resolve_data_root(data_root: str | None, dataset: str) -> str:
-    """The folder holding a prepared dataset: the job's ``data_root``, else $LIGHTYEAR_DATA_ROOT.
-
-    Prepared datasets live in ``<root>/<dataset>/`` (the prepare steps in ``datasets/`` write there).
-    """
+    """The prepared dataset's folder ``<root>/<dataset>``; root: the job's ``data_root``, else $LIGHTYEAR_DATA_ROOT."""
     root = data_root or os.environ.get(DATA_ROOT_ENV)
     if not root:
         raise ValueError(

@@ -1,19 +1,5 @@
-"""``camelyon17``: Camelyon17-WILDS tumour patches, one site per hospital.
-
-Source: WILDS (p-lambda/wilds, ``wilds/datasets/camelyon17_dataset.py`` and
-``dataset_preprocessing/camelyon17``). The WILDS bundle unpacks to ``camelyon17_v1.0/`` with
-
-* ``metadata.csv``, read with ``index_col=0`` and ``patient`` as a string, columns
-  ``patient, node, x_coord, y_coord, tumor, slide, center, split``; ``tumor`` (0/1) is the
-  label and ``center`` (0..4) the hospital;
-* ``patches/patient_<patient>_node_<node>/patch_patient_<patient>_node_<node>_x_<x>_y_<y>.png``,
-  96x96 patches (RGBA PNGs from OpenSlide; WILDS converts them to RGB).
-
-Sites follow the LIGHTYEAR paper: one site per hospital, ``center`` c becomes ``site-<c+1>``,
-and each site's patches are split at random into train/val/test (the WILDS ``split`` column,
-which holds hospitals out, is not used). :func:`prepare_camelyon17` writes the split file; by
-default it lists the raw patches by absolute path rather than copying the 450k files.
-"""
+"""``camelyon17``: Camelyon17-WILDS (p-lambda/wilds) 96x96 tumour patches, one site per hospital: as in the LIGHTYEAR
+paper ``center`` c is ``site-<c+1>``, split at random (raw layout: datasets/camelyon17/README.md)."""
 
 from __future__ import annotations
 
@@ -100,13 +86,8 @@ def prepare_camelyon17(
     copy_images: bool = False,
     check_files: bool = True,
 ) -> str:
-    """Assign each hospital's patches to its site, split them and write the split file.
-
-    ``max_per_site`` keeps a seeded random subset of each hospital's patches. By default the
-    split file lists the raw patches by absolute path; ``copy_images`` copies the listed
-    patches to ``<out>/patches/...`` and lists them relative to ``out`` instead, so the
-    prepared folder stands alone. ``check_files`` stops on listed patches that are missing.
-    """
+    """Write the split file of each hospital's patches (a seeded subset of ``max_per_site``), listing the raw ones by
+    absolute path or, with ``copy_images``, copies under ``out``; return its path. ``check_files``: stop on missing."""
     bundle = os.path.abspath(find_bundle(raw))
     frame = read_metadata(bundle)
     if max_per_site is not None and max_per_site < 3:
@@ -153,13 +134,6 @@ def image_transform(image_size: int = IMAGE_SIZE, normalize: bool = True) -> v2.
 def load_site(
     site: str, seed: int = 0, data_root: str | None = None, image_size: int = IMAGE_SIZE, normalize: bool = True
 ) -> SiteData:
-    """Site ``site``'s train/val/test sets from the prepared split file.
-
-    Images are ``3 x 96 x 96`` floats (``image_size`` resizes them), normalised with the
-    ImageNet mean and std unless ``normalize`` is false (then in [0, 1]); labels 0/1 (tumour).
-    The split is fixed by the prepare step, so ``seed`` is not used here.
-    """
-    transform = image_transform(image_size, normalize)
-    return load_image_file_site(
-        NAME, site, data_root, {"train": transform, "val": transform, "test": transform}, NUM_CLASSES, 3, "RGB"
-    )
+    """Site ``site``'s sets from the split file (``seed`` is unused); ImageNet-normalised if ``normalize``."""
+    transforms = dict.fromkeys(("train", "val", "test"), image_transform(image_size, normalize))
+    return load_image_file_site(NAME, site, data_root, transforms, NUM_CLASSES, 3, "RGB")

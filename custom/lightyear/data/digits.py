@@ -1,40 +1,8 @@
-"""``digits``: the embedded default dataset, scikit-learn's handwritten digits over 8 sites.
+"""``digits``: the embedded default dataset, scikit-learn's 1,797 handwritten digits (8x8, 10 classes) over sites.
 
-scikit-learn ships the UCI "Optical Recognition of Handwritten Digits" test set (1,797 real
-8x8 scans, 10 classes) inside the package, so nothing is downloaded. The images are scaled to
-[0, 1], resized to 28x28 (bilinear, antialiased) and spread over 8 sites that differ as
-hospitals do:
-
-* **Label mix.** Site k (0-based) has three dominant classes {3k, 3k+1, 3k+2} mod 10. Each
-  image of class c goes to a site drawn with weight 6 for sites where c is dominant and 1
-  elsewhere, so about two thirds of a site's images are of its three dominant classes.
-* **Acquisition shift.** Each site applies its own fixed transform to all its images:
-
-  ======  ==========================================================
-  site    shift
-  ======  ==========================================================
-  site-1  none (reference scanner)
-  site-2  low contrast: 0.35 + 0.4 x
-  site-3  Gaussian blur (kernel 5, sigma 1.2)
-  site-4  rotation by +20 degrees
-  site-5  additive Gaussian noise, sigma 0.15, clipped to [0, 1]
-  site-6  gamma correction x^0.4 (brighter, thicker strokes)
-  site-7  rotation by -20 degrees, then Gaussian blur (sigma 0.8)
-  site-8  high contrast clip(1.8 x - 0.2) plus noise (sigma 0.08)
-  ======  ==========================================================
-
-Each site's images are split 60/20/20 into train/val/test with the job seed. The assignment
-of images to sites, the noise and the splits are all drawn from the seed, so one seed gives
-the same data on every site and every run.
-
-**More sites** (``num_sites``, default 8, for scale tests of the peer-to-peer topology): with N
-sites ``site-1`` .. ``site-N``, site k (0-based) has the dominant classes {3k, 3k+1, 3k+2} mod 10
-(the same rule, so the dominant classes keep cycling over the sites) and the acquisition shift of
-site k mod 8 (site-9 is shifted like site-1, site-10 like site-2, ...); the images are spread over
-the N sites with the same weights, so each site holds about 1,797 / N images (about 56 at 32 sites,
-34 of them for training). Sites sharing a noisy shift draw their own noise. With 8 sites the data
-are exactly those above.
-"""
+Resized to 28x28, an image of class c goes to a site drawn with weight 6 where c is dominant ({3k, 3k+1, 3k+2} mod 10
+at site k, 0-based), 1 elsewhere; site k applies acquisition shift k mod 8 (:func:`apply_site_shift`,
+docs/datasets.md). Assignment, noise and the 60/20/20 splits are pure functions of the job seed."""
 
 from __future__ import annotations
 
@@ -58,14 +26,13 @@ NUM_CLASSES = 10
 IMAGE_SIZE = 28
 SITES = tuple(f"site-{k + 1}" for k in range(NUM_SITES))
 DOMINANT_WEIGHT = 6.0
+MAX_SITES = 256
+PIXEL_MEAN = 0.5
+PIXEL_STD = 0.5
 
 
 def dominant_classes(site_index: int) -> tuple[int, ...]:
-    """The three classes that dominate site ``site_index`` (0-based)."""
     return tuple((3 * site_index + d) % NUM_CLASSES for d in range(3))
-
-
-MAX_SITES = 256
 
 
 def check_num_sites(num_sites) -> int:
@@ -83,13 +50,8 @@ def assign_sites(labels: np.ndarray, seed: int, num_sites: int = NUM_SITES) -> n
 
 
 def read_digits() -> tuple[np.ndarray, np.ndarray]:
-    """The 1,797 digit images (N, 8, 8) with values 0..16 and their labels.
-
-    Read straight from the CSV that scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``,
-    what ``sklearn.datasets.load_digits`` reads), without importing ``sklearn.datasets`` in every
-    site process (its cost: docs/datasets.md, "The embedded data"). Falls back to ``load_digits``
-    if the file is not found.
-    """
+    """The 1,797 images (N, 8, 8), values 0..16, and labels, read from sklearn's ``digits.csv.gz`` without importing
+    the costly ``sklearn.datasets`` in every site process (docs/datasets.md); else from ``load_digits``."""
     spec = importlib.util.find_spec("sklearn")
     folder = list(spec.submodule_search_locations or [])[0] if spec else None
     path = os.path.join(folder, "datasets", "data", "digits.csv.gz") if folder else None
@@ -133,11 +95,8 @@ def _noise(images: torch.Tensor, sigma: float, seed: int, site_index: int) -> to
 def apply_site_shift(
     images: torch.Tensor, site_index: int, seed: int = 0, noise_key: int | None = None
 ) -> torch.Tensor:
-    """Apply acquisition shift ``site_index`` (0..7) to images ``(N, 1, 28, 28)`` in [0, 1].
-
-    ``noise_key`` seeds the noisy shifts (default ``site_index``); sites beyond the eighth that
-    reuse a noisy shift pass their own index, so their noise differs.
-    """
+    """Apply acquisition shift ``site_index`` (0..7) to images ``(N, 1, 28, 28)`` in [0, 1]; ``noise_key`` (default
+    ``site_index``) seeds the noisy shifts, so sites beyond the eighth pass their own index."""
     key = site_index if noise_key is None else noise_key
     if site_index == 0:
         return images
@@ -152,8 +111,7 @@ def apply_site_shift(
     if site_index == 5:
         return images.clamp(0.0, 1.0) ** 0.4
     if site_index == 6:
-        rotated = rotate(images, -20.0)
-        return gaussian_blur(rotated, kernel_size=5, sigma=0.8)
+        return gaussian_blur(rotate(images, -20.0), kernel_size=5, sigma=0.8)
     if site_index == 7:
         return _noise((1.8 * images - 0.2).clamp(0.0, 1.0), 0.08, seed, key)
     raise ValueError(f"digits has sites 0..{NUM_SITES - 1}, got {site_index}")
@@ -169,18 +127,10 @@ def site_index(site: str, num_sites: int = NUM_SITES) -> int:
     return names.index(site)
 
 
-PIXEL_MEAN = 0.5
-PIXEL_STD = 0.5
-
-
 def load_digits_site(
     site: str, seed: int = 0, fractions=(0.6, 0.2, 0.2), normalize: bool = True, num_sites: int = NUM_SITES
 ) -> SiteData:
-    """Return site ``site``'s train/val/test split of the embedded digits data.
-
-    With ``normalize`` the shifted images are mapped from [0, 1] to [-1, 1]. ``num_sites``: how
-    many sites share the images (8: the default data; more: see the module notes).
-    """
+    """Site ``site``'s train/val/test split; ``normalize`` maps the images from [0, 1] to [-1, 1]."""
     num_sites = check_num_sites(num_sites)
     k = site_index(site, num_sites)
     all_images, labels = read_digits()

@@ -1,28 +1,12 @@
-"""``femnist``: LEAF's Federated EMNIST, 62 classes of handwritten characters, sites of writers.
-
-Source: LEAF (TalwalkarLab/leaf, ``data/femnist``). LEAF's preprocessing writes JSON files
-``all_data/all_data_<k>.json`` (and, after sampling and splitting, ``train/*.json`` and
-``test/*.json``) with the schema::
-
-    {"users": [...], "num_samples": [...],
-     "user_data": {user: {"x": [[784 floats], ...], "y": [int, ...]}}}
-
-Each ``x`` is a 28x28 image flattened row-major with values in [0, 1]; LEAF does not invert
-the NIST scans, so the paper background is about 1.0 and the ink about 0. Each ``y`` is the
-index into ``0-9A-Za-z`` (0..61).
-
-Sites follow the LIGHTYEAR paper: each of the 8 sites holds a distinct set of writers, and each
-site's samples are split at random into train/val/test. :func:`prepare_femnist` picks the
-writers with the seed, writes every chosen sample as a 28x28 8-bit PNG (inverted by default, so
-the ink is bright on a dark background as in EMNIST/TFF) and the split file. :func:`load_site`
-reads the split file only.
-"""
+"""``femnist``: LEAF's Federated EMNIST (TalwalkarLab/leaf, ``data/femnist``), 62 classes of handwritten characters;
+as in the LIGHTYEAR paper each of 8 sites holds distinct writers (raw layout: datasets/femnist/README.md)."""
 
 from __future__ import annotations
 
 import glob
 import json
 import os
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,12 +14,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from lightyear.data.image_folder import (
-    DEFAULT_FRACTIONS,
-    load_image_file_site,
-    site_names,
-    write_classification_split,
-)
+from lightyear.data.image_folder import DEFAULT_FRACTIONS, load_image_file_site, site_names, write_classification_split
 from lightyear.data.site_data import SiteData
 
 NAME = "femnist"
@@ -52,12 +31,7 @@ OBTAIN = (
 
 
 def find_leaf_json(raw: str, source: str = "auto") -> list[str]:
-    """The LEAF JSON files under ``raw``.
-
-    ``all_data``: every ``all_data_*.json`` below ``raw``. ``train_test``: every ``*.json`` in a
-    folder named ``train`` or ``test`` below ``raw`` (a writer's train and test samples are then
-    joined). ``auto``: ``all_data`` files when there are any, else the train/test files.
-    """
+    """The LEAF JSON files below ``raw``: ``all_data_*.json`` and/or ``*.json`` in ``train``/``test`` (``source``)."""
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     if not os.path.isdir(raw):
@@ -67,12 +41,9 @@ def find_leaf_json(raw: str, source: str = "auto") -> list[str]:
     split_files = [
         p for part in ("train", "test") for p in sorted(every_json) if os.path.basename(os.path.dirname(p)) == part
     ]
-    if source == "all_data" or (source == "auto" and all_data):
-        files = all_data
-        wanted = "all_data_*.json files"
-    else:
-        files = split_files
-        wanted = "*.json files in train/ and test/ folders"
+    use_all = source == "all_data" or (source == "auto" and all_data)
+    files = all_data if use_all else split_files
+    wanted = "all_data_*.json files" if use_all else "*.json files in train/ and test/ folders"
     if not files:
         raise FileNotFoundError(f"no LEAF FEMNIST {wanted} under {raw}: {OBTAIN}")
     return files
@@ -91,30 +62,21 @@ def read_leaf_json(path: str) -> dict:
 
 
 def read_leaf_users(path: str, prefix_chars: int = 1 << 20) -> list[str]:
-    """The ``users`` list of a LEAF JSON file.
-
-    LEAF writes ``users`` as the first key, so the list is decoded from the start of the file
-    without parsing the pixel data; any other layout falls back to reading the whole file.
-    """
+    """The ``users`` of a LEAF JSON file, read without parsing pixels when it is the first key, as LEAF writes."""
     with open(path, encoding="utf-8") as handle:
         head = handle.read(prefix_chars)
-    body = head.lstrip()
-    key = '"users"'
-    if body.startswith("{") and body[1:].lstrip().startswith(key):
-        rest = body[1:].lstrip()[len(key) :].lstrip()
-        if rest.startswith(":"):
-            value = rest[1:].lstrip()
-            try:
-                users, _ = json.JSONDecoder().raw_decode(value)
-            except json.JSONDecodeError:
-                users = None
-            if isinstance(users, list):
-                return [str(u) for u in users]
+    start = re.match(r'\s*\{\s*"users"\s*:\s*', head)
+    if start:
+        try:
+            users = json.JSONDecoder().raw_decode(head, start.end())[0]
+        except json.JSONDecodeError:
+            users = None
+        if isinstance(users, list):
+            return [str(u) for u in users]
     return [str(u) for u in read_leaf_json(path)["users"]]
 
 
 def list_writers(files: Sequence[str]) -> dict[str, list[str]]:
-    """Every writer id and the files that hold its samples."""
     writers: dict[str, list[str]] = {}
     for path in files:
         for user in read_leaf_users(path):
@@ -137,7 +99,8 @@ def choose_writers(writers: Sequence[str], num_sites: int, writers_per_site: int
 
 
 def leaf_pixels_to_image(pixels: Sequence[float], invert: bool = True) -> Image.Image:
-    """A LEAF sample (784 values in [0, 1]) as a 28x28 8-bit grayscale image."""
+    """A LEAF sample (784 values in [0, 1], dark ink) as a 28x28 8-bit image, inverted by default (bright ink, as
+    EMNIST)."""
     x = np.asarray(pixels, dtype=np.float64)
     if x.shape != (PIXELS,):
         raise ValueError(f"a FEMNIST sample has {PIXELS} pixel values, got shape {x.shape}")
@@ -148,7 +111,6 @@ def leaf_pixels_to_image(pixels: Sequence[float], invert: bool = True) -> Image.
 
 
 def safe_name(text: str) -> str:
-    """``text`` with anything but letters, digits, ``-`` and ``_`` replaced by ``_`` (a file name)."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
@@ -162,12 +124,8 @@ def prepare_femnist(
     invert: bool = True,
     source: str = "auto",
 ) -> str:
-    """Pick each site's writers, write their images as PNGs and the split file; return its path.
-
-    Images go to ``<out>/images/<writer>/<n>.png`` (``n``: the sample's position among the
-    writer's samples, train file before test file for the ``train_test`` source); the split
-    file lists them relative to ``out``. The same inputs and seed give the same files.
-    """
+    """Pick each site's writers, write their images to ``<out>/images/<writer>/<n>.png`` (``n``: the sample's position,
+    train file before test file) and the split file; return its path. The same inputs and seed give the same files."""
     files = find_leaf_json(raw, source)
     writers = list_writers(files)
     chosen = choose_writers(list(writers), num_sites, writers_per_site, seed)
@@ -176,9 +134,7 @@ def prepare_femnist(
     samples_of: dict[str, list[tuple[list[float], int]]] = {w: [] for w in site_of}
     for path in sorted({p for w in site_of for p in writers[w]}, key=files.index):
         user_data = read_leaf_json(path)["user_data"]
-        for writer in site_of:
-            if writer not in user_data:
-                continue
+        for writer in [w for w in site_of if w in user_data]:
             record = user_data[writer]
             if "x" not in record or "y" not in record or len(record["x"]) != len(record["y"]):
                 raise ValueError(f"{path}: writer {writer} needs lists x and y of equal length")
@@ -207,12 +163,6 @@ def image_transform(image_size: int = IMAGE_SIZE) -> v2.Compose:
 
 
 def load_site(site: str, seed: int = 0, data_root: str | None = None, image_size: int = IMAGE_SIZE) -> SiteData:
-    """Site ``site``'s train/val/test sets from the prepared split file.
-
-    Images are ``1 x 28 x 28`` floats in [0, 1] (``image_size`` resizes them); labels 0..61.
-    The split is fixed by the prepare step, so ``seed`` is not used here.
-    """
-    transform = image_transform(image_size)
-    return load_image_file_site(
-        NAME, site, data_root, {"train": transform, "val": transform, "test": transform}, NUM_CLASSES, 1, "L"
-    )
+    """Site ``site``'s sets from the split file (``seed`` is unused): images in [0, 1], labels 0..61."""
+    transforms = dict.fromkeys(("train", "val", "test"), image_transform(image_size))
+    return load_image_file_site(NAME, site, data_root, transforms, NUM_CLASSES, 1, "L")

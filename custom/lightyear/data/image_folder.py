@@ -1,16 +1,5 @@
-"""Classification data kept as image files listed in a split file.
-
-The prepare steps of the image datasets (FEMNIST, Camelyon17-WILDS, Fed-ISIC2019) all end the
-same way: every site owns a list of ``(image path, label)`` samples, which is cut into seeded
-train/val/test parts and written as one split file (:mod:`lightyear.data.split_file`). Their
-loaders all start the same way: read that file, take one site's rows and open the images with
-a transform. This module holds both halves:
-
-* :func:`site_split_table` and :func:`write_classification_split` turn per-site sample lists
-  into the split table and file;
-* :class:`ImageFileDataset` is the torch Dataset over listed image files, and
-  :func:`load_image_file_site` builds a :class:`SiteData` from the split file.
-"""
+"""Classification data kept as image files listed in a split file (FEMNIST, Camelyon17-WILDS, Fed-ISIC2019): from
+per-site ``(image path, label)`` lists to the split file, and from the split file to a site's datasets."""
 
 from __future__ import annotations
 
@@ -31,27 +20,20 @@ DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
 
 
 def site_names(count: int) -> tuple[str, ...]:
-    """``site-1`` .. ``site-<count>``."""
     return tuple(f"site-{k + 1}" for k in range(count))
 
 
 def site_split_seed(seed: int, site_index: int) -> int:
-    """The split seed of one site: distinct per site, a pure function of (seed, site)."""
+    """The split seed of one site: distinct per site, a pure function of (seed, site index)."""
     state = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(site_index)]).generate_state(1)
     return int(state[0])
 
 
 def site_split_table(
-    samples: Mapping[str, Sequence[tuple[str, int]]],
-    fractions: Sequence[float] = DEFAULT_FRACTIONS,
-    seed: int = 0,
+    samples: Mapping[str, Sequence[tuple[str, int]]], fractions: Sequence[float] = DEFAULT_FRACTIONS, seed: int = 0
 ) -> pd.DataFrame:
-    """The split table of per-site samples, each site cut train/val/test with its own seed.
-
-    ``samples`` maps a site name to its ``(image path, label)`` list, in a fixed order (the
-    seeded split picks positions in that order). Sites come out in the order given; within a
-    split, samples keep their order.
-    """
+    """The split table of ``samples``, site name -> ``(image path, label)`` list, each site split with its own seed,
+    picking positions in the given order; sites, and samples within a split, keep their order."""
     rows = []
     for index, (site, items) in enumerate(samples.items()):
         if len(items) < 3:
@@ -70,7 +52,6 @@ def write_classification_split(
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
     seed: int = 0,
 ) -> str:
-    """Split per-site samples (see :func:`site_split_table`) and write ``<out>/split.csv``."""
     return write_split_file(site_split_table(samples, fractions, seed), out, CLASSIFICATION)
 
 
@@ -100,11 +81,8 @@ def output_folder(out: str | None, dataset: str) -> str:
 
 
 class ImageFileDataset(Dataset):
-    """Image files and integer labels; item ``i`` is ``(transform(image), label)``.
-
-    Each image is opened with PIL and converted to ``mode`` (``"L"`` or ``"RGB"``) before
-    ``transform``, which must turn the PIL image into a float tensor ``C x H x W``.
-    """
+    """Image files and integer labels; item ``i`` is ``(transform(image), label)``, the image opened in PIL ``mode``
+    and ``transform`` returning a float tensor ``C x H x W``."""
 
     def __init__(self, paths: Sequence[str], labels: Sequence[int], transform: Callable, mode: str = "RGB"):
         if len(paths) != len(labels):
@@ -138,10 +116,7 @@ def load_image_file_site(
     in_channels: int,
     mode: str,
 ) -> SiteData:
-    """One site's train/val/test :class:`ImageFileDataset` from the prepared split file.
-
-    ``transforms`` maps each split name to the transform of its images.
-    """
+    """One site's :class:`ImageFileDataset` sets from the split file; ``transforms`` maps a split to its transform."""
     frame = read_split_file(resolve_data_root(data_root, dataset), CLASSIFICATION, dataset)
     labels = pd.to_numeric(frame["label"], errors="coerce")
     bad = frame[labels.isna() | (labels < 0) | (labels >= num_classes) | (labels % 1 != 0)]

@@ -1,22 +1,6 @@
-"""The prepared "mask folder" format of the segmentation datasets (ultrasound, xray).
-
-A prepare step writes every sample as two PNG files of the same size,
-
-* ``images/<name>.png``: the image, 8-bit grayscale;
-* ``masks/<name>.png``: its label mask, 8-bit, pixel value = class index (0 background, 1 object),
-
-and lists them in the split file (``split.csv``: site, split, image, mask; see
-:mod:`lightyear.data.split_file`). This module holds the two halves of that format: the
-resizing and writing used by the prepare steps, and the in-memory torch Dataset the loaders
-build from a site's rows.
-
-Resizing follows the LIGHTYEAR paper's segmentation setup (images and masks resized to 64x64,
-aspect ratio not kept). Images use Pillow's bilinear filter, which widens its support when
-shrinking, so downsampling is antialiased. Masks are area-averaged (Pillow's box filter over
-the 0/1 mask) and thresholded at one half: a target pixel is foreground when at least half of
-the source area it covers is, which keeps thin or small structures better than
-nearest-neighbour sampling of a mask ten times larger.
-"""
+"""The prepared "mask folder" format of the segmentation datasets (ultrasound, xray): ``images/<name>.png`` (8-bit
+grayscale) and ``masks/<name>.png`` (class indices), resized to the LIGHTYEAR paper's 64x64 and listed in the split
+file (:mod:`lightyear.data.split_file`); writing and loading."""
 
 from __future__ import annotations
 
@@ -37,11 +21,8 @@ MASK_DIR = "masks"
 
 
 def to_gray_uint8(image: np.ndarray) -> np.ndarray:
-    """An image array ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` or ``(H, W, 4)`` as 8-bit grayscale ``(H, W)``.
-
-    Colour images are converted with Pillow's ITU-R 601-2 luma transform; float images with
-    values in [0, 1] are scaled by 255, other values are clipped to [0, 255].
-    """
+    """An image ``(H, W)``, ``(H, W, 1|3|4)`` as 8-bit grayscale ``(H, W)`` (Pillow's ITU-R 601-2 luma for colour);
+    float images with values in [0, 1] are scaled by 255, other values clipped to [0, 255]."""
     array = np.asarray(image)
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
@@ -64,10 +45,7 @@ def resize_image(gray: np.ndarray, size: int) -> np.ndarray:
 
 
 def resize_mask(mask: np.ndarray, size: int) -> np.ndarray:
-    """Resize a binary mask (nonzero = foreground) to ``size`` x ``size`` as uint8 {0, 1}.
-
-    The mask is area-averaged with a box filter and thresholded at 0.5.
-    """
+    """A binary mask resized to ``size`` x ``size`` as {0, 1}, area-averaged, thresholded at 0.5 (keeps thin lines)."""
     binary = (np.asarray(mask) > 0).astype(np.float32)
     if binary.ndim != 2:
         raise ValueError(f"expected a 2-D mask, got shape {binary.shape}")
@@ -76,11 +54,7 @@ def resize_mask(mask: np.ndarray, size: int) -> np.ndarray:
 
 
 def write_pair(image: np.ndarray, mask: np.ndarray, out: str, name: str, size: int) -> tuple[str, str]:
-    """Resize and write one sample as ``images/<name>.png`` and ``masks/<name>.png`` under ``out``.
-
-    ``image`` is any array :func:`to_gray_uint8` accepts; ``mask`` is binary (nonzero =
-    foreground) with the same height and width. Returns the two paths relative to ``out``.
-    """
+    """Write ``images/<name>.png`` and its binary ``masks/<name>.png``, resized, under ``out``; return their paths."""
     gray = to_gray_uint8(image)
     if gray.shape != np.asarray(mask).shape[:2]:
         raise ValueError(f"{name}: image {gray.shape} and mask {np.asarray(mask).shape} differ in size")
@@ -104,12 +78,7 @@ def _read_png(path: str, kind: str, dataset: str) -> np.ndarray:
 
 
 class MaskFolderDataset(Dataset):
-    """Image/mask PNG pairs held in memory: items are ``(image, mask)``.
-
-    ``image`` is a float32 tensor ``(1, H, W)`` with values in [0, 1]; ``mask`` an int64 tensor
-    ``(H, W)`` of class indices. All pairs must have one size and masks only values below
-    ``num_classes``; anything else is an error naming the file.
-    """
+    """PNG image/mask pairs in memory: float32 ``(1, H, W)`` in [0, 1], int64 ``(H, W)``; bad size or class raises."""
 
     def __init__(self, images: list[str], masks: list[str], num_classes: int = 2, dataset: str = "segmentation"):
         if len(images) != len(masks):
@@ -158,8 +127,14 @@ def site_datasets(frame: pd.DataFrame, site: str, dataset: str, num_classes: int
     }
 
 
-def load_prepared_site(dataset: str, site: str, data_root: str | None, num_classes: int = 2) -> SiteData:
-    """Load one site of a prepared mask-folder dataset from ``<data_root>/<dataset>/split.csv``."""
+def load_prepared_site(
+    dataset: str, site: str, data_root: str | None, num_classes: int = 2, options: dict | None = None
+) -> SiteData:
+    """One site of ``<data_root>/<dataset>/split.csv``; ``options``, the job's dataset options, must be empty."""
+    if options:
+        raise ValueError(
+            f"{dataset} takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step"
+        )
     folder = resolve_data_root(data_root, dataset)
     if not os.path.isdir(folder):
         raise FileNotFoundError(

@@ -1,11 +1,5 @@
-"""Command-line pieces shared by the prepare scripts, ``datasets/<dataset>/prepare.py``.
-
-Every script takes ``--out`` (default ``$LIGHTYEAR_DATA_ROOT/<dataset>``), ``--seed`` and
-``--fractions`` (train,val,test per site). This module adds those arguments, parses the
-fractions and resolves the output folder, so that a script holds only its own options. The
-arguments are added by two functions, not one, because the scripts list their own options
-between ``--seed`` and ``--fractions`` and their help keeps that order.
-"""
+"""The ``--out``, ``--seed`` and ``--fractions`` arguments of ``datasets/<dataset>/prepare.py``, added by two
+functions because the scripts list their own options between ``--seed`` and ``--fractions``."""
 
 from __future__ import annotations
 
@@ -25,8 +19,7 @@ def fractions(text: str) -> tuple[float, float, float]:
 
 
 def add_out_and_seed(parser: argparse.ArgumentParser, dataset: str, seed_of: str) -> None:
-    """Add ``--out`` (default ``$LIGHTYEAR_DATA_ROOT/<dataset>``) and ``--seed``, the seed of ``seed_of``
-    (default 0)."""
+    """Add ``--out`` (default ``$LIGHTYEAR_DATA_ROOT/<dataset>``) and ``--seed`` (of ``seed_of``, default 0)."""
     parser.add_argument("--out", default=None, help=f"output folder (default: ${DATA_ROOT_ENV}/{dataset})")
     parser.add_argument("--seed", type=int, default=0, help=f"seed of {seed_of} (default 0)")
 
@@ -43,10 +36,7 @@ def add_fractions(parser: argparse.ArgumentParser, what: str = "fractions") -> N
 
 
 def resolve_out(parser: argparse.ArgumentParser, out: str | None, dataset: str) -> str:
-    """``--out`` as an absolute path, else ``$LIGHTYEAR_DATA_ROOT/<dataset>``; neither is a usage error.
-
-    The classification scripts' form: see :func:`lightyear.data.image_folder.output_folder`.
-    """
+    """:func:`~lightyear.data.image_folder.output_folder`, whose error is a usage error (classification scripts)."""
     try:
         return output_folder(out, dataset)
     except ValueError as err:
@@ -54,10 +44,7 @@ def resolve_out(parser: argparse.ArgumentParser, out: str | None, dataset: str) 
 
 
 def resolve_out_as_given(out: str | None, dataset: str) -> str:
-    """``--out`` as given, else ``$LIGHTYEAR_DATA_ROOT/<dataset>``; with neither, exit with a message.
-
-    The segmentation scripts' form (ultrasound, xray): their summaries print the paths as given.
-    """
+    """``--out`` as given (segmentation scripts print it so), else ``$LIGHTYEAR_DATA_ROOT/<dataset>``, else exit."""
     if out:
         return out
     try:

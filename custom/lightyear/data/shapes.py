@@ -1,30 +1,6 @@
-"""``shapes``: the embedded segmentation dataset, synthetic discs over 5 sites.
-
-Every image is drawn by MONAI's synthetic generator
-:func:`monai.data.synthetic.create_test_image_2d` (random discs on a dark background, uniform
-noise, intensities rescaled to [0, 1]) with one segmentation class, so the mask is binary:
-1 inside any disc, 0 elsewhere (``num_classes = 2``). Images are 64x64 with one channel,
-like the LIGHTYEAR paper's ultrasound and x-ray tasks, and nothing is downloaded.
-
-The sites differ as scanners and populations do. Each has its own object count and radius
-range (passed to the generator), noise level (the generator's ``noise_max``: background
-pixels become ``max(0, U[0, noise_max))`` before rescaling) and intensity transform applied
-after generation, ``clip(brightness + contrast * x, 0, 1)``:
-
-======  =======  ======  =========  ========  ==========  ==================================
-site    objects  radius  noise_max  contrast  brightness  reads as
-======  =======  ======  =========  ========  ==========  ==================================
-site-1  4        5-14    0.0        1.0       0.0         clean reference scanner
-site-2  4        5-14    0.3        1.0       0.0         moderate noise
-site-3  6        4-10    0.5        0.6       0.2         many small objects, noisy, flat
-site-4  3        8-18    0.2        0.5       0.4         few large objects, washed out
-site-5  5        5-14    0.7        1.0       0.0         very noisy
-======  =======  ======  =========  ========  ==========  ==================================
-
-Each site draws ``images_per_site`` images (default 60) from its own NumPy ``RandomState``,
-seeded from (seed, site index), and splits them 60/20/20 into train/val/test with
-:func:`lightyear.data.splits.split_indices`. The data is a pure function of the seed.
-"""
+"""``shapes``: the embedded segmentation dataset, synthetic discs over 5 sites (``datasets/shapes/README.md``): 64x64
+images with binary masks by MONAI's :func:`monai.data.synthetic.create_test_image_2d`, each site's with its own
+settings (:data:`SITE_STYLES`) and a generator seeded by (seed, site)."""
 
 from __future__ import annotations
 
@@ -46,7 +22,7 @@ DEFAULT_IMAGES_PER_SITE = 60
 
 @dataclass(frozen=True)
 class SiteStyle:
-    """How one site's images are drawn (see the module docstring's table)."""
+    """How one site's images are drawn: the generator's settings, then ``clip(brightness + contrast * x, 0, 1)``."""
 
     num_objs: int
     rad_min: int
@@ -75,7 +51,6 @@ def site_index(site: str) -> int:
 
 
 def site_seed(seed: int, site: str) -> int:
-    """The 32-bit generator seed of one site, derived from the job seed and the site index."""
     return int(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, site_index(site)]).generate_state(1)[0])
 
 
@@ -115,7 +90,6 @@ def load_shapes_site(
     fractions=(0.6, 0.2, 0.2),
     image_size: int = IMAGE_SIZE,
 ) -> SiteData:
-    """Return site ``site``'s train/val/test split of the synthetic shapes data."""
     images, masks = generate_site_images(site, images_per_site, seed=seed, image_size=image_size)
     x = torch.from_numpy(images).unsqueeze(1)
     y = torch.from_numpy(masks)

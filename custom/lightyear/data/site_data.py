@@ -14,11 +14,7 @@ SEGMENTATION = "segmentation"
 
 @dataclass
 class SiteData:
-    """One site's three splits and what the model needs to know of them.
-
-    Classification datasets yield ``(image, label)``; segmentation datasets yield
-    ``(image, mask)`` with an integer mask of shape ``(H, W)``.
-    """
+    """One site's splits; items are ``(image, label)``, or ``(image, mask)`` with an integer ``(H, W)`` mask."""
 
     train: Dataset
     val: Dataset

@@ -1,10 +1,5 @@
-"""The split file: one CSV per prepared dataset listing every sample's site, split and paths.
-
-Columns: ``site, split, image`` and ``label`` (classification) or ``mask`` (segmentation).
-``split`` is one of train/val/test; ``image`` and ``mask`` are paths relative to the folder
-that holds the split file (absolute paths are kept as they are). The prepare steps in
-``datasets/`` write these files; the loaders read nothing else.
-"""
+"""The split file ``split.csv`` of a prepared dataset, all the loaders read: columns ``site, split, image`` and
+``label`` or ``mask``, paths relative to the file's folder unless absolute."""
 
 from __future__ import annotations
 
@@ -16,10 +11,7 @@ from lightyear.data.site_data import CLASSIFICATION, SEGMENTATION
 from lightyear.data.splits import SPLITS
 
 SPLIT_FILE = "split.csv"
-COLUMNS = {
-    CLASSIFICATION: ("site", "split", "image", "label"),
-    SEGMENTATION: ("site", "split", "image", "mask"),
-}
+COLUMNS = {CLASSIFICATION: ("site", "split", "image", "label"), SEGMENTATION: ("site", "split", "image", "mask")}
 
 
 def write_split_file(frame: pd.DataFrame, folder: str, task: str) -> str:

@@ -8,11 +8,7 @@ SPLITS = ("train", "val", "test")
 
 
 def split_indices(n: int, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> dict[str, np.ndarray]:
-    """Shuffle ``range(n)`` with ``seed`` and cut it into train/val/test by ``fractions``.
-
-    Each split of a set of at least three samples gets at least one sample. The same
-    (n, fractions, seed) always gives the same split.
-    """
+    """``range(n)`` shuffled with ``seed`` and cut into sorted train/val/test indices by ``fractions``, none empty."""
     fractions = tuple(float(f) for f in fractions)
     if len(fractions) != 3 or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
         raise ValueError(f"split fractions must be three positive numbers summing to 1, got {fractions}")

@@ -1,40 +1,10 @@
-"""``ultrasound``: fetal liver segmentation on the Fetal Abdominal Structures Segmentation dataset.
-
-Source: Da et al., "Fetal abdominal structures segmentation dataset using ultrasonic images",
-Mendeley Data 4gcpm9dsc3 v1 (1,588 abdominal-circumference ultrasound images of 169 patients,
-with binary masks of the artery, liver, stomach and vein). The LIGHTYEAR paper segments the
-fetal liver, resizes images and masks to 64x64 and gives each of five clients a distinct set
-of patients.
-
-Raw layout read here (after unzipping; the top folder may be nested twice)::
-
-    Fetal Abdominal Structures Segmentation Dataset Using Ultrasonic Images/
-        IMAGES/P<id>_IMG<N>.png
-        ARRAY_FORMAT/P<id>_IMG<N>.npy
-
-Each ``.npy`` file holds a pickled dict ``{'image': uint8 (H, W, 3) or (H, W),
-'structures': {'artery', 'liver', 'stomach', 'vein': uint8 (H, W) 0/1}}``.
-
-Prepare (:func:`prepare_ultrasound`), with the job seed:
-
-1. **Patients.** The patient id is the number after ``P`` in ``P<id>_IMG<N>`` (read as an
-   integer by default, so ``P01`` and ``P001`` are one patient: merging two true patients
-   never breaks site disjointness, splitting one would; ``patient_id="text"`` keeps the
-   digits as written). Files whose names do not match are listed and skipped.
-2. **Sites.** Patients are shuffled with the seed and dealt, one at a time, to the site
-   holding the fewest images so far (ties to the lower site), so the 5 sites have disjoint
-   patients and nearly equal image counts.
-3. **Splits.** Within each site the *patients* are split 60/20/20 into train/val/test with
-   :func:`lightyear.data.splits.split_indices`, so no patient is in two splits either.
-4. **Images.** The image stored in the ``.npy`` (the one the masks were drawn on; the
-   ``IMAGES/`` PNG may differ, ``image_source="png"`` uses it instead) is converted to 8-bit
-   grayscale; it and its liver mask are resized to 64x64 and written as PNGs by
-   :mod:`lightyear.data.mask_folder`, listed in ``split.csv``. ``sources.csv`` records each
-   sample's patient and raw file.
-
-``.npy`` files are unpickled (``allow_pickle=True``): prepare only a copy downloaded from the
-publisher.
-"""
+"""``ultrasound``: fetal liver segmentation on the Fetal Abdominal Structures Segmentation dataset (Da et al., "Fetal
+abdominal structures segmentation dataset using ultrasonic images", Mendeley Data 4gcpm9dsc3 v1; raw layout:
+datasets/ultrasound/README.md). As in the LIGHTYEAR paper, :func:`prepare_ultrasound` gives each of 5 sites distinct
+patients, dealt shuffled to the site with the fewest images so far, splits each site by patient and writes the liver
+masks with the ``.npy`` images they were drawn on at 64x64. Patient ids are integers by default (``P01`` = ``P001``):
+merging two true patients never breaks site disjointness, splitting one would. Prepare only a copy from the publisher:
+the ``.npy`` files are unpickled."""
 
 from __future__ import annotations
 
@@ -127,7 +97,6 @@ def assign_patients(image_counts: dict[str, int], num_sites: int, seed: int) -> 
 
 
 def site_patient_splits(patients: list[str], fractions, seed: int, site: str) -> dict[str, str]:
-    """Map each patient of one site to train/val/test."""
     ordered = sorted(patients)
     if len(ordered) < 3:
         raise ValueError(
@@ -179,7 +148,7 @@ def prepare_ultrasound(
     patient_id: str = "number",
     image_source: str = "npy",
 ) -> dict:
-    """Write the prepared ultrasound dataset under ``out`` (see the module docstring); return a summary."""
+    """Write the prepared dataset under ``out`` (steps: module docstring); return a summary."""
     if image_source not in ("npy", "png"):
         raise ValueError(f"image_source must be 'npy' or 'png', got {image_source!r}")
     array_folder = find_array_folder(raw)
@@ -229,12 +198,5 @@ def prepare_ultrasound(
 
 
 def load_site(site: str, seed: int = 0, data_root: str | None = None, **options) -> SiteData:
-    """Registry entry point: one site of ``<data_root>/ultrasound/split.csv``.
-
-    The split was fixed when the data was prepared, so ``seed`` is not used here.
-    """
-    if options:
-        raise ValueError(
-            f"ultrasound takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step"
-        )
-    return load_prepared_site(DATASET, site, data_root, NUM_CLASSES)
+    """Registry entry point: a site of ``<data_root>/ultrasound/split.csv`` (fixed when prepared: ``seed`` unused)."""
+    return load_prepared_site(DATASET, site, data_root, NUM_CLASSES, options)

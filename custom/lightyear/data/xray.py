@@ -1,41 +1,9 @@
-"""``xray``: lung segmentation of MIMIC-CXR-JPG chest x-rays with CheXmask masks.
-
-Sources: Johnson et al., "MIMIC-CXR, a de-identified publicly available database of chest
-radiographs with free-text reports", Scientific Data 2019 (images: PhysioNet
-``mimic-cxr-jpg``); Gaggion et al., "CheXmask: a large-scale dataset of anatomical
-segmentation masks for multi-center chest x-ray images", Scientific Data 2024 (masks:
-PhysioNet ``chexmask-cxr-segmentation-data``, file ``OriginalResolution/MIMIC-CXR-JPG.csv``).
-The LIGHTYEAR paper keeps masks with a mean Dice-RCA of at least 0.7, randomly selects 200
-images, gives 40 to each of five clients and resizes images and masks to 64x64.
-
-Inputs read here:
-
-* CheXmask's ``MIMIC-CXR-JPG.csv`` (or ``.csv.gz``) with columns ``dicom_id, Dice RCA (Mean),
-  Dice RCA (Max), Landmarks, Left Lung, Right Lung, Heart, Height, Width``. The lung columns
-  are run-length encodings: space-separated ``start length`` pairs, starts 1-based into the
-  row-major (C-order) flattened ``Height x Width`` mask (:func:`decode_rle`).
-* MIMIC-CXR-JPG's ``mimic-cxr-2.0.0-metadata.csv`` (or ``.csv.gz``), joined on ``dicom_id``
-  for ``subject_id`` and ``study_id``, which locate the image at
-  ``files/p<first 2 digits of subject>/p<subject>/s<study>/<dicom_id>.jpg``.
-
-Prepare (:func:`prepare_xray`), with the job seed:
-
-1. Keep CheXmask rows with ``Dice RCA (Mean) >= min_dice`` (0.7) whose ``dicom_id`` is in the
-   metadata (optionally only some ``ViewPosition`` values).
-2. Shuffle those rows (sorted by ``dicom_id`` first, so the draw does not depend on file
-   order) and take them in turn until ``num_images`` (200) are chosen; with
-   ``one_per_subject`` (default) a patient's second image is passed over, so sites and
-   splits never share a patient. A missing JPG is an error, or with
-   ``missing_images="skip"`` the row is passed over (for a partial download).
-3. The chosen images, in drawn order, are cut into ``num_sites`` (5) sites of equal size;
-   each site's images are split 60/20/20 into train/val/test with
-   :func:`lightyear.data.splits.split_indices`.
-4. Lung mask = left lung OR right lung. The mask's size is checked against the JPG: CheXmask's
-   Height and Width may be swapped, so when ``(Height, Width)`` is the JPG's ``(width, height)``
-   the RLE is decoded at the JPG's size; any other mismatch is an error. The grayscale image
-   and the mask are resized to 64x64 and written as PNGs by :mod:`lightyear.data.mask_folder`,
-   listed in ``split.csv``; ``sources.csv`` records each sample's ids, Dice-RCA and JPG.
-"""
+"""``xray``: lung segmentation of MIMIC-CXR-JPG chest x-rays (Johnson et al., "MIMIC-CXR, a de-identified publicly
+available database of chest radiographs with free-text reports", Scientific Data 2019) with CheXmask masks (Gaggion et
+al., "CheXmask: a large-scale dataset of anatomical segmentation masks for multi-center chest x-ray images", Scientific
+Data 2024); raw layout: datasets/xray/README.md. As in the LIGHTYEAR paper, :func:`prepare_xray` keeps masks of mean
+Dice-RCA >= 0.7, draws 200 images (by default one per patient, so sites and splits share none) for 5 sites of 40 and
+writes lung masks (left OR right) and images at 64x64."""
 
 from __future__ import annotations
 
@@ -75,11 +43,8 @@ MISSING_IMAGE_POLICIES = ("error", "skip")
 
 
 def decode_rle(rle, height: int, width: int) -> np.ndarray:
-    """Decode a CheXmask run-length encoding into a uint8 {0, 1} mask ``(height, width)``.
-
-    ``rle`` is a string of space-separated ``start length`` pairs; starts are 1-based indices
-    into the row-major flattened mask. An empty string or NaN is an empty mask.
-    """
+    """A CheXmask run-length encoding, space-separated ``start length`` pairs with starts 1-based into the row-major
+    flattened mask, as a uint8 {0, 1} mask ``(height, width)``; empty or NaN: an empty mask."""
     height, width = int(height), int(width)
     if height < 1 or width < 1:
         raise ValueError(f"mask size must be positive, got {height}x{width}")
@@ -105,10 +70,7 @@ def decode_rle(rle, height: int, width: int) -> np.ndarray:
 
 
 def mask_shape(height: int, width: int, image_size: tuple[int, int], dicom_id: str) -> tuple[int, int, bool]:
-    """The true ``(height, width)`` of a CheXmask mask and whether the columns were swapped.
-
-    ``image_size`` is the JPG's PIL size ``(width, height)``.
-    """
+    """``(height, width)`` of a CheXmask mask for a JPG of PIL size ``image_size``, and whether CheXmask swapped it."""
     image_w, image_h = image_size
     if (int(height), int(width)) == (image_h, image_w):
         return image_h, image_w, False
@@ -122,13 +84,9 @@ def mask_shape(height: int, width: int, image_size: tuple[int, int], dicom_id: s
 
 def find_chexmask_csv(path: str) -> str:
     """The CheXmask MIMIC-CXR-JPG CSV: ``path`` itself or one of its known places below ``path``."""
-    if os.path.isfile(path):
-        return path
-    if os.path.isdir(path):
-        for name in CHEXMASK_NAMES:
-            candidate = os.path.join(path, name)
-            if os.path.isfile(candidate):
-                return candidate
+    for candidate in (path, *(os.path.join(path, name) for name in CHEXMASK_NAMES)):
+        if os.path.isfile(candidate):
+            return candidate
     raise FileNotFoundError(
         f"no CheXmask MIMIC-CXR-JPG CSV at {path} (looked for {', '.join(CHEXMASK_NAMES)}); download {CHEXMASK_SOURCE} "
         "and pass the CSV or the folder that holds OriginalResolution/"
@@ -141,8 +99,7 @@ def find_metadata_csv(mimic_root: str, metadata: str | None = None) -> str:
         if os.path.isfile(metadata):
             return metadata
         raise FileNotFoundError(f"MIMIC-CXR-JPG metadata file {metadata} does not exist; it ships with {MIMIC_SOURCE}")
-    for name in METADATA_NAMES:
-        candidate = os.path.join(mimic_root, name)
+    for candidate in (os.path.join(mimic_root, name) for name in METADATA_NAMES):
         if os.path.isfile(candidate):
             return candidate
     raise FileNotFoundError(
@@ -152,7 +109,6 @@ def find_metadata_csv(mimic_root: str, metadata: str | None = None) -> str:
 
 
 def check_columns(path: str, expected, source: str) -> None:
-    """Raise if the CSV at ``path`` lacks any of the ``expected`` columns."""
     header = pd.read_csv(path, nrows=0).columns
     missing = [c for c in expected if c not in header]
     if missing:
@@ -174,7 +130,6 @@ def read_metadata(path: str, view_positions=None) -> pd.DataFrame:
 
 
 def image_path(mimic_root: str, subject_id: str, study_id: str, dicom_id: str) -> str:
-    """Where MIMIC-CXR-JPG stores one image: ``files/p<2 digits>/p<subject>/s<study>/<dicom_id>.jpg``."""
     subject, study = str(subject_id).strip(), str(study_id).strip()
     return os.path.join(mimic_root, "files", f"p{subject[:2]}", f"p{subject}", f"s{study}", f"{dicom_id}.jpg")
 
@@ -197,10 +152,8 @@ def choose_images(
     one_per_subject: bool = True,
     missing_images: str = "error",
 ) -> tuple[pd.DataFrame, int]:
-    """Draw ``num_images`` rows of ``candidates`` (dicom_id, subject_id, study_id, dice) in a seeded order.
-
-    Returns the chosen rows in drawn order, with their JPG path, and the number of missing JPGs passed over.
-    """
+    """``num_images`` rows of ``candidates`` (dicom_id, subject_id, study_id, dice) drawn in a seeded order that does
+    not depend on the rows' order, with their JPG path; and the number of missing JPGs passed over."""
     if missing_images not in MISSING_IMAGE_POLICIES:
         raise ValueError(f"missing_images must be one of {MISSING_IMAGE_POLICIES}, got {missing_images!r}")
     ordered = candidates.sort_values("dicom_id", kind="stable").reset_index(drop=True)
@@ -280,7 +233,7 @@ def prepare_xray(
     missing_images: str = "error",
     chunksize: int = 20000,
 ) -> dict:
-    """Write the prepared x-ray dataset under ``out`` (see the module docstring); return a summary."""
+    """Write the prepared dataset under ``out`` (steps: module docstring); return a summary."""
     if num_sites < 1 or num_images < 3 * num_sites:
         raise ValueError(
             f"need num_sites >= 1 and at least 3 images per site, got {num_images} images over {num_sites} sites"
@@ -289,8 +242,7 @@ def prepare_xray(
         raise FileNotFoundError(f"MIMIC-CXR-JPG folder {mimic} does not exist; download {MIMIC_SOURCE}")
     chexmask_csv = find_chexmask_csv(chexmask)
     check_columns(chexmask_csv, CHEXMASK_COLUMNS, CHEXMASK_SOURCE)
-    metadata_csv = find_metadata_csv(mimic, metadata)
-    meta = read_metadata(metadata_csv, view_positions)
+    meta = read_metadata(find_metadata_csv(mimic, metadata), view_positions)
 
     dice = read_dice(chexmask_csv, chunksize)
     kept = dice[dice["dice"] >= min_dice]
@@ -298,10 +250,9 @@ def prepare_xray(
     chosen, missing = choose_images(candidates, num_images, seed, mimic, one_per_subject, missing_images)
     rles = read_lung_rles(chexmask_csv, chosen["dicom_id"], chunksize)
 
-    sites = [f"site-{k + 1}" for k in range(num_sites)]
     rows = []
     for k, block in enumerate(np.array_split(np.arange(len(chosen)), num_sites)):
-        site = sites[k]
+        site = f"site-{k + 1}"
         parts = split_indices(
             len(block), fractions, seed=(int(seed) * 1000003 + zlib.crc32(site.encode())) & 0xFFFFFFFF
         )
@@ -343,12 +294,5 @@ def prepare_xray(
 
 
 def load_site(site: str, seed: int = 0, data_root: str | None = None, **options) -> SiteData:
-    """Registry entry point: one site of ``<data_root>/xray/split.csv``.
-
-    The selection and split were fixed when the data was prepared, so ``seed`` is not used here.
-    """
-    if options:
-        raise ValueError(
-            f"xray takes no dataset options, got {sorted(options)}; its splits are fixed by the prepare step"
-        )
-    return load_prepared_site(DATASET, site, data_root, NUM_CLASSES)
+    """Registry entry point: one site of ``<data_root>/xray/split.csv`` (fixed when prepared: ``seed`` is unused)."""
+    return load_prepared_site(DATASET, site, data_root, NUM_CLASSES, options)

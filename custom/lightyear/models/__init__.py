@@ -1,10 +1,5 @@
-"""Networks, built by name from a job's configuration (see :func:`build_model`).
-
-Each network is a module with a ``build(num_classes, in_channels, **kwargs) -> nn.Module``
-function, imported only when that network is used, and a ``symmetries(shapes, **kwargs)`` function
-that declares which of its hidden units admit an exact rescaling or permutation (see
-:func:`model_symmetries`).
-"""
+"""Networks, built by name from a job's configuration (see :func:`build_model`): each a module, imported when used,
+with ``build(num_classes, in_channels, **kwargs) -> nn.Module`` and ``symmetries`` (see :func:`model_symmetries`)."""
 
 from __future__ import annotations
 
@@ -25,11 +20,7 @@ MODELS: dict[str, str] = {
     "efficientnet_b0": "lightyear.models.efficientnet",
     "transunet": "lightyear.models.transunet",
 }
-
-
-GROUP = "lightyear.models"
-"""The entry point group a plugin announces its networks under (each entry names a module with
-``build`` and ``symmetries``)."""
+GROUP = "lightyear.models"  # the entry point group of plugins' networks
 
 
 @functools.cache
@@ -38,25 +29,24 @@ def models() -> dict[str, str]:
     return module_table(MODELS, GROUP, "network")
 
 
-def build_model(name: str, num_classes: int, in_channels: int = 1, seed: int | None = None, **kwargs) -> nn.Module:
-    """Build network ``name``; with ``seed`` its initial weights are a pure function of the seed."""
+def _module(name: str):
     if name not in models():
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(models()))}")
-    module = importlib.import_module(models()[name])
-    if seed is None:
-        return module.build(num_classes=num_classes, in_channels=in_channels, **kwargs)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
+    return importlib.import_module(models()[name])
+
+
+def build_model(name: str, num_classes: int, in_channels: int = 1, seed: int | None = None, **kwargs) -> nn.Module:
+    """Build network ``name``; with ``seed`` its initial weights are a pure function of the seed."""
+    module = _module(name)
+    with torch.random.fork_rng(devices=[], enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(int(seed))
         return module.build(num_classes=num_classes, in_channels=in_channels, **kwargs)
 
 
 def model_symmetries(name: str, weights: Mapping[str, np.ndarray], model_args: dict | None = None) -> list:
-    """The exact parameter symmetries of network ``name`` with these ``weights``
-    (:class:`~lightyear.algorithms.attacks.reparametrise.UnitGroup` list): each network's module
-    declares them from the entries' shapes and the network's settings ``model_args``."""
-    if name not in models():
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(models()))}")
-    module = importlib.import_module(models()[name])
+    """The exact parameter symmetries (:class:`UnitGroup` list) of network ``name``, by its module's ``symmetries``."""
+    module = _module(name)
     shapes = {key: tuple(np.shape(value)) for key, value in weights.items()}
     groups = module.symmetries(shapes, **(model_args or {}))
     if not all(isinstance(g, UnitGroup) for g in groups):

@@ -1,20 +1,6 @@
-"""EfficientNet-B0 for the ISIC 2019 images of the LIGHTYEAR setup (Fed-ISIC2019).
-
-Reference: Tan and Le, "EfficientNet: Rethinking Model Scaling for Convolutional Neural
-Networks", ICML 2019; the network is torchvision's :func:`torchvision.models.efficientnet_b0`.
-FLamby's Fed-ISIC2019 baseline starts from ImageNet weights and replaces the last linear layer
-by one with 8 outputs. Nothing is downloaded at run time: name a local weights file with
-``weights_path`` (for instance torchvision's ImageNet file
-``efficientnet_b0_rwightman-7f5810bc.pth`` from
-https://download.pytorch.org/models/, fetched beforehand). About 4.02 M parameters for 8 classes.
-
-The file may hold a state dict (optionally inside a ``state_dict`` or ``model`` entry, keys
-optionally prefixed ``module.``) of torchvision's EfficientNet-B0 with any number of
-classes. Every feature weight must load; the classifier is loaded when its shape fits
-``num_classes`` and freshly initialised otherwise. With ``in_channels`` other than 3 the stem
-convolution takes the mean of the pretrained RGB filters for every input channel, scaled by
-3 / in_channels.
-"""
+"""EfficientNet-B0 (Tan and Le, "EfficientNet: Rethinking Model Scaling for Convolutional Neural Networks", ICML 2019)
+for the ISIC 2019 images: torchvision's :func:`torchvision.models.efficientnet_b0`, from ImageNet weights as FLamby's
+baseline, read from a local ``weights_path`` (nothing is downloaded at run time; :data:`WEIGHTS_HINT`)."""
 
 from __future__ import annotations
 
@@ -31,6 +17,7 @@ from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
 
 CLASSIFIER_PREFIX = "classifier."
 STEM_WEIGHT = "features.0.0.weight"
+_SQUEEZE = re.compile(r"^(features\.\d+\.\d+\.block)\.(\d)\.fc1\.weight$")
 WEIGHTS_HINT = (
     "name a torchvision EfficientNet-B0 state dict, e.g. the ImageNet file efficientnet_b0_rwightman-7f5810bc.pth "
     "from https://download.pytorch.org/models/ (downloaded beforehand)"
@@ -45,7 +32,7 @@ def _replace_stem(model: EfficientNet, in_channels: int) -> None:
 
 
 def read_state_dict(path: str) -> dict[str, torch.Tensor]:
-    """The tensors of a saved EfficientNet-B0 state dict (unwrapped and without ``module.``)."""
+    """The tensors of a saved state dict, unwrapped from a ``state_dict`` or ``model`` entry, without ``module.``."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"EfficientNet-B0 weights file {path} does not exist; {WEIGHTS_HINT}")
     state = torch.load(path, map_location="cpu", weights_only=True)
@@ -58,7 +45,8 @@ def read_state_dict(path: str) -> dict[str, torch.Tensor]:
 
 
 def load_weights(model: EfficientNet, path: str, in_channels: int) -> None:
-    """Load the feature weights of ``path`` into ``model`` (and the classifier where shapes fit)."""
+    """Load every feature weight of ``path`` into ``model``, and the classifier when its shapes fit; for other
+    ``in_channels`` than the file's, the stem takes the mean of its filters, scaled by file / own channels."""
     state = read_state_dict(path)
     own = model.state_dict()
     feature_keys = [k for k in own if not k.startswith(CLASSIFIER_PREFIX)]
@@ -75,11 +63,9 @@ def load_weights(model: EfficientNet, path: str, in_channels: int) -> None:
     if wrong:
         raise ValueError(f"{path}: weights {wrong[:3]} have shapes that do not fit EfficientNet-B0; {WEIGHTS_HINT}")
     load = {k: state[k] for k in feature_keys}
-    classifier = {k: state[k] for k in own if k.startswith(CLASSIFIER_PREFIX) and k in state}
-    if len(classifier) == len([k for k in own if k.startswith(CLASSIFIER_PREFIX)]) and all(
-        classifier[k].shape == own[k].shape for k in classifier
-    ):
-        load.update(classifier)
+    classifier = [k for k in own if k.startswith(CLASSIFIER_PREFIX)]
+    if all(k in state and state[k].shape == own[k].shape for k in classifier):
+        load.update({k: state[k] for k in classifier})
     model.load_state_dict(load, strict=False)
 
 
@@ -95,12 +81,8 @@ def build(
     return model
 
 
-_SQUEEZE = re.compile(r"^(features\.\d+\.\d+\.block)\.(\d)\.fc1\.weight$")
-
-
 def _conv_bn(prefix: str) -> tuple[Slot, ...]:
-    """A convolution's output channels and its BatchNorm (torchvision's Conv2dNormActivation ``prefix``),
-    as producers."""
+    """A convolution's output channels and its BatchNorm (torchvision's Conv2dNormActivation ``prefix``)."""
     return (
         Slot(f"{prefix}.0.weight", 0, 1),
         *(Slot(f"{prefix}.1.{name}", 0, 1) for name in ("weight", "bias", "running_mean", "running_var")),
@@ -108,16 +90,8 @@ def _conv_bn(prefix: str) -> tuple[Slot, ...]:
 
 
 def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
-    """The exact symmetries of EfficientNet-B0 (``lightyear.algorithms.attacks.reparametrise``).
-
-    SiLU is not positively homogeneous, so no unit admits rescaling; these admit permutation:
-
-    * every MBConv block's expanded channels (expansion conv and BatchNorm, depthwise conv and
-      BatchNorm, squeeze-and-excitation inputs and gates, projection inputs); in the first block,
-      which has no expansion, the stem's channels that it reads;
-    * every squeeze-and-excitation block's squeezed units (fc1's outputs, fc2's inputs);
-    * the head's 1280 channels (conv, BatchNorm, classifier inputs).
-    """
+    """The exact symmetries of EfficientNet-B0 (``lightyear.algorithms.attacks.reparametrise``), all permutations (SiLU
+    is not homogeneous): MBConv blocks' expanded channels (the stem's in the first), squeeze units, head channels."""
     groups = []
     for key in shapes:
         found = _SQUEEZE.match(key)

@@ -11,15 +11,8 @@ from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
 
 
 class MaxPool2d(nn.MaxPool2d):
-    """:class:`torch.nn.MaxPool2d` that, on a CPU and without autograd (evaluation, scoring), pools the
-    feature maps in channels-last memory order and hands them back in the usual order.
-
-    PyTorch's CPU max-pool kernel is several times faster on channels-last tensors than on the
-    usual NCHW ones (the first pool of this network took about a quarter of a forward pass). A
-    maximum involves no rounding, so the output is the same to the bit. With autograd on (training),
-    or on another device, it is ``nn.MaxPool2d`` as it is. It has no parameters: the state dict is
-    unchanged.
-    """
+    """:class:`torch.nn.MaxPool2d` that, on a CPU without autograd, pools in channels-last order, for which PyTorch's
+    CPU kernel is faster; a maximum does not round, so the output is the same to the bit."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 4 or x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
@@ -28,11 +21,7 @@ class MaxPool2d(nn.MaxPool2d):
 
 
 class FemnistCNN(nn.Module):
-    """conv(1->32, 5x5) - pool - conv(32->64, 5x5) - pool - fc(3136->512) - dropout(0.5) - fc(classes).
-
-    Convolutions are "same"-padded and pools are 2x2, so a 28x28 input gives 64 x 7 x 7 = 3136
-    features. 1.66 M parameters for 62 classes (6.65 MB as float32).
-    """
+    """conv(1->32, 5x5) - pool - conv(32->64, 5x5) - pool - fc(3136->512) - dropout(0.5) - fc(classes), for 28x28."""
 
     def __init__(self, num_classes: int = 62, in_channels: int = 1, image_size: int = 28, dropout: float = 0.5):
         super().__init__()
@@ -65,13 +54,8 @@ def build(num_classes: int, in_channels: int = 1, **kwargs) -> FemnistCNN:
 
 
 def symmetries(shapes: Mapping[str, tuple], **model_args) -> list[UnitGroup]:
-    """The exact symmetries of :class:`FemnistCNN` (``lightyear.algorithms.attacks.reparametrise``).
-
-    Every hidden unit admits positive rescaling and permutation, since ReLU and max pooling are
-    positively homogeneous and act per unit: conv1's channels (read by conv2), conv2's channels
-    (read by fc1 through the flattened 7x7 maps, channel-major) and fc1's units (read by fc2).
-    The input channels and the class logits admit none.
-    """
+    """The exact symmetries of :class:`FemnistCNN` (``lightyear.algorithms.attacks.reparametrise``): every hidden unit
+    admits positive rescaling and permutation, ReLU and max pooling being positively homogeneous and per unit."""
     conv2_units, fc1_units = shapes["features.3.weight"][0], shapes["classifier.1.weight"][0]
     return [
         UnitGroup(

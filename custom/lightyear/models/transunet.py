@@ -1,35 +1,10 @@
-"""A small TransUNet for the 64x64 segmentation tasks of the LIGHTYEAR setup.
-
-Reference: Chen et al., "TransUNet: Transformers Make Strong Encoders for Medical Image
-Segmentation", arXiv:2102.04306 (2021), and "TransUNet: Rethinking the U-Net architecture
-design for medical image segmentation through the lens of transformers", Medical Image
-Analysis 2024 (code: github.com/Beckschen/TransUNet, R50-ViT-B_16). The layout follows the
-R50-ViT-B_16 model, scaled down to train on a CPU:
-
-* **Hybrid CNN encoder.** Four residual stages (MONAI ``UnetResBlock``: two 3x3 convolutions
-  with GroupNorm, as the reference's ResNetV2 uses GroupNorm), each halving the size. Their
-  outputs at 1/2, 1/4 and 1/8 are the skip features (the reference's three skips); the
-  1/16 output feeds the transformer.
-* **Transformer.** As in the reference (``patches.grid = img/16``), every position of the
-  1/16 map is one token (1x1 patches): a 64x64 input gives 4x4 = 16 tokens. MONAI's
-  ``PatchEmbeddingBlock`` projects them to ``hidden_size`` and adds learned position
-  embeddings; ``num_layers`` pre-norm ViT layers (LayerNorm, multi-head self-attention,
-  LayerNorm, GELU MLP, each with a residual; PyTorch's ``TransformerEncoderLayer`` with
-  ``norm_first=True``, the same layer as MONAI's ``TransformerBlock``, which would add the
-  ``einops`` dependency) and a final LayerNorm follow.
-* **Cascaded upsampler.** The tokens are reshaped to a map, a 3x3 conv-norm-ReLU brings them
-  to ``head_channels``, and four blocks each upsample x2 (bilinear), concatenate the skip of
-  that size (none at full size) and apply two 3x3 conv-norm-ReLU (BatchNorm by default, as in
-  the reference decoder). A 3x3 convolution gives the class logits ``(N, C, H, W)``.
-
-Default configuration (the reference has no small variant; this one is chosen to train on a
-CPU at 64x64): encoder widths (16, 32, 64, 128), hidden size 192, 4 layers, 4 heads, MLP 768,
-dropout 0.1, head 128 channels, decoder (64, 32, 16, 16). That is 2.53 M parameters for 2
-classes, 1.79 M of them in the transformer (R50-ViT-B_16 has about 105 M); the CNN widths
-are about 1/8 of the reference encoder's and 1/4 of its decoder's, since at 64x64 the
-convolutions, not the 16-token transformer, set the training time. Any ``in_channels`` is
-accepted, so 1-channel images are not repeated to RGB as the reference does.
-"""
+"""A small TransUNet for the 64x64 segmentation tasks of the LIGHTYEAR setup, after Chen et al., "TransUNet:
+Transformers Make Strong Encoders for Medical Image Segmentation", arXiv:2102.04306 (2021), and "TransUNet: Rethinking
+the U-Net architecture design for medical image segmentation through the lens of transformers", Medical Image Analysis
+2024 (github.com/Beckschen/TransUNet): its R50-ViT-B_16 layout scaled down to a CPU, four GroupNorm residual stages
+(skips at 1/2, 1/4, 1/8), a token per position of the 1/16 map through pre-norm ViT layers (PyTorch's
+``TransformerEncoderLayer``: MONAI's ``TransformerBlock`` needs ``einops``) and a cascaded upsampler. The CNN is narrow
+as at 64x64 it, not the 16-token transformer, sets the training time."""
 
 from __future__ import annotations
 
@@ -184,7 +159,7 @@ class TransUNet(nn.Module):
 
 
 def build(num_classes: int, in_channels: int = 1, **kwargs) -> TransUNet:
-    """Registry entry point (see :func:`lightyear.models.build_model`); ``kwargs`` configure :class:`TransUNet`."""
+    """Registry entry point (:func:`lightyear.models.build_model`); ``kwargs`` configure :class:`TransUNet`."""
     return TransUNet(num_classes=num_classes, in_channels=in_channels, **kwargs)
 
 
@@ -194,23 +169,9 @@ def _norm_slots(prefix: str, power: int, stats: bool) -> tuple[Slot, ...]:
 
 
 def symmetries(shapes: Mapping[str, tuple], num_heads: int = 4, **model_args) -> list[UnitGroup]:
-    """The exact symmetries of :class:`TransUNet` (``lightyear.algorithms.attacks.reparametrise``).
-
-    * Encoder stages (conv1 -> GroupNorm -> LeakyReLU -> conv2): conv1's channels, rescaled
-      (GroupNorm's weight and bias by c, conv2's inputs by 1/c; LeakyReLU is positively
-      homogeneous) and permuted within each GroupNorm group (its statistics stay the same).
-    * Every transformer layer: the attention heads permuted (query, key and value rows and the
-      output projection's columns together); within a head, each query dimension scaled by c with
-      its key dimension by 1/c (the attention logits stay the same) and the query/key dimensions
-      permuted alike; each value dimension scaled by c with the output projection's column by 1/c,
-      and permuted; the MLP's hidden units permuted (GELU is not homogeneous: no rescaling).
-    * Decoder (conv -> BatchNorm -> ReLU): the channels of ``conv_more`` and of every decoder
-      convolution, rescaled (BatchNorm's weight and bias) and permuted; read by the next
-      convolution directly or, after bilinear upsampling (linear per channel), as the first
-      channels of the next block's concatenation with its skip.
-    The encoder stages' outputs (residual sums read by the next stage, a skip and the
-    transformer) and the residual stream of the transformer are left out.
-    """
+    """The exact symmetries of :class:`TransUNet` (``lightyear.algorithms.attacks.reparametrise``): encoder conv1
+    channels (rescaled; permuted within GroupNorm groups), attention heads (permuted), query/key dimensions (scaled by
+    c, 1/c; permuted alike), value dimensions and decoder channels (rescaled, permuted), MLP units (permuted only)."""
     groups = []
     stage = 0
     while f"encoder.{stage}.conv1.conv.weight" in shapes:

@@ -1,17 +1,7 @@
-"""Limit how many site processes on one machine compute at the same time (no FLARE import).
-
-FLARE's simulator runs every site as its own process. With more sites than CPU cores, all of
-them training at once thrash the caches and the scheduler (measured in docs/results.md, "The
-compute-slot queue"). Sites that share a machine take one of ``slots`` file locks around their
-compute-heavy steps (training, scoring, evaluation), never while they wait for peers, so the run
-cannot deadlock; a lock is freed when its process dies. On a machine of its own a site always
-finds a free slot.
-
-Waiting sites queue: one of them at a time, the holder of a queue lock, tries the slots every
-:data:`HEAD_POLL` seconds; the others only try for the queue lock, every :data:`QUEUE_POLL`
-seconds, which costs a waiting site less CPU than every site trying every slot (an open, a lock
-and a close per slot; docs/results.md, "The compute-slot queue").
-"""
+"""Limit how many site processes on one machine compute at the same time (no FLARE import), as more simulated sites
+than cores thrash caches and scheduler (docs/results.md, "The compute-slot queue"). Sites take one of ``slots`` file
+locks around compute-heavy steps, never while waiting for peers, so a run cannot deadlock; a dead process frees its
+lock. Only the holder of a queue lock tries the slots, which costs the other waiters less CPU."""
 
 from __future__ import annotations
 
@@ -26,11 +16,8 @@ from lightyear.checks import int_in
 
 AUTO = "auto"
 DEFAULT_WAIT_TIMEOUT = 600.0
-HEAD_POLL = 0.005
-"""Seconds between the queue head's tries for a slot."""
-QUEUE_POLL = 0.02
-"""Seconds between the other waiters' tries for the queue lock (a slot taken just before is rarely
-freed again within it: a peer-to-peer round's shortest hold, aggregation with evaluation, takes longer)."""
+HEAD_POLL = 0.005  # seconds between the queue head's tries for a slot
+QUEUE_POLL = 0.02  # seconds between the other waiters' tries for the queue lock (below the shortest slot hold)
 QUEUE_LOCK = "queue.lock"
 
 
@@ -46,11 +33,7 @@ def resolve_slots(slots) -> int:
 
 
 def private_folder(path: str) -> str:
-    """Create ``path`` (mode 0700) or check an existing one: a real folder, ours, closed to others.
-
-    Lock files in a shared temporary folder could be pre-created or replaced by symbolic links by
-    another user; a folder only this user can enter rules that out.
-    """
+    """Create ``path`` (mode 0700) or check it is a real folder, ours, closed to others (no planted lock files)."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -76,23 +59,16 @@ class ComputeSlots:
     def __init__(
         self, slots=AUTO, group: str = "default", folder: str | None = None, wait_timeout: float = DEFAULT_WAIT_TIMEOUT
     ):
-        """``wait_timeout``: seconds :meth:`hold` queues for a slot before computing without one
-        (a site whose slot holder hangs is slowed, never stopped)."""
+        """``wait_timeout``: seconds :meth:`hold` queues before computing without a slot (a hung holder only slows)."""
         self.slots = resolve_slots(slots)
         self.waited_s = 0.0
         self.wait_timeout = float(wait_timeout)
-        self.folder = folder
-        if self.slots:
-            self.folder = private_folder(folder) if folder else private_folder(default_folder(group))
+        self.folder = private_folder(folder or default_folder(group)) if self.slots else folder
 
     @contextlib.contextmanager
     def hold(self, abort=None):
-        """Hold one slot for the duration of the block; adds the time spent queueing to ``waited_s``.
-
-        ``abort`` is an optional callable: when it turns True while queueing,
-        :class:`SlotWaitAborted` is raised. After ``wait_timeout`` s without a free slot the block
-        runs without one.
-        """
+        """Hold a slot for the block (none after ``wait_timeout`` s), adding the wait to ``waited_s``; raise
+        :class:`SlotWaitAborted` if ``abort()`` turns True while queueing."""
         if not self.slots:
             yield
             return

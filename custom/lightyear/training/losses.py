@@ -8,19 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# FLamby's Fed-ISIC2019 class weights (flamby/datasets/fed_isic2019/loss.py), in the order
-# MEL, NV, BCC, AK, BKL, DF, VASC, SCC.
+# FLamby's Fed-ISIC2019 class weights (flamby/datasets/fed_isic2019/loss.py) of MEL, NV, BCC, AK, BKL, DF, VASC, SCC
 ISIC19_FOCAL_ALPHA = (5.5813, 2.0472, 7.0204, 26.1194, 9.5369, 101.0707, 92.5224, 38.3443)
 
 
 class WeightedFocalLoss(nn.Module):
-    """Class-weighted focal loss, ``mean(-(1 - p_t)^gamma * alpha[t] * log p_t)``.
-
-    ``p_t`` is the softmax probability of the target class ``t``. This is FLamby's Fed-ISIC2019
-    baseline loss (``BaselineLoss``, after Lin et al., "Focal Loss for Dense Object Detection"),
-    with gamma 2 and FLamby's 8 class weights by default. Inputs are logits ``(N, C, ...)`` and
-    integer targets ``(N, ...)``; ``alpha`` has one weight per class.
-    """
+    """Class-weighted focal loss ``mean(-(1 - p_t)^gamma * alpha[t] * log p_t)`` of logits ``(N, C, ...)`` and integer
+    targets ``(N, ...)``, ``p_t`` the softmax probability of target ``t`` (Lin et al., "Focal Loss for Dense Object
+    Detection", ICCV 2017, Eq. 5); by default FLamby's Fed-ISIC2019 ``BaselineLoss``, gamma 2 and its class weights."""
 
     def __init__(self, alpha: Sequence[float] | torch.Tensor = ISIC19_FOCAL_ALPHA, gamma: float = 2.0):
         super().__init__()
@@ -48,8 +43,7 @@ class WeightedFocalLoss(nn.Module):
 
 
 def build_loss(name: str, **kwargs) -> nn.Module:
-    """``cross_entropy`` (classification and per-pixel segmentation) or ``weighted_focal``
-    (:class:`WeightedFocalLoss`; keyword arguments ``alpha`` and ``gamma``)."""
+    """``cross_entropy`` (classification or per-pixel) or ``weighted_focal`` (:class:`WeightedFocalLoss`)."""
     if name == "cross_entropy":
         return nn.CrossEntropyLoss(**kwargs)
     if name == "weighted_focal":

@@ -1,22 +1,8 @@
-"""A site's local optimizers: PyTorch's own Adam and SGD arithmetic, without ``torch.optim``'s classes.
-
-The first ``step`` of any ``torch.optim.Optimizer`` imports PyTorch's compiler stack
-(``torch._dynamo``, with SymPy and the distributed tensor modules) and a full garbage collection
-in every site process (measured in docs/results.md, "The optimizer without PyTorch's compiler"),
-paid once per process and spent by nothing in this toolkit, which never compiles. On the 8-site
-digits job that is 8 such imports at the same time, on the machine's cores, in the first round.
-
-:class:`Adam` and :class:`SGD` keep the state that those classes keep (per parameter, created on
-the parameter's first gradient) and hand it to PyTorch's functional forms, ``torch.optim.adam.adam``
-and ``torch.optim.sgd.sgd`` (public, in those modules' ``__all__``): the very functions that
-``torch.optim.Adam.step`` and ``torch.optim.SGD.step`` call, so a step changes the weights exactly
-as theirs does, to the bit (``tests/training/test_optimizers.py`` compares them). The multi-tensor
-(``foreach``) form is used, as it was with the classes: on a CPU the same arithmetic in the same order
-as the per-tensor loop, in fewer and larger kernels.
-
-What is not kept from ``torch.optim``: parameter groups, ``state_dict``, AMSGrad, Nesterov,
-dampening, ``maximize`` and sparse gradients; no site setting asks for them.
-"""
+"""A site's local optimizers: PyTorch's own Adam and SGD arithmetic, without ``torch.optim``'s classes, whose first
+``step`` imports PyTorch's compiler stack in every site process (docs/results.md, "The optimizer without PyTorch's
+compiler"). :class:`Adam` and :class:`SGD` keep their per-parameter state and call what their ``step`` calls,
+``torch.optim.adam.adam`` and ``torch.optim.sgd.sgd`` (public), multi-tensor, so a step is the same to the bit. Not
+kept: parameter groups, ``state_dict``, AMSGrad, Nesterov, dampening, ``maximize`` and sparse gradients."""
 
 from __future__ import annotations
 
@@ -33,16 +19,14 @@ def _step_dtype() -> torch.dtype:
 
 
 class _Optimizer:
-    foreach = True
-    """PyTorch's multi-tensor form of the update, as the trainer always asked torch.optim for."""
+    foreach = True  # PyTorch's multi-tensor form of the update
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float, weight_decay: float):
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters: the model has none to train")
-        for p in self.params:
-            if p.is_complex():
-                raise ValueError("complex parameters are not supported by the site optimizers")
+        if any(p.is_complex() for p in self.params):
+            raise ValueError("complex parameters are not supported by the site optimizers")
         self.lr = float(lr)
         self.weight_decay = float(weight_decay)
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
@@ -54,9 +38,8 @@ class _Optimizer:
 
     def _with_grad(self) -> list[torch.Tensor]:
         with_grad = [p for p in self.params if p.grad is not None]
-        for p in with_grad:
-            if p.grad.is_sparse:
-                raise RuntimeError("sparse gradients are not supported by the site optimizers")
+        if any(p.grad.is_sparse for p in with_grad):
+            raise RuntimeError("sparse gradients are not supported by the site optimizers")
         return with_grad
 
 

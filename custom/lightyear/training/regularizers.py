@@ -1,20 +1,9 @@
-"""Proximal regularisers added to a site's training loss (torch).
-
-One term serves three baselines:
-
-* FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, "Federated Optimization in
-  Heterogeneous Networks", MLSys 2020, Eq. 2): local objective + mu/2 ||w - w^t||^2, with w^t
-  the global model the round started from;
-* Ditto (Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through
-  Personalization", ICML 2021, Eq. 2 / Algorithm 1): the personal model v_k is trained on
-  its loss + lambda/2 ||v_k - w^t||^2 (pass lambda as ``mu``);
-* FedCAP's personalised objective (paper 002, Eq. 7): + lambda/2 ||v - w^_k^t||^2 with the
-  customised model as the reference.
-
-Only the model's floating *parameters* enter the norm (buffers such as BatchNorm running
-statistics and counters do not); the reference is a detached snapshot, so no gradient flows
-into it.
-"""
+"""Proximal regularisers added to a site's training loss (torch), one term for three baselines:
+* FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith, "Federated Optimization in Heterogeneous Networks", MLSys
+  2020, Eq. 2): local objective + mu/2 ||w - w^t||^2, w^t the global model the round started from;
+* Ditto (Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through Personalization", ICML 2021,
+  Eq. 2 / Algorithm 1): the personal model v_k trained on its loss + lambda/2 ||v_k - w^t||^2 (lambda as ``mu``);
+* FedCAP's personalised objective (paper 002, Eq. 7): + lambda/2 ||v - w^_k^t||^2, w^_k^t the customised model."""
 
 from __future__ import annotations
 
@@ -37,14 +26,8 @@ def parameter_snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def proximal_term(model: nn.Module, reference: Mapping[str, torch.Tensor], mu: float) -> torch.Tensor:
-    """mu/2 * sum over floating parameters of ||w - w_ref||^2, as a scalar tensor with gradient to ``model``.
-
-    ``reference`` maps every floating parameter name of ``model`` (``named_parameters()``) to
-    a tensor of the same shape (e.g. from :func:`parameter_snapshot`, or the global/customised
-    model's state dict as tensors); it is moved to each parameter's device and dtype and never
-    receives gradient. The square norm is accumulated in float32 or wider. Raises ValueError for
-    a missing or mis-shaped reference entry or a bad ``mu``.
-    """
+    """mu/2 * sum over floating parameters of ||w - w_ref||^2 (FedProx Eq. 2), gradient to ``model`` only, in float32
+    or wider; ``reference``: each such parameter's name -> a tensor of its shape (e.g. :func:`parameter_snapshot`)."""
     mu = check_mu(mu)
     total = None
     for name, p in model.named_parameters():

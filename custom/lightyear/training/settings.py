@@ -1,9 +1,5 @@
-"""Check a site's dataset, model and training settings before anything trains (no FLARE import).
-
-Called when a job is generated and again when the site's executor is built, so a misspelt
-option stops the job at once with a message that names the key and what is allowed, instead of
-failing on the sites after the data has been loaded (or, worse, being silently ignored).
-"""
+"""Check a site's dataset, model and training settings when a job is generated and when a site starts (no FLARE
+import), so a misspelt option stops the job at once, named, instead of failing later or being ignored."""
 
 from __future__ import annotations
 
@@ -96,15 +92,13 @@ def check_device(device, require_available: bool = False) -> str:
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N``; with ``require_available`` CUDA must be present."""
     import torch
 
-    if not isinstance(device, str):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if device == "auto":
+    if isinstance(device, str) and device == "auto":
         return device
     try:
-        parsed = torch.device(device)
+        parsed = torch.device(device) if isinstance(device, str) else None
     except (RuntimeError, ValueError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if parsed.type not in ("cpu", "cuda"):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     if require_available and parsed.type == "cuda":
         if not torch.cuda.is_available():
@@ -122,11 +116,7 @@ def check_site_settings(
     train_args: dict | None = None,
     on_site: bool = False,
 ):
-    """Raise a ValueError naming the setting if any of a site's settings is unknown or out of range.
-
-    ``on_site``: also check that the device exists on this machine (not when generating a job
-    on another machine). Returns the checked :class:`~lightyear.training.trainer.TrainConfig`.
-    """
+    """The checked ``TrainConfig``; a ValueError names any bad setting. ``on_site``: the device must exist here too."""
     _refuse_unknown("dataset_args", f"dataset {dataset!r}", dataset_args, dataset_options(dataset))
     _refuse_unknown("model_args", f"model {model!r}", model_args, model_options(model))
     config = build_train_config(train_args)

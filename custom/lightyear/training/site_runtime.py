@@ -1,7 +1,4 @@
-"""One site's data, model and trainer, built from a job's configuration (PyTorch, no FLARE).
-
-Both topologies use it: the peer-to-peer executors and the star executor hold one each.
-"""
+"""One site's data, model and trainer, built from a job's configuration (PyTorch, no FLARE; both topologies)."""
 
 from __future__ import annotations
 
@@ -34,10 +31,7 @@ def runtime_arguments(
     data_root: str | None = None,
     num_threads: int | None = None,
 ) -> dict:
-    """The :class:`SiteRuntime` arguments of a site executor, with every setting checked now
-    (dataset, model and their options, training settings, the device's form), so that a bad setting
-    stops the job when its components are built: on the site, and before, when the job is generated.
-    Whether the device exists is checked by :class:`SiteRuntime` on the site."""
+    """A site executor's :class:`SiteRuntime` arguments, every setting checked, so a bad one stops job generation."""
     check_site_settings(dataset, model, dataset_args, model_args, train_args)
     if num_threads is not None:
         positive_int("num_threads", num_threads)
@@ -93,14 +87,8 @@ class SiteRuntime:
     def train(
         self, round_num: int, regularizer=None, model: torch.nn.Module | None = None, flip_labels: bool = False
     ) -> dict:
-        """Local epochs on the training set; batch order and dropout drawn from (seed, site, round).
-
-        ``model`` (default: the site's model) is trained; ``regularizer(model) -> tensor`` is
-        added to every batch's loss (FedProx's, Ditto's and FedCAP's proximal terms). Two models
-        trained in the same round see the same batches in the same order. ``flip_labels``: train on
-        (y + 1) mod C instead of y, per sample or per pixel (the label-flipping attack; see
-        :func:`~lightyear.training.trainer.flip_targets`, which inverts a binary mask).
-        """
+        """Train ``model`` (or the site's) for the local epochs, batches and dropout from (seed, site, round), adding
+        ``regularizer(model)`` to each loss; ``flip_labels``: :func:`~lightyear.training.trainer.flip_targets`."""
         boolean("flip_labels", flip_labels)
         seed = site_seed(self.seed, self.site, round_num + 1)
         torch.manual_seed(seed)
@@ -119,10 +107,7 @@ class SiteRuntime:
         return metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
 
     def assess(self, weights=None, normalize_entropy: bool = True) -> Assessment:
-        """The :class:`~lightyear.algorithms.p2p.validation_bounds.Assessment` of the current model (or of
-        ``weights``) on the validation set, from one forward pass: the agreement summary
-        (:func:`~lightyear.algorithms.p2p.agreement.summarize_predictions`), ``evaluate("val")``'s metrics (the
-        same figures) and per-sample losses and errors."""
+        """The :class:`Assessment` of the model (or of ``weights``) on the validation set, from one forward pass."""
         probs, labels, loss = self._predict("val", weights)
         return assess_predictions(probs, labels, loss, self.config.ece_bins, normalize_entropy)
 

@@ -19,7 +19,6 @@ OPTIMIZERS = ("adam", "sgd")
 
 
 def resolve_device(device: str = "auto") -> torch.device:
-    """``auto`` picks CUDA when present, else the CPU."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
@@ -27,12 +26,7 @@ def resolve_device(device: str = "auto") -> torch.device:
 
 @dataclass
 class TrainConfig:
-    """A site's local training settings (Table 1 of the LIGHTYEAR paper gives them per dataset).
-
-    ``deterministic`` (default True) asks PyTorch for deterministic kernels, so that the same seed
-    gives the same weights on a GPU too (see :func:`use_deterministic_kernels`); False allows
-    the faster non-deterministic cuDNN/cuBLAS kernels. On the CPU it costs nothing.
-    """
+    """A site's training settings (LIGHTYEAR paper, Table 1); ``deterministic``: :func:`use_deterministic_kernels`."""
 
     loss: str = "cross_entropy"
     loss_args: dict | None = None
@@ -60,18 +54,9 @@ class TrainConfig:
 
 
 def use_deterministic_kernels(enabled: bool, device: torch.device | str = "cuda") -> None:
-    """Deterministic GPU training: ``torch.use_deterministic_algorithms``, cuDNN deterministic with
-    benchmarking off, and the cuBLAS workspace setting that deterministic matrix products need
-    (``CUBLAS_WORKSPACE_CONFIG=:4096:8``, set unless the environment already sets it; it must be
-    set before cuBLAS starts, which is why the trainer does it when it is built). Operations
-    without a deterministic GPU kernel warn instead of failing. The cost is speed on the GPU
-    (typically some per cent for convolutional networks); ``enabled=False`` restores the fast kernels.
-
-    On a CPU ``device`` the process-wide ``use_deterministic_algorithms`` switch is left as it is:
-    the CPU kernels these networks use give the same result for the same seed either way, and
-    the switch imports PyTorch's compiler stack in every site process (its cost: docs/results.md,
-    "Deterministic kernels on GPUs only").
-    """
+    """Deterministic GPU kernels (``enabled``) or the fast ones: ``torch.use_deterministic_algorithms`` (warning for an
+    op without one; untouched on a CPU, deterministic anyway, as it imports PyTorch's compiler: docs/results.md,
+    "Deterministic kernels on GPUs only"), cuDNN's settings, ``CUBLAS_WORKSPACE_CONFIG`` (before cuBLAS starts)."""
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if torch.device(device).type != "cpu":
@@ -94,9 +79,7 @@ class LocalTrainer:
         self.eval_loss_fn = nn.CrossEntropyLoss()
 
     def make_optimizer(self, model: nn.Module) -> optimizers.Adam | optimizers.SGD:
-        """The configured optimizer: torch.optim's Adam or SGD arithmetic to the bit, in its multi-tensor
-        (``foreach``) form, without torch.optim's import of PyTorch's compiler stack
-        (:mod:`lightyear.training.optimizers`)."""
+        """The configured optimizer, torch.optim's Adam or SGD arithmetic (:mod:`lightyear.training.optimizers`)."""
         c = self.config
         if c.optimizer == "sgd":
             return optimizers.SGD(model.parameters(), lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
@@ -105,12 +88,8 @@ class LocalTrainer:
     def train(
         self, model: nn.Module, dataset: Dataset, seed: int, regularizer=None, flip_classes: int | None = None
     ) -> dict:
-        """Run ``local_epochs`` epochs; batch order is a pure function of ``seed``.
-
-        ``regularizer(model) -> tensor``, if given, is added to every batch's loss (FedProx's and
-        Ditto's proximal terms). ``flip_classes`` = C trains on flipped targets (:func:`flip_targets`,
-        the label-flipping attack); None trains on the true ones.
-        """
+        """Train ``local_epochs`` epochs (batch order from ``seed``), adding ``regularizer(model)`` to each loss;
+        ``flip_classes`` = C trains on :func:`flip_targets`."""
         model.to(self.device).train()
         optimizer = self.make_optimizer(model)
         gen = torch.Generator().manual_seed(int(seed) & 0x7FFFFFFF)
@@ -153,15 +132,8 @@ class LocalTrainer:
 
 
 def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """y' = (y + 1) mod C of integer targets, on their device (FedCAP Sec. VI-A3, LF).
-
-    Applied to each batch as it is trained on. The trainer's losses take integer class indices, so
-    one rule covers both tasks: class labels ``(N,)`` and segmentation label maps ``(N, H, W)``
-    flip per sample or per pixel. Every segmentation dataset of this toolkit has binary masks (C = 2: background 0,
-    object 1), for which (y + 1) mod 2 = 1 - y inverts the mask. Float or one-hot masks are no
-    target form of this trainer (it casts targets to class indices), so they need no rule of
-    their own. Raises ValueError for floating targets, C < 2, or a target outside [0, C).
-    """
+    """y' = (y + 1) mod C of integer targets (FedCAP Sec. VI-A3, LF), per sample or per pixel (binary masks are
+    inverted); floating targets, C < 2 or a target outside [0, C) raise ValueError."""
     int_in("num_classes", num_classes, 2, note="flipping needs another class to flip to")
     if targets.is_floating_point():
         raise ValueError(

@@ -10,7 +10,6 @@ from torch import nn
 
 
 def get_weights(model: nn.Module) -> dict[str, np.ndarray]:
-    """A copy of the model's state dict as NumPy arrays (on the CPU)."""
     return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
 
 

@@ -10,39 +10,36 @@ from torchvision.transforms.v2 import functional as TF
 
 from lightyear.data.isic19.constants import CROP_SIZE, IMAGENET_MEAN, IMAGENET_STD
 
-# ---------------------------------------------------------------- FLamby's augmentations
+
+class _RandomStep:
+    """An albumentations-style step: :meth:`apply` with probability ``p``; the repr lists the settings."""
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        return image if torch.rand(()) >= self.p else self.apply(image)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{key}={value}' for key, value in vars(self).items())})"
 
 
-class RandomScale:
+class RandomScale(_RandomStep):
     """Resize by a factor drawn from [1 - limit, 1 + limit] with probability ``p`` (albumentations RandomScale)."""
 
     def __init__(self, limit: float = 0.07, p: float = 0.5):
         self.limit, self.p = limit, p
 
-    def __call__(self, image: torch.Tensor) -> torch.Tensor:
-        if torch.rand(()) >= self.p:
-            return image
+    def apply(self, image: torch.Tensor) -> torch.Tensor:
         scale = 1.0 + (2.0 * float(torch.rand(())) - 1.0) * self.limit
         height, width = image.shape[-2:]
         return TF.resize(image, [max(1, int(height * scale)), max(1, int(width * scale))], antialias=True)
 
-    def __repr__(self) -> str:
-        return f"RandomScale(limit={self.limit}, p={self.p})"
 
-
-class RandomRotateReflect:
-    """Rotate by an angle drawn from [-limit, limit] with probability ``p``, reflecting at the border.
-
-    As albumentations Rotate (border mode reflect-101): the image is reflect-padded, rotated
-    bilinearly about its centre and cropped back to its size.
-    """
+class RandomRotateReflect(_RandomStep):
+    """Rotate by an angle from [-limit, limit] with probability ``p``, reflecting at the border (albumentations)."""
 
     def __init__(self, limit: float = 50.0, p: float = 0.5):
         self.limit, self.p = limit, p
 
-    def __call__(self, image: torch.Tensor) -> torch.Tensor:
-        if torch.rand(()) >= self.p:
-            return image
+    def apply(self, image: torch.Tensor) -> torch.Tensor:
         angle = (2.0 * float(torch.rand(())) - 1.0) * self.limit
         height, width = image.shape[-2:]
         cos, sin = abs(math.cos(math.radians(angle))), abs(math.sin(math.radians(angle)))
@@ -52,39 +49,26 @@ class RandomRotateReflect:
         rotated = TF.rotate(padded, angle, interpolation=InterpolationMode.BILINEAR)
         return TF.center_crop(rotated, [height, width])
 
-    def __repr__(self) -> str:
-        return f"RandomRotateReflect(limit={self.limit}, p={self.p})"
 
-
-class RandomBrightnessContrast:
-    """``x * alpha + beta`` with alpha in 1 +- contrast, beta in +- brightness, probability ``p``.
-
-    As albumentations RandomBrightnessContrast with brightness by maximum, on images in [0, 1].
-    """
+class RandomBrightnessContrast(_RandomStep):
+    """``x * alpha + beta``, alpha in 1 +- contrast, beta in +- brightness, with probability ``p`` (albumentations)."""
 
     def __init__(self, brightness: float = 0.15, contrast: float = 0.1, p: float = 0.5):
         self.brightness, self.contrast, self.p = brightness, contrast, p
 
-    def __call__(self, image: torch.Tensor) -> torch.Tensor:
-        if torch.rand(()) >= self.p:
-            return image
+    def apply(self, image: torch.Tensor) -> torch.Tensor:
         alpha = 1.0 + (2.0 * float(torch.rand(())) - 1.0) * self.contrast
         beta = (2.0 * float(torch.rand(())) - 1.0) * self.brightness
         return (image * alpha + beta).clamp(0.0, 1.0)
 
-    def __repr__(self) -> str:
-        return f"RandomBrightnessContrast(brightness={self.brightness}, contrast={self.contrast}, p={self.p})"
 
-
-class RandomFlip:
+class RandomFlip(_RandomStep):
     """With probability ``p``, flip horizontally, vertically or both, each equally likely (albumentations Flip)."""
 
     def __init__(self, p: float = 0.5):
         self.p = p
 
-    def __call__(self, image: torch.Tensor) -> torch.Tensor:
-        if torch.rand(()) >= self.p:
-            return image
+    def apply(self, image: torch.Tensor) -> torch.Tensor:
         choice = int(torch.randint(3, ()))
         if choice in (0, 2):
             image = TF.horizontal_flip(image)
@@ -92,20 +76,17 @@ class RandomFlip:
             image = TF.vertical_flip(image)
         return image
 
-    def __repr__(self) -> str:
-        return f"RandomFlip(p={self.p})"
 
-
-class CoarseDropout:
-    """With probability ``p``, zero ``holes`` squares of ``size`` pixels at random places
-    (albumentations CoarseDropout)."""
+class CoarseDropout(_RandomStep):
+    """With probability ``p``, zero ``holes`` random squares of ``size`` pixels (albumentations CoarseDropout)."""
 
     def __init__(self, holes: int, size: int = 16, p: float = 0.5):
         self.holes, self.size, self.p = holes, size, p
 
     def __call__(self, image: torch.Tensor) -> torch.Tensor:
-        if self.holes <= 0 or torch.rand(()) >= self.p:
-            return image
+        return image if self.holes <= 0 else super().__call__(image)
+
+    def apply(self, image: torch.Tensor) -> torch.Tensor:
         image = image.clone()
         height, width = image.shape[-2:]
         for _ in range(self.holes):
@@ -114,27 +95,18 @@ class CoarseDropout:
             image[..., top : top + self.size, left : left + self.size] = 0.0
         return image
 
-    def __repr__(self) -> str:
-        return f"CoarseDropout(holes={self.holes}, size={self.size}, p={self.p})"
-
 
 _TO_IMAGE = v2.ToImage()
 _TO_FLOAT = v2.ToDtype(torch.float32, scale=True)
 
 
 def _as_plain_float(image) -> torch.Tensor:
-    """PIL image -> plain float tensor ``C x H x W`` in [0, 1]."""
     return _TO_FLOAT(_TO_IMAGE(image)).as_subclass(torch.Tensor)
 
 
 def train_transform(crop_size: int = CROP_SIZE, coarse_dropout_holes: int = 0) -> v2.Compose:
-    """FLamby's training augmentation, in FLamby's order, ending in ImageNet normalisation.
-
-    RandomScale(0.07), Rotate(50), RandomBrightnessContrast(0.15, 0.1), Flip, Affine(shear 0.1
-    degrees), RandomCrop(crop_size), CoarseDropout (off unless ``coarse_dropout_holes`` > 0;
-    FLamby draws 1..8 holes of 16x16 once per dataset), Normalize. Each random step but the
-    crop applies with probability 0.5, the albumentations default.
-    """
+    """FLamby's training augmentation, in its order, each random step but the crop with probability 0.5; CoarseDropout
+    is off unless ``coarse_dropout_holes`` > 0 (FLamby draws 1..8 holes of 16x16 once per dataset)."""
     steps = [
         _as_plain_float,
         RandomScale(0.07),

@@ -30,12 +30,9 @@ from lightyear.data.isic19.constants import (
     PREPROCESSED_SIZE,
 )
 
-# ---------------------------------------------------------------- raw files and centres
-
 
 class PrepareError(UserError):
-    """Raw ISIC 2019 or HAM10000 files that cannot be prepared (missing, damaged, of another
-    layout); the message names the file and where the right one comes from."""
+    """Raw ISIC 2019 or HAM10000 files that cannot be prepared; the message names the file and where to get it."""
 
 
 def read_table(path: str, columns: Sequence[str], what: str, obtain: str) -> pd.DataFrame:
@@ -66,12 +63,7 @@ def find_ham_metadata(raw: str, ham_metadata: str | None) -> str:
 
 
 def flamby_centres(metadata: pd.DataFrame, ham: pd.DataFrame) -> pd.DataFrame:
-    """Columns ``image, dataset, center`` of every image FLamby keeps (those with a lesion_id).
-
-    ``metadata`` has ``image`` and ``lesion_id`` (ISIC 2019 metadata); ``ham`` has ``image_id``
-    and ``dataset`` (HAM10000 metadata). A ``dataset`` value outside :data:`CENTRE_IDS` is an
-    error: it means the files are not the ones FLamby's mapping was made for.
-    """
+    """Columns ``image, dataset, center`` of the images FLamby keeps (with a lesion_id); unknown ``dataset``: error."""
     duplicated = ham["image_id"][ham["image_id"].duplicated()]
     if not duplicated.empty:
         raise PrepareError(f"the HAM10000 metadata lists image {duplicated.iloc[0]} more than once")
@@ -82,7 +74,7 @@ def flamby_centres(metadata: pd.DataFrame, ham: pd.DataFrame) -> pd.DataFrame:
         how="left",
         on="image",
     )
-    # FLamby concatenates str(HAM dataset), which is "nan" for images outside HAM10000
+    # FLamby concatenates str(HAM dataset): "nan" for images outside HAM10000
     merged["dataset"] = merged["prefix"] + merged["ham_dataset"].astype(object).where(
         merged["ham_dataset"].notna(), "nan"
     ).astype(str)
@@ -97,10 +89,7 @@ def flamby_centres(metadata: pd.DataFrame, ham: pd.DataFrame) -> pd.DataFrame:
 
 
 def ground_truth_labels(ground_truth: pd.DataFrame) -> pd.Series:
-    """The class index (0..7) of each image, the argmax over the nine one-hot columns.
-
-    A row that is not one-hot, or whose class is UNK, is an error.
-    """
+    """The class index (0..7) of each image, the argmax over the nine one-hot columns; not one-hot or UNK: an error."""
     repeated = ground_truth["image"][ground_truth["image"].duplicated()]
     if not repeated.empty:
         raise PrepareError(f"the ground truth lists image {repeated.iloc[0]} more than once")
@@ -120,9 +109,6 @@ def ground_truth_labels(ground_truth: pd.DataFrame) -> pd.Series:
     return pd.Series(labels, index=ground_truth["image"].to_numpy(), name="label")
 
 
-# ---------------------------------------------------------------- FLamby's preprocessing
-
-
 def resize_shorter_side(image: Image.Image, size: int = PREPROCESSED_SIZE) -> Image.Image:
     """Resize (bilinear) so the shorter side is ``size``, keeping the aspect ratio (FLamby)."""
     ratio = float(size) / min(image.size)
@@ -130,13 +116,8 @@ def resize_shorter_side(image: Image.Image, size: int = PREPROCESSED_SIZE) -> Im
 
 
 def shades_of_gray(pixels: np.ndarray, power: int = 6) -> np.ndarray:
-    """Shades-of-Gray colour constancy of an RGB uint8 image, as FLamby's ``color_constancy``.
-
-    Each channel is divided by its power-``power`` mean, scaled so a gray world stays gray.
-    FLamby's arithmetic (float32, ``flamby/datasets/fed_isic2019/dataset_creation_scripts/
-    color_constancy.py``) and its cast to uint8, which truncates toward zero; only a value above
-    255 differs: it is clipped to 255, where FLamby's cast would wrap around.
-    """
+    """Shades-of-Gray colour constancy of an RGB uint8 image in FLamby's float32 arithmetic (``color_constancy.py``):
+    each channel divided by its power-``power`` mean, truncated to uint8, but clipped where FLamby's cast wraps."""
     image = pixels.astype(np.float32)
     illuminant = np.power(np.mean(np.power(image, power), axis=(0, 1)), np.float32(1.0 / power))
     norm = np.sqrt(np.sum(np.power(illuminant, np.float32(2.0))))
@@ -149,7 +130,6 @@ def shades_of_gray(pixels: np.ndarray, power: int = 6) -> np.ndarray:
 
 
 def preprocess_image(source: str, target: str, size: int = PREPROCESSED_SIZE, color_constancy: bool = True) -> None:
-    """Read ``source``, resize its shorter side to ``size``, apply colour constancy, save JPEG."""
     with Image.open(source) as image:
         image = resize_shorter_side(image.convert("RGB"), size)
     if color_constancy:
@@ -171,12 +151,8 @@ def prepare_isic19(
     color_constancy: bool = True,
     workers: int = 1,
 ) -> str:
-    """Map images to FLamby's centres, preprocess them into ``<out>/images/`` and write the split file.
-
-    ``raw`` holds ``ISIC_2019_Training_Input/`` and the two ISIC CSVs; ``ham_metadata`` is the
-    HAM10000 metadata file (looked up in ``raw`` when not given). ``image_size`` is the shorter
-    side after resizing; ``workers`` processes resize in parallel. Returns the split file path.
-    """
+    """Map images to FLamby's centres, preprocess them into ``<out>/images/`` (shorter side ``image_size``, ``workers``
+    processes), write the split file; return its path. ``ham_metadata`` is looked up in ``raw`` when not given."""
     if not os.path.isdir(raw):
         raise PrepareError(f"ISIC 2019 raw folder {raw} does not exist: {OBTAIN}")
     input_folder = os.path.join(raw, INPUT_FOLDER)
@@ -222,13 +198,9 @@ def prepare_isic19(
             _preprocess_job(job)
 
     sites = site_names(NUM_SITES)
-    per_site = {
-        sites[c]: [
-            (os.path.join("images", f"{r.image}.jpg"), int(r.label))
-            for r in centres[centres["center"] == c].itertuples(index=False)
-        ]
-        for c in range(NUM_SITES)
-    }
+    per_site = {site: [] for site in sites}
+    for r in centres.itertuples(index=False):
+        per_site[sites[r.center]].append((os.path.join("images", f"{r.image}.jpg"), int(r.label)))
     empty = [site for site, items in per_site.items() if not items]
     if empty:
         raise PrepareError(f"no images of {', '.join(empty)}; FLamby's ISIC 2019 has images of all six centres")
