@@ -1,5 +1,4 @@
-"""``lightyear-allow``: add this package to FLARE participants' component allow lists (the policy
-itself: :mod:`lightyear.flare.component_policy`)."""
+"""``lightyear-allow``: let FLARE participants build this package (:mod:`lightyear.flare.component_policy`)."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ from lightyear.jobs import registry
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="lightyear-allow",
-        description="Append lightyear. (and the FLARE classes its jobs use) to each participant's component "
-        "allow list, keeping the rest of its resources.json "
-        "(a link is updated at its target, the file keeps its mode).",
+        description="Append lightyear. (and the FLARE classes its jobs use) to each participant's component allow "
+        "list, keeping the rest of its resources.json (a link is updated at its target, the file keeps its mode).",
     )
     ap.add_argument("folders", nargs="+", help="participant folders (startup kits) or their local/ folders")
     args = ap.parse_args(argv)

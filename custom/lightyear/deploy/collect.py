@@ -1,16 +1,5 @@
-"""Gather a deployed run's records into the layout a simulator run leaves (``nvflare simulator -w DIR``).
-
-The server's run folder (``summary.csv``/``.json``, ``progress.jsonl``, ``tb_events/``, the global
-model of star jobs) comes from ``nvflare job download``, which returns the server's workspace of
-the job only. Each site writes ``rounds.csv`` (and its checkpoint and logs) into its own run folder,
-``<site workspace>/<job id>/``; FLARE 2.9 does not send it to the server, so it is read where the
-site runs (every site of a POC runs on this machine). Both are copied to::
-
-    DIR/server/simulate_job/summary.csv ...
-    DIR/site-N/simulate_job/rounds.csv ...
-
-so that ``lightyear-summary DIR`` and the experiment readers find them as after a simulator run.
-"""
+"""Gather a deployed run's records into a simulator run's layout (``nvflare simulator -w DIR``): the server's run folder
+(``nvflare job download``) and each site's (``<site workspace>/<job id>/``) go to ``DIR/<participant>/simulate_job``."""
 
 from __future__ import annotations
 
@@ -32,19 +21,13 @@ def server_records(download: str) -> str:
 
 
 def collect(download: str, site_run_dirs: dict[str, str], out: str) -> dict[str, str]:
-    """Copy the server's records and each site's run folder files into ``out``; returns
-    {participant: folder written}. A site whose run folder is missing is left out (see its log)."""
-    written = {}
-    src = server_records(download)
-    dst = os.path.join(out, SERVER, RUN_FOLDER)
-    _copy_tree(src, dst, skip_dirs=("app_server",))
-    written[SERVER] = dst
+    """Copy the records into ``out``; {participant: folder written} (a site without its run folder is left out)."""
+    written = {SERVER: os.path.join(out, SERVER, RUN_FOLDER)}
+    _copy_tree(server_records(download), written[SERVER], skip_dirs=("app_server",))
     for site, run_dir in sorted(site_run_dirs.items()):
-        if not os.path.isdir(run_dir):
-            continue
-        dst = os.path.join(out, site, RUN_FOLDER)
-        _copy_tree(run_dir, dst, skip_dirs=(f"app_{site}", "app"))
-        written[site] = dst
+        if os.path.isdir(run_dir):
+            written[site] = os.path.join(out, site, RUN_FOLDER)
+            _copy_tree(run_dir, written[site], skip_dirs=(f"app_{site}", "app"))
     return written
 
 

@@ -1,9 +1,5 @@
-"""FLARE 2.9's ``nvflare`` command line, run for one deployment: submit a job, wait, download.
-
-Every call runs with the deployment's environment (``HOME`` and ``NVFLARE_POC_WORKSPACE`` of an
-isolated POC, or an admin startup kit given with ``--startup-kit``) and a time limit; a failing
-call raises :class:`FlareCommandError` with the command and its output.
-"""
+"""FLARE 2.9's ``nvflare`` command line, run for one deployment (its environment and a time limit): submit a job,
+wait, download; a failing call raises :class:`FlareCommandError` with its output."""
 
 from __future__ import annotations
 
@@ -25,17 +21,15 @@ def nvflare_command() -> list[str]:
     """How to run ``nvflare`` with this interpreter's installation; a clear error when it is missing."""
     if importlib.util.find_spec("nvflare") is None:
         raise FlareCommandError(
-            f"nvflare is not installed for {sys.executable}: "
-            "install this package with its dependencies (pip install -e .) "
-            "or pip install nvflare==2.9.*"
+            f"nvflare is not installed for {sys.executable}: install this package with its dependencies "
+            "(pip install -e .) or pip install nvflare==2.9.*"
         )
     beside = os.path.join(os.path.dirname(sys.executable), "nvflare")
     return [beside] if os.access(beside, os.X_OK) else [sys.executable, "-m", "nvflare.cli"]
 
 
 def flare_env(base: dict | None = None, **extra: str) -> dict:
-    """``base`` (default: this process's environment) with this interpreter's folder first on PATH
-    (FLARE's start scripts run ``python3``), PYTHONPATH entries made absolute, and ``extra`` set."""
+    """``base`` (default ``os.environ``) with this Python first on PATH, absolute PYTHONPATH entries, ``extra`` set."""
     env = dict(os.environ if base is None else base)
     bindir = os.path.dirname(sys.executable)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
@@ -77,12 +71,8 @@ class FlareCli:
     def wait(self, job_id: str, timeout: float) -> str:
         """Wait until the job ends, at most ``timeout`` s; returns its final status (e.g. FINISHED:COMPLETED)."""
         # a job that ended badly makes `nvflare job wait` exit non-zero, still printing its status
-        out = self.run(
-            ["job", "wait", job_id, "--timeout", str(int(max(1, timeout))), "--interval", "2", *self.kit],
-            timeout + 60,
-            json_output=True,
-            check=False,
-        )
+        args = ["job", "wait", job_id, "--timeout", str(int(max(1, timeout))), "--interval", "2", *self.kit]
+        out = self.run(args, timeout + 60, json_output=True, check=False)
         status = _find(out, "status")
         if not status:
             raise FlareCommandError(f"`nvflare job wait {job_id}` printed no job status:\n{out.strip()[-2000:]}")
@@ -98,8 +88,7 @@ class FlareCli:
 
 
 def _find(output: str, key: str) -> str | None:
-    """``key``'s value in the result of the JSON envelope ``nvflare --format json`` prints (its
-    ``data``; the envelope's own ``status`` is only ok/error), else in ``key: value`` text."""
+    """``key``'s value in the ``data`` of ``nvflare --format json``'s envelope, else in ``key: value`` text."""
     start = output.find("{")
     if start >= 0:
         try:
@@ -114,16 +103,8 @@ def _find(output: str, key: str) -> str | None:
 
 
 def _search(obj, key: str):
-    if isinstance(obj, dict):
-        if isinstance(obj.get(key), (str, int)) and obj.get(key) != "":
-            return obj[key]
-        for value in obj.values():
-            found = _search(value, key)
-            if found:
-                return found
-    elif isinstance(obj, list):
-        for value in obj:
-            found = _search(value, key)
-            if found:
-                return found
-    return None
+    """The first non-empty str or int under ``key`` in the nested dicts and lists ``obj``, else None."""
+    if isinstance(obj, dict) and isinstance(obj.get(key), (str, int)) and obj[key] != "":
+        return obj[key]
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
+    return next((found for value in values if (found := _search(value, key))), None)

@@ -1,9 +1,5 @@
-"""What a deployment needs to know of a FLARE job folder: its name, its sites, its min_clients.
-
-A job folder holds ``meta.json`` whose ``deploy_map`` names, for each app, the participants it
-goes to (``{"app": ["server", "site-1", ...]}`` in every generated job). ``@ALL`` (any connected
-site) names no site, so a deployment cannot be sized from it.
-"""
+"""What a deployment needs to know of a FLARE job folder: its name, its sites (from ``meta.json``'s ``deploy_map``;
+``@ALL`` names none, so it cannot size a deployment), its min_clients."""
 
 from __future__ import annotations
 

@@ -1,29 +1,14 @@
 """``lightyear-poc JOB [JOB ...] --out DIR``: run jobs on a FLARE POC deployment and bring back the records.
 
-One command does what docs/deployment.md's *POC mode* lists by hand:
-
-1. provisions a POC for the jobs' sites (read from each ``meta.json`` deploy_map) in a fresh
-   temporary folder, with its own ``HOME`` and ``NVFLARE_POC_WORKSPACE`` so that nothing of the
-   user's FLARE configuration is read or changed; the server is named ``localhost`` (FLARE then
-   listens on 127.0.0.1 only) and its two ports are free ones, so two POCs on one machine do not
-   collide (:mod:`lightyear.deploy.project`);
-2. lets the server and every site build this toolkit's components (``lightyear-allow``,
-   :mod:`lightyear.deploy.allow_list`);
-3. starts the POC (``nvflare poc start``, which returns when the server and sites are ready),
-   submits each job in turn (``nvflare job submit``), waits for it (``nvflare job wait``), downloads
-   the server's records (``nvflare job download``) and copies them with every site's ``rounds.csv``
-   into ``DIR`` in a simulator run's layout (:mod:`lightyear.deploy.collect`): ``DIR/server/
-   simulate_job/summary.csv``, ``DIR/site-N/simulate_job/rounds.csv``, or ``DIR/<job name>/...``
-   when several jobs are given;
-4. stops every process it started, also on failure, Ctrl-C or SIGTERM
-   (:mod:`lightyear.deploy.processes`), and deletes the POC folder unless ``--keep-workspace``.
-
-Exit status: 0 when every job finished (FINISHED:COMPLETED), 1 when one did not, 2 for bad arguments.
-"""
+As docs/deployment.md's *POC mode*: a POC for the jobs' sites in a new folder (own ``HOME``, ``NVFLARE_POC_WORKSPACE``,
+server ``localhost`` on free ports, this toolkit allowed), each job run and collected into ``DIR`` (``DIR/<job name>/``
+for several) in a simulator run's layout, every process stopped, also on Ctrl-C or SIGTERM, the folder deleted unless
+``--keep-workspace``. Exit status 0: every job finished, 1: one did not, 2: bad arguments."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -52,16 +37,11 @@ def log(message: str) -> None:
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct TCP ports free on 127.0.0.1 now (the system picks them)."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
         for s in sockets:
-            s.close()
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def check_out_dir(path: str) -> str:
@@ -137,21 +117,18 @@ def run_job(poc: Poc, job: JobFolder, out: str, timeout: float) -> bool:
     missing = [s for s in job.sites if s not in written]
     if missing:
         log(
-            f"{job.name}: no run folder of {', '.join(missing)}: "
-            "the job never started there (rerun with --keep-workspace "
-            "and read the POC's <site>/log.txt)"
+            f"{job.name}: no run folder of {', '.join(missing)}: the job never started there "
+            "(rerun with --keep-workspace and read the POC's <site>/log.txt)"
         )
     log(f"{job.name}: records and logs in {out} (lightyear-summary {out})")
     return FINISHED_OK in status and not missing
 
 
 def run_all(poc: Poc, jobs: list[JobFolder], out: str, args) -> bool:
-    """Start the POC, run every job, and stop every process it started whatever happens; True when
-    every job finished."""
+    """Start the POC, run every job, and stop every process it started, whatever happens; True if every job finished."""
     ok = False
     try:
-        # SIGINT too: started in the background of a script, this process inherits SIGINT
-        # ignored, and `kill -INT` must still stop the POC
+        # SIGINT too: a background job inherits SIGINT ignored, and `kill -INT` must still stop the POC
         with terminate_as_interrupt((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):
             poc.prepare()
             started = time.monotonic()
@@ -161,11 +138,8 @@ def run_all(poc: Poc, jobs: list[JobFolder], out: str, args) -> bool:
             for job in jobs:
                 target = out if len(jobs) == 1 else os.path.join(out, job.name)
                 ok = run_job(poc, job, target, args.timeout) and ok
-    except KeyboardInterrupt as e:
-        log(f"interrupted ({e or 'Ctrl-C'}): stopping the POC")
-        ok = False
-    except (FlareCommandError, AllowListError, OSError, ValueError) as e:
-        log(f"error: {e}")
+    except (KeyboardInterrupt, FlareCommandError, AllowListError, OSError, ValueError) as e:
+        log(f"interrupted ({e or 'Ctrl-C'}): stopping the POC" if isinstance(e, KeyboardInterrupt) else f"error: {e}")
         ok = False
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
@@ -186,24 +160,16 @@ def run_all(poc: Poc, jobs: list[JobFolder], out: str, args) -> bool:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lightyear-poc", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     ap.add_argument(
-        "jobs",
-        nargs="+",
-        metavar="JOB",
-        help="job folders (generated by lightyear-jobs); several run in turn on one POC",
+        "jobs", nargs="+", metavar="JOB", help="job folders (made by lightyear-jobs); several run in turn on one POC"
     )
     ap.add_argument("--out", required=True, help="where the records go (a simulator workspace's layout)")
     ap.add_argument(
         "--timeout", type=seconds(positive=True), default=3600.0, help="seconds each job may run (default 3600)"
     )
     ap.add_argument(
-        "--start-timeout",
-        type=seconds(positive=True),
-        default=180.0,
-        help="seconds the POC may take to start (default 180)",
+        "--start-timeout", type=seconds(positive=True), default=180.0, help="seconds the POC may start in (default 180)"
     )
-    ap.add_argument(
-        "--keep-workspace", action="store_true", help="keep the POC folder (logs, startup kits) for debugging"
-    )
+    ap.add_argument("--keep-workspace", action="store_true", help="keep the POC folder (logs, kits) for debugging")
     args = ap.parse_args(argv)
     try:
         jobs = [read_job(j) for j in args.jobs]

@@ -1,13 +1,5 @@
-"""The FLARE processes one command starts, found again and stopped, also on Ctrl-C or failure.
-
-Each command is started in a new session, so its process group holds it and everything it starts
-that stays in the group (``startup/sub_start.sh`` and the server or client parent it runs). FLARE
-2.9 starts every job process in a session of its own (``nvflare/utils/process_utils.py``,
-``spawn_process`` with ``setsid``), outside that group, as a child of a process of the group; it is
-found by that kinship (:class:`lightyear.flare.process_tree.Family`), also once its parent is gone,
-and never by what its command line names. :meth:`ProcessSet.stop` ends them all: SIGTERM, a grace
-period, then SIGKILL, and returns what is still alive (nothing, unless a process cannot be killed).
-"""
+"""The FLARE processes one command starts, found again and stopped, also on Ctrl-C or failure: by kinship (also what
+FLARE 2.9 starts in sessions of its own, :class:`lightyear.flare.process_tree.Family`), never by command line."""
 
 from __future__ import annotations
 
@@ -24,19 +16,13 @@ __all__ = ["ProcessSet", "terminate_as_interrupt"]
 
 
 class ProcessSet:
-    """Commands started in their own process groups, and every process they start (by kinship).
-
-    With ``own_descendants`` every descendant of this process counts too: for a command whose
-    children are all its own (use it with :func:`lightyear.flare.process_tree.adopting_orphans`,
-    so that orphans stay descendants)."""
+    """Commands started in sessions of their own and what they start; ``own_descendants``: all of this process's too."""
 
     def __init__(self, own_descendants: bool = False):
         self.family = Family(own_descendants=own_descendants)
-        self.groups: list[int] = []
         self.children: list[subprocess.Popen] = []
 
     def start(self, argv: list[str], env: dict, log_path: str, cwd: str | None = None) -> subprocess.Popen:
-        """Start ``argv`` in a new session (stdin closed, output appended to ``log_path``)."""
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 argv,
@@ -47,7 +33,6 @@ class ProcessSet:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.groups.append(proc.pid)  # the session leader's pid is the group id
         self.family.add_leader(proc.pid)
         self.children.append(proc)
         return proc

@@ -1,15 +1,6 @@
 """A FLARE provisioning project (``project.yml``) for a server, N sites and one admin.
 
-``nvflare provision -p project.yml`` turns it into one startup kit per participant (certificates
-for mutual TLS, signed start scripts, ``local/resources.json.default``); ``nvflare poc prepare -i
-project.yml`` does the same for a POC workspace. The server's name must be the host name the
-sites connect to (``localhost`` for a POC or a test bound to loopback), and site names must be
-the ones the job's ``meta.json`` deploys to (``site-1`` ... ``site-N`` in every generated job).
-
-Usage::
-
-    python -m lightyear.deploy.project --sites 8 --server fl-server.example.org --out project.yml
-"""
+``nvflare provision`` makes each participant's kit: the server named as sites reach it, the sites as jobs name them."""
 
 from __future__ import annotations
 
@@ -44,11 +35,7 @@ def project_dict(
     org: str = DEFAULT_ORG,
     admin: str = DEFAULT_ADMIN,
 ) -> dict:
-    """The project as a dict, checked: names FLARE accepts, distinct sites, ports in range.
-
-    ``admin_port`` defaults to ``fed_learn_port`` (FLARE 2.9 serves both on one port when they are
-    equal); a second POC or test on the same machine needs other ports.
-    """
+    """The project as a dict, checked; ``admin_port`` defaults to ``fed_learn_port`` (FLARE 2.9 serves both on one)."""
     for label, value in [("project name", name), ("server", server), ("org", org), *[("site", s) for s in sites]]:
         if not isinstance(value, str) or not _NAME.match(value):
             raise ValueError(
@@ -88,7 +75,6 @@ def project_dict(
 
 
 def write_project(path: str, sites: list[str], **kwargs) -> dict:
-    """Write ``project.yml`` at ``path``; returns the project written."""
     project = project_dict(sites, **kwargs)
     with open(path, "w") as f:
         yaml.safe_dump(project, f, sort_keys=False)

@@ -1,35 +1,14 @@
 """``lightyear-simulate``: FLARE's simulator on a job folder, in any workspace.
 
-FLARE 2.9 builds a component only when the participant's ``class_allow_list`` admits its class,
-and the simulator reads that list from ``<workspace>/local/resources.json``; with no file there it
-uses FLARE's default list, which lacks this toolkit, and refuses the job at its first component.
-This command writes the list into the workspace (:func:`lightyear.flare.component_policy.allow_package`:
-``lightyear.`` and the FLARE classes the jobs use are appended, every other setting kept) and then
-runs ``nvflare simulator`` with the same arguments, so FLARE's output and options (``-t``, ``-n``,
-``-c``, ``-gpu``, ``-l``, ...) are FLARE's own.
-
-Three things FLARE's simulator does not do, this command does:
-
-- its exit status says whether the run worked: FLARE's is kept when it is not 0; when it is 0 but
-  no site finished (the summary's ``status`` column, or each site's ``site_status.json``), the
-  command says so and exits with status 1;
-- a run that failed only because a site never started (FLARE's start race,
-  :mod:`lightyear.flare.start_race`) starts again once in a fresh workspace, and the command
-  says so; the failed attempt is kept in ``<workspace>.failed-start``;
-- Ctrl-C and SIGTERM stop the simulator and every site worker it started: FLARE ends them on
-  Ctrl-C only, so SIGTERM is passed on as Ctrl-C, and whatever is left after a grace period is
-  ended. "Left" means started by this command, found by kinship (descendants, also those
-  orphaned meanwhile, their sessions), never by a command line that names the workspace:
-  :mod:`lightyear.flare.process_tree`.
-
-Usage::
-
-    lightyear-simulate jobs/lightyear_digits -w /tmp/ws -t 8
-"""
+It allows this toolkit in ``<workspace>/local/resources.json`` (else FLARE 2.9's simulator refuses its components),
+runs ``nvflare simulator`` with the same arguments, exits 1 when FLARE's status is 0 but no site finished, starts a run
+failed only by FLARE's start race (:mod:`lightyear.flare.start_race`) again once in a fresh workspace (keeping the
+failed one in ``<ws>.failed-start``), and on Ctrl-C or SIGTERM stops the simulator and what it started (by kinship)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -47,20 +26,16 @@ GRACE_S = 20.0
 
 
 def simulator_command(argv=None) -> tuple[list[str], str, set[str]]:
-    """Allow this toolkit in the workspace ``-w`` names; the ``nvflare simulator`` command to run,
-    the workspace's absolute path and the entries it held before."""
+    """Allow this toolkit in the ``-w`` workspace; (the simulator's command, the workspace, the entries it held)."""
     from lightyear.jobs.simulator_workspace import prepare_simulator_workspace
 
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Allow this toolkit's components in the simulator workspace, "
-        "then run nvflare simulator on the job.",
+        description="Allow this toolkit's components in the workspace, then run nvflare simulator on the job.",
         epilog="Every other option (-t, -n, -c, -gpu, -l, ...) goes to nvflare simulator unchanged.",
     )
     parser.add_argument("job_folder", help="a job folder (jobs/<job> or one written by lightyear-jobs --out)")
-    parser.add_argument(
-        "-w", "--workspace", required=True, help="the simulator's workspace folder (created if missing)"
-    )
+    parser.add_argument("-w", "--workspace", required=True, help="the simulator's workspace (created if missing)")
     args, rest = parser.parse_known_args(argv)
     folder_name(args.workspace, "-w")
     read_job(args.job_folder)  # a folder with a readable meta.json that names its sites
@@ -75,15 +50,13 @@ def simulator_command(argv=None) -> tuple[list[str], str, set[str]]:
 
 
 def run_to_the_end(cmd: list[str]) -> int:
-    """Run the simulator; on Ctrl-C or SIGTERM pass Ctrl-C on, then end what is left. Its exit status
-    (130 when stopped)."""
+    """Run the simulator; on Ctrl-C or SIGTERM pass Ctrl-C on, then end what is left. Its exit status (130: stopped)."""
     with process_tree.adopting_orphans():  # a worker whose simulator died stays this command's descendant
         return _run(cmd)
 
 
 def _run(cmd: list[str]) -> int:
-    # Ctrl-C is how FLARE's simulator ends its workers: let it act on it even when this command was
-    # started with SIGINT ignored (a background job of a shell)
+    # FLARE's simulator ends its workers on Ctrl-C: let it, even when started with SIGINT ignored (a background job)
     proc = subprocess.Popen(cmd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     family = process_tree.Family()
     try:
@@ -95,10 +68,8 @@ def _run(cmd: list[str]) -> int:
         family.members()  # remember every worker while the simulator, their parent, still runs
         if proc.poll() is None and exc.args:  # SIGTERM: FLARE's own way out is Ctrl-C (a terminal's reached it already)
             proc.send_signal(signal.SIGINT)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
         survivors = process_tree.stop_tree(family)
         if survivors:
             print(f"{PROG}: could not stop processes {survivors}: end them by hand", file=sys.stderr)
@@ -106,27 +77,18 @@ def _run(cmd: list[str]) -> int:
 
 
 def start_again(workspace: str, before: set[str]) -> bool:
-    """After a failed run: whether it failed only because a site never started (FLARE's start race,
-    :mod:`lightyear.flare.start_race`) and the workspace was made fresh for one more attempt; says so."""
+    """Whether a failed run failed only by FLARE's start race and its workspace was made fresh again; says so."""
     why = never_started(workspace)
     if why is None:
         return False
     aside = set_aside(workspace, before)
-    if aside is None:
-        print(
-            f"{PROG}: {why}: FLARE's start race, not the job; -w held other files before the run, so it is not "
-            "started again here: run it again in an empty workspace",
-            file=sys.stderr,
-            flush=True,
-        )
-        return False
-    print(
-        f"{PROG}: {why}: FLARE's start race, not the job; the failed attempt is kept in {aside}, "
-        "and the run starts again once in a fresh workspace",
-        file=sys.stderr,
-        flush=True,
+    then = (
+        "-w held other files before the run, so it is not started again here: run it again in an empty workspace"
+        if aside is None
+        else f"the failed attempt is kept in {aside}, and the run starts again once in a fresh workspace"
     )
-    return True
+    print(f"{PROG}: {why}: FLARE's start race, not the job; {then}", file=sys.stderr, flush=True)
+    return aside is not None
 
 
 @command(PROG)
@@ -138,12 +100,9 @@ def main(argv=None) -> int:
     for attempt in (1, 2):
         status = run_to_the_end(cmd)
         failure = run_failure(workspace) if status == 0 else None
-        if status == 130 or (status == 0 and failure is None):
-            return status
-        if attempt == 1 and start_again(workspace, before):
-            continue
-        break
-    if status != 0:
+        if status == 130 or (status == 0 and failure is None) or attempt == 2 or not start_again(workspace, before):
+            break
+    if status != 0 or failure is None:
         return status
     print(f"{PROG}: the run failed: {failure}", file=sys.stderr)
     return 1

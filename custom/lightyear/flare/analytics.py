@@ -1,26 +1,9 @@
 """Per-round metrics to TensorBoard: one message a round from each site, written on the server.
 
-A site executor hands each finished round's record to :func:`stream_round`; the site's
-:class:`RoundMetricsSender` sends the metrics worth a curve (:func:`metrics_to_stream`) to the
-server in one fire-and-forget message, and the server's :class:`RoundBoard` writes them as
-TensorBoard scalars (global step = the round) under the run folder, ``tb_events/<site>/``, live:
-
-    tensorboard --logdir workspace/server/simulate_job/tb_events
-
-One message a site and round, not one FLARE analytics event a metric relayed as a federated event
-(``AnalyticsSender`` and ``ConvertToFedEvent``): a run sent one such event per metric, site and
-round (counted in docs/results.md, "Waits taken off the two ends of a run"), and once a run had
-received one, FLARE's federated-event runner held the server's end of the run for 2 s more (its
-``grace_period``, ``nvflare/widgets/fed_event.py``).
-The generator adds the two components to every job (setting ``tensorboard``, default true).
-
-Streaming is monitoring: a failure to send is logged and never stops a round. What the server
-receives is a site's report, hostile like any other message: the site is FLARE's authenticated
-identity of the sender (never a name in the message), only a site of the run gets a folder, and a
-message is written only whole, when it holds at most :data:`MAX_TAGS` short tags of finite numbers
-for a round of the job that this site has not reported yet; anything else is refused and logged.
-So a site can never make the server write more than its rounds times :data:`MAX_TAGS` scalars.
-"""
+A site's :class:`RoundMetricsSender` (via :func:`stream_round`; failures logged, never raised) sends a round's metrics
+in one fire-and-forget message, not as FLARE's ``AnalyticsSender`` events (one a metric, whose runner held the run's end
+for its ``grace_period``). The server's :class:`RoundBoard` writes it in ``<run folder>/tb_events/<site>/`` only whole,
+from an authenticated site of the run, with at most :data:`MAX_TAGS` finite tags, for a round it has not reported."""
 
 from __future__ import annotations
 
@@ -49,18 +32,15 @@ _SUFFIXES = ("_score",)
 
 def metrics_to_stream(row: dict) -> dict[str, float]:
     """The finite numeric entries of a round record worth a TensorBoard curve."""
-    out = {}
-    for key, value in row.items():
-        if not (key.startswith(_PREFIXES) or key in _NAMES or key.endswith(_SUFFIXES)):
-            continue
-        if not is_finite_number(value):
-            continue
-        out[key] = float(value)
-    return out
+    return {
+        key: float(value)
+        for key, value in row.items()
+        if (key.startswith(_PREFIXES) or key in _NAMES or key.endswith(_SUFFIXES)) and is_finite_number(value)
+    }
 
 
 def metrics_problem(metrics) -> str | None:
-    """Why the metrics of a received round message cannot be written (see the module docstring), or None."""
+    """Why the metrics of a received round message cannot be written, or None."""
     if not isinstance(metrics, dict):
         return f"metrics must be a mapping of tag to number, got {type(metrics).__name__}"
     if len(metrics) > MAX_TAGS:
@@ -79,9 +59,7 @@ class RoundMetricsSender(FLComponent):
     def send(self, row: dict, fl_ctx) -> int:
         """Send the metrics of ``row`` (global step = ``row["round"]``); how many were sent."""
         metrics = metrics_to_stream(row)
-        message = Shareable()
-        message[C.KEY_ROUND] = int(row["round"])
-        message[C.KEY_METRICS] = metrics
+        message = Shareable({C.KEY_ROUND: int(row["round"]), C.KEY_METRICS: metrics})
         fl_ctx.get_engine().send_aux_request(
             targets=["server"], topic=C.TOPIC_ROUND_METRICS, request=message, timeout=0.0, fl_ctx=fl_ctx
         )
@@ -89,21 +67,17 @@ class RoundMetricsSender(FLComponent):
 
 
 def stream_round(component, row: dict, fl_ctx, sender_id: str = ROUND_METRICS_SENDER_ID) -> int:
-    """Send a round record's metrics to TensorBoard (nothing when the job has no sender); how many were
-    sent. A failure is logged on ``component`` (the site's executor) and never raised."""
+    """Stream a round record's metrics (none without a sender); how many. A failure is logged on ``component``."""
     try:
         sender = fl_ctx.get_engine().get_component(sender_id)
-        if not isinstance(sender, RoundMetricsSender):
-            return 0
-        return sender.send(row, fl_ctx)
+        return sender.send(row, fl_ctx) if isinstance(sender, RoundMetricsSender) else 0
     except Exception as exc:  # noqa: BLE001 - monitoring never stops training
         component.log_warning(fl_ctx, f"could not stream round metrics to TensorBoard: {type(exc).__name__}: {exc}")
         return 0
 
 
 class RoundBoard(FLComponent):
-    """Server side: writes each site's round metrics to ``<run folder>/<tb_folder>/<site>/``, one message
-    a site and round of the job's ``rounds``."""
+    """Server side: writes each site's round metrics to ``<run folder>/<tb_folder>/<site>/``, once a round."""
 
     def __init__(self, rounds: int, tb_folder: str = TB_FOLDER):
         super().__init__()
@@ -142,7 +116,6 @@ class RoundBoard(FLComponent):
         return make_reply(ReturnCode.OK)
 
     def write(self, site: str, round_num: int, metrics: dict[str, float]) -> None:
-        """Add the scalars of one site's round and flush them to its event file."""
         from nvflare.app_opt.tracking.tb.tb_event_writer import TensorBoardEventWriter
 
         with self._lock:
@@ -165,10 +138,8 @@ class RoundBoard(FLComponent):
 
 
 def client_components() -> list[dict]:
-    """The site component of the streaming."""
     return [{"id": ROUND_METRICS_SENDER_ID, "path": "lightyear.flare.analytics.RoundMetricsSender", "args": {}}]
 
 
 def server_components(rounds: int) -> list[dict]:
-    """The server component that writes TensorBoard event files under the run folder."""
     return [{"id": "tensorboard", "path": "lightyear.flare.analytics.RoundBoard", "args": {"rounds": rounds}}]

@@ -1,17 +1,8 @@
 """The component policy of a FLARE participant: let it build this package's components, and nothing more.
 
-FLARE 2.9 builds a job's components only when their class path matches the participant's
-``class_allow_list`` (``nvflare.app_common.widgets.component_path_authorizer``). A participant
-reads ``local/resources.json`` when it exists, else ``local/resources.json.default`` (what
-``nvflare provision`` and ``nvflare poc prepare`` write, holding FLARE's default list class by
-class), and with no list at all uses FLARE's built-in default list.
-
-A ``resources.json`` holding only ``class_allow_list`` would replace the whole default file
-(dropping its process launcher and resource manager), and the prefix ``"nvflare."`` would reopen
-FLARE's whole namespace. So :func:`allow_package` starts from the policy the participant has now,
-keeps every other key, and appends only ``"lightyear."`` (and installed plugins' packages): the
-generated jobs name no FLARE class beyond FLARE's default list.
-"""
+FLARE 2.9 builds a component only if the participant's ``class_allow_list`` (``local/resources.json``, else
+``resources.json.default``, else built in) admits its class; :func:`allow_package` appends only this package's and
+plugins' (``"nvflare."`` would reopen FLARE's whole namespace), keeping every other key."""
 
 from __future__ import annotations
 
@@ -33,10 +24,8 @@ REFUSAL_FIX = (
     "lightyear-allow <participant>/local (it adds lightyear. and every installed plugin's package); for nvflare "
     "simulator -w WS: mkdir -p WS/local && lightyear-allow WS/local (or run lightyear-simulate JOB -w WS)"
 )
-"""Written, with the class's top-level package, beside the class path of every component FLARE's
-default policy lacks (see :func:`with_refusal_fix`): FLARE ignores keys it does not know in a
-component's configuration and prints the whole configuration when it refuses the class, so its
-refusal names the fix."""
+"""Written, with the class's top-level package, beside the path of every component FLARE's default policy lacks
+(:func:`with_refusal_fix`), so that FLARE's refusal, which quotes the component's configuration, names the fix."""
 
 
 class AllowListError(UserError):
@@ -50,31 +39,22 @@ def flare_default_allow_list() -> list[str]:
     return list(DEFAULT_CLASS_ALLOW_LIST)
 
 
-def _matches(entry: str, item: str) -> bool:
-    """FLARE's rule: an exact class, a prefix ending in ".", a package name, or "*" for everything."""
-    if item in ("*", entry):
-        return True
-    return entry.startswith(item if item.endswith(".") else item + ".")
-
-
 def _covered(entry: str, allow_list: list[str]) -> bool:
-    return any(_matches(entry, item) for item in allow_list)
+    """FLARE's rule: an item admits its exact class, a prefix ending in ".", a package name, or "*" everything."""
+    return any(
+        item in ("*", entry) or entry.startswith(item if item.endswith(".") else item + ".") for item in allow_list
+    )
 
 
 def with_package(resources: dict, plugins: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
-    """(a copy of ``resources`` whose allow list also admits this toolkit and the ``plugins``'
-    packages (prefixes such as ``"my_package."``), [entries added]).
-
-    A missing ``class_allow_list`` stands for FLARE's default list, which is written out so the
-    result keeps the participant's policy; every other key is kept as it is.
-    """
+    """(a copy of ``resources`` whose allow list, FLARE's default when missing, also admits this toolkit and the
+    ``plugins``' prefixes such as ``"my_package."``, [entries added])."""
     if not isinstance(resources, dict):
         raise AllowListError(f"resources must be a JSON object, got {type(resources).__name__}")
     out = copy.deepcopy(resources)
     allow_list = out.get(ALLOW_LIST_KEY, flare_default_allow_list())
     if not isinstance(allow_list, list) or not all(isinstance(x, str) for x in allow_list):
         raise AllowListError(f"{ALLOW_LIST_KEY} must be a list of strings, got {allow_list!r:.80}")
-    allow_list = list(allow_list)
     added = [e for e in (PACKAGE_PREFIX, *plugins) if not _covered(e, allow_list)]
     out[ALLOW_LIST_KEY] = allow_list + added
     out.setdefault("format_version", 2)
@@ -82,15 +62,9 @@ def with_package(resources: dict, plugins: tuple[str, ...] = ()) -> tuple[dict, 
 
 
 def with_refusal_fix(config):
-    """A copy of a job configuration where every component whose class FLARE's default policy does
-    not list carries :data:`REFUSAL_FIX` right after its path.
-
-    FLARE checks a component's class path against the participant's ``class_allow_list`` before it
-    imports anything of this toolkit, so no code of ours can run first; the one thing that reaches
-    the user is FLARE's error, which quotes the component's configuration (``JSON element {...}``,
-    ``nvflare/fuel/utils/json_scanner.py``). Unknown keys beside ``path`` and ``args`` are ignored
-    when FLARE builds the component (``nvflare/fuel/utils/component_builder.py``).
-    """
+    """A copy of a job configuration where each component whose class FLARE's default policy lacks carries
+    :data:`REFUSAL_FIX` after its path: FLARE refuses such a class before any code of ours runs, quoting the
+    configuration (``nvflare/fuel/utils/json_scanner.py``), and ignores unknown keys (``component_builder.py``)."""
     default = flare_default_allow_list()
 
     def mark(node):
@@ -120,8 +94,7 @@ def _read(path: str) -> dict:
 
 
 def _write_in_place(target: str, resources: dict) -> None:
-    """Replace the file ``target`` (a link's target) with ``resources``: through a temporary file
-    beside it, keeping its permission bits."""
+    """Replace the file ``target`` with ``resources`` through a temporary file beside it, keeping its mode."""
     mode = os.stat(target).st_mode & 0o7777 if os.path.exists(target) else None
     folder = os.path.dirname(target)
     try:
@@ -153,14 +126,8 @@ def _umask() -> int:
 
 
 def allow_package(local_dir: str, plugins: tuple[str, ...] = ()) -> tuple[str, list[str]]:
-    """Let the participant whose ``local/`` folder is ``local_dir`` build this toolkit's components
-    (and those of the installed plugins' packages ``plugins``, prefixes such as ``"my_package."``).
-
-    Edits ``resources.json`` in place when it exists; otherwise starts from ``resources.json.default``
-    (or, with neither, from FLARE's default policy) and writes ``resources.json``, which FLARE reads
-    first. A ``resources.json`` that is a link is updated at its target (the link stays), and the
-    file keeps its permission bits. Idempotent. Returns (the file written, the entries added).
-    """
+    """Let ``local_dir``'s participant build this toolkit's and ``plugins``' components (idempotent): edits or writes
+    ``resources.json`` (at a link's target, mode kept; else from the default policy); (the file, the entries added)."""
     if not os.path.isdir(local_dir):
         raise AllowListError(f"{local_dir} is not a folder: give a participant's local/ folder (or its startup kit)")
     target = os.path.join(local_dir, RESOURCES)
@@ -183,9 +150,8 @@ def allow_package(local_dir: str, plugins: tuple[str, ...] = ()) -> tuple[str, l
 
 
 def local_folder(path: str) -> str:
-    """``path`` itself when it is a ``local/`` folder (named so, or holding a FLARE resources file),
-    else its ``local/`` subfolder (a startup kit); an :class:`AllowListError` for any other folder,
-    whose resources.json FLARE would never read."""
+    """``path`` itself when it is a ``local/`` folder (named so, or holding a FLARE resources file), else its ``local/``
+    subfolder (a startup kit); an :class:`AllowListError` for any other folder, whose policy FLARE would never read."""
     sub = os.path.join(path, "local")
     if os.path.isdir(sub):
         return sub

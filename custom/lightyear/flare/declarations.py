@@ -1,12 +1,6 @@
-"""What a method declares of itself: one :class:`Method` per method, beside its component (no FLARE import).
-
-A method's module (a peer-to-peer executor in ``lightyear.p2p.methods``, a star rule in
-``lightyear.star.rules``, or a plugin's module) declares everything the toolkit needs to know of
-it: its topology, the classes FLARE builds, its settings per dataset task and dataset, how its
-records are read as detections, and which adaptive attack targets it. The job generator, the
-detection metrics, the attack checks and the reports read these declarations through the registry
-(:mod:`lightyear.jobs.registry`); no other module names a method.
-"""
+"""What a method declares of itself, beside its component (no FLARE import): its topology, the classes FLARE builds,
+its settings, how its records read as detections and which adaptive attack targets it. The toolkit reads declarations
+through :mod:`lightyear.jobs.registry`; no other module names a method."""
 
 from __future__ import annotations
 
@@ -17,23 +11,17 @@ from dataclasses import dataclass, field
 P2P, STAR = "p2p", "star"
 TOPOLOGIES = (P2P, STAR)
 ORACLE = "oracle"
-"""``Method.adaptive`` of a peer-to-peer method whose site predicts its own decision
-(``predicted_outcome``): the adaptive attack that queries that prediction targets it
-(:mod:`lightyear.p2p.attack.adaptive`; its settings are declared with the attacks)."""
+"""``Method.adaptive`` of a peer-to-peer method whose site predicts its own decision (``predicted_outcome``), which
+the adaptive attack (:mod:`lightyear.p2p.attack.adaptive`) queries."""
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
 class Detection:
-    """How a method's decisions are read as detections (FedCAP's DAcc / FPR / FNR).
-
-    ``label(record, peers) -> Labelling`` reads one record (a ``rounds.csv`` row of a receiving
-    site, or a star rule's history entry) into the senders evaluated and flagged
-    (:class:`~lightyear.algorithms.detection.Labelling`); ``needs``: the record columns
-    (or history keys) it reads, ``round`` and lists of sites (a record naming a site the job does not
-    run is refused as damaged); ``peer_suffix``: a per-sender column it reads (``<peer><suffix>``);
-    ``text``: what counts as flagged, in words; ``per_client``: the exclusion is permanent, so the
-    counts per client at the end of a run (FedCAP's Table III) are reported too."""
+    """How a method's decisions are read as detections (FedCAP's DAcc / FPR / FNR): ``label(record, peers)`` reads a
+    receiver's ``rounds.csv`` row or a star rule's history entry into a ``Labelling``; ``needs``: the columns it reads;
+    ``peer_suffix``: a per-sender column (``<peer><suffix>``); ``text``: what counts as flagged, in words;
+    ``per_client``: exclusion is permanent, so per-client counts (FedCAP's Table III) are reported too."""
 
     label: Callable
     needs: tuple[str, ...]
@@ -43,8 +31,7 @@ class Detection:
 
 
 STAR_SITE = "lightyear.star.executor.StarExecutor"
-"""The site every star method runs unless it declares its own (named, not imported: a declaration
-that names no site of its own imports no PyTorch)."""
+"""The site every star method runs unless it declares its own (named, not imported, so that no PyTorch is imported)."""
 
 
 def class_path(cls: type) -> str:
@@ -54,9 +41,7 @@ def class_path(cls: type) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """A method's own values of job settings, in three layers (:mod:`lightyear.jobs.settings`): for
-    all its jobs (``defaults``), per dataset task (``tasks``: ``{"segmentation": {...}}``) and per
-    dataset (``datasets``: ``{"digits": {...}}``)."""
+    """A method's own values of job settings (:mod:`lightyear.jobs.settings`): for all jobs, per task, per dataset."""
 
     defaults: Mapping[str, object] = field(default_factory=dict)
     tasks: Mapping[str, Mapping] = field(default_factory=dict)
@@ -65,29 +50,12 @@ class Settings:
 
 @dataclass(frozen=True)
 class Method:
-    """One method, as the toolkit sees it.
-
-    Every constructor argument of its classes that the topology's templates do not set is a job
-    setting of the same name (or the name the class's ``SETTING_NAMES`` gives it), written into the
-    job when a layer or ``--set`` gives it (:func:`lightyear.jobs.settings.direct_arguments`): a
-    setting no layer gives is left out, so the constructor's default applies.
-
-    Args:
-        name: the name jobs and sweeps use (``lightyear-jobs --method NAME``).
-        topology: ``p2p`` (the rounds run on the sites) or ``star`` (a server rule).
-        description: one sentence, for listings.
-        site: the site executor's class (star: None runs the star topology's own, :data:`STAR_SITE`).
-        rule: star only, the server aggregator's class.
-        settings: the method's own values of job settings (:class:`Settings`).
-        fixed: arguments with a value of the job's own, not settings: one the topology's templates set
-            is replaced there (``topology: none`` for the controller), any other goes to the site
-            executor (e.g. an aggregation mode).
-        omit: arguments of the topology's templates this method does not take (a layer's value of
-            them is not written; ``--set`` still reaches the component that takes it).
-        detection: how its records are read as detections (None: it excludes no sender).
-        adaptive: the declaration of the adaptive attack that targets it (None: none does; :data:`ORACLE`
-            for a peer-to-peer method whose site predicts its own decision).
-    """
+    """One method, as the toolkit sees it: its ``name`` (``lightyear-jobs --method NAME``), ``topology`` (``p2p``:
+    rounds run on the sites; ``star``: a server rule), one-sentence ``description``, ``site`` executor class (star: None
+    runs :data:`STAR_SITE`), star only the server ``rule`` class, own ``settings``, ``fixed`` non-setting arguments (set
+    in the topology's templates, else given to the site executor), ``omit``: template arguments it does not take
+    (``--set`` still reaches them), ``detection`` (None: excludes no sender), ``adaptive`` attack targeting it (None or
+    :data:`ORACLE`). Its classes' constructor arguments are its job settings (docs/extending.md)."""
 
     name: str
     topology: str
@@ -130,12 +98,10 @@ class Method:
 
     @property
     def site_path(self) -> str:
-        """The site executor's class path, as the job configuration names it."""
         return STAR_SITE if self.site is None else class_path(self.site)
 
     @property
     def rule_path(self) -> str | None:
-        """The server rule's class path (None for a peer-to-peer method)."""
         return None if self.rule is None else class_path(self.rule)
 
     @property

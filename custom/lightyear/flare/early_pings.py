@@ -1,14 +1,6 @@
-"""A liveness ping that reaches a site before the site registered its handler is no error.
-
-A peer's start handshake or the server's liveness check (``lightyear.ping``) may reach a site
-between the moment its job cell takes messages and the moment the site registers its ping handler
-(``START_RUN``). FLARE 2.9 then logs, at the receiving site, "received unknown aux message topic
-lightyear.ping" at ERROR (its ``AuxRunner``) and, at the sender, "Late stream error ... No callback
-is registered for aux_communication/lightyear.ping" at WARNING (its ``ByteStreamer``), once for
-every early ping. The sender reads the answer as ``starting`` (``lightyear.p2p.site.handshake``),
-which is what the site is: nothing is wrong. :func:`quiet_early_pings` logs those records at DEBUG
-instead; every other record passes unchanged.
-"""
+"""A liveness ping (``lightyear.ping``) that reaches a site before it registered its handler is no error: FLARE 2.9
+logs it as one at both ends, though the sender rightly reads the answer as ``starting``
+(``lightyear.p2p.site.handshake``); :func:`quiet_early_pings` logs those records at DEBUG instead."""
 
 from __future__ import annotations
 
@@ -44,9 +36,7 @@ class EarlyPingFilter(logging.Filter):
 
 
 def quiet_early_pings() -> None:
-    """Install :class:`EarlyPingFilter` on FLARE's loggers of this process, once each. A site executor
-    calls it when it is built, before its job cell takes any message; the peer-to-peer controller
-    (which pings the sites) when it is built."""
+    """Install :class:`EarlyPingFilter` on FLARE's loggers, once each (before any message: when a site is built)."""
     for name, parts in EARLY_PING.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, EarlyPingFilter) for f in logger.filters):

@@ -1,11 +1,6 @@
-"""The malfunction component: corrupts what a faulty site sends, in either topology.
-
-Peer-to-peer executors call :meth:`MalfunctionFilter.corrupt` on the model they are about to
-send (their own model stays clean); star jobs list the same component as a task result filter
-of the ``train`` task, so the result leaving the site is corrupted: the data of its DXO, a model
-(``WEIGHTS``) or an update (``WEIGHT_DIFF``), whatever the site sends. The rules themselves are
-in :mod:`lightyear.algorithms.malfunctions`.
-"""
+"""The malfunction component: corrupts what a faulty site sends, in either topology (the rules:
+:mod:`lightyear.algorithms.malfunctions`). Peer-to-peer executors call :meth:`MalfunctionFilter.corrupt` on the model
+they send (their own stays clean); star jobs list it as a result filter of the ``train`` task, corrupting the DXO."""
 
 from __future__ import annotations
 
@@ -34,17 +29,10 @@ class MalfunctionFilter(Filter):
         num_classes: int | None = None,
         in_channels: int = 1,
     ):
-        """A site's malfunction (see :class:`lightyear.algorithms.malfunctions.MalfunctionSpec`).
-
-        Args:
-            kind: one of none, ana, ana_relative, sfa, random, dynamic.
-            sigma: ANA noise standard deviation (Eq. 4).
-            scale: s of the relative ANA, theta + N(0,1) * s/100 * theta.
-            alpha: SFA factor (Eq. 5).
-            dynamic_kinds: the kinds ``dynamic`` draws from each round (default ana_relative, sfa, random).
-            seed: with the site name and round, fixes every draw.
-            model, model_args, num_classes, in_channels: the network, for ``random`` (fresh initialisation).
-        """
+        """A site's malfunction (:class:`lightyear.algorithms.malfunctions.MalfunctionSpec`; ``kind`` one of its KINDS):
+        ``sigma`` the ANA noise standard deviation (Eq. 4); ``scale`` s of the relative ANA, theta + N(0,1) * s/100 *
+        theta; ``alpha`` the SFA factor (Eq. 5); ``dynamic_kinds`` what ``dynamic`` draws from (default ana_relative,
+        sfa, random); ``seed`` fixes every draw with site and round; the model arguments build ``random``'s network."""
         super().__init__()
         one_of("kind (the malfunction)", kind, KINDS)
         self.spec_args = dict(
@@ -96,9 +84,6 @@ class MalfunctionFilter(Filter):
         site = fl_ctx.get_identity_name()
         dxo.data, applied = self.corrupt(dxo.data, round_num, site)
         dxo.add_filter_history(type(self).__name__)
-        self.log_info(
-            fl_ctx,
-            f"malfunction round {round_num}: sent {applied} "
-            f"{'update' if dxo.data_kind == DataKind.WEIGHT_DIFF else 'model'}",
-        )
+        what = "update" if dxo.data_kind == DataKind.WEIGHT_DIFF else "model"
+        self.log_info(fl_ctx, f"malfunction round {round_num}: sent {applied} {what}")
         return dxo.update_shareable(shareable)

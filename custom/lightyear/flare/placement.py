@@ -1,17 +1,6 @@
-"""Where the sites of a job run in FLARE's simulator: how many processes, on which GPUs.
-
-FLARE's simulator (``nvflare/private/fed/app/simulator/simulator_runner.py``) runs the sites in
-groups: without ``-gpu`` one group of ``-t`` worker threads; with ``-gpu`` one group per
-comma-separated entry, sites dealt to the groups in turn (site i to group i mod G), and, when
-there is more than one group, a single worker per group. A group whose worker has several sites
-runs them one after the other, swapping them in and out, so sites of one group never run at the
-same time. Each group's site processes see only that group's GPUs (``CUDA_VISIBLE_DEVICES``,
-``nvflare/private/fed/app/simulator/simulator_worker.py``); ids may repeat across groups.
-
-A peer-to-peer job needs every site running at once (they wait for each other's models), so it
-needs one worker per site: ``-t N`` on CPU, or N GPU groups, e.g. ``-gpu 0,1,0,1`` for 4 sites
-on 2 GPUs.
-"""
+"""Where the sites of a job run in FLARE's simulator: how many processes, on which GPUs. The simulator deals the sites
+over the ``-gpu`` groups (site i to group i mod G) and runs one site at a time per group, so a peer-to-peer job, which
+needs every site at once, takes ``-t N`` on CPU or N groups (``-gpu 0,1,0,1``: 4 sites on 2 GPUs)."""
 
 from __future__ import annotations
 
@@ -19,8 +8,7 @@ from lightyear.checks import positive_int
 
 
 def gpu_groups(num_sites: int, gpu_ids: list[int] | list[str]) -> str:
-    """The simulator's ``-gpu`` value giving each of ``num_sites`` sites its own group, the GPUs
-    dealt in turn (site i gets ``gpu_ids[i % len(gpu_ids)]``)."""
+    """The simulator's ``-gpu`` value giving each of ``num_sites`` sites a group: site i gets ``gpu_ids[i % G]``."""
     positive_int("the number of sites", num_sites)
     ids = [str(g).strip() for g in gpu_ids]
     if not ids or not all(i.isdigit() for i in ids):
@@ -47,9 +35,7 @@ def host_gpu_count() -> int:
 
 
 def p2p_simulator_advice(num_sites: int, num_gpus: int | None = None) -> str:
-    """How to run a peer-to-peer job of ``num_sites`` sites in FLARE's simulator: the exact
-    command on CPU and on ``num_gpus`` GPUs (this host's count when not given; 2 as the example
-    when the host has none)."""
+    """The commands running a P2P job of ``num_sites`` sites in FLARE's simulator, on CPU and on ``num_gpus`` GPUs."""
     gpus = host_gpu_count() if num_gpus is None else num_gpus
     example = gpus if gpus and gpus > 0 else 2
     groups = gpu_groups(num_sites, list(range(example)))

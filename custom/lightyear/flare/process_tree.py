@@ -1,25 +1,8 @@
-"""The processes one command started, and those they started: found by kinship only, and stopped.
+"""The processes one command started, and those they started: found by kinship only, never by command line, and stopped.
 
-A command may stop only what is its own. A process is a member of a command's :class:`Family` when
-it belongs to this user and
-
-- descends from the command's process (with ``own_descendants``), or
-- is in the process group or session of a process the command started in a session of its own
-  (:meth:`Family.add_leader`), or descends from one, or
-- sits in a session or group that a member leads (FLARE 2.9 starts every simulator worker and
-  every job process in a session of its own: ``preexec_fn=os.setsid``); not the command's own
-  group, which a shell may share with the other commands of a pipeline, or
-- was a member when the family was last looked at and is the same process still (same pid and
-  start time): a process whose parent died meanwhile.
-
-Nothing is matched by its command line: another user's, or another command's, process that merely
-names the same folder is never touched.
-
-While :func:`adopting_orphans` is in effect (Linux), a process orphaned below this one is handed
-to this process instead of to init, so that ancestry still finds it after its parent is gone (a
-simulator that died and left its workers). :func:`stop_tree` ends a family: SIGTERM, a grace
-period, then SIGKILL.
-"""
+A :class:`Family` holds this user's processes descending from the command (``own_descendants``) or from a process it
+started in a session of its own (:meth:`Family.add_leader`), in a group or session one of those or a member leads (FLARE
+2.9 uses ``os.setsid``; not the command's own group), or members when last seen (same pid and start time)."""
 
 from __future__ import annotations
 
@@ -61,8 +44,7 @@ def set_subreaper(on: bool) -> bool:
 
 @contextlib.contextmanager
 def adopting_orphans():
-    """Within this block, processes orphaned below this one are re-parented to it, not to init
-    (Linux's child subreaper; elsewhere nothing changes). Yields whether that is in effect."""
+    """Orphans below this process are re-parented to it within this block (Linux); yields whether that is in effect."""
     before = is_subreaper()
     changed = before is False and set_subreaper(True)
     try:
@@ -129,7 +111,6 @@ class Family:
         return [table[pid] for pid in sorted(found)]
 
     def alive(self) -> list[int]:
-        """The pids of :meth:`members`."""
         return [p.pid for p in self.members()]
 
 
@@ -141,8 +122,7 @@ def _running(proc: psutil.Process) -> bool:
 
 
 def stop_tree(family: Family | None = None, grace: float = 10.0) -> list[int]:
-    """End every member of ``family`` (default: this process's descendants): SIGTERM, up to
-    ``grace`` seconds, then SIGKILL. Returns the pids still alive (none, unless one cannot be killed)."""
+    """End ``family`` (default: this process's descendants): SIGTERM, ``grace`` s, SIGKILL; returns pids still alive."""
     family = family or Family()
     procs = family.members()
     for proc in procs:

@@ -1,11 +1,5 @@
-"""Which rounds of a job each site has had a record kept for, on the server: one a site and round.
-
-A site's round reports (the P2P progress records, the TensorBoard metrics of
-:mod:`lightyear.flare.analytics`) are hostile input like any message: a broken or hostile site
-may repeat a round, claim a round the job does not have, or send without end. The server keeps a
-record only when :meth:`RoundLedger.claim` grants its round, so no site can make it keep more than
-the job's rounds' records, whatever it sends. No FLARE import.
-"""
+"""Which rounds of a job each site has had a record kept for, on the server: one a site and round (no FLARE import).
+A site's round reports are hostile input: no site can make the server keep more than the job's rounds' records."""
 
 from __future__ import annotations
 
@@ -21,8 +15,7 @@ class RoundLedger:
         self._lock = threading.Lock()
 
     def claim(self, site: str, round_num) -> str | None:
-        """Grant ``site`` its record of ``round_num`` (None), or say why not: no round of the job, or
-        one already granted to that site. A granted round stays granted (a record is kept once)."""
+        """Grant ``site`` its record of ``round_num`` (None), or say why not: no round of the job, or granted before."""
         if not is_int(round_num) or not 0 <= round_num < self.rounds:
             return f"round must be an integer in [0, {self.rounds - 1}], got {repr(round_num)[:40]}"
         with self._lock:

@@ -1,19 +1,6 @@
-"""A simulator run that failed because a site never started: FLARE's start race, told apart from
-every other failure, and a failed attempt moved aside so that the run can start again fresh.
-
-FLARE 2.9's simulator gives each site worker a control port it found free and closed
-(``SimulatorRunner.do_one_task``); until the worker binds it, any connection on the machine may
-take it. The worker then dies at start ("Address already in use", or its control connection is
-reset), the server log says "Subprocess died for client <site> before send", and a peer-to-peer
-run stops with that site ``dropped``: at once, because its worker "died before the site started"
-(:mod:`lightyear.flare.worker_deaths`), or after ``start_timeout`` because it "did not start". Nothing
-of the job itself went wrong, and the same run started again normally works.
-
-:func:`never_started` says so from a run's records, only when no site finished. :func:`set_aside`
-moves what the failed attempt wrote in a workspace into a new sibling folder, so that the next
-attempt starts from a workspace holding nothing but its ``local/`` settings; it refuses (None)
-when the workspace held anything else before the attempt, which a fresh start would disturb.
-"""
+"""A simulator run that failed because a site never started, told apart from other failures, and moved aside to start
+again fresh. FLARE 2.9's simulator gives a worker a control port it found free and closed (its start race: another
+connection may take it first and the worker dies), though nothing of the job went wrong and a fresh start works."""
 
 from __future__ import annotations
 
@@ -65,17 +52,15 @@ def _text(path: str) -> str:
 
 
 def never_started(workspace: str, log: str | None = None) -> str | None:
-    """Which site never started and how that shows, when the run failed for that reason only (no
-    site finished); None otherwise. ``log``: the simulator's output, when it was kept elsewhere too."""
+    """Which site never started and how it shows, when that alone failed the run (no site finished), else None;
+    ``log``: the simulator's output, when it was kept elsewhere too."""
     ended = _ended(workspace)
     if any(status == "finished" for status, _ in ended.values()):
         return None
-    dropped = sorted(site for site, (_, reason) in ended.items() if DID_NOT_START in reason)
-    if dropped:
-        return f"{', '.join(dropped)} never started ({DID_NOT_START})"
-    dead = sorted(site for site, (_, reason) in ended.items() if WORKER_DIED in reason)
-    if dead:
-        return f"{', '.join(dead)} never started ({WORKER_DIED})"
+    for words in (DID_NOT_START, WORKER_DIED):
+        dropped = sorted(site for site, (_, reason) in ended.items() if words in reason)
+        if dropped:
+            return f"{', '.join(dropped)} never started ({words})"
     texts = _text(os.path.join(workspace, "server", "log.txt")) + "\n" + (log or "")
     died = sorted(set(DIED_AT_START.findall(texts)))
     if died:
@@ -85,10 +70,7 @@ def never_started(workspace: str, log: str | None = None) -> str | None:
         site = os.path.dirname(path)
         if PORT_TAKEN in _text(path) and not os.path.exists(os.path.join(site, "simulate_job", "rounds.csv")):
             taken.append(os.path.basename(site))
-    taken.sort()
-    if taken:
-        return f"{', '.join(taken)} never started (its worker's port was taken: '{PORT_TAKEN}')"
-    return None
+    return f"{', '.join(sorted(taken))} never started (its worker's port was taken: '{PORT_TAKEN}')" if taken else None
 
 
 def fresh(entries: set[str]) -> bool:
@@ -97,9 +79,8 @@ def fresh(entries: set[str]) -> bool:
 
 
 def set_aside(workspace: str, before: set[str]) -> str | None:
-    """Move what an attempt wrote in ``workspace`` (every entry but ``local/``) into a new sibling
-    folder ``<workspace>.failed-start[-N]``; its path, or None when ``before`` (the entries the
-    workspace held before the attempt) shows it was not fresh, and nothing is moved."""
+    """Move what an attempt wrote in ``workspace`` (all but ``local/``) into a new ``<workspace>.failed-start[-N]``; its
+    path, or None (nothing moved) when ``before``, the entries the workspace held before, shows it was not fresh."""
     if not fresh(before):
         return None
     workspace = os.path.abspath(workspace)

@@ -1,21 +1,7 @@
-"""The admin side of a deployment inside one SLURM allocation: wait for every site, submit the
-job, wait for it, download its results, shut the system down.
+"""The admin side of a deployment inside one SLURM allocation: wait for every site, submit the job, wait for it,
+download its results, shut the system down.
 
-It speaks to the server through FLARE's API with the provisioned admin kit
-(``new_secure_session``, ``get_system_info``, ``submit_job``, ``wait_for_job``,
-``download_job_result`` and ``shutdown`` in ``nvflare/fuel/flare_api/flare_api.py``).
-
-The job is submitted only once every site has registered with the server. That is the gang
-scheduling a peer-to-peer job needs: the controller's ``start_timeout`` and the sites'
-``ready_timeout`` (90 s by default) then only cover FLARE deploying the job, not SLURM starting
-processes.
-
-Usage (the deploy batch script runs it)::
-
-    python -m lightyear.deploy.slurm.admin run --kit KITS/admin@lightyear.org --job JOB \\
-        --sites site-1 site-2 --out RESULTS
-    python -m lightyear.deploy.slurm.admin shutdown --kit KITS/admin@lightyear.org
-"""
+Through FLARE's API and the admin kit; the job goes once every site has registered (the gang scheduling P2P needs)."""
 
 from __future__ import annotations
 
@@ -95,9 +81,7 @@ def main(argv=None) -> int:
     ap.add_argument("--job", help="run: the job folder")
     ap.add_argument("--sites", nargs="+", default=[], help="run: the sites to wait for")
     ap.add_argument("--out", help="run: the results folder")
-    ap.add_argument(
-        "--connect-timeout", type=float, default=600.0, help="seconds for the server and every site to come up"
-    )
+    ap.add_argument("--connect-timeout", type=float, default=600.0, help="seconds for the server and sites to come up")
     ap.add_argument("--job-timeout", type=float, default=0.0, help="seconds to wait for the job (0: until it ends)")
     ap.add_argument("--keep-running", action="store_true", help="run: leave the system up afterwards")
     args = ap.parse_args(argv)

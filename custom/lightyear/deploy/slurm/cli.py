@@ -8,10 +8,9 @@ Usage::
     lightyear-slurm deploy jobs/lightyear_digits --gpus 4 --time 02:00:00 --wait
     lightyear-slurm cpu jobs/lightyear_digits --cpus 2
 
-MODE is a template of the description: ``simulator`` (one node, one GPU a site), ``cpu`` (the same
-without GPUs), ``deploy`` (a provisioned deployment, server + one GPU a site), ``deploy_cpu``.
-Without ``--dry-run`` the script is saved in ``--out`` and submitted with ``sbatch``; the job id
-and the results folder (``<out>/<job name>-<SLURM job id>``) are printed.
+MODE is a template: ``simulator`` (one node, one GPU a site), ``cpu`` (the same without GPUs), ``deploy`` (a
+provisioned deployment, server + one GPU a site), ``deploy_cpu``. Without ``--dry-run`` the script is saved in ``--out``
+and submitted with ``sbatch``; the job id and results folder (``<out>/<job name>-<SLURM job id>``) are printed.
 """
 
 from __future__ import annotations
@@ -41,9 +40,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("mode", nargs="?", help="a template of the description (simulator, cpu, deploy, deploy_cpu)")
     ap.add_argument("job", nargs="?", help="the FLARE job folder (e.g. jobs/lightyear_digits)")
-    ap.add_argument(
-        "--description", help="the template description (default: the package's app_configs/slurm/templates.yaml)"
-    )
+    ap.add_argument("--description", help="the template description (default: app_configs/slurm/templates.yaml)")
     ap.add_argument("--check", action="store_true", help="only compare slurm/*.sbatch with the description's output")
     ap.add_argument("--partition")
     ap.add_argument("--account")
@@ -88,29 +85,22 @@ def main(argv=None) -> int:
         base = template(load_description(description), args.mode)
         if args.job is None:
             raise SlurmInputError(f"give the job folder: lightyear-slurm {args.mode} jobs/<job>")
-        given = {
-            k: getattr(args, k)
-            for k in ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu")
-        }
-        given = {k: (v or None) if k == "gpu_type" else v for k, v in given.items() if v is not None}
-        sites = site_names(args.job)
-        params = for_job(base, len(sites), given)
+        keys = ("partition", "account", "time", "gpu_type", "gpus", "cpus", "nodes", "mem_per_cpu")
+        given = {k: (v or None) if k == "gpu_type" else v for k in keys if (v := getattr(args, k)) is not None}
+        params = for_job(base, len(site_names(args.job)), given)
         name = job_name(args.job)
         text = slurm_templates.render(params, Target.for_job(args.job, args.out, name))
         if args.dry_run:
             print(text, end="")
             return 0
         slurm_submit.sbatch_command()  # no sbatch: say so before writing anything
-        script = slurm_submit.save_script(text, os.path.abspath(args.out), f"{name}-{args.mode}")
-        results = os.path.join(os.path.abspath(args.out), name)
+        out = os.path.abspath(args.out)
+        script = slurm_submit.save_script(text, out, f"{name}-{args.mode}")
 
         def announce(job_id: str) -> None:
             print(f"submitted SLURM job {job_id} ({script})")
-            print(
-                f"results: {results}-{job_id}   "
-                f"log: {os.path.join(os.path.abspath(args.out), f'ly-{name}-{job_id}.out')}",
-                flush=True,
-            )
+            log = os.path.join(out, f"ly-{name}-{job_id}.out")
+            print(f"results: {os.path.join(out, name)}-{job_id}   log: {log}", flush=True)
 
         job_id, status = slurm_submit.submit(script, wait=args.wait, on_id=announce)
         if args.wait:

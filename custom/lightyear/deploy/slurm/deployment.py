@@ -1,51 +1,22 @@
-"""Batch script for a provisioned FLARE deployment inside one SLURM allocation.
+"""Batch script for a provisioned FLARE deployment inside one SLURM allocation of ``sites + 1`` tasks.
 
-In one allocation of ``sites + 1`` tasks the script
-
-1. writes ``project.yml`` (:mod:`lightyear.deploy.project`) with the server named after the first
-   node of the allocation (``$LIGHTYEAR_SERVER_HOST`` overrides it) and a port derived from the
-   SLURM job id (``$LIGHTYEAR_FED_PORT`` overrides it), and runs ``nvflare provision``;
-2. adds this package to the server's and every site's component policy (``lightyear-allow``);
-3. starts the server as one ``srun`` step on the first node and every site as its own step with
-   one GPU (``--gres=gpu:1``; none in CPU mode), each running its kit's
-   ``startup/sub_start.sh --once`` (FLARE's start script without its restart loop, so the step
-   ends when the process does);
-4. runs :mod:`lightyear.deploy.slurm.admin` with the admin kit: it waits until every site has
-   registered, submits the job, waits for it, downloads the server's results and shuts the
-   system down;
-5. checks the downloaded summary (:mod:`lightyear.deploy.slurm.results`).
-
-A trap on TERM/INT (``scancel``; the time limit, signalled 120 s early by ``--signal``) and on
-exit asks the server to shut everything down and then ends the remaining steps, so no FLARE
-process outlives the job.
-
-Every site starts in the same allocation before the job is submitted: this is the gang scheduling
-a peer-to-peer job needs, which FLARE's own SLURM job launcher
-(``nvflare/app_opt/job_launcher/slurm/``: one ``sbatch`` per site and job, each queued on its
-own) does not give.
-"""
+It provisions a project (server on the first node, port from the job id, unless ``$LIGHTYEAR_SERVER_HOST`` or
+``$LIGHTYEAR_FED_PORT``), allows this package, starts the server and each site (a GPU each) as ``srun`` steps of
+``startup/sub_start.sh --once``, lets :mod:`lightyear.deploy.slurm.admin` run the job (all sites start first: the gang
+scheduling FLARE's SLURM launcher, one ``sbatch`` a site, lacks) and checks the summary. A trap on TERM/INT (scancel,
+the time limit via ``--signal``) and on exit shuts FLARE down, so no FLARE process outlives the job."""
 
 from __future__ import annotations
 
 from lightyear.deploy.slurm.params import SlurmParams
-from lightyear.deploy.slurm.script import Target, header, preamble
+from lightyear.deploy.slurm.script import Target, header, preamble, sbatch_options
 
 TERM_NOTICE_S = 120
 
 
 def directives(p: SlurmParams) -> dict:
     tasks = {"ntasks-per-node": p.gpus + 1} if p.gpus else {"ntasks": p.sites + 1}
-    return {
-        "partition": p.partition,
-        "account": p.account,
-        "time": p.time,
-        "nodes": p.nodes,
-        **tasks,
-        "cpus-per-task": p.cpus,
-        "mem-per-cpu": p.mem_per_cpu,
-        "gres": p.gres,
-        "signal": f"B:TERM@{TERM_NOTICE_S}",
-    }
+    return sbatch_options(p, p.nodes, tasks, p.cpus, signal=f"B:TERM@{TERM_NOTICE_S}")
 
 
 _SETUP = r"""
@@ -115,18 +86,15 @@ set -e
 
 
 def script(p: SlurmParams, target: Target) -> str:
-    """The batch script's text for the deploy template ``p``."""
     tasks = (
         "${SLURM_NTASKS:-$(( ${SLURM_NNODES:-1} * ${SLURM_NTASKS_PER_NODE:-1} ))}" if p.gpus else "${SLURM_NTASKS:-1}"
     )
-    lines = (
-        header(target, p.name, directives(p))
-        + preamble(target)
-        + [
-            f"CPUS=${{SLURM_CPUS_PER_TASK:-{p.cpus}}}",
-            f"TASKS={tasks}",
-            f'SERVER_GRES="{"--gres=none" if p.gpus else ""}"',
-            f'SITE_GRES="{"--gres=gpu:1" if p.gpus else ""}"',
-        ]
-    )
+    lines = [
+        *header(target, p.name, directives(p)),
+        *preamble(target),
+        f"CPUS=${{SLURM_CPUS_PER_TASK:-{p.cpus}}}",
+        f"TASKS={tasks}",
+        f'SERVER_GRES="{"--gres=none" if p.gpus else ""}"',
+        f'SITE_GRES="{"--gres=gpu:1" if p.gpus else ""}"',
+    ]
     return "\n".join(lines) + "\n" + _SETUP + _START

@@ -1,14 +1,5 @@
-"""The FLARE job a SLURM script runs: its folder checked, its name and the sites it deploys to.
-
-A job folder holds ``meta.json``; its ``deploy_map`` names the participants each app goes to
-(``{"app": ["server", "site-1", ...]}`` in every generated job). FLARE's simulator takes the site
-names from there (``nvflare/private/fed/app/simulator/simulator_runner.py``), and a provisioned
-deployment needs one startup kit per name. ``@ALL`` names no site, so such a job cannot be sized
-from its folder and is refused here.
-
-The batch scripts call this module at run time to learn the site count of the job they were
-given (``python -m lightyear.deploy.slurm.job sites JOB`` prints one name a line).
-"""
+"""The FLARE job a SLURM script runs: its folder checked (:func:`lightyear.deploy.job_folder.read_job`), its name and
+its sites. The batch scripts run ``python -m lightyear.deploy.slurm.job sites JOB`` (one name a line) to size a run."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The parameters of a SLURM batch template and their checks, read from ``app_configs/slurm/templates.yaml``.
-
-The description names each template (``simulator``, ``cpu``, ``deploy``, ``deploy_cpu``), its
-``mode`` and its defaults; ``defaults`` gives the values every template shares. A bad value is
-refused here, before any script is written, with the option that fixes it.
-"""
+"""The parameters of a SLURM batch template and their checks, read from ``app_configs/slurm/templates.yaml`` (named
+templates, each with its ``mode``, over shared ``defaults``); a bad value is refused with its fix before any script."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ def check_gres(value) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class SlurmParams:
-    """One template's settings. ``gpus`` is per node (``--gres=gpu:<gpu_type>:<gpus>``), 0 for CPU
-    only; ``cpus`` is per site process; ``sites`` sizes the allocation."""
+    """One template's settings: ``gpus`` a node (0: CPU only), ``cpus`` a site process; ``sites`` sizes the job."""
 
     name: str
     mode: str
@@ -65,10 +60,8 @@ class SlurmParams:
 
     @property
     def gres(self) -> str | None:
-        """The ``--gres`` value, None in CPU mode."""
-        if not self.gpus:
-            return None
-        return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
+        kind = f"{self.gpu_type}:" if self.gpu_type else ""
+        return f"gpu:{kind}{self.gpus}" if self.gpus else None
 
     def checked(self) -> SlurmParams:
         """Self, when every value can work; else :class:`SlurmInputError` naming the fix."""
@@ -82,14 +75,10 @@ class SlurmParams:
         for label, value in (("partition", self.partition), ("account", self.account), ("gpu-type", self.gpu_type)):
             if value is not None and (not isinstance(value, str) or not _NAME.fullmatch(value)):
                 raise SlurmInputError(f"--{label} {value!r} is not a valid SLURM name (letters, digits, '_', '.', '-')")
-        if self.mem_per_cpu is not None and (
-            not isinstance(self.mem_per_cpu, str) or not _MEM.fullmatch(self.mem_per_cpu)
-        ):
-            raise SlurmInputError(f"--mem-per-cpu {self.mem_per_cpu!r} is not a SLURM size: use e.g. 4G or 4000M")
-        if self.mode == "simulator":
-            self._check_simulator()
-        else:
-            self._check_deploy()
+        mem = self.mem_per_cpu
+        if mem is not None and (not isinstance(mem, str) or not _MEM.fullmatch(mem)):
+            raise SlurmInputError(f"--mem-per-cpu {mem!r} is not a SLURM size: use e.g. 4G or 4000M")
+        (self._check_simulator if self.mode == "simulator" else self._check_deploy)()
         return self
 
     def _check_simulator(self) -> None:
@@ -99,9 +88,8 @@ class SlurmParams:
             )
         if self.gpus > self.sites:
             raise SlurmInputError(
-                f"{self.gpus} GPUs for {self.sites} sites: each site process uses one GPU, so "
-                f"{self.gpus - self.sites} would idle (FLARE's simulator refuses more GPU groups than "
-                f"sites): use --gpus {self.sites}"
+                f"{self.gpus} GPUs for {self.sites} sites: each site process uses one GPU, so {self.gpus - self.sites} "
+                f"would idle (FLARE's simulator refuses more GPU groups than sites): use --gpus {self.sites}"
             )
 
     def _check_deploy(self) -> None:
@@ -164,11 +152,7 @@ def template(templates: dict[str, SlurmParams], name: str) -> SlurmParams:
 
 
 def for_job(base: SlurmParams, sites: int, given: dict) -> SlurmParams:
-    """``base`` sized for a job of ``sites`` sites, with the command line's values (``given``) on top.
-
-    Unless given: the simulator asks one GPU a site, and a GPU deployment as many nodes as its
-    sites need.
-    """
+    """``base`` sized for ``sites`` sites (a GPU each; a GPU deployment the nodes they need), ``given`` on top."""
     values = dataclasses.asdict(base)
     values["sites"] = sites
     if base.mode == "simulator" and base.gpus and "gpus" not in given:

@@ -1,12 +1,5 @@
-"""Whether a SLURM run's results arrived: a ``summary.csv`` under its results folder listing every
-site of the job as ``finished``.
-
-Both batch modes end with this check: the simulator writes the summary in
-``<workspace>/server/simulate_job/``, a deployment's server writes it in its run folder, which the
-admin downloads (``Session.download_job_result`` in ``nvflare/fuel/flare_api/flare_api.py``).
-FLARE reports a job as done even when its sites failed, so the exit status of FLARE's commands
-says little; this check is what the script's own exit status reflects.
-"""
+"""Whether a SLURM run's results arrived: a ``summary.csv`` under its results folder listing every site as ``finished``.
+Both batch modes end with it: FLARE reports a job as done even when its sites failed."""
 
 from __future__ import annotations
 

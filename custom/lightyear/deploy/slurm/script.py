@@ -1,11 +1,6 @@
-"""The parts every SLURM batch script of this toolkit shares: ``#SBATCH`` lines, the Python it
-runs, and where its results go.
-
-A script is either *committed* (``slurm/<template>.sbatch``: no machine's paths in it, the job
-given as its first argument, ``python3`` from the environment sbatch passes on) or *generated
-for one job* by ``lightyear-slurm MODE JOB`` (the job, this Python and this package's folder
-filled in). Both honour ``LIGHTYEAR_PYTHON`` and ``LIGHTYEAR_RESULTS`` at run time.
-"""
+"""The parts every SLURM batch script of this toolkit shares: ``#SBATCH`` lines, the Python it runs, its results folder.
+A script is *committed* (``slurm/<template>.sbatch``: no machine's paths, the job as first argument) or *generated for
+one job* by ``lightyear-slurm MODE JOB``; both honour ``LIGHTYEAR_PYTHON`` and ``LIGHTYEAR_RESULTS``."""
 
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from lightyear.deploy.slurm.params import SlurmInputError
 
 q = shlex.quote
 
-
 COMMITTED_MARK = "# Committed template"
 """What the header of every committed template says, and what marks a script in ``slurm/`` as one."""
 WRITTEN_MARK = "# Written by lightyear-slurm"
@@ -27,8 +21,7 @@ WRITTEN_MARK = "# Written by lightyear-slurm"
 
 
 def carries(path: str, mark: str) -> bool:
-    """Whether a line of the batch script at ``path`` starts with ``mark`` in its header (:func:`header`
-    writes :data:`COMMITTED_MARK` or :data:`WRITTEN_MARK` there); False when it cannot be read."""
+    """Whether a header line of the batch script at ``path`` starts with ``mark``; False when it cannot be read."""
     try:
         with open(path, errors="replace") as f:
             return any(line.startswith(mark) for line in f.read(4096).splitlines())
@@ -37,36 +30,41 @@ def carries(path: str, mark: str) -> bool:
 
 
 def sbatch_lines(options: dict) -> list[str]:
-    """``#SBATCH --key=value`` for each option whose value is not None (in the given order).
-
-    sbatch splits a directive at white space, so a value holding any (a results folder with a
-    space in its name) is refused too.
-
-    A value with a line break (or another control character) would end the directive and start
-    a line of its own, which sbatch reads as another directive or the shell runs: refused, so no
-    input (an option, a job or folder name) can add lines to a batch script.
-    """
-    for key, value in options.items():
-        if value is not None and control_characters(str(value)):
+    """``#SBATCH --key=value`` for each option not None; a value with white space (sbatch splits there) or a control
+    character (it could add lines to the script) is refused."""
+    given = {key: str(value) for key, value in options.items() if value is not None}
+    for key, value in given.items():
+        if control_characters(value):
             raise SlurmInputError(
-                f"the #SBATCH --{key} value {str(value)!r:.80} holds a line break or control character: remove it"
+                f"the #SBATCH --{key} value {value!r:.80} holds a line break or control character: remove it"
             )
-        if value is not None and any(c.isspace() for c in str(value)):
+        if any(c.isspace() for c in value):
             raise SlurmInputError(
-                f"the #SBATCH --{key} value {str(value)!r:.80} holds a space, which ends an #SBATCH value: "
+                f"the #SBATCH --{key} value {value!r:.80} holds a space, which ends an #SBATCH value: "
                 "choose a folder (--out) and names without spaces"
             )
-    return [f"#SBATCH --{k}={v}" for k, v in options.items() if v is not None]
+    return [f"#SBATCH --{k}={v}" for k, v in given.items()]
+
+
+def sbatch_options(p, nodes: int, tasks: dict, cpus: int, **extra) -> dict:
+    """Template ``p``'s ``#SBATCH`` options, in the order every script writes them."""
+    return {
+        "partition": p.partition,
+        "account": p.account,
+        "time": p.time,
+        "nodes": nodes,
+        **tasks,
+        "cpus-per-task": cpus,
+        "mem-per-cpu": p.mem_per_cpu,
+        "gres": p.gres,
+        **extra,
+    }
 
 
 def python_lines(python: str, custom: str | None) -> list[str]:
-    """Shell lines setting ``$PYTHON`` (``$LIGHTYEAR_PYTHON`` wins) and, when ``custom`` is given,
-    putting that folder (the one holding ``lightyear``) first on ``PYTHONPATH``."""
-    lines = []
-    if custom:
-        lines.append(f"export PYTHONPATH={q(custom)}${{PYTHONPATH:+:$PYTHONPATH}}")
-    lines.append(f"PYTHON=${{LIGHTYEAR_PYTHON:-{q(python)}}}")
-    return lines
+    """Shell lines setting ``$PYTHON`` (``$LIGHTYEAR_PYTHON`` wins), and ``custom`` first on ``PYTHONPATH`` if given."""
+    pythonpath = [f"export PYTHONPATH={q(custom)}${{PYTHONPATH:+:$PYTHONPATH}}"] if custom else []
+    return [*pythonpath, f"PYTHON=${{LIGHTYEAR_PYTHON:-{q(python)}}}"]
 
 
 def package_folder() -> str:
@@ -110,11 +108,10 @@ def header(target: Target, template: str, options: dict) -> list[str]:
 
 
 def preamble(target: Target) -> list[str]:
-    """Strict mode, the job folder, ``$PYTHON`` with its folder first on PATH (FLARE's start
-    scripts call ``python3``), ``nvflare`` through it, and ``$RESULTS`` created."""
+    """Strict mode, ``$JOB``, ``$PYTHON`` first on PATH (FLARE calls ``python3``), ``nvflare``, ``$RESULTS`` created."""
     job = f"${{1:-{q(target.job)}}}" if target.job else "${1:?give the job folder: sbatch SCRIPT jobs/<job>}"
     root = q(target.results) if target.results else '"${SLURM_SUBMIT_DIR:-$PWD}/slurm_results"'
-    lines = [
+    return [
         "set -euo pipefail",
         f"JOB={job}",
         'case "$JOB" in /*) ;; *) JOB="${SLURM_SUBMIT_DIR:-$PWD}/$JOB" ;; esac',
@@ -132,4 +129,3 @@ def preamble(target: Target) -> list[str]:
         'mkdir -p "$RESULTS"',
         'echo "job $JOB: ${#SITES[@]} sites; results in $RESULTS"',
     ]
-    return lines

@@ -1,34 +1,14 @@
-"""Batch script for FLARE's simulator on one node: every site its own process, all at once.
-
-FLARE 2.9's simulator (``nvflare/private/fed/app/simulator/simulator_runner.py``) splits the
-sites over the GPU groups of ``-gpu`` round-robin and runs one site at a time in each group when
-there is more than one group; the worker sets ``CUDA_VISIBLE_DEVICES`` of a site's process to its
-group (``simulator_worker.py``). A peer-to-peer job needs all N sites running at once, so the
-script passes N groups, one a site: site k gets the k-th GPU SLURM allocated (its ids are read
-from ``CUDA_VISIBLE_DEVICES`` inside the allocation), or with fewer GPUs than sites, GPU k mod G.
-In CPU mode (no ``--gres``) it passes ``-t N``: N threads, again one process a site.
-
-The workspace gets ``local/resources.json`` from ``lightyear-allow`` (FLARE's default component
-policy plus this package) so FLARE builds the toolkit's components.
-"""
+"""Batch script for FLARE's simulator on one node: every site its own process, all at once (one GPU group a site,
+:mod:`lightyear.flare.placement`: site k gets GPU k mod G of those SLURM allocated, or ``-t N`` in CPU mode)."""
 
 from __future__ import annotations
 
 from lightyear.deploy.slurm.params import SlurmParams
-from lightyear.deploy.slurm.script import Target, header, preamble
+from lightyear.deploy.slurm.script import Target, header, preamble, sbatch_options
 
 
 def directives(p: SlurmParams) -> dict:
-    return {
-        "partition": p.partition,
-        "account": p.account,
-        "time": p.time,
-        "nodes": 1,
-        "ntasks": 1,
-        "cpus-per-task": p.cpus * p.sites,
-        "mem-per-cpu": p.mem_per_cpu,
-        "gres": p.gres,
-    }
+    return sbatch_options(p, 1, {"ntasks": 1}, p.cpus * p.sites)
 
 
 _GPU_GROUPS = """
@@ -66,7 +46,6 @@ set -e
 
 
 def script(p: SlurmParams, target: Target) -> str:
-    """The batch script's text for the simulator template ``p``."""
     lines = header(target, p.name, directives(p)) + preamble(target) + ["N=${#SITES[@]}"]
     body = _GPU_GROUPS if p.gpus else '\nRUN_ARGS=(-t "$N")\n'
     return "\n".join(lines) + "\n" + body + _RUN

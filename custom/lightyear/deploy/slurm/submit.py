@@ -29,8 +29,7 @@ def sbatch_command() -> str:
 
 
 def save_script(text: str, results_root: str, name: str) -> str:
-    """Write the script as ``<results_root>/<name>.sbatch`` (the root also receives SLURM's output file),
-    replacing only a script lightyear-slurm wrote there (:data:`~lightyear.deploy.slurm.script.WRITTEN_MARK`)."""
+    """Write ``<results_root>/<name>.sbatch``, replacing only a script lightyear-slurm wrote (``WRITTEN_MARK``)."""
     os.makedirs(results_root, exist_ok=True)
     path = os.path.join(results_root, f"{name}.sbatch")
     if os.path.lexists(path) and not carries(path, WRITTEN_MARK):
@@ -42,8 +41,8 @@ def save_script(text: str, results_root: str, name: str) -> str:
 
 
 def submit(script: str, wait: bool = False, on_id=None) -> tuple[str, int]:
-    """Run ``sbatch --parsable [--wait] script``; returns (job id, exit status: sbatch's, or with
-    ``wait`` the job's). ``on_id(job_id)`` is called as soon as the id is known."""
+    """Run ``sbatch --parsable [--wait] script``; (job id, sbatch's or with ``wait`` the job's exit status).
+    ``on_id(job_id)`` is called as soon as the id is known."""
     cmd = [sbatch_command(), "--parsable", *(["--wait"] if wait else []), script]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stdout.readline().strip()
