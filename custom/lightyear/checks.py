@@ -1,9 +1,8 @@
-"""Checks of settings that raise a ValueError naming the setting, the value and what is allowed.
+"""Checks of settings that raise a ValueError naming the setting, the value and what is allowed (no FLARE import).
 
-Every check returns the value it accepted (a number as ``float``, an integer as it came), so that a
-component can write ``self.lr = positive_number("lr", lr)``. JSON ``true``/``false`` arrive as Python
-``bool``, a subclass of ``int``: no check here takes them for a number. ``note`` (where taken) adds a
-short explanation in parentheses after what is allowed. No FLARE import.
+Each returns the value it accepted (a number as ``float``, an integer as it came): ``self.lr = positive_number("lr",
+lr)``. No check takes a JSON ``true``/``false`` (a Python ``bool``) for a number. ``note`` adds a short explanation in
+parentheses after what is allowed.
 """
 
 from __future__ import annotations
@@ -43,14 +42,12 @@ def int_in(name: str, value, low: int, high: int | None = None, note: str = "") 
 
 
 def positive_int(name: str, value, note: str = "") -> int:
-    """A whole number >= 1."""
     if not is_int(value) or value < 1:
         raise ValueError(f"{name} must be a positive integer{f' ({note})' if note else ''}, got {value!r}")
     return value
 
 
 def finite_number(name: str, value) -> float:
-    """A real number that is not infinite or NaN."""
     if not is_finite_number(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
@@ -76,8 +73,7 @@ def number_in(
     high_open: bool = False,
     note: str = "",
 ) -> float:
-    """A finite real number between ``low`` and ``high``; an end is left out where ``low_open`` /
-    ``high_open`` says so. An infinite end means no bound on that side."""
+    """A finite number between ``low`` and ``high`` (excluded where ``*_open``; an infinite end is no bound)."""
     finite = is_finite_number(value)
     above = finite and (value > low if low_open else value >= low)
     below = finite and (value < high if high_open else value <= high)
@@ -106,7 +102,6 @@ def boolean(name: str, value, note: str = "") -> bool:
 
 
 def non_empty_string(name: str, value, note: str = "") -> str:
-    """A string of at least one character."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be {_noted('a non-empty string', note)}, got {value!r}")
     return value
@@ -128,7 +123,6 @@ def string_list(name: str, value, note: str = "") -> list[str]:
 
 
 def mapping(name: str, value, note: str = "") -> dict:
-    """A dict (a JSON object)."""
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be {_noted('a JSON object', note)}, got {value!r:.80}")
     return value
@@ -136,8 +130,7 @@ def mapping(name: str, value, note: str = "") -> dict:
 
 @contextmanager
 def raising(error: type[ValueError]) -> Iterator[None]:
-    """Inside the block, a check's ValueError comes out as ``error`` (a ValueError subclass such as a
-    command's input error), with the same message."""
+    """Inside the block, a ValueError comes out as ``error`` (a ValueError subclass), with the same message."""
     try:
         yield
     except ValueError as exc:
@@ -150,8 +143,7 @@ MIN_SECONDS = 1.0
 
 
 def positive_seconds(name: str, value, minimum: float = MIN_SECONDS) -> float:
-    """A timeout of at least ``minimum`` seconds (1 s by default: shorter ones only make healthy
-    sites look dead)."""
+    """A timeout of at least ``minimum`` seconds (1 s by default: shorter ones only make healthy sites look dead)."""
     if not is_finite_number(value) or value < minimum:
         raise ValueError(f"{name} must be a number of seconds >= {minimum:g}, got {value!r}")
     return float(value)

@@ -1,19 +1,9 @@
 """What every console script shares: a bad input ends in one line, never a traceback.
 
-Each ``main`` is wrapped with :func:`command`. The errors a user can cause and fix are turned into
-``prog: error: <message>`` on stderr and exit status 2:
-
-- :class:`UserError` (a ``ValueError``): raised by this package for a bad setting, option or
-  input file; its message names the setting and the fix. The modules' own error classes
-  (``SpecError``, ``ReportError``, ``AllowListError``, ...) derive from it.
-- ``OSError`` carrying a file name (a path the user gave that is missing, unreadable, a folder
-  where a file is expected, on a full disk...): the path and the operating system's reason.
-
-When the reader of the output goes away (``lightyear-sweep SPEC --dry-run | head``), the command stops
-quietly with the status of SIGPIPE, as shell tools do. Anything else is a bug and keeps its traceback.
-Input files are read with :func:`read_text`, which says "X is not a UTF-8 text file" instead of failing
-deep inside a parser, and output folders are checked with :func:`output_folder` before anything is
-written.
+:func:`command` wraps each ``main``: a :class:`UserError` (the base of the modules' own errors) or an ``OSError``
+naming a path becomes ``prog: error: <message>`` on stderr, exit status 2; a reader of the output that went away
+(``... | head``) ends it quietly with SIGPIPE's status, as shell tools do. Anything else is a bug and keeps its
+traceback. :func:`read_text` reads input files, :func:`output_folder` and :func:`output_file` check outputs first.
 """
 
 from __future__ import annotations
@@ -75,7 +65,7 @@ def fail(prog: str, message: str) -> int:
 
 
 def _stdout_reader_gone() -> bool:
-    """Whether standard output is a pipe whose reading end was closed (poll reports an error on it)."""
+    """Whether standard output is a pipe whose reading end was closed."""
     try:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)
@@ -97,8 +87,7 @@ def command(prog: str):
             except BrokenPipeError:
                 if not _stdout_reader_gone():
                     raise  # another pipe broke: a bug, keep the traceback
-                # the reader of the output went away (``... --dry-run | head``): stop as a shell tool does,
-                # quietly, with the status of SIGPIPE; stdout goes nowhere so that the exit flush cannot fail
+                # the reader went away: stdout goes nowhere so that the exit flush cannot fail
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 return 128 + signal.SIGPIPE
             except OSError as exc:
@@ -115,8 +104,7 @@ def command(prog: str):
 
 
 def read_text(path: str, what: str, fix: str = "") -> str:
-    """The text of the UTF-8 file ``path``; a :class:`UserError` naming ``what`` when it is missing,
-    a folder, unreadable or not text (binary, another encoding)."""
+    """The text of the UTF-8 file ``path``; a :class:`UserError` naming ``what`` when it cannot be read as such."""
     hint = f": {fix}" if fix else ""
     if os.path.isdir(path):
         raise UserError(f"{what} {path} is a folder, not a file{hint}")
@@ -137,8 +125,7 @@ def read_text(path: str, what: str, fix: str = "") -> str:
 
 
 def folder_name(path, option: str = "--out") -> str:
-    """``path``, refused with a :class:`UserError` naming ``option`` when it is empty (it would mean
-    the current folder, unasked) or holds a line break or another control character."""
+    """``path``; a :class:`UserError` naming ``option`` when it is empty or holds a control character."""
     if not isinstance(path, str) or not path.strip():
         raise UserError(f"{option} is empty: give a folder (write '.' for the current folder)")
     if control_characters(path):
@@ -149,9 +136,7 @@ def folder_name(path, option: str = "--out") -> str:
 
 
 def output_folder(path: str, option: str = "--out") -> str:
-    """Create the folder ``path`` if needed and make sure files can be written in it; its absolute
-    path. A :class:`UserError` naming ``option`` otherwise (empty, a line break in it, a file, a
-    place that cannot be created)."""
+    """The absolute path of the folder ``path``, created if needed and writable; else a :class:`UserError`."""
     path = os.path.abspath(folder_name(path, option))
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"{option} {path} is a file: give a folder (it is created if missing)")
@@ -172,11 +157,8 @@ def _limit(folder: str, name: str, fallback: int) -> int:
 
 
 def output_file(path, option: str, replaceable: bool = False) -> str:
-    """Check, before any work, that a file can be written at ``path``; its absolute path. A
-    :class:`UserError` naming ``option`` when the name is empty or holds a line break, is too long,
-    lies under a file or in a folder that does not exist or cannot be written, or when something is
-    already there: a folder, a link that leads nowhere, or a file, unless ``replaceable`` (one this
-    command wrote, or ``--force``)."""
+    """Check, before any work, that a file can be written at ``path``; its absolute path. Else a :class:`UserError`
+    naming ``option``; an existing file is refused unless ``replaceable`` (one this command wrote, or ``--force``)."""
     full = os.path.abspath(folder_name(path, option))
     folder, name = os.path.split(full)
     if os.path.lexists(full):
@@ -213,8 +195,7 @@ def output_file(path, option: str, replaceable: bool = False) -> str:
 
 
 def seconds(minimum: float = 0.0, positive: bool = False):
-    """An argparse ``type`` for a finite number of seconds ``>= minimum`` (``> 0`` when ``positive``):
-    ``inf``, ``nan`` and negative values are refused by the parser, before anything starts."""
+    """An argparse ``type`` for a finite number of seconds ``>= minimum`` (``> minimum`` when ``positive``)."""
     bound = f"> {minimum:g}" if positive else f">= {minimum:g}"
 
     def parse(text: str) -> float:
@@ -231,17 +212,15 @@ def seconds(minimum: float = 0.0, positive: bool = False):
 
 
 def control_characters(value: str) -> bool:
-    """Whether ``value`` holds a line break or another control character (a way to smuggle lines
-    into a batch script or a log)."""
+    """Whether ``value`` holds a line break or another control character (lines smuggled into a script or log)."""
     return any(ord(c) < 32 or ord(c) == 127 for c in value)
 
 
 @contextlib.contextmanager
 def terminate_as_interrupt(signals=(signal.SIGTERM, signal.SIGHUP)):
-    """Within this block SIGTERM (and SIGHUP; any of ``signals``) raise KeyboardInterrupt like Ctrl-C,
-    so that cleanup in ``finally`` (stopping what the command started) runs whichever way the
-    command is stopped. Yields the list of the signals received, for code that catches the
-    interrupt on its way (FLARE's simulator does)."""
+    """Within this block ``signals`` raise KeyboardInterrupt like Ctrl-C, so that cleanup in ``finally`` runs however
+    the command is stopped. Yields the names of the signals received, for code that catches the interrupt on its
+    way (FLARE's simulator does)."""
     received: list[str] = []
 
     def handler(signum, frame):

@@ -1,17 +1,9 @@
 """Where the toolkit's configurations live, and where a checkout of the repository is.
 
-The topologies' FLARE configuration templates, the datasets' settings, the sweeps, the SLURM
-templates and the provisioning example are package data (the methods declare themselves in code,
-:mod:`lightyear.jobs.registry`): ``lightyear/app_configs/`` ships inside the package
-(``[tool.setuptools.package-data]`` in ``pyproject.toml``), so an installed package generates
-jobs anywhere. It is the one copy: a checkout's ``app_configs`` is a link to
-``custom/lightyear/app_configs``, so its documented paths (``app_configs/sweeps/...``) and an
-editable install read the same files. Every console script takes ``--configs DIR`` to use
-another folder of the same layout.
-
-A *checkout* is only needed for what belongs to the repository, not to the package: the
-committed job folders (``jobs/``) and SLURM templates (``slurm/``) that ``lightyear-jobs`` and
-``lightyear-slurm`` rewrite and check.
+``lightyear/app_configs/`` (templates, dataset settings, sweeps, SLURM templates, the provisioning example) is package
+data, so an installed package generates jobs anywhere; a checkout's ``app_configs`` is a link to it. Every console
+script takes ``--configs DIR`` for another folder of that layout. A *checkout* is needed only for the repository's
+committed ``jobs/`` and ``slurm/`` that ``lightyear-jobs`` and ``lightyear-slurm`` rewrite and check.
 """
 
 from __future__ import annotations
@@ -22,17 +14,14 @@ from lightyear.cli import UserError
 
 FOLDER = "app_configs"
 BUNDLED = os.path.join(os.path.dirname(os.path.abspath(__file__)), FOLDER)
-"""The configurations shipped with the package."""
 
 
 def bundled() -> str:
-    """The package's ``app_configs`` folder."""
     return BUNDLED
 
 
 def checkout_root(start: str | None = None) -> str | None:
-    """The checkout of this repository that holds ``start`` (default: the current folder), or None:
-    the nearest folder at or above it with ``pyproject.toml`` and ``app_configs``."""
+    """The nearest folder at or above ``start`` (default: here) with ``pyproject.toml`` and ``app_configs``."""
     here = os.path.abspath(start or os.getcwd())
     while True:
         if os.path.isfile(os.path.join(here, "pyproject.toml")) and os.path.isdir(os.path.join(here, FOLDER)):
@@ -54,9 +43,7 @@ def require_checkout(what: str, fix: str) -> str:
 
 
 def checked_configs(path: str | None, option: str = "--configs") -> str:
-    """``path`` (default: the package's configurations), refused unless it is a configurations
-    folder: one with a ``datasets/`` folder of dataset settings (the templates always come from the
-    package)."""
+    """``path`` (default: the package's configurations), refused unless it holds ``datasets/``."""
     if path is None:
         return bundled()
     path = os.path.abspath(path)

@@ -1,11 +1,8 @@
 """A user's YAML or JSON settings file read as plain JSON values (pure, no FLARE).
 
-PyYAML's safe loader still builds more than JSON holds: dates from ``2020-01-01``, sets from
-``!!set``, mappings whose keys are numbers, booleans or null (``on: 3`` is ``{True: 3}``), and it
-keeps the last of two equal keys without a word, as does ``json.loads``. Settings files of this
-toolkit are JSON values: :func:`plain_document` parses the text and refuses each of those with
-the place it stands and the fix, so that nothing downstream meets a value it cannot write back
-as JSON or a key that silently lost its first value.
+PyYAML's safe loader builds more than JSON holds (dates, sets, keys that are numbers or booleans: ``on: 3`` is
+``{True: 3}``) and, like ``json.loads``, silently keeps the last of two equal keys; :func:`plain_document` refuses
+each of those with its place and the fix.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ class DocumentError(UserError):
 
 
 def plain_document(text: str, path: str, yaml_format: bool):
-    """The value of ``text`` (YAML when ``yaml_format``, else JSON) read from ``path``; a
-    :class:`DocumentError` for a syntax error, a repeated key, a key that is not a string, or a
-    value JSON has no form for (a date, a set, bytes, NaN or infinity)."""
+    """The value of ``text`` (YAML when ``yaml_format``, else JSON) read from ``path``; a :class:`DocumentError` for a
+    syntax error, a repeated key, a key that is not a string, or a value JSON has no form for (a date, NaN, ...)."""
     try:
         value = _load_yaml(text) if yaml_format else json.loads(text, object_pairs_hook=_unique_pairs)
     except _RepeatedKey as exc:
@@ -39,8 +35,7 @@ def plain_document(text: str, path: str, yaml_format: bool):
         if type(exc).__module__.startswith("yaml"):
             raise DocumentError(f"{path} is not valid YAML: {yaml_problem(exc)}") from None
         raise
-    problem = _first_problem(value, "", ())
-    if problem:
+    if problem := _first_problem(value, "", ()):
         raise DocumentError(f"{path}: {problem}")
     return value
 
@@ -65,8 +60,7 @@ def _load_yaml(text: str):
 
     class UniqueKeys(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
-            # the keys written out in this mapping must not repeat; what a merge key (<<: *base)
-            # brings in may be overridden by them, as YAML says
+            # the keys written out must not repeat; they may override what a merge key (<<: *base) brings in
             written = [k for k, _v in node.value if k.tag != "tag:yaml.org,2002:merge"]
             seen = set()
             for key_node in written:
@@ -83,8 +77,7 @@ def _load_yaml(text: str):
     return yaml.load(text, Loader=UniqueKeys)  # noqa: S506 - a SafeLoader subclass
 
 
-MAX_DEPTH = 64
-"""How deep lists and mappings may nest in a settings file."""
+MAX_DEPTH = 64  # how deep lists and mappings may nest
 
 
 def _first_problem(value, where: str, parents: tuple) -> str | None:
@@ -99,14 +92,12 @@ def _first_problem(value, where: str, parents: tuple) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"the key {key!r:.40} in {at} is not a string: quote it (YAML reads on/off/yes/no as true/false)"
-            problem = _first_problem(item, f"{where}.{key}" if where else key, parents)
-            if problem:
+            if problem := _first_problem(item, f"{where}.{key}" if where else key, parents):
                 return problem
         return None
     if isinstance(value, list):
         for n, item in enumerate(value):
-            problem = _first_problem(item, f"{where}[{n}]", parents)
-            if problem:
+            if problem := _first_problem(item, f"{where}[{n}]", parents):
                 return problem
         return None
     if isinstance(value, float) and not math.isfinite(value):

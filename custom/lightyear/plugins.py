@@ -1,8 +1,6 @@
-"""Plugins: what installed packages add to the toolkit through entry points (no FLARE import).
-
-A plugin package announces each dataset, network, method or attack it adds under an entry point
-group (``lightyear.datasets``, ``lightyear.models``, ``lightyear.methods``, ``lightyear.attacks``);
-the toolkit's own come first and a plugin may not reuse one of their names.
+"""Plugins: the datasets, networks, methods and attacks installed packages add through entry point groups
+(``lightyear.datasets``, ``lightyear.models``, ``lightyear.methods``, ``lightyear.attacks``; no FLARE import). The
+toolkit's own come first, and a plugin may not reuse one of their names.
 """
 
 from __future__ import annotations
@@ -18,15 +16,13 @@ def announced(group: str) -> list[EntryPoint]:
 
 
 def load(target: str):
-    """The object a ``module:attribute`` target (an entry point's value) names; ImportError or
-    AttributeError when it cannot be loaded, for the caller to say which entry point and how to fix it."""
+    """The object a ``module:attribute`` target names; ImportError or AttributeError for the caller to explain."""
     module, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
 
 def module_table(builtin: Mapping[str, str], group: str, kind: str) -> dict[str, str]:
-    """name -> module of every known ``kind`` (dataset, network): ``builtin``'s, then the entry points of
-    ``group`` sorted by name, each naming a module. A plugin's name that exists already is refused."""
+    """name -> module: ``builtin``, then ``group``'s entry points; a ValueError for a name that exists already."""
     found = dict(builtin)
     for entry in announced(group):
         if entry.name in found:

@@ -19,15 +19,7 @@ from lightyear.cli import UserError, command, read_text
 
 def check_records_file(name) -> str:
     """``records_file`` must be a plain file name: it is written inside the run folder, nowhere else."""
-    if (
-        not isinstance(name, str)
-        or not name
-        or name in (".", "..")
-        or os.path.basename(name) != name
-        or "/" in name
-        or "\\" in name
-        or "\0" in name
-    ):
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
         raise ValueError(
             f"records_file must be a plain file name such as 'rounds.csv' (written in the run folder), got {name!r}"
         )
@@ -35,8 +27,8 @@ def check_records_file(name) -> str:
 
 
 def atomic_write(path: str, write) -> str:
-    """Write a file by ``write(file_object)`` into a temporary file beside it, then rename it into
-    place: a crash leaves the previous version or the new one, never half a file."""
+    """Write ``path`` by ``write(file_object)`` into a temporary file beside it, then rename it into place: a crash
+    leaves the previous version or the new one, never half a file."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
@@ -54,17 +46,12 @@ def atomic_write(path: str, write) -> str:
 
 
 def save_npz_atomic(path: str, arrays: Mapping[str, np.ndarray]) -> str:
-    """``np.savez`` of ``arrays`` to ``path``, written atomically."""
     return atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 class RoundLog:
-    """Appends one CSV row per round and flushes it at once, so a crash loses no finished round.
-
-    The header is fixed by the first row (or by the existing file, which is appended to, so a
-    site process restarted within a run keeps its earlier rows); later rows may leave columns
-    out (written empty) but may not add new ones.
-    """
+    """Appends one CSV row per round at once, so a crash loses no finished round. The header is fixed by the first
+    row or the existing file (a restarted site keeps its rows); later rows may leave columns out, not add new ones."""
 
     def __init__(self, path: str):
         self.path = path
@@ -79,8 +66,7 @@ class RoundLog:
         new = self.columns is None
         if new:
             self.columns = list(row)
-        extra = [k for k in row if k not in self.columns]
-        if extra:
+        if extra := [k for k in row if k not in self.columns]:
             raise ValueError(f"round record has columns {extra} that the header lacks")
         with open(self.path, "a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.columns, restval="")
@@ -93,8 +79,7 @@ SITE_STATUS_FILE = "site_status.json"
 
 
 def write_site_status(folder: str, site: str, status: str, reason: str, last_round: int, checkpoint: str) -> str:
-    """Write ``<folder>/site_status.json`` (atomically): how a site's run ended, on the site itself,
-    so the outcome is known even when the server that collects the summary is gone."""
+    """Write how a site's run ended to its ``site_status.json``, known even when the server is gone."""
     blob = {"site": site, "status": status, "reason": reason, "last_round": last_round, "checkpoint": checkpoint}
     data = json.dumps(blob, indent=1).encode()
     return atomic_write(os.path.join(folder, SITE_STATUS_FILE), lambda f: f.write(data))
@@ -118,8 +103,7 @@ class RecordsError(UserError):
 
 
 def record_file(path: str, what: str = "the file") -> bool:
-    """Whether the record file ``path`` exists; a :class:`RecordsError` when something else is in its
-    place (a folder, a link that leads nowhere or to itself): damage, never taken for "no record"."""
+    """Whether the record file ``path`` exists; a :class:`RecordsError` when something else is in its place."""
     if not os.path.lexists(path):
         return False
     if not os.path.exists(path):
@@ -132,12 +116,9 @@ def record_file(path: str, what: str = "the file") -> bool:
 
 
 def table_rows(path: str, what: str = "the file", allow_empty: bool = False) -> tuple[list[dict], list[str]]:
-    """(well-formed rows, [what is wrong with each other row]) of the CSV file ``path``.
-
-    A row with more or fewer fields than the header (a file cut mid-row, or damaged) is left out
-    and described by its line. A file that is not UTF-8 text is a :class:`RecordsError`, and so is
-    one that is empty or has only a header unless ``allow_empty``.
-    """
+    """(well-formed rows, [what is wrong with each other row]) of the CSV file ``path``: a row with more or fewer
+    fields than the header is left out and described by its line. A file that is not UTF-8 text, or (unless
+    ``allow_empty``) is empty or has only a header, is a :class:`RecordsError`."""
     text = read_text(path, what, "it is damaged: run the job again")
     try:
         return _table_rows(text, path, what, allow_empty)
@@ -190,13 +171,9 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 
 def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "ece", "conf", "loss")) -> list[dict]:
-    """Rows of final test metrics, one per site, then the mean and std over benign sites.
-
-    Each result is ``{"site", "malfunction", "test": {metric: value}}`` with optional ``status``
-    (``finished``, ``failed`` or ``dropped``), ``last_round`` (the last round it finished) and
-    ``reason`` (why it failed or was dropped); a site is benign when its malfunction is ``none``;
-    only finished benign sites enter the mean and std. Dice is included when present.
-    """
+    """Rows of final test metrics, one per site, then the mean and std over the finished benign sites (malfunction
+    ``none``). Each result is ``{"site", "malfunction", "test": {metric: value}}`` with optional ``status``
+    (``finished``, ``failed``, ``dropped``), ``last_round`` and ``reason``; Dice is included when present."""
     results = sorted(results, key=lambda r: r["site"])
     keys = list(metrics)
     if any("dice" in r.get("test", {}) for r in results):
@@ -210,27 +187,17 @@ def summarize_sites(results: Iterable[dict], metrics: Sequence[str] = ("acc", "e
     benign = [r for r in rows if r["malfunction"] == "none" and r["status"] == "finished"]
     stats = {k: mean_std([r[k] for r in benign]) for k in keys}
     for name, i in (("mean_benign", 0), ("std_benign", 1)):
-        rows.append(
-            {
-                "site": name,
-                "malfunction": f"n={len(benign)}",
-                "status": "",
-                **{k: v[i] for k, v in stats.items()},
-                "last_round": "",
-                "reason": "",
-            }
-        )
+        labels = {"site": name, "malfunction": f"n={len(benign)}", "status": ""}
+        rows.append({**labels, **{k: v[i] for k, v in stats.items()}, "last_round": "", "reason": ""})
     return rows
 
 
 SUMMARY_LABELS = ("site", "malfunction", "status", "last_round", "reason")
-"""The columns of a summary (:func:`summarize_sites`) that describe a site; every other one is a metric."""
+"""The summary columns that describe a site; every other one is a metric."""
 
 
 def check_summary_metrics(rows: list[dict], path: str) -> None:
-    """Refuse a summary with a metric (any column but :data:`SUMMARY_LABELS`) that is not a number or
-    is infinite: the benign mean and std beside it would be wrong. An empty cell or NaN is no value
-    (a site that failed before its test), as :func:`summarize_sites` writes it."""
+    """Refuse a summary with a metric that is not a number or infinite; an empty cell or NaN is no value."""
     for i, row in enumerate(rows):
         for column, text in row.items():
             if column not in SUMMARY_LABELS and not _finite_or_no_value(text):
@@ -286,11 +253,8 @@ FINISHED = "finished"
 
 
 def run_failure(workspace: str) -> str | None:
-    """Why the simulator run in ``workspace`` has no result, or None when at least one site finished.
-
-    The summary's ``status`` column says it (finished, failed, dropped); without a summary each
-    site's ``site_status.json`` (peer-to-peer jobs) does. FLARE's simulator exits 0 either way.
-    """
+    """Why the simulator run in ``workspace`` has no result, or None when a site finished: by the summary's
+    ``status`` column, else each site's ``site_status.json``. (FLARE's simulator exits 0 either way.)"""
     summary = find_summary(workspace)
     if summary is not None:
         try:
@@ -321,8 +285,7 @@ MAX_REASON = 600
 
 
 def _endings(sites: list[tuple]) -> str:
-    """``site-1, site-2 failed (reason), site-3 dropped``: how each site ended, sites that ended alike
-    named together, each reason whole up to :data:`MAX_REASON` characters (then its start and end)."""
+    """``site-1, site-2 failed (reason), site-3 dropped``: how each site ended, sites that ended alike together."""
     groups: dict[tuple, list[str]] = {}
     for site, status, reason in sites:
         text = " ".join(str(reason or "").split())
@@ -336,8 +299,7 @@ def _endings(sites: list[tuple]) -> str:
 
 @command("lightyear-summary")
 def summary_main(argv=None) -> int:
-    """``lightyear-summary WORKSPACE``: print the summary table a run wrote; a damaged one ends in one line
-    naming the damage (:func:`read_table`, :func:`check_summary_metrics`)."""
+    """``lightyear-summary WORKSPACE``: print the summary table a run wrote; a damaged one ends in one line."""
     parser = argparse.ArgumentParser(
         prog="lightyear-summary", description="Print the final summary of a LIGHTYEAR toolkit run."
     )

@@ -1,26 +1,10 @@
-"""Detection metrics of one run from its records: DAcc, FPR and FNR of the senders a method left out.
-
-FedCAP (Li et al., "FedCAP: Robust Federated Learning via Customized Aggregation and
-Personalization", Sec. VI-C, Table III) measures how well a defence tells malicious clients from
-benign ones; the counts and ratios are :mod:`lightyear.algorithms.detection`. Here a
-*decision* is one deciding party in one round: the server of a star run, or one **benign**
-receiving site of a peer-to-peer run (a faulty site's choices are not scored).
-
-* **Malicious** = listed in ``faulty_sites`` of the job's ``meta.json`` (malfunctioning or attacking).
-* **Evaluated** = the senders whose models the deciding party received that round, valid or
-  refused by the model checks (``rejected``); a sender that never arrived is not evaluated.
-* **Labelled malicious** = the method excluded it that round, by the labelling its declaration
-  gives (``Method.detection``, in the method's own module; documented in ``docs/methods.md``,
-  "Detection metrics").
-
-Records read: star runs ``<ws>/server/simulate_job/aggregator_state.json`` (``history``: per
-aggregated round ``kept``, ``excluded`` and ``rejected``); peer-to-peer runs each benign site's
-``<ws>/<site>/simulate_job/rounds.csv``. A run is a sweep run folder (``job/meta.json`` and
-``ws/``) or a simulator workspace (``server/simulate_job/meta.json``, or ``--job JOB``).
-Methods that exclude no sender (:func:`no_detection`) have no detection figures.
-
-``python -m lightyear.experiments.detection RUN_DIR_OR_WORKSPACE`` prints a run's figures per
-receiver, per round and pooled over the run (:func:`~lightyear.algorithms.detection.pool`).
+"""Detection metrics of one run from its records: DAcc, FPR and FNR of the senders a method left out, as FedCAP (Li
+et al., "FedCAP: Robust Federated Learning via Customized Aggregation and Personalization", Sec. VI-C, Table III)
+measures them (counts and ratios: :mod:`lightyear.algorithms.detection`; which exclusions count: docs/methods.md,
+"Detection metrics"). A *decision* is one deciding party in one round: a star run's server, or one **benign**
+receiving site of a peer-to-peer run; it evaluates the senders whose models it received that round, valid or
+``rejected``, labels malicious those its method excluded (``Method.detection``), and malicious are the job's
+``faulty_sites``. ``python -m lightyear.experiments.detection RUN_DIR_OR_WORKSPACE`` prints a run's figures.
 """
 
 from __future__ import annotations
@@ -69,9 +53,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Rule:
-    """How a method's decisions are read: its topology and its declaration's :class:`Detection`
-    (labelling function, the record columns or history keys it needs, the per-sender column suffix
-    it reads, its text, and whether its exclusion is permanent)."""
+    """How a method's decisions are read: its topology and its declaration's :class:`Detection`."""
 
     topology: str
     detection: Detection
@@ -80,18 +62,6 @@ class Rule:
     def label(self):
         return self.detection.label
 
-    @property
-    def needs(self) -> tuple[str, ...]:
-        return self.detection.needs
-
-    @property
-    def peer_suffix(self) -> str:
-        return self.detection.peer_suffix
-
-    @property
-    def text(self) -> str:
-        return self.detection.text
-
 
 def no_detection() -> list[str]:
     """The methods that exclude no sender (their declarations have no detection)."""
@@ -99,8 +69,7 @@ def no_detection() -> list[str]:
 
 
 def rule_for(method: str) -> Rule | None:
-    """The method's labelling rule (its declaration's); None for a method without detection; an error for an
-    unknown one."""
+    """The method's labelling rule; None for a method without detection; a DetectionError for an unknown one."""
     known = registry.methods()
     if method not in known:
         raise DetectionError(
@@ -117,7 +86,6 @@ def per_client(method: str) -> bool:
     return rule is not None and rule.detection.per_client
 
 
-# ---------------------------------------------------------------------------- decisions
 @dataclass(frozen=True)
 class Decision:
     round: int
@@ -145,10 +113,9 @@ class RunDetection:
         }
 
     def per_client(self) -> DetectionCounts:
-        """Each client judged once per receiver, by the last decision that receiver made about it,
-        the way FedCAP's Table III counts: flagged if that decision left it out. A client removed
-        for good is judged by the round that removed it, since a rule's records name a removed
-        client in that round only (FedCAP's) or in every later round too; pooled over receivers."""
+        """Each client judged once per receiver by that receiver's last decision about it (flagged if it left the
+        client out), as FedCAP's Table III counts; pooled over receivers. A client removed for good is judged by the
+        round that removed it, since a rule's records name it in that round only or in every later one too."""
         judged: dict[str, dict[str, bool]] = {}
         for d in sorted(self.decisions, key=lambda d: d.round):
             for client in d.evaluated:
@@ -163,8 +130,7 @@ class RunDetection:
         return {s: pool(d.counts for d in self.decisions if d.receiver == s) for s in receivers}
 
     def rows(self) -> list[dict]:
-        """``detection.csv``: every decision, then the per-receiver pools (round ``all``) and, with
-        several receivers, the per-round pools and the run's pool (receiver ``all``)."""
+        """``detection.csv``: every decision, per-receiver pools, and with several receivers per-round and run pools."""
         rows = [_row(d.round, d.receiver, d.counts) for d in self.decisions]
         rows += [_row(ALL, s, c) for s, c in self.by_receiver().items()]
         if len(self.by_receiver()) > 1:
@@ -172,19 +138,9 @@ class RunDetection:
         return rows
 
 
-def _row(rnd, receiver: str, counts: DetectionCounts) -> dict:
-    ratios = {
-        k: ("" if v != v else round(v, 6)) for k, v in (("dacc", counts.dacc), ("fpr", counts.fpr), ("fnr", counts.fnr))
-    }
-    return {
-        "round": rnd,
-        "receiver": receiver,
-        "tp": counts.tp,
-        "fp": counts.fp,
-        "tn": counts.tn,
-        "fn": counts.fn,
-        **ratios,
-    }
+def _row(rnd, receiver: str, c: DetectionCounts) -> dict:
+    ratios = {k: ("" if v != v else round(v, 6)) for k, v in (("dacc", c.dacc), ("fpr", c.fpr), ("fnr", c.fnr))}
+    return {"round": rnd, "receiver": receiver, "tp": c.tp, "fp": c.fp, "tn": c.tn, "fn": c.fn, **ratios}
 
 
 def _decide(run: RunRecords, rule: Rule, where: str, rnd: int, receiver: str, record: dict) -> Decision:
@@ -199,33 +155,31 @@ def _decide(run: RunRecords, rule: Rule, where: str, rnd: int, receiver: str, re
 
 def _check_columns(path: str, rows: list[dict], rule: Rule, method: str) -> None:
     header = set(rows[0]) if rows else set()
-    for column in rule.needs:
+    suffix = rule.detection.peer_suffix
+    for column in rule.detection.needs:
         if column not in header:
             raise DetectionError(
                 f"{path} has no column '{column}', which the {method} detection rule reads: "
                 "the run was written by an older toolkit; run it again"
             )
-    if rule.peer_suffix and "senders" in header:
+    if suffix and "senders" in header:
         for row in rows:
             for sender in sorted(names(row["senders"]), key=site_key):
-                if f"{sender}{rule.peer_suffix}" not in header:
+                if f"{sender}{suffix}" not in header:
                     raise DetectionError(
-                        f"{path} has no column '{sender}{rule.peer_suffix}' for the sender {sender}, "
+                        f"{path} has no column '{sender}{suffix}' for the sender {sender}, "
                         f"which the {method} detection rule reads"
                     )
 
 
 SITE_LISTS = ("senders", "rejected")
-"""The lists of sites a record may hold besides those its rule needs: the round's senders (whose
-per-sender columns are read) and the senders the model checks refused (every rule counts them)."""
+"""Site lists a record may hold besides those its rule needs: the round's senders and those the model checks refused."""
 
 
 def _check_sites(run: RunRecords, rule: Rule, path: str, records: list[dict]) -> None:
-    """Refuse records whose lists of sites (the columns or history keys the rule needs, ``round`` aside,
-    and :data:`SITE_LISTS`) name a site the job does not run: such a record is damaged, or another
-    job's, and its names would be counted as senders the run never had."""
+    """Refuse records whose site lists name a site the job does not run (damaged, or another job's)."""
     sites = set(run.sites)
-    lists = [key for key in dict.fromkeys((*rule.needs, *SITE_LISTS)) if key != "round"]
+    lists = [key for key in dict.fromkeys((*rule.detection.needs, *SITE_LISTS)) if key != "round"]
     for record in records:
         for key in lists:
             value = record.get(key)
@@ -239,8 +193,7 @@ def _check_sites(run: RunRecords, rule: Rule, path: str, records: list[dict]) ->
 
 
 def p2p_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
-    """One decision per benign receiving site and round, from its ``rounds.csv`` (whole records only:
-    :func:`~lightyear.experiments.detection_records.site_rows`)."""
+    """One decision per benign receiving site and round, from its ``rounds.csv`` (whole records only)."""
     decisions, found = [], []
     for site in run.benign:
         path = run.rounds_csv(site)
@@ -266,7 +219,7 @@ def star_decisions(run: RunRecords, rule: Rule) -> list[Decision]:
         raise DetectionError(
             f"no {STATE_FILE} at {path}: the server writes it after every aggregated round; did any round aggregate?"
         )
-    history = state_history(path, run.method, rule.needs)
+    history = state_history(path, run.method, rule.detection.needs)
     _check_sites(run, rule, path, history)
     return [_decide(run, rule, path, e["round"], SERVER, e) for e in history]
 
@@ -281,7 +234,7 @@ def run_detection(run: RunRecords) -> RunDetection | None:
 
 
 def write_csv(detection: RunDetection, path: str) -> str:
-    """Write ``detection.csv`` (:meth:`RunDetection.rows`) to ``path`` (atomically: a crash leaves no half file)."""
+    """Write ``detection.csv`` (:meth:`RunDetection.rows`) to ``path`` atomically."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(COLUMNS))
     writer.writeheader()
@@ -293,7 +246,7 @@ def write_csv(detection: RunDetection, path: str) -> str:
 
 
 def is_detection_csv(path: str) -> bool:
-    """Whether ``path`` holds a ``detection.csv`` this module wrote (its header), so it may be replaced."""
+    """Whether ``path`` holds a ``detection.csv`` this module wrote (by its header), so it may be replaced."""
     try:
         with open(path, newline="", errors="replace") as f:
             return next(csv.reader(f), None) == list(COLUMNS)
@@ -301,7 +254,6 @@ def is_detection_csv(path: str) -> bool:
         return False
 
 
-# ---------------------------------------------------------------------------- console
 def _table(title: str, key: str, items) -> str:
     rows = [
         {key: name, **{k: v for k, v in _row("", "", c).items() if k not in ("round", "receiver")}} for name, c in items
@@ -314,7 +266,7 @@ def describe(detection: RunDetection) -> str:
     run, total = detection.run, detection.total
     lines = [
         f"{run.name}: {run.method}, faulty sites {', '.join(run.faulty_sites) or 'none'}",
-        f"labelled malicious: {detection.rule.text}",
+        f"labelled malicious: {detection.rule.detection.text}",
         "",
         _table("per receiver (pooled over rounds)", "receiver", detection.by_receiver().items()),
         "",

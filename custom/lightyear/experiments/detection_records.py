@@ -1,14 +1,7 @@
-"""The records the detection metrics of one run are computed from, read as untrusted input.
-
-A run's ground truth is its job's ``meta.json`` (``lightyear.method`` and ``faulty_sites``, the
-sites of ``deploy_map``); its decisions are each benign site's ``rounds.csv`` (peer-to-peer) or the
-server's ``aggregator_state.json`` (star). Figures are computed from complete records only: any
-damage (a file that is not UTF-8 text, not JSON, of the wrong shape; a row cut short; a round
-that is not a round number; a ``faulty_sites`` that is not a list of the job's sites; a list of
-sites in a record that names a site the job does not run; an attack no one declares; a records
-path that is a folder or a loop of links) is a :class:`DetectionError` naming the file and what is
-wrong, and the run gets no figures. Only a benign site that wrote no ``rounds.csv`` at all is
-taken as a site that made no decision.
+"""The records a run's detection metrics are computed from, read as untrusted input: the job's ``meta.json`` (ground
+truth), each benign site's ``rounds.csv`` (peer-to-peer) or the server's ``aggregator_state.json`` (star). Any damage
+is a :class:`DetectionError` naming the file and the problem, and the run gets no figures; only a benign site with no
+``rounds.csv`` at all counts as one that made no decision.
 """
 
 from __future__ import annotations
@@ -21,7 +14,8 @@ from dataclasses import dataclass
 from lightyear import records
 from lightyear.algorithms.attacks import catalogue
 from lightyear.algorithms.malfunctions import NONE
-from lightyear.cli import UserError, read_text
+from lightyear.checks import raising
+from lightyear.cli import read_text
 from lightyear.experiments.results import ReportError, site_key
 from lightyear.jobs.folders import load_json
 from lightyear.records import table_rows
@@ -63,19 +57,16 @@ def _names(value) -> bool:
 
 
 def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -> RunRecords:
-    """The records of a run whose job ``meta.json`` is ``meta_path`` and simulator workspace ``workspace``."""
+    """The records of the run with job ``meta.json`` ``meta_path`` and simulator workspace ``workspace``."""
     fix = "regenerate the job with lightyear-jobs"
-    try:
+    with raising(DetectionError):
         meta = load_json(meta_path, "the job's meta.json")
-    except UserError as exc:
-        raise DetectionError(str(exc)) from None
     info = meta.get("lightyear") if isinstance(meta, dict) else None
     if not isinstance(info, dict):
         raise DetectionError(
             f"{meta_path} has no 'lightyear' block (a JSON object): not a job lightyear-jobs wrote; {fix}"
         )
-    missing = [k for k in ("method", "faulty_sites") if k not in info]
-    if missing:
+    if missing := [k for k in ("method", "faulty_sites") if k not in info]:
         raise DetectionError(f"{meta_path} lacks {', '.join(missing)} in its 'lightyear' block: {fix}")
     if not isinstance(info["method"], str) or not info["method"]:
         raise DetectionError(f"{meta_path}: method {info['method']!r:.60} is not a method name: {fix}")
@@ -86,8 +77,7 @@ def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -
     faulty = info["faulty_sites"]
     if not isinstance(faulty, list) or not all(isinstance(s, str) for s in faulty):
         raise DetectionError(f"{meta_path}: faulty_sites {faulty!r:.60} is not a list of site names: {fix}")
-    strangers = [s for s in faulty if s not in sites]
-    if strangers:
+    if strangers := [s for s in faulty if s not in sites]:
         raise DetectionError(
             f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map does not run: {fix}"
         )
@@ -104,8 +94,7 @@ def records_from_meta(meta_path: str, workspace: str, name: str | None = None) -
 
 
 def open_run(path: str, job: str | None = None) -> RunRecords:
-    """A sweep run folder (``job/meta.json`` + ``ws/``) or a simulator workspace (its
-    ``server/simulate_job/meta.json``, or ``job``'s meta.json when given)."""
+    """The records of a sweep run folder or a simulator workspace (with ``job``'s meta.json when given)."""
     if not os.path.isdir(path):
         raise DetectionError(f"no folder at {path}: pass a sweep run folder (runs/<run>) or a simulator workspace (-w)")
     swept = os.path.isdir(os.path.join(path, "ws"))
@@ -135,19 +124,15 @@ def round_number(value, where: str) -> int:
 
 def record_file(path: str, what: str) -> bool:
     """Whether the record file ``path`` exists; a DetectionError when something else is in its place."""
-    try:
+    with raising(DetectionError):
         return records.record_file(path, what)
-    except UserError as exc:
-        raise DetectionError(str(exc)) from None
 
 
 def site_rows(path: str, site: str) -> list[dict]:
     """Every row of a site's ``rounds.csv``, each whole and with a round number; else a DetectionError."""
     what = f"{site}'s rounds.csv"
-    try:
+    with raising(DetectionError):  # not text, empty, a header and no rows
         rows, problems = table_rows(path, what)
-    except UserError as exc:  # not text, empty, a header and no rows
-        raise DetectionError(str(exc)) from None
     if problems:
         raise DetectionError(
             f"{what} {path}: {problems[0]}: the detection figures need every round's whole record; {RERUN}"
@@ -159,10 +144,10 @@ def site_rows(path: str, site: str) -> list[dict]:
 
 def state_history(path: str, method: str, needs: tuple[str, ...]) -> list[dict]:
     """The ``history`` of a star run's ``aggregator_state.json``, every entry checked; else a DetectionError."""
+    with raising(DetectionError):
+        text = read_text(path, "the server's aggregator state", RERUN)
     try:
-        state = json.loads(read_text(path, "the server's aggregator state", RERUN))
-    except UserError as exc:
-        raise DetectionError(str(exc)) from None
+        state = json.loads(text)
     except ValueError as exc:
         raise DetectionError(f"{path} is not valid JSON ({str(exc)[:80]}): the records are damaged; {RERUN}") from None
     history = state.get("history") if isinstance(state, dict) else None
@@ -174,8 +159,7 @@ def state_history(path: str, method: str, needs: tuple[str, ...]) -> list[dict]:
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
             raise DetectionError(f"{path}: history entry {i} is not a JSON object: the records are damaged; {RERUN}")
-        lacking = [k for k in needs if k not in entry]
-        if lacking:
+        if lacking := [k for k in needs if k not in entry]:
             raise DetectionError(
                 f"{path}: history entry {i} has no '{lacking[0]}', which the {method} detection rule reads"
             )

@@ -1,24 +1,10 @@
 """Detection tables of a sweep (as FedCAP's Table III, Sec. VI-C): DAcc / FPR / FNR per method and scenario.
 
-One table per dataset and threat. A threat is a malfunction kind (columns: number of faulty
-sites, clean runs as column 0) or an attack with its knowledge (columns: attack kind, clean
-runs as ``clean``; ``<kind>, <k> faulty`` when the runs differ in their number of attackers).
-Rows are the methods with a labelling rule (:mod:`lightyear.experiments.detection`); the methods
-without detection are named under the table, not given numbers.
-
-**Pooling.** A cell sums the TP/FP/TN/FN of every decision (round x benign receiver, or round
-at the server) of every run (seed) of that method, dataset, threat and scenario, then takes the
-ratios (:func:`~lightyear.algorithms.detection.pool`). For FedCAP a second row,
-``fedcap (per client)``, judges each client once, at the end of the run, as FedCAP's Table III
-does (:meth:`~lightyear.experiments.detection.RunDetection.per_client`). Cells are percentages with
-one decimal, ``-`` where a ratio is undefined (FNR of a clean run: no malicious sender). A cell is
-computed from complete records only: when a run of it has records that give no figures (damaged,
-or lacking what the rule reads: :mod:`~lightyear.experiments.detection_records`), the cell reads
-``n/a`` with the run named beside it, and the reason is listed under the tables.
-
-:func:`write_detection` is the report's hook: it writes every run's ``detection.csv`` into its
-run folder, ``detection/<dataset>_<threat>_detection.csv|md``, ``detection_results.csv`` (every
-cell unscaled) and ``detection.md`` (the section of ``report.md``).
+One table per dataset and threat (a malfunction kind: columns the number of faulty sites; an attack: columns the
+attack kind), rows the methods with a labelling rule, plus ``<method> (per client)`` for a permanent exclusion. A
+cell pools TP/FP/TN/FN over every decision of every run, then takes the ratios
+(:func:`~lightyear.algorithms.detection.pool`); it reads ``n/a`` with the run named when a run's records give no
+figures. :func:`write_detection` is the report's hook.
 """
 
 from __future__ import annotations
@@ -72,10 +58,9 @@ class DetectionTable:
 
 def scenario(run: RunResult) -> Scenario:
     """The run's threat and column: an attack (``attack`` in meta.json), a malfunction kind, or clean."""
-    attack = run.attack
-    if attack and attack != NONE:
-        knowledge = run.knowledge
-        return Scenario(run.dataset, f"attack_{knowledge}" if knowledge else "attack", (1, str(attack), run.faulty))
+    if run.attack and run.attack != NONE:
+        threat = f"attack_{run.knowledge}" if run.knowledge else "attack"
+        return Scenario(run.dataset, threat, (1, str(run.attack), run.faulty))
     if run.faulty:
         return Scenario(run.dataset, run.malfunction, (run.faulty, str(run.faulty)))
     return Scenario(run.dataset, None, (0, "0 (clean)"))
@@ -85,23 +70,18 @@ def _columns(threat: str, members: list[tuple[Scenario, RunResult]]) -> dict[int
     """Each member's column in the table of ``threat`` (by position in ``members``)."""
     if not threat.startswith("attack"):
         return {i: sc.column for i, (sc, _) in enumerate(members)}
-    counts = {sc.column[2] for sc, _ in members if sc.threat is not None}
-    out = {}
-    for i, (sc, _) in enumerate(members):
-        if sc.threat is None:
-            out[i] = (0, CLEAN)
-        else:
-            _, kind, k = sc.column
-            out[i] = (1, kind if len(counts) == 1 else f"{kind}, {k} faulty")
-    return out
+    one_count = len({sc.column[2] for sc, _ in members if sc.threat is not None}) == 1
+    return {
+        i: (0, CLEAN) if sc.threat is None else (1, sc.column[1] if one_count else "{1}, {2} faulty".format(*sc.column))
+        for i, (sc, _) in enumerate(members)
+    }
 
 
 def build_tables(
     items: list[tuple[RunResult, Scenario, detection.RunDetection | None]],
     damaged: list[tuple[RunResult, Scenario]] = (),
 ) -> list[DetectionTable]:
-    """Tables per dataset and threat from each finished run's scenario and detection (None: no
-    detection); the ``damaged`` runs, whose records give no figures, make their cells ``n/a``."""
+    """Tables per dataset and threat; the ``damaged`` runs, whose records give no figures, make their cells ``n/a``."""
     tables = []
     everything = [(run, sc, det, False) for run, sc, det in items] + [(run, sc, None, True) for run, sc in damaged]
     for dataset in sorted({sc.dataset for _, sc, _, _ in everything}):
@@ -136,7 +116,7 @@ def build_tables(
 
 
 def per_client_row(method: str) -> str:
-    """The row of a rule's per-client counts (each client judged once, at the end of the run)."""
+    """The row of a rule's per-client counts."""
     return f"{method} (per client)"
 
 
@@ -181,13 +161,14 @@ def write_table(table: DetectionTable, folder: str) -> list[str]:
     return [base + ".csv", base + ".md"]
 
 
+LONG_COLUMNS = ("dataset", "threat", "scenario", "method", "runs", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr")
+
+
 def write_long(tables: list[DetectionTable], path: str) -> str:
-    """Every cell unscaled: dataset, threat, scenario, method, runs, tp, fp, tn, fn, dacc, fpr, fnr."""
+    """Every cell unscaled, one row each (:data:`LONG_COLUMNS`)."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(
-            ["dataset", "threat", "scenario", "method", "runs", "tp", "fp", "tn", "fn", "dacc", "fpr", "fnr"]
-        )
+        writer.writerow(LONG_COLUMNS)
         for t in tables:
             for m in t.methods:
                 for _, label in t.columns:
@@ -199,7 +180,7 @@ def write_long(tables: list[DetectionTable], path: str) -> str:
 
 
 def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str], list[tuple]]:
-    """(run, scenario, detection) of every run; the runs left out with the reason; (run, scenario) of those left out."""
+    """([(run, scenario, detection)], {run left out: why}, [(run, scenario) of those left out])."""
     items, left_out, damaged = [], {}, []
     for run in runs:
         try:
@@ -214,7 +195,7 @@ def detect_runs(runs: list[RunResult]) -> tuple[list[tuple], dict[str, str], lis
 
 
 def write_detection(runs: list[RunResult], out: str, log=print) -> list[str]:
-    """The report's detection outputs for the finished ``runs`` (see the module doc); the paths."""
+    """Write every run's ``detection.csv``, the tables, ``detection_results.csv`` and ``detection.md``; the paths."""
     items, left_out, damaged = detect_runs(runs)
     written = []
     for run, _, det in items:
@@ -249,11 +230,8 @@ def write_section(tables: list[DetectionTable], left_out: dict[str, str], path: 
     ]
     lines += [to_markdown(t) for t in tables] or ["No finished run.", ""]
     if left_out:
-        lines += (
-            ["Left out of the detection tables:", ""]
-            + [f"- {name}: {why}" for name, why in sorted(left_out.items())]
-            + [""]
-        )
+        lines += ["Left out of the detection tables:", ""]
+        lines += [f"- {name}: {why}" for name, why in sorted(left_out.items())] + [""]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path

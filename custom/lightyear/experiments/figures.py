@@ -1,15 +1,6 @@
-"""The paper's figures: metric vs number of malfunctioning sites, one panel per malfunction kind
-(and per attack: metric vs number of attacking sites).
-
-* :func:`metric_figure` (Figures 3, 4, 7, 8): a line per method, mean ± std (error bars) of the
-  benign sites pooled over seeds, as in :mod:`~lightyear.experiments.tables`.
-* :func:`topology_figure` (Figures 5, 6): the mean over star methods, the mean over
-  peer-to-peer baselines, and LIGHTYEAR.
-
-Colours are the Okabe-Ito palette (distinguishable with the common colour-vision deficiencies),
-with markers and line styles so more than eight methods stay apart; LIGHTYEAR is black.
-Figures are built with matplotlib's Agg backend and returned, so callers (and tests) can inspect
-them before :func:`save` writes the PNG.
+"""The paper's figures: a metric against the number of malfunctioning (or attacking) sites, a panel per kind:
+:func:`metric_figure` (Figures 3, 4, 7, 8) and :func:`topology_figure` (Figures 5, 6). Colours are the Okabe-Ito
+palette (safe with the common colour-vision deficiencies), with markers and line styles for more than eight methods.
 """
 
 from __future__ import annotations
@@ -46,7 +37,7 @@ FEATURED = {"color": "#000000", "marker": "*", "linestyle": "-", "linewidth": 2.
 
 
 def method_styles(methods: list[str]) -> dict[str, dict]:
-    """A fixed colour, marker and line style per method (the featured one, LIGHTYEAR, black and thicker)."""
+    """A fixed colour, marker and line style per method (the featured one as :data:`FEATURED`)."""
     styles = {}
     featured = set(registry.featured())
     others = [m for m in methods if m not in featured]
@@ -70,7 +61,7 @@ def _scale(metric: str) -> float:
 
 
 def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
-    """A figure with ``n`` panels (at most three a row) sharing the y axis, so panels compare at a glance."""
+    """A figure with ``n`` panels, at most three a row, sharing the y axis."""
     cols = min(n, 3)
     rows = math.ceil(n / cols)
     width = 4.4 * cols + 1.8
@@ -78,7 +69,7 @@ def _panels(n: int, title: str, height: float = 3.4) -> tuple[Figure, list]:
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
-    # wrapped to the figure's width (about 10 title characters an inch), so that no word is cut off
+    # wrapped to the figure's width (about 10 title characters an inch)
     fig.suptitle("\n".join(textwrap.wrap(title, int(width * 10))))
     return fig, axes[:n]
 
@@ -100,7 +91,7 @@ def _finish_axes(ax, table: Table, title: str) -> None:
 
 
 def _legend(fig: Figure, axes: list, **kwargs) -> None:
-    """One legend for the figure, with every line of every panel once."""
+    """One legend for the figure, every line of every panel once."""
     handles, labels = [], []
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -112,7 +103,7 @@ def _legend(fig: Figure, axes: list, **kwargs) -> None:
 
 
 def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
-    """One dataset and metric: a panel per malfunction kind, a line per method with std error bars."""
+    """One dataset and metric: a panel per kind, a line per method, mean ± std over benign sites and seeds."""
     if not tables:
         raise ValueError("metric_figure needs at least one table")
     methods = list(dict.fromkeys(m for t in tables for m in t.methods))
@@ -124,11 +115,7 @@ def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
     scale = _scale(first.metric)
     for ax, table in zip(axes, tables):
         for method in table.methods:
-            points = [
-                (k, table.cells[(method, k)])
-                for k in table.counts
-                if (method, k) in table.cells and not math.isnan(table.cells[(method, k)].mean)
-            ]
+            points = [(k, c) for k in table.counts if (c := table.cells.get((method, k))) and not math.isnan(c.mean)]
             if points:
                 ax.errorbar(
                     [k for k, _ in points],
@@ -144,7 +131,7 @@ def metric_figure(tables: list[Table], styles: dict | None = None) -> Figure:
 
 
 def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tuple[int, float]]]:
-    """Per count, the mean over star methods, over peer-to-peer baselines, and each featured method's mean."""
+    """Per count: the mean over star methods, over peer-to-peer baselines, and each featured method's."""
     featured = registry.featured()
     groups = {
         "star methods (mean)": [m for m in table.methods if topology.get(m) == "star"],
@@ -155,11 +142,7 @@ def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tup
     for label, members in groups.items():
         points = []
         for k in table.counts:
-            means = [
-                table.cells[(m, k)].mean
-                for m in members
-                if (m, k) in table.cells and not math.isnan(table.cells[(m, k)].mean)
-            ]
+            means = [c.mean for m in members if (c := table.cells.get((m, k))) and not math.isnan(c.mean)]
             if means:
                 points.append((k, sum(means) / len(means)))
         if points:
@@ -168,7 +151,7 @@ def topology_means(table: Table, topology: dict[str, str]) -> dict[str, list[tup
 
 
 def topology_figure(tables: list[Table], topology: dict[str, str]) -> Figure:
-    """Figures 5-6: star vs peer-to-peer vs LIGHTYEAR, a panel per malfunction kind."""
+    """Figures 5-6: star vs peer-to-peer vs LIGHTYEAR, a panel per kind."""
     if not tables:
         raise ValueError("topology_figure needs at least one table")
     first = tables[0]

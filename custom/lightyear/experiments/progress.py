@@ -1,8 +1,5 @@
-"""A quiet live view of a running sweep: counts, each running run's round, elapsed and estimated time left.
-
-With `rich <https://github.com/Textualize/rich>`_ installed and a terminal attached, one status
-line is redrawn in place; otherwise plain lines are printed: one per started, finished or failed
-run, and a status line at most once a minute.
+"""A quiet live view of a running sweep: with rich and a terminal one status line redrawn in place, else plain lines,
+one per started, finished or failed run and a status line at most once a minute.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ class SweepState:
 
 
 def rounds_done(folder: str, rounds: int | None = None) -> int:
-    """Rounds a run has finished: from the server's ``progress.jsonl``, else the sites' ``rounds.csv``;
-    at most ``rounds`` (a star run's final evaluation is recorded as one round more)."""
+    """Rounds a run has finished, at most ``rounds`` (a star run records its final evaluation as one more)."""
     done = _rounds_done(folder)
     return min(done, rounds) if isinstance(rounds, int) and rounds > 0 else done
 
@@ -82,13 +78,8 @@ def clock(seconds: float | None) -> str:
 
 
 def status_line(state: SweepState) -> str:
-    parts = [
-        f"{state.done}/{state.total} done",
-        f"{len(state.running)} running",
-        f"{state.failed} failed",
-        f"elapsed {clock(state.elapsed)}",
-        f"left ~{clock(state.eta)}",
-    ]
+    parts = [f"{state.done}/{state.total} done", f"{len(state.running)} running", f"{state.failed} failed"]
+    parts += [f"elapsed {clock(state.elapsed)}", f"left ~{clock(state.eta)}"]
     runs = [f"{r.name} round {r.round}/{r.rounds or '?'}" for r in state.running]
     return " | ".join(parts + runs)
 

@@ -1,27 +1,9 @@
 """``lightyear-report SWEEP_DIR [--out DIR]``: the paper's tables and figures from a sweep folder.
 
-Writes, under ``DIR`` (default ``SWEEP_DIR/report``):
-
-* ``tables/<dataset>_<malfunction>_<metric>.csv|md|tex``: rows methods, columns numbers of
-  malfunctioning sites, cells mean ± std over benign sites and seeds (pooling: see
-  :mod:`~lightyear.experiments.tables`); ``results.csv``: every cell unscaled;
-* ``figures/<dataset>_<metric>.png``: metric vs number of malfunctioning sites, a panel per
-  malfunction kind; ``figures/<dataset>_<metric>_topology.png``: star vs peer-to-peer vs LIGHTYEAR;
-* ``selection/<run>_selection.png`` and ``<run>_scores.png`` for every run whose sites logged
-  their peer selection; ``selection_quality.csv|md`` (per method, dataset and malfunction kind) and
-  ``selection_rounds.csv|md`` (per run);
-* ``detection/<dataset>_<threat>_detection.csv|md``, ``detection_results.csv`` and every run's
-  ``runs/<run>/detection.csv``: FedCAP's DAcc / FPR / FNR of the methods that exclude senders
-  (:mod:`~lightyear.experiments.detection_tables`);
-* ``report.md``: all of the above on one page, with the runs that did not finish.
-
-A run that cannot be read (a damaged ``meta.json`` or summary), a summary row that cannot be used
-and a ``rounds.csv`` that cannot be read are left out, each named with the reason on stderr and in
-``report.md``; the rest is reported.
-
-``DIR`` may hold an earlier report (the hidden ``.lightyear-report`` file marks a folder this
-command writes, so a report stopped half-way is its own too); a file of the same name that
-someone else made there is never replaced without ``--force``.
+Writes :data:`WRITES` under ``DIR`` (default ``SWEEP_DIR/report``; described in docs/jobs-and-settings.md,
+"Experiments"). Unreadable runs, summary rows and ``rounds.csv`` are left out, each named with the reason on stderr and
+in ``report.md``. An earlier report's files (listed in the :data:`MARK` file) are replaced; another's only with
+``--force``.
 """
 
 from __future__ import annotations
@@ -51,19 +33,12 @@ WRITES = (
     "detection_results.csv",
     detection_tables.SECTION,
 )
-"""What a report writes in its folder (besides the mark)."""
+"""What a report writes in its folder, besides the mark."""
 TITLE = "# Sweep report ("
 
 
 def warn(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-
-
-def _group(all_tables: list[tables.Table]) -> dict[tuple[str, str], list[tables.Table]]:
-    groups: dict[tuple[str, str], list[tables.Table]] = {}
-    for t in all_tables:
-        groups.setdefault((t.dataset, t.metric), []).append(t)
-    return groups
 
 
 def _written_here(out: str) -> bool:
@@ -81,8 +56,7 @@ def check_report_folder(out: str, force: bool = False) -> None:
     """Refuse a report folder holding files of the report's names that this command did not write."""
     if force or not os.path.isdir(out) or _written_here(out):
         return
-    present = [name for name in WRITES if os.path.lexists(os.path.join(out, name))]
-    if present:
+    if present := [name for name in WRITES if os.path.lexists(os.path.join(out, name))]:
         raise ReportError(
             f"--out {out} holds {', '.join(present[:4])} that lightyear-report did not write: "
             "choose another --out, or add --force to replace them"
@@ -92,8 +66,7 @@ def check_report_folder(out: str, force: bool = False) -> None:
 def report(
     sweep_dir: str, out: str | None = None, extra_metrics: tuple[str, ...] = (), log=print, force: bool = False
 ) -> dict:
-    """Write the report of ``sweep_dir``; return ``{"tables", "figures", "selection", "detection", "report"}`` paths.
-    Nothing in ``out`` that this command did not write is replaced unless ``force``."""
+    """Write the report of ``sweep_dir``; the paths written, by kind. Foreign files are replaced only if ``force``."""
     out = os.path.abspath(out or os.path.join(sweep_dir, "report"))
     check_report_folder(out, force)
     earlier = _listed(out)  # what an earlier report here wrote
@@ -113,11 +86,13 @@ def report(
     _mark(out, earlier)
     written: dict[str, list[str]] = {"tables": [], "figures": [], "selection": []}
     all_tables = tables.build_tables(runs, extra_metrics)
+    groups: dict[tuple[str, str], list[tables.Table]] = {}  # a figure per dataset and metric
     for t in all_tables:
         written["tables"] += tables.write_table(t, os.path.join(out, "tables"))
+        groups.setdefault((t.dataset, t.metric), []).append(t)
     written["tables"].append(tables.write_long(all_tables, os.path.join(out, "results.csv")))
     topology = {r.method: r.topology for r in runs}
-    for (dataset, metric), group in _group(all_tables).items():
+    for (dataset, metric), group in groups.items():
         path = os.path.join(out, "figures", f"{dataset}_{metric}.png")
         written["figures"].append(figures.save(figures.metric_figure(group), path))
         if len(figures.topology_means(group[0], topology)) > 1:
@@ -137,15 +112,13 @@ def report(
         items.append((run, sel))
         base = os.path.join(out, "selection", run.name)
         tau = run.job_setting("tau")
-        written["selection"].append(figures.save(selection_plots.selection_heatmap(sel), base + "_selection.png"))
-        written["selection"].append(
-            figures.save(
-                selection_plots.score_plot(sel, tau if isinstance(tau, (int, float)) else None), base + "_scores.png"
-            )
-        )
-    kinds = selection.kind_rows(items, unselected)
+        tau = tau if isinstance(tau, (int, float)) else None
+        written["selection"] += [
+            figures.save(selection_plots.selection_heatmap(sel), base + "_selection.png"),
+            figures.save(selection_plots.score_plot(sel, tau), base + "_scores.png"),
+        ]
     written["selection"] += selection.write_rows(
-        kinds,
+        selection.kind_rows(items, unselected),
         os.path.join(out, "selection_quality"),
         "How often benign sites selected faulty peers (selections / opportunities)",
     )
@@ -182,19 +155,10 @@ def _mark(out: str, files: list[str]) -> None:
 
 
 def _remove_stale(out: str, earlier: list[str], written: dict, log) -> None:
-    """List in the mark what this report wrote in ``out``, and remove what an earlier report wrote
-    there that this one did not (a table of runs no longer in the sweep would otherwise stand
-    beside the new ones); nothing else in the folder is touched."""
-    now = sorted(
-        {
-            os.path.relpath(p, out).replace(os.sep, "/")
-            for paths in written.values()
-            for p in paths
-            if os.path.abspath(p).startswith(out + os.sep)
-        }
-    )
-    kept = set(now)
-    stale = [rel for rel in earlier if rel not in kept and os.path.isfile(os.path.join(out, rel))]
+    """Mark what this report wrote in ``out``; remove only what an earlier report wrote there and this one did not."""
+    inside = [p for paths in written.values() for p in paths if os.path.abspath(p).startswith(out + os.sep)]
+    now = sorted({os.path.relpath(p, out).replace(os.sep, "/") for p in inside})
+    stale = [rel for rel in earlier if rel not in now and os.path.isfile(os.path.join(out, rel))]
     for rel in stale:
         os.remove(os.path.join(out, rel))
     _mark(out, now)
@@ -203,8 +167,7 @@ def _remove_stale(out: str, earlier: list[str], written: dict, log) -> None:
 
 
 def write_index(out: str, runs, all_tables, written, left_out: list[str] = (), unreadable: int = 0) -> str:
-    """``report.md``: the tables, figures and selection results on one page, and what was left out
-    (``left_out``, of which ``unreadable`` whole runs)."""
+    """``report.md``: everything on one page, and what was left out (of which ``unreadable`` whole runs)."""
     missing = [r.name for r in runs if not r.finished]
     lines = [f"# Sweep report ({len(runs) - len(missing)}/{len(runs) + unreadable} runs finished)", ""]
     if missing:
@@ -255,8 +218,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     extra = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
-    unknown = [m for m in extra if m not in tables.LABELS]
-    if unknown:
+    if unknown := [m for m in extra if m not in tables.LABELS]:
         parser.error(f"unknown metrics {', '.join(unknown)}; choose from {', '.join(tables.LABELS)}")
     if args.out is not None:
         folder_name(args.out)

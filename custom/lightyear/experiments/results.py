@@ -1,19 +1,8 @@
-"""Read a sweep folder: every run's scenario (from its job's ``meta.json``) and final per-site metrics.
+"""Read a sweep folder: every run's scenario (its job's ``meta.json``) and final per-site metrics (its summary).
 
-A run folder is ``<sweep>/runs/<run>/`` with ``job/meta.json`` (its ``lightyear`` block: method,
-dataset, topology, malfunction, faulty sites, seed, and for an attack run ``attack`` and
-``knowledge``, the attackers being its faulty sites) and, once finished,
-``ws/server/simulate_job/summary.csv`` (one row per site, then ``mean_benign`` and ``std_benign``)
-and ``ws/site-K/simulate_job/rounds.csv``.
-
-Damage is reported, never averaged in: a run whose ``meta.json`` or summary cannot be read is
-left out with the reason (:func:`scan_sweep`), and a summary row that cannot be used (cut,
-an unknown status, a metric that is not a finite number) is left out of its run with the row
-named (:attr:`RunResult.problems`).
-
-**Benign** sites are those not in ``faulty_sites``: a malfunctioning site, and an attacker, whose
-summary row may say ``none`` (an attacker trains and evaluates its own model honestly), never
-enter a benign mean (the summary's own ``mean_benign`` row is not read).
+Damage is reported, never averaged in: an unreadable run is left out with the reason (:func:`scan_sweep`), an
+unusable summary row with the row named (:attr:`RunResult.problems`). **Benign** sites are those not in
+``faulty_sites``: a malfunctioning site or an attacker (whose row may say ``none``) never enters a benign mean.
 """
 
 from __future__ import annotations
@@ -71,8 +60,7 @@ class RunResult:
 
     @property
     def threat(self) -> str:
-        """What the faulty sites do: the malfunction kind, the attack (``<kind>_full`` under full
-        knowledge), or ``none`` for a clean run."""
+        """The malfunction kind, the attack (``<kind>_full`` under full knowledge), or ``none`` for a clean run."""
         if self.attack != NONE and self.faulty_sites:
             return self.attack + ("_full" if self.knowledge == FULL else "")
         return self.malfunction
@@ -80,10 +68,13 @@ class RunResult:
     def is_benign(self, row: dict) -> bool:
         return row.get("malfunction") == NONE and row.get("site") not in self.faulty_sites
 
+    def _benign_finished(self) -> list[dict]:
+        return [r for r in self.rows if self.is_benign(r) and r.get("status", "finished") == "finished"]
+
     @property
     def finished(self) -> bool:
         """Whether at least one benign site finished (as :func:`~lightyear.experiments.runner.is_finished`)."""
-        return any(self.is_benign(r) and r.get("status", "finished") == "finished" for r in self.rows)
+        return bool(self._benign_finished())
 
     @property
     def metric(self) -> str:
@@ -91,15 +82,9 @@ class RunResult:
         return "dice" if self.rows and "dice" in self.rows[0] else "acc"
 
     def benign_values(self, metric: str) -> list[float]:
-        """``metric`` of every benign site that finished (attackers and malfunctioning sites left out)."""
-        values = []
-        for row in self.rows:
-            if not self.is_benign(row) or row.get("status", "finished") != "finished":
-                continue
-            value = _number(row.get(metric, "nan"))
-            if value is not None and not math.isnan(value):
-                values.append(value)
-        return values
+        """``metric`` of every benign site that finished, where it is a number."""
+        values = [_number(row.get(metric, "nan")) for row in self._benign_finished()]
+        return [v for v in values if v is not None and not math.isnan(v)]
 
     def rounds_csv(self, site: str) -> str:
         return os.path.join(self.folder, "ws", site, "simulate_job", "rounds.csv")
@@ -121,30 +106,21 @@ def _number(text) -> float | None:
 
 
 def row_problem(row: dict, main_metric: str, faulty_sites=()) -> str | None:
-    """Why a summary row of one site cannot be used, or None. A finished benign site (not in
-    ``faulty_sites``) needs a finite main metric; every metric given must be a number and not
-    infinite. The ``malfunction`` column may name an attack (what an attacker's row may carry)."""
+    """Why a summary row of one site cannot be used, or None. A finished benign site (not in ``faulty_sites``) needs a
+    finite main metric; every metric given must be a number, not infinite. ``malfunction`` may name an attack."""
     status = row.get("status", "finished")
     if status not in STATUSES:
         return f"status {status!r} is none of {', '.join(STATUSES)}"
     if row.get("malfunction") not in KINDS + attack_names():
         return f"malfunction {row.get('malfunction')!r} is none of {', '.join(KINDS + attack_names())}"
+    benign = status == "finished" and row.get("malfunction") == NONE and row.get("site") not in faulty_sites
     for metric in METRICS:
         if metric not in row:
             continue
         text = row[metric]
         value = _number(text)
-        needed = (
-            metric == main_metric
-            and status == "finished"
-            and row.get("malfunction") == NONE
-            and row.get("site") not in faulty_sites
-        )
-        if (
-            (value is None and (text or needed))
-            or (value is not None and math.isinf(value))
-            or (needed and (value is None or math.isnan(value)))
-        ):
+        needed = benign and metric == main_metric
+        if (text or needed) if value is None else (math.isinf(value) or (needed and math.isnan(value))):
             return f"{metric} {text!r} is not a finite number"
     return None
 
@@ -156,8 +132,7 @@ def _find_key(obj, key):
         obj = list(obj.values())
     if isinstance(obj, list):
         for item in obj:
-            found = _find_key(item, key)
-            if found is not None:
+            if (found := _find_key(item, key)) is not None:
                 return found
     return None
 
@@ -171,11 +146,9 @@ def read_run(folder: str) -> RunResult:
     info = meta.get("lightyear") if isinstance(meta, dict) else None
     if not isinstance(info, dict):
         raise ReportError(f"{meta_path} has no 'lightyear' block: not a job lightyear-jobs wrote; regenerate the job")
-    missing = [k for k in ("method", "dataset", "malfunction", "faulty_sites", "seed") if k not in info]
-    if missing:
+    if missing := [k for k in ("method", "dataset", "malfunction", "faulty_sites", "seed") if k not in info]:
         raise ReportError(f"{meta_path} lacks {', '.join(missing)} in its 'lightyear' block: regenerate the job")
-    problem = _scenario_problem(info)
-    if problem:
+    if problem := _scenario_problem(info):
         raise ReportError(f"{meta_path}: {problem}: regenerate the job")
     deploy_map = meta.get("deploy_map")
     if not isinstance(deploy_map, dict) or not all(
@@ -184,8 +157,7 @@ def read_run(folder: str) -> RunResult:
         raise ReportError(f"{meta_path} has no deploy_map of app -> [participants]: regenerate the job")
     sites = sorted({s for names in deploy_map.values() for s in names if s != "server"}, key=site_key)
     faulty_sites = list(info["faulty_sites"])
-    strangers = [s for s in faulty_sites if s not in sites]
-    if strangers:
+    if strangers := [s for s in faulty_sites if s not in sites]:
         raise ReportError(
             f"{meta_path}: faulty_sites names {', '.join(strangers)}, which the job's deploy_map "
             "does not run: regenerate the job"
@@ -209,8 +181,7 @@ def read_run(folder: str) -> RunResult:
         rows = [r for r in rows if r.get("site") not in SUMMARY_ROWS]
         main = "dice" if rows and "dice" in rows[0] else "acc"
         for row in rows:
-            why = row_problem(row, main, faulty_sites)
-            if why:
+            if why := row_problem(row, main, faulty_sites):
                 result.problems.append(f"{row.get('site') or '?'}: {why}")
             else:
                 result.rows.append(row)
@@ -275,8 +246,7 @@ def scan_sweep(sweep_dir: str) -> tuple[list[RunResult], list[tuple[str, str]]]:
 
 
 def job_digest(job: str) -> str:
-    """A digest of every file of the job folder ``job`` (names and contents); "" when it has none.
-    Two runs of the same job give the same results: a report counts such runs once."""
+    """A digest of every file's name and contents in the folder ``job`` ("" for none): a job's runs count once."""
     h = hashlib.sha256()
     found = False
     for root, dirs, files in os.walk(job):
@@ -299,12 +269,7 @@ def load_sweep(sweep_dir: str) -> list[RunResult]:
 
 
 def method_order(runs: list[RunResult]) -> list[str]:
-    """Star methods, then peer-to-peer ones, then the featured method, LIGHTYEAR (as in the paper's
-    tables); by name within."""
+    """Star methods, then peer-to-peer ones, then the featured one (as the paper's tables); by name within."""
     topology = {r.method: r.topology for r in runs}
     featured = set(registry.featured())
-
-    def key(method: str):
-        return (method in featured, topology[method] != "star", method)
-
-    return sorted(topology, key=key)
+    return sorted(topology, key=lambda method: (method in featured, topology[method] != "star", method))

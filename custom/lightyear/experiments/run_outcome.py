@@ -1,7 +1,5 @@
-"""How a sweep's run ended: finished, failed, met FLARE's start race (started again once), or stalled.
-
-Each function reads the run's folder (:mod:`lightyear.experiments.runner`), writes its
-``status.json`` (:mod:`lightyear.experiments.run_status`) and tells the sweep's display.
+"""How a sweep's run ended: finished, failed, met FLARE's start race (started again once), or stalled; each function
+writes the run's ``status.json`` (:mod:`lightyear.experiments.run_status`) and tells the sweep's display.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ def record_stall(out: str, run, why: str, wall: float, display) -> None:
 
 
 def start_again(out: str, run, display) -> bool:
-    """Whether the ended run failed only because a site never started (FLARE's start race); then
-    its attempt is kept aside, the sweep says so, and the run is to start again in a fresh workspace."""
+    """Whether the run failed only by FLARE's start race; then its attempt is set aside, to start again afresh."""
     folder = runner.run_dir(out, run.name)
     if runner.is_finished(folder):
         return False
@@ -75,8 +72,7 @@ def finish(out: str, run, proc, wall: float, display) -> bool:
 
 
 def stop_all(out: str, names: list[str], running: dict) -> None:
-    """Stop every run still going, then record them as interrupted as far as the disk lets it (the
-    failure being handled may be a full disk: no record may keep a run from being stopped)."""
+    """Stop every run still going, then record them as interrupted as far as the disk (maybe full) lets it."""
     for _run, proc, _started in running.values():
         try:
             runner.stop(proc)
@@ -84,13 +80,9 @@ def stop_all(out: str, names: list[str], running: dict) -> None:
             pass
     try:
         for name, (_run, _proc, started) in running.items():
-            run_status.write_run_status(
-                runner.run_dir(out, name),
-                name,
-                run_status.INTERRUPTED,
-                wall_s=round(time.monotonic() - started, 1),
-                ended=run_status.now(),
-            )
+            folder = runner.run_dir(out, name)
+            wall = round(time.monotonic() - started, 1)
+            run_status.write_run_status(folder, name, run_status.INTERRUPTED, wall_s=wall, ended=run_status.now())
         run_status.write_sweep_status(out, names)
     except OSError:
         pass  # the runs are stopped; their status says "running" with a pid that is gone

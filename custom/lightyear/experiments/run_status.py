@@ -1,9 +1,6 @@
-"""The outcome of each run, kept in ``runs/<run>/status.json`` and gathered in ``sweep_status.json``.
-
-A record is ``{"run", "status", "reason", "wall_s", "started", "ended", "pid"}`` with ``status`` one of
-``running``, ``finished``, ``failed`` or ``interrupted`` (``pending`` in the gathered file for runs
-not started yet). Files are replaced atomically, so a reader never sees half a record and several
-SLURM array tasks may write side by side.
+"""Each run's outcome, kept in ``runs/<run>/status.json`` and gathered in ``sweep_status.json``: ``{"run", "status",
+"reason", "wall_s", "started", "ended", "pid"}``. Files are replaced atomically, so SLURM array tasks may write side
+by side.
 """
 
 from __future__ import annotations
@@ -13,17 +10,15 @@ import os
 import time
 
 from lightyear.experiments.runner import RUNS, is_finished, run_dir
+from lightyear.records import atomic_write
 
 PENDING, RUNNING, FINISHED, FAILED, INTERRUPTED = "pending", "running", "finished", "failed", "interrupted"
 SWEEP_STATUS = "sweep_status.json"
 
 
 def _write_json(path: str, obj) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    data = (json.dumps(obj, indent=1) + "\n").encode()
+    atomic_write(path, lambda f: f.write(data))
 
 
 def now() -> str:

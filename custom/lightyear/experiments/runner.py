@@ -1,9 +1,5 @@
-"""One run of a sweep: its folder, its FLARE job and workspace, the simulator process and its outcome.
-
-A run folder ``<sweep>/runs/<run>/`` holds ``job/`` (the generated job), ``ws/`` (the simulator
-workspace, with ``local/resources.json``, FLARE's component allow list), ``log.txt`` (everything
-the simulator printed) and ``status.json``. A run is finished when its ``summary.csv`` exists: the
-simulator exits 0 even when a job fails, so the exit code alone says little.
+"""One run of a sweep: its folder, its FLARE job and workspace, the simulator process and its outcome. A run is finished
+when its ``summary.csv`` has a benign site that finished: the simulator exits 0 even when a job fails.
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ def summary_path(folder: str) -> str:
 
 
 def summary_rows(folder: str) -> list[dict] | None:
-    """The site rows of the run's summary; None when there is none or it cannot be read (not text,
-    empty, cut: the run is then not finished, and a sweep runs it again)."""
+    """The site rows of the run's summary; None when there is none or it cannot be read (the run is not finished)."""
     path = summary_path(folder)
     if not os.path.isfile(path):
         return None
@@ -58,9 +53,7 @@ def unfinished_sites(folder: str) -> list[str] | None:
 
 
 def is_finished(folder: str) -> bool:
-    """A summary exists and at least one benign site finished (peer-to-peer runs whose sites all
-    dropped still write a summary, of ``dropped`` sites only). An attacker (``faulty_sites`` of the
-    job's meta.json) is not benign, whatever its summary row says."""
+    """A summary exists and a benign site (not in the job's ``faulty_sites``, whatever its row says) finished."""
     rows = summary_rows(folder)
     if rows is None:
         return False
@@ -112,8 +105,7 @@ def matches_job(folder: str, files: dict) -> bool:
 
 
 def resources_file(configs: str) -> dict:
-    """The repository's ``workspace/local/resources.json`` next to ``configs``, or FLARE's default policy plus
-    this package."""
+    """The repository's ``workspace/local/resources.json`` beside ``configs``, or FLARE's default plus this package."""
     path = os.path.join(os.path.dirname(os.path.abspath(configs)), "workspace", "local", "resources.json")
     return load_json(path) if os.path.isfile(path) else component_policy.with_package({})[0]
 
@@ -129,8 +121,7 @@ def prepare(folder: str, files: dict, resources: dict) -> None:
 
 
 def nvflare_command() -> str:
-    """``$LIGHTYEAR_NVFLARE`` if set, else the ``nvflare`` next to this Python (its virtual
-    environment), else the one on PATH."""
+    """``$LIGHTYEAR_NVFLARE`` if set, else the ``nvflare`` next to this Python, else the one on PATH."""
     if os.environ.get("LIGHTYEAR_NVFLARE"):
         return os.environ["LIGHTYEAR_NVFLARE"]
     beside = os.path.join(os.path.dirname(sys.executable), "nvflare")
@@ -143,8 +134,7 @@ def nvflare_command() -> str:
 
 
 def activity(folder: str) -> tuple[int, int]:
-    """What a live run has written so far: the sizes of its ``log.txt`` (everything FLARE prints) and of
-    the server's ``progress.jsonl``; a run whose figures stop changing has stalled."""
+    """The sizes of a live run's ``log.txt`` and ``progress.jsonl``; a run whose sizes stop changing has stalled."""
     sizes = []
     progress_file = os.path.join(folder, "ws", "server", "simulate_job", "progress.jsonl")
     for path in (os.path.join(folder, "log.txt"), progress_file):
@@ -167,15 +157,8 @@ def child_env() -> dict:
 
 def start(run: Run, folder: str) -> subprocess.Popen:
     """Start ``nvflare simulator`` for a prepared run in its own process group, output to ``log.txt``."""
-    cmd = [
-        nvflare_command(),
-        "simulator",
-        os.path.join(folder, "job"),
-        "-w",
-        os.path.join(folder, "ws"),
-        "-t",
-        str(run.sites),
-    ]
+    ws = os.path.join(folder, "ws")
+    cmd = [nvflare_command(), "simulator", os.path.join(folder, "job"), "-w", ws, "-t", str(run.sites)]
     with open(os.path.join(folder, "log.txt"), "ab") as log:
         log.write(("$ " + " ".join(cmd) + "\n").encode())
         log.flush()
@@ -191,9 +174,8 @@ def start(run: Run, folder: str) -> subprocess.Popen:
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> list[int]:
-    """End the simulator and every process it started: its process group, and the site workers FLARE
-    starts in sessions of their own (:class:`~lightyear.flare.process_tree.Family`). TERM, then KILL;
-    the pids still alive."""
+    """End the simulator, its process group and the site workers FLARE starts in sessions of their own
+    (:class:`~lightyear.flare.process_tree.Family`): TERM, then KILL; the pids still alive."""
     family = Family(own_descendants=False)
     family.add_leader(proc.pid)
     family.members()  # every worker, remembered while the simulator, their parent, still runs
@@ -224,20 +206,21 @@ def _group_alive(proc: subprocess.Popen) -> bool:
         return True
 
 
-def start_race(folder: str) -> str | None:
-    """Which site of the run never started, when the run failed for that reason only (FLARE's
-    start race: :func:`lightyear.flare.start_race.never_started`); None otherwise."""
+def _log(folder: str) -> str:
     try:
         with open(os.path.join(folder, "log.txt"), errors="replace") as f:
-            log = f.read()
+            return f.read()
     except OSError:
-        log = ""
-    return never_started(os.path.join(folder, "ws"), log)
+        return ""
+
+
+def start_race(folder: str) -> str | None:
+    """The site that never started when only that failed the run (:func:`lightyear.flare.start_race.never_started`)."""
+    return never_started(os.path.join(folder, "ws"), _log(folder))
 
 
 def set_aside(folder: str) -> str:
-    """Keep a failed attempt's workspace and log as ``ws.failed-start[-N]`` and ``log.failed-start[-N].txt``
-    in the run folder (the next attempt starts fresh); the workspace's new path."""
+    """Keep a failed attempt as ``ws.failed-start[-N]`` and ``log.failed-start[-N].txt``; the workspace's path."""
     n, suffix = 1, ".failed-start"
     while os.path.lexists(os.path.join(folder, "ws" + suffix)):
         n += 1
@@ -250,11 +233,7 @@ def set_aside(folder: str) -> str:
 
 def failure_reason(folder: str, returncode: int | None, lines: int = 2) -> str:
     """Why a run did not finish: the last ERROR lines of its log (else its last line)."""
-    try:
-        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
-            text = f.read().splitlines()
-    except OSError:
-        text = []
+    text = _log(folder).splitlines()
     errors = [ln.strip() for ln in text if ("ERROR" in ln or "Error:" in ln) and not any(n in ln for n in NOISE)]
     picked = errors[-lines:] or [ln.strip() for ln in text if ln.strip()][-1:]
     reason = " | ".join(picked) or "no output"

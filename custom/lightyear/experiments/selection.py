@@ -1,19 +1,10 @@
 """Who selected whom: per-round peer selection and agreement scores of a run, and selection quality.
 
-A run qualifies when its sites' ``rounds.csv`` have a ``selected`` column (LIGHTYEAR and any other
-method that logs its choice of peers, ``;``-separated) and ``site-J_score`` columns.
-
-**Opportunities.** In one round a site had the chance to select peer J when J was a candidate:
-J's model was scored that round (``site-J_score`` not empty) or J is in ``selected``. A site is
-never a candidate of itself. Selection quality counts, over the benign sites, faulty peers and
-rounds of the runs of a malfunction kind (or attack: the ``malfunction`` column then names it),
-the opportunities and how many of them were taken (``fraction = selections / opportunities``).
-**Rounds to exclusion** of a run is the number of rounds before every benign site stopped selecting
-faulty peers for good: 0 if none ever did, and empty (never) when one still did in the last round.
-
-Figures come from whole records only: a ``rounds.csv`` with a row cut short or without a round
-number gives its run no selection figures (a :class:`~lightyear.records.RecordsError` naming the
-row), and a per-kind row that would pool such a run reads ``n/a`` with the run named.
+A run qualifies when its sites' ``rounds.csv`` have a ``selected`` column (``;``-separated) and ``site-J_score``
+columns. A site had the *opportunity* to select peer J (never itself) in a round when J's model was scored or J is in
+``selected``; selection quality counts opportunities and those taken over benign sites, faulty peers and rounds.
+*Rounds to exclusion*: rounds before every benign site stopped selecting faulty peers for good (``never``: not by the
+last round). Damaged records give a run no figures (:class:`~lightyear.records.RecordsError`).
 """
 
 from __future__ import annotations
@@ -27,6 +18,7 @@ from lightyear.experiments.results import RunResult, site_key
 from lightyear.records import RecordsError, record_file, table_rows
 
 NAN = float("nan")
+NO_ROWS = "no run with faulty sites logged a peer selection"
 
 
 @dataclass
@@ -53,11 +45,7 @@ def _float(text) -> float:
 
 
 def read_selection(run: str, rounds_csv: dict[str, str], peers: list[str], faulty: list[str]) -> Selection | None:
-    """Selection and scores from each site's ``rounds.csv`` (``{site: path}``); None if none logged a selection.
-
-    A ``rounds.csv`` that is not text, or has a row cut short or without a round number, is a
-    :class:`~lightyear.records.RecordsError` naming it: no figure is computed from part of a run.
-    """
+    """Selection and scores from each site's ``rounds.csv`` (``{site: path}``); None if none logged a selection."""
     tables, problems = {}, []
     for site, path in rounds_csv.items():
         if not record_file(path, f"{site}'s rounds.csv"):
@@ -142,28 +130,14 @@ def run_rows(items: list[tuple[RunResult, Selection]]) -> list[dict]:
             continue
         taken, chances, _ = counts(sel)
         rte = rounds_to_exclusion(sel)
-        rows.append(
-            {
-                "run": run.name,
-                "method": run.method,
-                "dataset": run.dataset,
-                "malfunction": run.threat,
-                "faulty": run.faulty,
-                "seed": run.seed,
-                "rounds": len(sel.rounds),
-                "selections": taken,
-                "opportunities": chances,
-                "fraction": _ratio(taken, chances),
-                "rounds_to_exclusion": "never" if rte is None else rte,
-            }
-        )
+        scenario = {"run": run.name, "method": run.method, "dataset": run.dataset, "malfunction": run.threat}
+        scenario.update(faulty=run.faulty, seed=run.seed, rounds=len(sel.rounds))
+        rows.append({**scenario, **_selections(taken, chances), "rounds_to_exclusion": "never" if rte is None else rte})
     return rows
 
 
 def kind_rows(items: list[tuple[RunResult, Selection]], left_out: list[RunResult] = ()) -> list[dict]:
-    """Per method, dataset and malfunction kind or attack (pooled over faulty counts and seeds). A
-    row that would pool a run of ``left_out`` (its records gave no selection figures) reads ``n/a``
-    and names it under ``left_out``."""
+    """Per method, dataset and threat, pooled; a row that would pool a run of ``left_out`` reads ``n/a``."""
     groups: dict[tuple, list[dict]] = {}
     for row in run_rows(items):
         groups.setdefault((row["method"], row["dataset"], row["malfunction"]), []).append(row)
@@ -177,17 +151,8 @@ def kind_rows(items: list[tuple[RunResult, Selection]], left_out: list[RunResult
         taken = sum(r["selections"] for r in rows)
         chances = sum(r["opportunities"] for r in rows)
         never = sum(r["rounds_to_exclusion"] == "never" for r in rows)
-        row = {
-            "method": method,
-            "dataset": dataset,
-            "malfunction": kind,
-            "runs": len(rows),
-            "selections": taken,
-            "opportunities": chances,
-            "fraction": _ratio(taken, chances),
-            "runs_never_excluding": never,
-            "left_out": "",
-        }
+        row = {"method": method, "dataset": dataset, "malfunction": kind, "runs": len(rows)}
+        row.update(_selections(taken, chances), runs_never_excluding=never, left_out="")
         if key in missing:
             row.update({k: "n/a" for k in ("selections", "opportunities", "fraction", "runs_never_excluding")})
             row["left_out"] = ", ".join(missing[key]) + " (unusable records)"
@@ -195,8 +160,8 @@ def kind_rows(items: list[tuple[RunResult, Selection]], left_out: list[RunResult
     return out
 
 
-def _ratio(a: int, b: int) -> float | str:
-    return round(a / b, 6) if b else ""
+def _selections(taken: int, chances: int) -> dict:
+    return {"selections": taken, "opportunities": chances, "fraction": round(taken / chances, 6) if chances else ""}
 
 
 def write_rows(rows: list[dict], base: str, title: str) -> list[str]:
@@ -206,11 +171,9 @@ def write_rows(rows: list[dict], base: str, title: str) -> list[str]:
     with open(base + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=cols)
         writer.writeheader()
-        writer.writerows(rows or [{"note": "no run with faulty sites logged a peer selection"}])
+        writer.writerows(rows or [{"note": NO_ROWS}])
     lines = [f"**{title}**", "", "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows] or [
-        "| no run with faulty sites logged a peer selection |"
-    ]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows] or [f"| {NO_ROWS} |"]
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     return [base + ".csv", base + ".md"]

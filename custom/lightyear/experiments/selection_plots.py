@@ -1,11 +1,6 @@
-"""Per-run figures of peer selection (see :mod:`~lightyear.experiments.selection`).
-
-* :func:`selection_heatmap`: a panel per selecting site, rows its peers, columns rounds; a cell is
-  dark blue when the site selected that peer that round, light grey when the peer was a
-  candidate but not selected, white when it was no candidate (itself, or not scored). Faulty peers'
-  labels are vermillion and end in "(faulty)"; the panel of a faulty site says so in its title.
-* :func:`score_plot`: the same panels with each peer's agreement score over rounds (faulty peers
-  dashed, vermillion, a marker each), and the threshold ``tau`` when known.
+"""Per-run figures of peer selection (:mod:`~lightyear.experiments.selection`): who selected whom
+(:func:`selection_heatmap`) and each peer's agreement score over rounds (:func:`score_plot`), a panel per selecting
+site, faulty peers and sites marked in vermillion.
 """
 
 from __future__ import annotations
@@ -42,8 +37,9 @@ def _peer_label(sel: Selection, peer: str) -> str:
     return f"{peer} (faulty)" if peer in sel.faulty else peer
 
 
-def _site_title(sel: Selection, site: str) -> str:
-    return f"{site} (faulty) selects" if site in sel.faulty else f"{site} selects"
+def _site_title(ax, sel: Selection, site: str, verb: str) -> None:
+    faulty = site in sel.faulty
+    ax.set_title(f"{site} (faulty) {verb}" if faulty else f"{site} {verb}", color=FAULTY_COLOUR if faulty else "black")
 
 
 def selection_matrix(sel: Selection, site: str) -> np.ndarray:
@@ -58,7 +54,7 @@ def selection_heatmap(sel: Selection) -> Figure:
     for ax, site in zip(axes, sel.sites):
         matrix = np.ma.masked_invalid(selection_matrix(sel, site))
         ax.imshow(matrix, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
-        ax.set_title(_site_title(sel, site), color=FAULTY_COLOUR if site in sel.faulty else "black")
+        _site_title(ax, sel, site, "selects")
         ax.set_xticks(range(len(sel.rounds)), [str(r) for r in sel.rounds])
         ax.set_yticks(range(len(sel.peers)), [_peer_label(sel, p) for p in sel.peers])
         for tick, peer in zip(ax.get_yticklabels(), sel.peers):
@@ -104,9 +100,7 @@ def score_plot(sel: Selection, tau: float | None = None) -> Figure:
             )
         if tau is not None:
             ax.axhline(tau, color="grey", linestyle=":", linewidth=1)
-        ax.set_title(
-            _site_title(sel, site).replace("selects", "scores"), color=FAULTY_COLOUR if site in sel.faulty else "black"
-        )
+        _site_title(ax, sel, site, "scores")
         ax.set_xlabel("round")
         ax.set_ylabel("agreement score")
         ax.set_ylim(-0.02, 1.02)

@@ -1,12 +1,7 @@
-"""A SLURM job-array script for a sweep: one array task per run, each running that run alone.
-
-(Batch scripts for one job, on FLARE's simulator or a provisioned deployment, are
-:mod:`lightyear.deploy.slurm.cli`; both build their ``#SBATCH`` and Python lines with
-:mod:`lightyear.deploy.slurm.script`.)
-
-Every task calls ``python -m lightyear.experiments.sweep <sweep>/spec.json --out <sweep> --task
-$SLURM_ARRAY_TASK_ID``, so a task skips a run already finished and records its outcome like a
-local sweep; ``lightyear-report`` reads the folder the same way afterwards.
+"""A SLURM job-array script for a sweep: one array task per run, each running
+``python -m lightyear.experiments.sweep <sweep>/spec.json --out <sweep> --task $SLURM_ARRAY_TASK_ID``, so a task
+skips a finished run and records its outcome like a local sweep. (One job's batch scripts:
+:mod:`lightyear.deploy.slurm.cli`; both build their lines with :mod:`lightyear.deploy.slurm.script`.)
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ def script_text(
     parallel: int | None = None,
     python: str | None = None,
 ) -> str:
-    """The sbatch script's text. ``gres`` (e.g. ``gpu:1``) may also be given when submitting.
-    Every value is checked first (:class:`~lightyear.deploy.slurm.params.SlurmInputError`)."""
+    """The sbatch script's text, every value checked first (:class:`~lightyear.deploy.slurm.params.SlurmInputError`)."""
     if n_runs < 1:
         raise SlurmInputError("a SLURM script needs at least one run")
     check_time(time_limit)

@@ -1,22 +1,8 @@
-"""``lightyear-sweep SPEC --out DIR``: run every run of a sweep description with the FLARE simulator.
+"""``lightyear-sweep SPEC --out DIR``: run every run of a sweep description with the FLARE simulator, resumably.
 
-Each run gets ``DIR/runs/<run>/`` (job, workspace, ``log.txt`` with FLARE's output, ``status.json``).
-Runs whose summary exists are skipped, so running the same command again after a crash, a kill
-or Ctrl-C continues where the sweep stopped (failed and interrupted runs are tried again). A
-failed run is recorded with the reason taken from its log and the sweep goes on; Ctrl-C or
-SIGTERM stops the running simulators (their process groups and the site workers they started) and exits.
-
-Usage::
-
-    lightyear-sweep app_configs/sweeps/digits_dynamic.yaml --out workspace/sweeps/digits_dynamic
-    lightyear-sweep digits_dynamic --out DIR         # a sweep shipped in app_configs/sweeps/, by name
-    lightyear-sweep SPEC --out DIR --parallel 2      # two simulator runs at a time
-    lightyear-sweep SPEC --out DIR --dry-run         # list the runs and which are done
-    lightyear-sweep SPEC --out DIR --slurm --gres gpu:1   # write DIR/sweep.sbatch (one array task a run)
-
-The methods and datasets are the package's configurations (``--configs`` gives another folder).
-Every run's job is generated, and every value the batch script would carry checked, before
-anything is written.
+Finished runs are skipped, so the same command continues after a crash, a kill or Ctrl-C; a failed run is recorded
+with the reason from its log. Every job is generated and checked before anything is written. Usage and options:
+docs/jobs-and-settings.md, "Experiments".
 """
 
 from __future__ import annotations
@@ -49,8 +35,7 @@ class SweepError(UserError):
 
 
 def plan(spec: SweepSpec, configs: str, out: str) -> tuple[list, list[str]]:
-    """([(run, job files)] still to run, [runs already finished]); every job is generated first, so a
-    bad setting stops the sweep before any training."""
+    """([(run, job files)] still to run, [runs already finished]), every job generated before any training."""
     todo, done, stale = [], [], []
     for run in spec.runs:
         try:
@@ -104,11 +89,9 @@ def execute(
     poll: float = 1.0,
     stall_after: float | None = STALL_MINUTES * 60,
 ) -> dict:
-    """Run ``todo`` (from :func:`plan`) ``parallel`` at a time; return the gathered status.
-
-    A run that writes nothing (:func:`~lightyear.experiments.runner.activity`) for ``stall_after``
-    seconds (None: no limit) is stopped with every process it started and recorded as failed with
-    that reason, so that one hung simulator costs the sweep one limit, not the rest of the sweep."""
+    """Run ``todo`` (from :func:`plan`) ``parallel`` at a time; return the gathered status. A run that writes nothing
+    (:func:`~lightyear.experiments.runner.activity`) for ``stall_after`` seconds (None: no limit) is stopped with
+    every process it started and recorded as failed, so one hung simulator costs one limit, not the sweep."""
     display = display or progress.PlainDisplay()
     names = [r.name for r in spec.runs]
     resources = runner.resources_file(configs)
@@ -121,8 +104,7 @@ def execute(
     files_of: dict[str, dict] = {}
     seen: dict[str, tuple] = {}  # name -> (what the run had written, when that last changed)
     stalled: dict[str, str] = {}  # name -> why it was stopped
-    # SIGINT too: a sweep started in the background of a script inherits SIGINT ignored, and
-    # `kill -INT` must still stop its runs
+    # SIGINT too: a sweep started in a script's background inherits SIGINT ignored, and `kill -INT` must still work
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         while pending or running:
@@ -141,8 +123,7 @@ def execute(
             time.sleep(poll)
             for name, (run, proc, started) in list(running.items()):
                 if proc.poll() is None:
-                    why = run_outcome.stall_reason(out, name, seen, stall_after)
-                    if why is None:
+                    if (why := run_outcome.stall_reason(out, name, seen, stall_after)) is None:
                         continue
                     runner.stop(proc)
                     stalled[name] = why
@@ -235,14 +216,11 @@ def spec_path(spec: str, configs: str) -> str:
     """``spec`` itself when it is a file, else the sweep of that name shipped in ``configs/sweeps/``."""
     if os.path.exists(spec) or os.sep in spec or spec.endswith((".yaml", ".yml", ".json")):
         return spec
-    shipped = os.path.join(configs, "sweeps", f"{spec}.yaml")
+    folder = os.path.join(configs, "sweeps")
+    shipped = os.path.join(folder, f"{spec}.yaml")
     if os.path.isfile(shipped):
         return shipped
-    names = (
-        sorted(f[:-5] for f in os.listdir(os.path.dirname(shipped)) if f.endswith(".yaml"))
-        if os.path.isdir(os.path.dirname(shipped))
-        else []
-    )
+    names = sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml")) if os.path.isdir(folder) else []
     raise SweepError(
         f"no sweep description {spec!r}: give a .yaml or .json file, "
         f"or the name of a shipped sweep ({', '.join(names) or 'none'})"
@@ -255,20 +233,15 @@ def check_out(out: str) -> None:
         raise SweepError(f"--out {out} is a file: give the sweep folder (it is created if missing)")
 
 
-def _read_json(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def written_by_sweep(out: str, name: str) -> bool:
     """Whether ``out/name`` (spec.json, sweep.json, sweep.sbatch) is a file an earlier sweep wrote there."""
-    plan = _read_json(os.path.join(out, PLAN))
-    ours = isinstance(plan, dict) and {"runs", "configs"} <= set(plan)
-    if name in (SPEC_COPY, PLAN):
-        return ours  # written together
+    if name in (SPEC_COPY, PLAN):  # written together: both are the sweep's when sweep.json is
+        try:
+            with open(os.path.join(out, PLAN), encoding="utf-8") as f:
+                plan = json.load(f)
+        except (OSError, ValueError):
+            return False
+        return isinstance(plan, dict) and {"runs", "configs"} <= set(plan)
     try:
         with open(os.path.join(out, name), encoding="utf-8", errors="replace") as f:
             return "-m lightyear.experiments.sweep " in f.read()
@@ -284,15 +257,9 @@ def _same(a: str, b: str) -> bool:
 
 
 def check_own_files(out: str, names: list[str], force: bool, spec: str) -> None:
-    """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote (nor the spec being
-    read), unless ``force``."""
-    foreign = [
-        n
-        for n in names
-        if os.path.lexists(os.path.join(out, n))
-        and not written_by_sweep(out, n)
-        and not _same(os.path.join(out, n), spec)
-    ]
+    """Refuse to replace a file of ``names`` in ``out`` that no sweep wrote, unless ``force``."""
+    foreign = [n for n in names if os.path.lexists(os.path.join(out, n)) and not written_by_sweep(out, n)]
+    foreign = [n for n in foreign if not _same(os.path.join(out, n), spec)]
     if foreign and not force:
         raise SweepError(
             f"--out {out} holds {', '.join(foreign)}, which no sweep wrote: choose another --out, "
@@ -327,16 +294,9 @@ def main(argv=None) -> int:
     check_own_files(out, own + ([slurm.SCRIPT] if args.slurm else []), args.force, path)
     script = None
     if args.slurm:  # checked before anything is written
-        script = slurm.script_text(
-            spec.name,
-            len(spec.runs),
-            out,
-            configs,
-            max(r.sites for r in spec.runs),
-            args.time,
-            args.gres,
-            None if args.parallel == 1 else args.parallel,
-        )
+        sites = max(r.sites for r in spec.runs)
+        parallel = None if args.parallel == 1 else args.parallel
+        script = slurm.script_text(spec.name, len(spec.runs), out, configs, sites, args.time, args.gres, parallel)
     output_folder(out)
     if args.task is None:
         if not _same(os.path.join(out, SPEC_COPY), path):  # the spec read is that very file: it stays as it is

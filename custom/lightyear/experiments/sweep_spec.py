@@ -1,39 +1,13 @@
-"""A sweep description (YAML or JSON) and its expansion into named runs.
-
-Example (``app_configs/sweeps/digits_dynamic.yaml``)::
-
-    name: digits_dynamic
-    datasets: [digits]
-    methods: all               # every method the registry knows (the toolkit's and plugins'), or a list
-    malfunctions: [dynamic]    # any of ana, ana_relative, sfa, random, dynamic
-    faulty: [0, 1, 3, 5, 7]    # numbers of malfunctioning sites (the last K sites); 0 = clean
-    seeds: [0]
-    set: {rounds: 12}          # dataset settings overridden in every run (as lightyear-jobs --set)
-    unset: []                  # settings, or keys of dict settings, dropped first (as lightyear-jobs --unset),
-                               # e.g. [topology_args.degree] with set: {topology: full} on digits32
-
-Every combination of dataset, method, malfunction, faulty count and seed is one run, named
-``<method>_<dataset>_<malfunction><k>_s<seed>``. A count of 0 is one clean run per dataset, method
-and seed, named ``<method>_<dataset>_clean_s<seed>``, whatever the malfunctions.
-
-Attacks are a second axis, beside or instead of malfunctions (``app_configs/sweeps/digits_attacks.yaml``)::
-
-    attacks: [sf, lie]         # any of lf, sf, mr, lie, minmax, minsum, ipm, adaptive, or all
-    attackers: [0, 3]          # numbers of attacking sites (the last K sites); 0 = clean
-    knowledge: [partial]       # partial (default) and/or full
-    set: {attack_z: 1.0}       # an attack's settings, as lightyear-jobs --set attack_<param>=VALUE
-
-An attack run is named ``<method>_<dataset>_<attack><k>_s<seed>`` (``..._<attack><k>_full_s<seed>``
-with full knowledge). Runs are made only where the generator takes them: ``adaptive`` for the
-methods with an adaptive attack (lightyear, balance, krum, and fedcap under full knowledge; krum
-under partial knowledge with 2 attackers or more), and ``full`` knowledge only for the kinds that
-use it (lie, minmax, minsum, ipm, adaptive; lf, sf and mr run once, with partial knowledge); an
-attack left with no run at all is refused. ``faulty`` may be left out when ``attackers`` is
-given; a count of 0 in either is the clean run.
+"""A sweep description (YAML or JSON, e.g. ``app_configs/sweeps/digits_dynamic.yaml``; keys :data:`KEYS`, explained in
+docs/jobs-and-settings.md, "Experiments") and its expansion into runs, one per combination of dataset, method,
+scenario and seed, named ``<method>_<dataset>_<malfunction><k>_s<seed>``, ``..._<attack><k>[_full]_s<seed>`` or
+``..._clean_s<seed>`` (a count of 0: one clean run). Attack runs are made only where the generator takes them
+(:func:`lightyear.jobs.attacks.takes_attack`); an attack left with no run is refused.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -41,8 +15,9 @@ from dataclasses import dataclass, field
 from lightyear.algorithms.attacks.catalogue import names as attack_names
 from lightyear.algorithms.attacks.updates import FULL, KNOWLEDGE, PARTIAL
 from lightyear.algorithms.malfunctions import KINDS, NONE
+from lightyear.checks import raising
 from lightyear.cli import UserError, read_text
-from lightyear.documents import DocumentError, plain_document
+from lightyear.documents import plain_document
 from lightyear.jobs import generate
 from lightyear.jobs.attacks import PREFIX, takes_attack, uses_knowledge, why_not
 from lightyear.jobs.attacks import known_params as attack_settings
@@ -50,19 +25,8 @@ from lightyear.jobs.settings import parse_unset
 
 ALL = "all"
 CLEAN = "clean"
-KEYS = (
-    "name",
-    "datasets",
-    "methods",
-    "malfunctions",
-    "faulty",
-    "attacks",
-    "attackers",
-    "knowledge",
-    "seeds",
-    "set",
-    "unset",
-)
+AXES = ("datasets", "methods", "malfunctions", "faulty", "attacks", "attackers", "knowledge", "seeds")
+KEYS = ("name", *AXES, "set", "unset")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -110,20 +74,9 @@ class SweepSpec:
     unset: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "datasets": self.datasets,
-            "methods": self.methods,
-            "malfunctions": self.malfunctions,
-            "faulty": self.faulty,
-            "attacks": self.attacks,
-            "attackers": self.attackers,
-            "knowledge": self.knowledge,
-            "seeds": self.seeds,
-            "set": self.overrides,
-            "unset": self.unset,
-            "runs": [r.as_dict() for r in self.runs],
-        }
+        """The description as :data:`KEYS` (``set``: the overrides), then the runs."""
+        fields = {key: getattr(self, "overrides" if key == "set" else key) for key in KEYS}
+        return {**fields, "runs": [r.as_dict() for r in self.runs]}
 
 
 def run_name(
@@ -136,8 +89,7 @@ def run_name(
     attackers: int = 0,
     knowledge: str | None = None,
 ) -> str:
-    """``<method>_<dataset>_<malfunction><k>_s<seed>``, ``<method>_<dataset>_<attack><k>[_full]_s<seed>``,
-    or ``..._clean_s<seed>`` without either."""
+    """A run's name (see the module doc)."""
     if attack != NONE and attackers:
         scenario = f"{attack}{attackers}" + ("_full" if knowledge == FULL else "")
     else:
@@ -151,14 +103,9 @@ def read_spec(path: str) -> dict:
         raise SpecError(
             f"no sweep description at {path}: give a .yaml or .json file (e.g. app_configs/sweeps/digits_dynamic.yaml)"
         )
-    try:
+    with raising(SpecError):
         text = read_text(path, "the sweep description", "give a .yaml or .json sweep description")
-    except UserError as exc:
-        raise SpecError(str(exc)) from None
-    try:
         raw = plain_document(text, path, yaml_format=path.endswith((".yaml", ".yml")))
-    except DocumentError as exc:
-        raise SpecError(str(exc)) from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path} must hold a mapping with the keys {', '.join(KEYS)}")
     return raw
@@ -171,8 +118,7 @@ def _as_list(raw: dict, key: str, default=None) -> list:
     items = value if isinstance(value, list) else [value]
     if not items:
         raise SpecError(f"'{key}' is empty: list at least one value")
-    nested = [i for i in items if isinstance(i, (list, dict))]
-    if nested:
+    if nested := [i for i in items if isinstance(i, (list, dict))]:
         raise SpecError(f"'{key}' must list plain values, e.g. {key}: [a, b]; got {nested[0]!r:.60}")
     return list(dict.fromkeys(items))  # drop repeats, keep the order
 
@@ -181,8 +127,7 @@ def _choose(raw: dict, key: str, known: list[str], where: str) -> list[str]:
     items = _as_list(raw, key)
     if items == [ALL]:
         return list(known)
-    unknown = [str(i) for i in items if i not in known]
-    if unknown:
+    if unknown := [str(i) for i in items if i not in known]:
         raise SpecError(f"unknown {key} {', '.join(unknown)}: {where} has {', '.join(known)} (or write '{key}: all')")
     return items
 
@@ -190,8 +135,7 @@ def _choose(raw: dict, key: str, known: list[str], where: str) -> list[str]:
 def _ints(raw: dict, key: str, default=None, minimum: int = 0, maximum: int | None = None) -> list[int]:
     items = _as_list(raw, key, default)
     top = float("inf") if maximum is None else maximum
-    bad = [f"{i!r:.40}" for i in items if isinstance(i, bool) or not isinstance(i, int) or not minimum <= i <= top]
-    if bad:
+    if bad := [f"{i!r:.40}" for i in items if isinstance(i, bool) or not isinstance(i, int) or not minimum <= i <= top]:
         bound = f"in {minimum}..{maximum}" if maximum is not None else f">= {minimum}"
         raise SpecError(f"'{key}' must be whole numbers {bound}; got {', '.join(bad)}")
     return items
@@ -216,13 +160,11 @@ def _attack_axis(raw: dict) -> tuple[list[str], list[int], list[str]]:
         return [], [], []
     attackers = sorted(_ints(raw, "attackers"))
     knowledge = _as_list(raw, "knowledge", default=[PARTIAL])
-    bad = [str(k) for k in knowledge if k not in KNOWLEDGE]
-    if bad:
+    if bad := [str(k) for k in knowledge if k not in KNOWLEDGE]:
         raise SpecError(f"unknown knowledge {', '.join(bad)}; choose from {', '.join(KNOWLEDGE)}")
     named = _as_list(raw, "attacks") if "attacks" in raw or any(attackers) else []
     named = list(attack_names()) if named == [ALL] else named
-    bad = [str(a) for a in named if a not in attack_names()]
-    if bad:
+    if bad := [str(a) for a in named if a not in attack_names()]:
         raise SpecError(
             f"unknown attacks {', '.join(bad)}; choose from {', '.join(attack_names())} (or write 'attacks: all')"
         )
@@ -253,8 +195,7 @@ def _scenarios(method: str, malfunctions, faulty, attacks, attackers, knowledge)
 
 def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
     """Validate a raw description and list its runs (datasets, methods, scenarios, seeds nested in that order)."""
-    unknown = sorted(set(raw) - set(KEYS))
-    if unknown:
+    if unknown := sorted(set(raw) - set(KEYS)):
         raise SpecError(f"unknown key(s) {', '.join(unknown)} in the sweep description; allowed: {', '.join(KEYS)}")
     name = str(raw.get("name") or default_name)
     if not NAME_PATTERN.fullmatch(name):
@@ -288,57 +229,31 @@ def expand(raw: dict, configs: str, default_name: str = "sweep") -> SweepSpec:
         malfunctions = _as_list(raw, "malfunctions")
         if NONE in malfunctions:
             raise SpecError("'none' is not a malfunction: put 0 in 'faulty' for clean runs")
-        bad = [str(m) for m in malfunctions if m not in kinds]
-        if bad:
+        if bad := [str(m) for m in malfunctions if m not in kinds]:
             raise SpecError(f"unknown malfunctions {', '.join(bad)}; choose from {', '.join(kinds)}")
         malfunctions = malfunctions if any(faulty) else []
     runs = []
     for dataset in datasets:
         n_sites, rounds = _site_count(configs, dataset, overrides, unset)
         for key, counts in (("faulty", faulty), ("attackers", attackers)):
-            too_many = [k for k in counts if k >= n_sites]
-            if too_many:
+            if too_many := [k for k in counts if k >= n_sites]:
                 raise SpecError(
                     f"{key} count {too_many[0]} leaves no benign site among the {n_sites} sites of {dataset}: "
                     f"use at most {n_sites - 1} (or list more sites with 'set: {{sites: [...]}}')"
                 )
         for method in methods:
-            for kind, k, attack, m, level in _scenarios(method, malfunctions, faulty, attacks, attackers, knowledge):
-                for seed in seeds:
-                    runs.append(
-                        Run(
-                            run_name(method, dataset, kind, k, seed, attack, m, level),
-                            method,
-                            dataset,
-                            kind,
-                            k,
-                            seed,
-                            n_sites,
-                            rounds,
-                            _attack_overrides(overrides, attack, method),
-                            attack,
-                            m,
-                            level,
-                            list(unset),
-                        )
-                    )
-    idle = [a for a in attacks if not any(r.attack == a for r in runs)]
-    if idle:
+            scenarios = _scenarios(method, malfunctions, faulty, attacks, attackers, knowledge)
+            for (kind, k, attack, m, level), seed in itertools.product(scenarios, seeds):
+                run = run_name(method, dataset, kind, k, seed, attack, m, level)
+                settings = _attack_overrides(overrides, attack, method)
+                runs.append(
+                    Run(run, method, dataset, kind, k, seed, n_sites, rounds, settings, attack, m, level, list(unset))
+                )
+    if idle := [a for a in attacks if not any(r.attack == a for r in runs)]:
         levels = knowledge if idle[0] in uses_knowledge() else [PARTIAL]
         counts = [k for k in attackers if k > 0]
         why = dict.fromkeys(why_not(m, idle[0], level, k) for m in methods for level in levels for k in counts)
         raise SpecError(f"attack {idle[0]} has no run: {'; '.join(w for w in why if w)}")
     return SweepSpec(
-        name,
-        datasets,
-        methods,
-        malfunctions,
-        faulty,
-        seeds,
-        dict(overrides),
-        runs,
-        attacks,
-        attackers,
-        knowledge,
-        unset,
+        name, datasets, methods, malfunctions, faulty, seeds, {**overrides}, runs, attacks, attackers, knowledge, unset
     )

@@ -1,18 +1,8 @@
-"""The paper's result tables (Tables 2-21): rows methods, columns numbers of malfunctioning sites.
+"""The paper's result tables (Tables 2-21): rows methods, columns numbers of malfunctioning (or attacking) sites.
 
-One table per dataset, malfunction kind and metric. Clean runs (0 malfunctioning sites) appear as
-column 0 of every kind's table. Attack runs get tables of their own in the same form, one per
-attack (and knowledge: ``<kind>_full`` for full knowledge), columns the numbers of attacking sites;
-attackers, like malfunctioning sites, are never among the benign sites pooled.
-
-**Pooling.** A cell pools the final test metric of every benign site that finished, over all runs
-(seeds) of that method, dataset, kind and count: the cell is the mean and the population standard
-deviation of those pooled values (n = benign sites x seeds). With the same benign sites in every
-seed the mean equals the mean over seeds of each run's ``mean_benign``; the std then includes the
-spread between sites, as the paper's "average over all clients and all runs" does.
-
-Accuracy, Dice, ECE and confidence are shown in percent with one decimal (the paper's form); the
-long file ``results.csv`` keeps the unscaled numbers.
+One table per dataset, threat (``<attack>_full`` under full knowledge) and metric, clean runs as column 0. A cell is
+the mean and population std of the final test metric of every finished benign site, pooled over all runs (seeds), as
+the paper's "average over all clients and all runs"; percent metrics have one decimal, ``results.csv`` is unscaled.
 """
 
 from __future__ import annotations
@@ -33,14 +23,12 @@ HIGHER_BETTER, LOWER_BETTER = {"acc", "dice"}, {"ece", "loss"}
 LABELS = {"acc": "accuracy", "dice": "Dice", "ece": "ECE", "conf": "confidence", "loss": "loss"}
 MISSING = "-"
 CLEAN_ONLY = "clean"
+CELL_COLUMNS = ["method", "faulty", "mean", "std", "runs", "values"]
 
 
 def threats() -> list[str]:
-    """Every threat a table can be about: the malfunction kinds, then each attack with either knowledge."""
+    """Every threat a table can be about, in order: the malfunctions, then each attack with either knowledge."""
     return [k for k in KINDS if k != NONE] + [a + suffix for a in attack_names() for suffix in ("", "_full")]
-
-
-"""Every table kind in table order: the malfunctions, then the attacks (partial knowledge, then full)."""
 
 
 @dataclass
@@ -82,7 +70,7 @@ class Table:
 
 
 def pool(runs: list[RunResult], metric: str) -> Cell:
-    """Mean and population std of the benign sites' values pooled over ``runs`` (see the module doc)."""
+    """Mean and population std of the benign sites' values pooled over ``runs``."""
     values = [v for r in runs for v in r.benign_values(metric)]
     mean, std = mean_std(values)
     return Cell(mean, std, len(runs), len(values))
@@ -194,42 +182,12 @@ def write_table(table: Table, folder: str) -> list[str]:
 
 
 def write_long(tables: list[Table], path: str) -> str:
-    """Every cell of every table, unscaled: dataset, malfunction, attack, knowledge, metric, method,
-    faulty (malfunctioning or attacking sites), mean, std, runs, values. An attack's row has
-    malfunction ``none``; a malfunction's has attack ``none``."""
+    """Every cell of every table, unscaled, a row each (an attack's with malfunction ``none``, and vice versa)."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(
-            [
-                "dataset",
-                "malfunction",
-                "attack",
-                "knowledge",
-                "metric",
-                "method",
-                "faulty",
-                "mean",
-                "std",
-                "runs",
-                "values",
-            ]
-        )
+        writer.writerow(["dataset", "malfunction", "attack", "knowledge", "metric"] + CELL_COLUMNS)
         for t in tables:
-            malfunction = t.kind if t.attack == NONE else NONE
+            scenario = [t.dataset, t.kind if t.attack == NONE else NONE, t.attack, t.knowledge, t.metric]
             for (method, k), c in sorted(t.cells.items(), key=lambda item: (t.methods.index(item[0][0]), item[0][1])):
-                writer.writerow(
-                    [
-                        t.dataset,
-                        malfunction,
-                        t.attack,
-                        t.knowledge,
-                        t.metric,
-                        method,
-                        k,
-                        f"{c.mean:.6g}",
-                        f"{c.std:.6g}",
-                        c.runs,
-                        c.values,
-                    ]
-                )
+                writer.writerow(scenario + [method, k, f"{c.mean:.6g}", f"{c.std:.6g}", c.runs, c.values])
     return path
