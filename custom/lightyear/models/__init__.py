@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lightyear.algorithms.attacks.reparametrise import UnitGroup
+from lightyear.algorithms.symmetries import UnitGroup
 from lightyear.plugins import module_table
 
 MODELS: dict[str, str] = {

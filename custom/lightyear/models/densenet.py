@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from monai.networks.nets import DenseNet121
 
-from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
+from lightyear.algorithms.symmetries import Slot, UnitGroup
 
 _BOTTLENECK = re.compile(r"^(features\.denseblock\d+\.denselayer\d+\.layers)\.conv1\.weight$")
 _BN_STATS = ("running_mean", "running_var")

@@ -13,7 +13,7 @@ from torch import nn
 from torchvision.models import efficientnet_b0
 from torchvision.models.efficientnet import EfficientNet
 
-from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
+from lightyear.algorithms.symmetries import Slot, UnitGroup
 
 CLASSIFIER_PREFIX = "classifier."
 STEM_WEIGHT = "features.0.0.weight"

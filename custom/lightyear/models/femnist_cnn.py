@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
+from lightyear.algorithms.symmetries import Slot, UnitGroup
 
 
 class MaxPool2d(nn.MaxPool2d):

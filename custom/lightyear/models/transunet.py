@@ -14,7 +14,7 @@ import torch
 from monai.networks.blocks import Convolution, PatchEmbeddingBlock, UnetResBlock
 from torch import nn
 
-from lightyear.algorithms.attacks.reparametrise import Slot, UnitGroup
+from lightyear.algorithms.symmetries import Slot, UnitGroup
 
 DOWNSAMPLING = 16
 

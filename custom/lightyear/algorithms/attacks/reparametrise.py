@@ -4,20 +4,20 @@ Scaling a hidden unit's producing weights by c > 0 and its reading weights by 1/
 activations), or permuting hidden units consistently, leaves the function unchanged (Entezari et al., ICLR 2022;
 Ainsworth et al., "Git Re-Basin", ICLR 2023). Such a model passes any test of what it predicts, yet averaged with
 another model's parameters it is, in general, a much worse model: the attacks ``rescale``, ``permute`` and
-``rescale_permute`` (``docs/attacks.md``). Each network declares its symmetries as :class:`UnitGroup` s
-(:func:`lightyear.models.model_symmetries`).
+``rescale_permute`` (``docs/attacks.md``). Each network declares its symmetries as
+:class:`~lightyear.algorithms.symmetries.UnitGroup` s (:func:`lightyear.models.model_symmetries`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
 
 from lightyear.algorithms.attacks.declaration import Attack
+from lightyear.algorithms.symmetries import Slot, UnitGroup
 
 RESCALE, PERMUTE, RESCALE_PERMUTE = "rescale", "permute", "rescale_permute"
 TRANSFORMS = (RESCALE, PERMUTE, RESCALE_PERMUTE)
@@ -25,34 +25,6 @@ TRANSFORMS = (RESCALE, PERMUTE, RESCALE_PERMUTE)
 permutation of every group's units; rescale_permute: both."""
 
 DEFAULT_FACTOR = 100.0
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Where one entry carries a group's units. ``key``: the model entry; ``view``: the shape it is reshaped to first
-    (None: its own; ``-1`` allowed); ``part``: an index into the view's first axis (a block of a packed attention
-    projection), or None; ``axis``: the axis of the (sub-)array holding the units, at ``offset`` to ``offset + units``;
-    ``power``: the unit's factor enters as c ** power (+1 producer, -1 reader, 0 moves with the unit only, e.g.
-    BatchNorm statistics)."""
-
-    key: str
-    axis: int
-    power: int
-    view: tuple | None = None
-    part: int | None = None
-    offset: int = 0
-
-
-@dataclass(frozen=True)
-class UnitGroup:
-    """Hidden units that move together: ``units`` of them in ``slots``; ``scalable`` if positive rescaling is exact
-    for them (else only permutation); permuted within contiguous blocks of ``block`` units (None: any permutation)."""
-
-    name: str
-    units: int
-    slots: tuple[Slot, ...]
-    scalable: bool = True
-    block: int | None = None
 
 
 def check_factor(factor) -> float:
