@@ -1,6 +1,7 @@
 """``lightyear-summary`` and the record readers: a damaged record file is named in one line."""
 
 import os
+import stat
 
 import pytest
 
@@ -97,3 +98,13 @@ def test_a_byte_order_mark_does_not_hide_the_first_column(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + (HEADER + "site-1,none,finished,0.9,0.1,3,\n").encode())
     rows, problems = records.table_rows(str(path))
     assert problems == [] and rows[0]["site"] == "site-1"
+
+
+def test_an_atomically_written_file_gets_the_permissions_the_umask_gives_any_other_file(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        written = records.atomic_write(str(tmp_path / "summary.json"), lambda f: f.write(b"{}"))
+        (tmp_path / "plain.json").write_text("{}")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(os.stat(written).st_mode) == stat.S_IMODE(os.stat(tmp_path / "plain.json").st_mode) == 0o644

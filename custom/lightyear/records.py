@@ -26,6 +26,17 @@ def check_records_file(name) -> str:
     return name
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc/self/status)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
 def atomic_write(path: str, write) -> str:
     """Write ``path`` by ``write(file_object)`` into a temporary file beside it, then rename it into place: a crash
     leaves the previous version or the new one, never half a file."""
@@ -33,6 +44,7 @@ def atomic_write(path: str, write) -> str:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it owner-only; the file gets what open() would give it
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
