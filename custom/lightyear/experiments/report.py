@@ -157,11 +157,11 @@ def _mark(out: str, files: list[str]) -> None:
 def _remove_stale(out: str, earlier: list[str], written: dict, log) -> None:
     """Mark what this report wrote in ``out``; remove only what an earlier report wrote there and this one did not."""
     inside = [p for paths in written.values() for p in paths if os.path.abspath(p).startswith(out + os.sep)]
-    now = sorted({os.path.relpath(p, out).replace(os.sep, "/") for p in inside})
-    stale = [rel for rel in earlier if rel not in now and os.path.isfile(os.path.join(out, rel))]
+    kept = {os.path.relpath(p, out).replace(os.sep, "/") for p in inside}
+    stale = [rel for rel in earlier if rel not in kept and os.path.isfile(os.path.join(out, rel))]
     for rel in stale:
         os.remove(os.path.join(out, rel))
-    _mark(out, now)
+    _mark(out, sorted(kept))
     if stale:
         log(f"removed {len(stale)} file(s) of the earlier report that this one does not hold")
 

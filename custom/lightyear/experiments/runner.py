@@ -17,7 +17,7 @@ from lightyear.cli import UserError
 from lightyear.experiments.sweep_spec import Run
 from lightyear.flare import component_policy
 from lightyear.flare.process_tree import Family
-from lightyear.flare.start_race import never_started
+from lightyear.flare.start_race import never_started, read_log
 from lightyear.jobs import generate
 from lightyear.jobs.folders import load_json
 from lightyear.records import table_rows
@@ -206,17 +206,9 @@ def _group_alive(proc: subprocess.Popen) -> bool:
         return True
 
 
-def _log(folder: str) -> str:
-    try:
-        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 def start_race(folder: str) -> str | None:
     """The site that never started when only that failed the run (:func:`lightyear.flare.start_race.never_started`)."""
-    return never_started(os.path.join(folder, "ws"), _log(folder))
+    return never_started(os.path.join(folder, "ws"), read_log(os.path.join(folder, "log.txt")))
 
 
 def set_aside(folder: str) -> str:
@@ -233,7 +225,7 @@ def set_aside(folder: str) -> str:
 
 def failure_reason(folder: str, returncode: int | None, lines: int = 2) -> str:
     """Why a run did not finish: the last ERROR lines of its log (else its last line)."""
-    text = _log(folder).splitlines()
+    text = read_log(os.path.join(folder, "log.txt")).splitlines()
     errors = [ln.strip() for ln in text if ("ERROR" in ln or "Error:" in ln) and not any(n in ln for n in NOISE)]
     picked = errors[-lines:] or [ln.strip() for ln in text if ln.strip()][-1:]
     reason = " | ".join(picked) or "no output"

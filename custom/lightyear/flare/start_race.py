@@ -43,7 +43,8 @@ def _ended(workspace: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _text(path: str) -> str:
+def read_log(path: str) -> str:
+    """A log file's text (undecodable bytes replaced), or "" when it cannot be read."""
     try:
         with open(path, errors="replace") as f:
             return f.read()
@@ -61,14 +62,14 @@ def never_started(workspace: str, log: str | None = None) -> str | None:
         dropped = sorted(site for site, (_, reason) in ended.items() if words in reason)
         if dropped:
             return f"{', '.join(dropped)} never started ({words})"
-    texts = _text(os.path.join(workspace, "server", "log.txt")) + "\n" + (log or "")
+    texts = read_log(os.path.join(workspace, "server", "log.txt")) + "\n" + (log or "")
     died = sorted(set(DIED_AT_START.findall(texts)))
     if died:
         return f"{', '.join(died)} never started (FLARE: 'Subprocess died for client ... before send')"
     taken = []
     for path in glob.glob(os.path.join(workspace, "*", "log.txt")):
         site = os.path.dirname(path)
-        if PORT_TAKEN in _text(path) and not os.path.exists(os.path.join(site, "simulate_job", "rounds.csv")):
+        if PORT_TAKEN in read_log(path) and not os.path.exists(os.path.join(site, "simulate_job", "rounds.csv")):
             taken.append(os.path.basename(site))
     return f"{', '.join(sorted(taken))} never started (its worker's port was taken: '{PORT_TAKEN}')" if taken else None
 
