@@ -64,8 +64,6 @@ class PeerAttack:
                 f"round {r}: no model from the other attackers {missing} within {self.wait:g} s; crafting without them",
             )
         with inputs.compute():
-            if self.groups is None and (spec.kind == ADAPTIVE or spec.kind in REPARAMETRISATIONS):
-                self.groups = self.run.symmetries()  # the network's unit groups, asked once
             if spec.kind in REPARAMETRISATIONS:
                 weights, made = self._reparametrise(inputs, benign)
             elif spec.kind == ADAPTIVE:
@@ -78,7 +76,7 @@ class PeerAttack:
                     colluders,
                     benign,
                     counts,
-                    self.groups,
+                    self._groups(),
                     self.seed,
                     expired=lambda: time.monotonic() > until,
                 )
@@ -111,6 +109,12 @@ class PeerAttack:
         fields = {k: _joined(str(f[k]) for _, f in made.values()) for k in next(iter(made.values()))[1]}
         return PerReceiver({r: made[key[r]][0] if r in key else first for r in counts}), fields
 
+    def _groups(self) -> list:
+        """The network's unit groups, asked of the run once."""
+        if self.groups is None:
+            self.groups = self.run.symmetries()
+        return self.groups
+
     def _reparametrise(self, inputs: Sending, benign: dict) -> tuple[dict, dict]:
         """Each receiver's transformed model."""
         spec = self.spec
@@ -127,7 +131,7 @@ class PeerAttack:
             attacker = spec.attackers.index(self.site)
             rng = attack_rng(self.seed, inputs.round_num, attacker, stream if per_receiver else 0)
             out[receiver], fields = reparametrised(
-                inputs.honest if base is None else base, self.groups, spec.kind, factor, rng
+                inputs.honest if base is None else base, self._groups(), spec.kind, factor, rng
             )
             if base is None and not per_receiver:
                 shared = out[receiver]

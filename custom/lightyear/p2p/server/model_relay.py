@@ -236,9 +236,11 @@ class ModelRelay:
         for key, value in weights.items():
             if not isinstance(value, (np.ndarray, np.generic)):
                 return f"its entry {_shown(key)} is {type(value).__name__}, not an array"
-        if self.sealed and sender not in self.certificates:
+        if not self.sealed:
+            return None
+        if sender not in self.certificates:
             return "it declared no certificate"
-        return (sealed_weights_problem(weights) or seal_problem(seal, targets) or None) if self.sealed else None
+        return sealed_weights_problem(weights) or seal_problem(seal, targets) or None
 
     def _refused(self, why: str) -> tuple[str, str]:
         self.log("warning", f"refused {why}")

@@ -77,10 +77,14 @@ def load_site_checkpoint(
         _check_round(ckpt.round, rounds, path, fix)
         entries = _headers(zf, path, fix)
         _fits(path, _header_problems(entries, reference), fix)
-        ckpt.weights, ckpt.arrays = (
-            {k.removeprefix(p): _read(zf, name, path, fix) for k, (name, _, _) in entries.items() if k.startswith(p)}
-            for p in (_WEIGHT, _EXTRA)
-        )
+        ckpt.weights = {
+            k.removeprefix(_WEIGHT): _read(zf, n, path, fix)
+            for k, (n, _, _) in entries.items()
+            if k.startswith(_WEIGHT)
+        }
+        ckpt.arrays = {
+            k.removeprefix(_EXTRA): _read(zf, n, path, fix) for k, (n, _, _) in entries.items() if k.startswith(_EXTRA)
+        }
     if reference is not None:
         _fits(path, model_problems(ckpt.weights, reference, max_abs), fix)
     return ckpt

@@ -267,10 +267,10 @@ class P2PExecutor(Executor):
     def _end(self, state: str, reason: str, fl_ctx: FLContext) -> None:
         """The run ended: a ping now says how (and that this site takes no models), and so does site_status.json."""
         self.state, self.state_reason, self.ready = state, reason, False
-        checkpoint = os.path.join(self.run_dir or "", CHECKPOINT_FILE)
-        kept = checkpoint if os.path.exists(checkpoint) else ""
         try:
             if self.run_dir is not None:
+                checkpoint = os.path.join(self.run_dir, CHECKPOINT_FILE)
+                kept = checkpoint if os.path.exists(checkpoint) else ""
                 write_site_status(self.run_dir, self.site, state, reason, self.last_round, kept)
         except OSError as exc:
             self.log_warning(fl_ctx, f"could not write site_status.json: {exc}")

@@ -209,6 +209,8 @@ def _hashable(value):
 
 
 def _nbytes(payload) -> int:
+    if payload is None:
+        return 0
     if isinstance(payload, (list, tuple)):
         return sum(_nbytes(p) for p in payload)
     try:

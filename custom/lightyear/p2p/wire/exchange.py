@@ -212,7 +212,10 @@ class PeerExchange:
         if waited:
             inbox.late.append(peer)
         if was < self.max_missed_rounds <= self.missed[peer]:
-            self.log("warning", f"{peer} missed {was + 1} rounds in a row: no longer waited for (taken if back)")
+            self.log(
+                "warning",
+                f"{peer} missed {was + 1} rounds in a row: no longer waited for (still accepted if it returns)",
+            )
 
     def _back(self, peer: str, round_num: int) -> None:
         if self.missed[peer] >= self.max_missed_rounds:
