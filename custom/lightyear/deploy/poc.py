@@ -138,8 +138,11 @@ def run_all(poc: Poc, jobs: list[JobFolder], out: str, args) -> bool:
             for job in jobs:
                 target = out if len(jobs) == 1 else os.path.join(out, job.name)
                 ok = run_job(poc, job, target, args.timeout) and ok
-    except (KeyboardInterrupt, FlareCommandError, AllowListError, OSError, ValueError) as e:
-        log(f"interrupted ({e or 'Ctrl-C'}): stopping the POC" if isinstance(e, KeyboardInterrupt) else f"error: {e}")
+    except KeyboardInterrupt as e:
+        log(f"interrupted ({e or 'Ctrl-C'}): stopping the POC")
+        ok = False
+    except (FlareCommandError, AllowListError, OSError, ValueError) as e:
+        log(f"error: {e}")
         ok = False
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind

@@ -61,12 +61,11 @@ class MalfunctionFilter(Filter):
         return self._spec
 
     def _fresh_init(self, seed: int):
-        from lightyear.models import build_model
-        from lightyear.training.weights import get_weights
+        from lightyear.training.weights import seeded_weights  # torch: only for the random malfunction
 
         if self.num_classes is None:
             raise ValueError("the random malfunction needs num_classes to build a fresh model")
-        return get_weights(build_model(self.model, self.num_classes, self.in_channels, seed=seed, **self.model_args))
+        return seeded_weights(self.model, self.num_classes, self.in_channels, seed, self.model_args)
 
     def corrupt(self, weights, round_num: int, site: str):
         """Return (corrupted copy of ``weights``, kind applied this round)."""

@@ -197,7 +197,7 @@ def job_suffix(spec: AttackSpec) -> str:
 
 def component(spec: AttackSpec, seed: int, cid: str, path: str, model: dict | None = None) -> dict:
     args = {"kind": spec.kind, "knowledge": spec.knowledge, "attackers": list(spec.attackers)}
-    args.update(params=dict(spec.params), seed=seed, **(model or {}))
+    args.update({"params": dict(spec.params), "seed": seed, **(model or {})})
     return {"id": cid, "path": path, "args": args}
 
 

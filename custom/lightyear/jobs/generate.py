@@ -205,8 +205,15 @@ def _build_job(
     deploy = {"app": ["server"] + [s for s in sites if s not in app_faulty]}
     if app_faulty:
         deploy["app_faulty"] = app_faulty
-    job = {"method": method, "dataset": dataset, "topology": topology, "malfunction": malfunction}
-    job.update(faulty_sites=faulty_sites, seed=seed, **(attacks.meta_fields(spec) if spec else {}))
+    job = {
+        "method": method,
+        "dataset": dataset,
+        "topology": topology,
+        "malfunction": malfunction,
+        "faulty_sites": faulty_sites,
+        "seed": seed,
+        **(attacks.meta_fields(spec) if spec else {}),
+    }
     meta = {"name": name, "resource_spec": resource_spec(sites, settings.get("site_resource_spec"))}
     files["meta.json"] = {**meta, "min_clients": len(sites), "deploy_map": deploy, "lightyear": job}
     return name, files

@@ -105,16 +105,21 @@ class StarController(Controller):
         self._starts = StartWatch()
         self._lost: dict[str, str] = {}  # site -> why it is dropped: its worker died before it fetched a task
         self._phase, self._round, self._need = run_stats.STARTING, None, None
-        self._progress = {"sites_answered": 0, "not_answered": [], "excluded": [], "sites_removed": 0, "removed": []}
-        self._progress.update(rounds_aggregated=0, rounds_skipped=0)
+        self._progress = {
+            "sites_answered": 0,
+            "not_answered": [],
+            "excluded": [],
+            "sites_removed": 0,
+            "removed": [],
+            "rounds_aggregated": 0,
+            "rounds_skipped": 0,
+        }
 
     def initial_weights(self) -> dict:
         """The seeded initial global model, as every site would build it."""
-        from lightyear.models import build_model
-        from lightyear.training.weights import get_weights
+        from lightyear.training.weights import seeded_weights  # torch: only when the model is built
 
-        net = build_model(self.model, self.num_classes, self.in_channels, seed=self.seed, **self.model_args)
-        return get_weights(net)
+        return seeded_weights(self.model, self.num_classes, self.in_channels, self.seed, self.model_args)
 
     def start_controller(self, fl_ctx: FLContext):
         C.register_decomposers()
@@ -234,8 +239,13 @@ class StarController(Controller):
         """The rule's decision into the history (with the results the checks refused and what the adversary
         crafted), and into the progress."""
         if decision.kept is not None:
-            entry = {"round": int(round_num), "kept": decision.kept, "excluded": decision.excluded}
-            entry = {**entry, "rejected": sorted(self._rejected), **decision.details}
+            entry = {
+                "round": int(round_num),
+                "kept": decision.kept,
+                "excluded": decision.excluded,
+                "rejected": sorted(self._rejected),
+                **decision.details,
+            }
             self.history.append({**entry, "attack": self._attack} if self._attack is not None else entry)
         removed = self.aggregator.removed_sites()
         done = self._progress["rounds_aggregated"] + 1

@@ -17,7 +17,6 @@ from nvflare.app_common.abstract.model_persistor import ModelPersistor
 from lightyear.checks import int_in, positive_int
 from lightyear.flare.constants import KEY_CONFIG
 from lightyear.records import save_npz_atomic
-from lightyear.star.controller import StarController
 
 MODEL_FILE = "swarm_model.npz"
 EXECUTOR = "lightyear.star.executor.StarExecutor"
@@ -45,7 +44,11 @@ class SeededModelPersistor(ModelPersistor):
         self.model, self.num_classes, self.in_channels = model, num_classes, in_channels
         self.model_args, self.seed, self.rounds = dict(model_args or {}), seed, rounds
 
-    initial_weights = StarController.initial_weights  # the same attributes: the model every site builds
+    def initial_weights(self) -> dict:
+        """The seeded initial model, as every site and the star controller build it."""
+        from lightyear.training.weights import seeded_weights  # torch: only when the model is built
+
+        return seeded_weights(self.model, self.num_classes, self.in_channels, self.seed, self.model_args)
 
     def load_model(self, fl_ctx: FLContext) -> ModelLearnable:
         meta = {MetaKey.CURRENT_ROUND: 0, KEY_CONFIG: {"seed": self.seed, "rounds": self.rounds}}

@@ -24,5 +24,14 @@ def set_weights(model: nn.Module, weights: Mapping[str, np.ndarray]) -> None:
             tensor.copy_(torch.as_tensor(np.asarray(weights[key])).to(dtype=tensor.dtype))
 
 
+def seeded_weights(
+    model: str, num_classes: int, in_channels: int, seed: int, model_args: Mapping | None = None
+) -> dict:
+    """The weights of network ``model`` initialised from ``seed``: the same on every site that builds it."""
+    from lightyear.models import build_model  # torchvision and the networks: only when a model is built
+
+    return get_weights(build_model(model, num_classes, in_channels, seed=seed, **dict(model_args or {})))
+
+
 def num_bytes(weights: Mapping[str, np.ndarray]) -> int:
     return int(sum(np.asarray(v).nbytes for v in weights.values()))

@@ -37,10 +37,12 @@ def write(description: str, folder: str) -> list[str]:
     os.makedirs(folder, exist_ok=True)
     for stale in _stale(folder, texts):
         os.remove(os.path.join(folder, stale))
-    paths = [os.path.join(folder, name) for name in texts]
-    for path, text in zip(paths, texts.values()):
+    paths = []
+    for name, text in texts.items():
+        path = os.path.join(folder, name)
         Path(path).write_text(text)
         os.chmod(path, 0o755)
+        paths.append(path)
     return paths
 
 
