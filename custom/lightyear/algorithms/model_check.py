@@ -6,6 +6,7 @@ never raises, so a bad message only gets its sender rejected.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,12 +75,16 @@ def _entry_problem(key: str, value: Any, ref: np.ndarray, max_abs: float | None)
         return None  # integer counters keep the receiver's own value
     with np.errstate(over="ignore", invalid="ignore"):
         cast = arr.astype(ref.dtype, copy=False)
-    finite = np.isfinite(cast)
-    if not finite.all():
-        bad = int(finite.size - np.count_nonzero(finite))
+    if not cast.size:
+        return None
+    # the extremes, two reductions without a temporary array: a NaN anywhere makes them NaN, an Inf is one of them
+    low, high = float(cast.min()), float(cast.max())
+    if not (math.isfinite(low) and math.isfinite(high)):
+        bad = int(cast.size - np.count_nonzero(np.isfinite(cast)))
         return f"{key}: {bad} values not finite in {ref.dtype} (NaN, Inf or beyond the dtype's range)"
-    if max_abs is not None and cast.size and float(np.max(np.abs(cast))) > max_abs:
-        return f"{key}: values up to {float(np.max(np.abs(cast))):.3g} exceed max_abs_weight={max_abs:g}"
+    largest = max(-low, high)
+    if max_abs is not None and largest > max_abs:
+        return f"{key}: values up to {largest:.3g} exceed max_abs_weight={max_abs:g}"
     return None
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightyear.algorithms import metrics
 from lightyear.checks import boolean, int_in, mapping, non_negative, number_in, one_of, positive_int, positive_number
@@ -113,9 +113,8 @@ class LocalTrainer:
     def predict(self, model: nn.Module, dataset: Dataset) -> tuple[np.ndarray, np.ndarray, float]:
         """Softmax probabilities, labels (or masks) and mean loss of ``model`` on ``dataset``."""
         model.to(self.device).eval()
-        loader = DataLoader(dataset, batch_size=max(self.config.batch_size, 256), shuffle=False)
         probs, labels, total = [], [], 0.0
-        for x, y in loader:
+        for x, y in evaluation_batches(dataset, max(self.config.batch_size, 256)):
             x, y = x.to(self.device), y.to(self.device)
             logits = model(x)
             total += float(self.eval_loss_fn(logits.float(), y.long())) * len(x)
@@ -129,6 +128,17 @@ class LocalTrainer:
         """Accuracy (or Dice), top-label ECE, mean confidence and loss of ``model`` on ``dataset``."""
         probs, labels, loss = self.predict(model, dataset)
         return metrics.metrics_from_predictions(probs, labels, loss, self.config.ece_bins)
+
+
+def evaluation_batches(dataset: Dataset, batch_size: int):
+    """``dataset`` in order, ``batch_size`` samples at a time: an in-memory ``TensorDataset`` by slicing its tensors
+    (the same batches a ``DataLoader`` collates, without indexing and stacking each sample); any other through one."""
+    if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:
+        x, y = dataset.tensors
+        for start in range(0, len(x), batch_size):
+            yield x[start : start + batch_size], y[start : start + batch_size]
+    else:
+        yield from DataLoader(dataset, batch_size=batch_size, shuffle=False)
 
 
 def flip_targets(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
