@@ -16,9 +16,11 @@ At ``END_RUN`` it writes ``cpu_profile.json`` in the run folder: per phase and p
 the CPU seconds, run-queue seconds and active seconds (the time between samples in which the thread ran
 or waited to run: an active thread's blocked time is what is left), the process's user and system CPU seconds, minor
 page faults, peak resident size, resident anonymous/file memory at the end, the peak of the
-anonymous memory over the samples with the phases active then, and how many threads were alive
-at most. ``benchmarks/site_profile.py`` adds this component to a star and a
-peer-to-peer job and prints the figures side by side.
+anonymous memory over the samples with the phases active then, how many threads were alive
+at most, and the CPU seconds of the :data:`STACKS_KEPT` busiest stacks (``stacks``: a thread group
+and its innermost :data:`STACK_DEPTH` frames; a thread pool's worker that finished its work before
+the sample shows as its idle loop, ``thread.py:_worker``). ``benchmarks/site_profile.py`` adds
+this component to a star and a peer-to-peer job and prints the figures side by side.
 
 A sample reads every thread's clock and walks the stacks of those that ran, holding the GIL
 meanwhile: its cost grows with the threads alive and shows as the phase ``profiler`` (its share
@@ -68,6 +70,10 @@ PHASES = (
 one of its frames matches; a stack that matches none is ``other``. The fragments name the package's
 files: a renamed file or function needs its rule renamed here."""
 _DIGITS = re.compile(r"\d+")
+STACK_DEPTH = 4
+"""Frames, innermost first, that name a stack in the report's ``stacks`` table."""
+STACKS_KEPT = 60
+"""Rows of the ``stacks`` table written, the most CPU first."""
 
 
 _RANKS: dict = {}  # code object -> the rank of the first rule of PHASES it matches (len(PHASES): none)
@@ -97,6 +103,16 @@ def phase_of(frame) -> str:
         best = min(best, _rank(frame.f_code))
         frame = frame.f_back
     return PHASES[best][0] if best < len(PHASES) else "other"
+
+
+def stack_key(group: str, frame, depth: int = STACK_DEPTH) -> str:
+    """``group | file:function < caller < ...``: a thread group and its innermost ``depth`` frames."""
+    parts = []
+    while frame is not None and len(parts) < depth:
+        code = frame.f_code
+        parts.append(f"{os.path.basename(code.co_filename)}:{code.co_name}")
+        frame = frame.f_back
+    return f"{group} | {' < '.join(parts)}"
 
 
 def thread_group(name: str) -> str:
@@ -147,6 +163,7 @@ class Sampler:
         self.interval = float(interval)
         self.phases: dict[str, list[float]] = {}
         self.groups: dict[str, list[float]] = {}
+        self.stacks: dict[str, float] = {}
         self.clocks: dict[int, ThreadClock] = {}
         self.max_threads = 0
         self.peak_anonymous: tuple[int, list] = (0, [])
@@ -195,6 +212,9 @@ class Sampler:
                 continue
             phase = "profiler" if ident == skip else phase_of(frame)
             active.add(phase)
+            if ident != skip:
+                key = stack_key(thread_group(thread.name), frame)
+                self.stacks[key] = self.stacks.get(key, 0.0) + cpu / 1e9
             for table, key in ((self.phases, phase), (self.groups, thread_group(thread.name))):
                 row = table.setdefault(key, [0.0, 0.0, 0])
                 row[0] += cpu / 1e9
@@ -234,6 +254,7 @@ class Sampler:
             "interval_s": self.interval,
             "phases": table(self.phases),
             "thread_groups": table(self.groups),
+            "stacks": dict(sorted(self.stacks.items(), key=lambda kv: -kv[1])[:STACKS_KEPT]),
         }
 
 

@@ -14,6 +14,7 @@ the other, and prints for each topology, as means over the sites (and for the se
   for a core (``runq``), and seconds blocked while active (neither: mostly the GIL, held by another
   thread of the process);
 * per thread group: the same, for the groups that used at least 1 % of the process's CPU;
+* the busiest stacks (a thread group and its innermost frames), CPU seconds, at least 1 % each;
 * the process's user and system CPU seconds, minor page faults, peak resident size, resident
   anonymous memory at the end and the most threads alive at once;
 * from ``rounds.csv``: the wall seconds of training (``train_s``, inside a compute slot).
@@ -48,6 +49,8 @@ COMPONENT = "cpu_profile.CPUProfile"
 this folder on the simulator's ``PYTHONPATH`` and :data:`ALLOW` admits it in the workspace's
 component policy."""
 ALLOW = ("cpu_profile.",)
+STACK_ROWS = 25
+"""The busiest stacks printed for each topology."""
 
 
 def simulator_pythonpath(current: str | None) -> str:
@@ -109,6 +112,18 @@ def print_table(title: str, table: dict, total: float, floor: float = 0.0) -> No
         )
 
 
+def print_stacks(profiles: list[dict], total: float, rows: int = STACK_ROWS) -> None:
+    """The busiest stacks over ``profiles`` (CPU seconds, mean a profile), each at least 1 % of ``total``."""
+    means: dict[str, float] = {}
+    for profile in profiles:
+        for key, cpu in profile.get("stacks", {}).items():
+            means[key] = means.get(key, 0.0) + cpu / len(profiles)
+    print(f"  {'stack (a site): thread group | innermost frames':<104}{'cpu_s':>9}")
+    for key, cpu in sorted(means.items(), key=lambda kv: -kv[1])[:rows]:
+        if cpu >= 0.01 * total:
+            print(f"  {key[:104]:<104}{cpu:>9.2f}")
+
+
 def summary(profiles: list[dict]) -> dict:
     keys = ("user_s", "system_s", "minor_faults", "peak_rss_MiB", "rss_anon_MiB", "max_threads", "peak_anonymous_MiB")
     return {k: statistics.mean(p[k] for p in profiles) for k in keys}
@@ -139,6 +154,7 @@ def report(label: str, topology: str, ws: str, run: dict) -> dict:
     )
     print_table("phase (a site)", mean_table(sites, "phases"), total)
     print_table("thread group (a site)", mean_table(sites, "thread_groups"), total, floor=0.01)
+    print_stacks(sites, total)
     if "server" in profiles:
         server = profiles["server"]
         cpu = server["user_s"] + server["system_s"]

@@ -16,7 +16,16 @@ from flare_fakes import FakeWorkspace, context
 from repo import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # as for benchmarks/site_profile.py, its one user
-from cpu_profile import PROFILE_FILE, CPUProfile, Sampler, ThreadClock, phase_of, thread_group  # noqa: E402
+from cpu_profile import (  # noqa: E402
+    PROFILE_FILE,
+    STACK_DEPTH,
+    CPUProfile,
+    Sampler,
+    ThreadClock,
+    phase_of,
+    stack_key,
+    thread_group,
+)
 
 
 def functions(path: str, source: str) -> dict:
@@ -195,3 +204,30 @@ def test_site_profiles_simulator_admits_and_imports_the_profiler_from_outside_th
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["cpu_profile", site_profile.PROFILE_FILE]
+
+
+def test_a_busy_stack_is_named_by_its_group_and_innermost_frames_with_its_cpu():
+    sampler = Sampler(interval=1.0)
+    started, stop = threading.Event(), threading.Event()
+
+    def work():
+        started.set()
+        while not stop.is_set():
+            spin(0.01)
+
+    busy = threading.Thread(target=work, name="worker-3")
+    busy.start()
+    started.wait()
+    try:
+        sampler.sample()
+        time.sleep(0.3)
+        sampler.sample()
+    finally:
+        stop.set()
+        busy.join()
+    stacks = sampler.report()["stacks"]
+    mine = {k: v for k, v in stacks.items() if k.startswith("worker-N | ")}
+    assert mine and sum(mine.values()) > 0.0
+    # innermost first: the spinning helper or the loop that calls it, then its callers
+    assert all(":spin" in k or "test_cpu_profile.py:work" in k for k in mine)
+    assert stack_key("g", None) == "g | " and len(next(iter(mine)).split(" < ")) <= STACK_DEPTH
