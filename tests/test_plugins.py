@@ -33,3 +33,19 @@ def test_the_builtin_table_is_not_changed(monkeypatch):
     builtin = {"cnn": "lightyear.models.femnist_cnn"}
     plugins.module_table(builtin, "g", "network")
     assert builtin == {"cnn": "lightyear.models.femnist_cnn"}
+
+
+def test_the_plugins_packages_are_read_once_a_process_however_many_components_a_job_has(monkeypatch):
+    from lightyear.jobs import registry, settings
+
+    reads = []
+    monkeypatch.setattr(registry, "announced", lambda group: reads.append(group) or [])
+    forget = getattr(registry.plugin_packages, "cache_clear", lambda: None)
+    forget()
+    try:
+        job = {"components": [{"path": "lightyear.a.A", "args": {"inner": {"path": "lightyear.b.B"}}}] * 3}
+        assert [c["path"] for c in settings.toolkit_components(job)] == ["lightyear.a.A", "lightyear.b.B"] * 3
+        settings.toolkit_components(job)
+        assert registry.plugin_packages() == () and reads == [registry.GROUP]
+    finally:
+        forget()

@@ -103,9 +103,11 @@ def _declaration_order() -> list[Method]:
     return [known[n] for n in builtin] + [m for n, m in known.items() if n not in builtin]
 
 
+@functools.cache
 def plugin_packages() -> tuple[str, ...]:
     """The installed plugins' class packages as allow-list prefixes (``"my_package."``) for
-    :func:`lightyear.flare.component_policy.allow_package`; loads only the plugins' declarations (no PyTorch)."""
+    :func:`lightyear.flare.component_policy.allow_package`; loads only the plugins' declarations (no PyTorch). Read
+    once a process, as :func:`methods` is: every component of a generated job is looked up against it."""
     packages = set()
     for entry in announced(GROUP):
         declared = _load(entry.value, f"the entry point {entry.name} of group {GROUP}")
