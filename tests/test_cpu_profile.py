@@ -119,6 +119,11 @@ def test_a_sample_credits_each_busy_thread_to_its_phase_and_its_group():
     assert 0.3 <= active < 5 and report["phases"]["train"]["cpu_s"] <= active + 0.05
     assert report["max_threads"] >= 2 and report["peak_anonymous_MiB"] > 0
     assert "train" in report["phases_at_peak_anonymous"] or report["phases_at_peak_anonymous"] == []
+    # its stacks: the group, then the innermost frames (the spin or its loop, inside the trainer's train)
+    mine = {k: v for k, v in report["stacks"].items() if k.startswith("busy-N | ")}
+    assert sum(mine.values()) == pytest.approx(report["phases"]["train"]["cpu_s"])
+    assert all("trainer.py:train" in k and len(k.split(" < ")) == STACK_DEPTH for k in mine)
+    assert stack_key("g", None) == "g | "
     sampler.sample()  # the thread has ended: its clock is dropped
     assert busy.native_id not in sampler.clocks
 
@@ -204,30 +209,3 @@ def test_site_profiles_simulator_admits_and_imports_the_profiler_from_outside_th
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["cpu_profile", site_profile.PROFILE_FILE]
-
-
-def test_a_busy_stack_is_named_by_its_group_and_innermost_frames_with_its_cpu():
-    sampler = Sampler(interval=1.0)
-    started, stop = threading.Event(), threading.Event()
-
-    def work():
-        started.set()
-        while not stop.is_set():
-            spin(0.01)
-
-    busy = threading.Thread(target=work, name="worker-3")
-    busy.start()
-    started.wait()
-    try:
-        sampler.sample()
-        time.sleep(0.3)
-        sampler.sample()
-    finally:
-        stop.set()
-        busy.join()
-    stacks = sampler.report()["stacks"]
-    mine = {k: v for k, v in stacks.items() if k.startswith("worker-N | ")}
-    assert mine and sum(mine.values()) > 0.0
-    # innermost first: the spinning helper or the loop that calls it, then its callers
-    assert all(":spin" in k or "test_cpu_profile.py:work" in k for k in mine)
-    assert stack_key("g", None) == "g | " and len(next(iter(mine)).split(" < ")) <= STACK_DEPTH
