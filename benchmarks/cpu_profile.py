@@ -212,10 +212,11 @@ class Sampler:
                 continue
             phase = "profiler" if ident == skip else phase_of(frame)
             active.add(phase)
+            group = thread_group(thread.name)
             if ident != skip:
-                key = stack_key(thread_group(thread.name), frame)
+                key = stack_key(group, frame)
                 self.stacks[key] = self.stacks.get(key, 0.0) + cpu / 1e9
-            for table, key in ((self.phases, phase), (self.groups, thread_group(thread.name))):
+            for table, key in ((self.phases, phase), (self.groups, group)):
                 row = table.setdefault(key, [0.0, 0.0, 0])
                 row[0] += cpu / 1e9
                 row[1] += queued / 1e9
