@@ -3,7 +3,7 @@
     python benchmarks/scale_curve.py                                 # 8 and 16 sites, full mesh, 3 rounds
     python benchmarks/scale_curve.py --sites 8 16 32 --topology full random --rounds 3
     python benchmarks/scale_curve.py --dataset digits --sites 8 --rounds 12 --repeat 3 --routes server direct
-    python benchmarks/scale_curve.py --dataset digits --sites 8 --rounds 12 --forward-arrays download small inline
+    python benchmarks/scale_curve.py --dataset digits --sites 8 --rounds 12 --forward-arrays job download small
 
 For each number of sites and each topology it generates, from the ``digits32`` dataset settings
 (the embedded digits spread over ``num_sites`` sites; ``--dataset digits``: the main job's), the
@@ -60,8 +60,8 @@ RELAY_LINE = re.compile(
     r"models handed on by the server: \{'uploads': (\d+), 'forwarded': (\d+), "
     r"'bytes_in': (\d+), 'bytes_out': (\d+)"
 )
-FORWARD_CHUNK_BYTES = {"inline": 0, "small": 2 << 20}
-"""The server's ``np_download_chunk_size`` of each ``--forward-arrays`` variant (0: arrays inline)."""
+FORWARD_CHUNK_BYTES = {"inline": 0, "download": 16 << 20, "small": 2 << 20}
+"""The server's ``np_download_chunk_size`` of each ``--forward-arrays`` variant but ``job`` (0: arrays inline)."""
 PHASE_COLUMNS = ("train_s", "wait_s", "score_s", "aggregate_s", "eval_s")
 
 
@@ -193,10 +193,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--forward-arrays",
         nargs="+",
-        default=["download"],
-        choices=["download", *FORWARD_CHUNK_BYTES],
-        help="how the server sends a model it hands on: through FLARE's download service as the job says "
-        "(download: 16 MiB chunks), in FLARE's default 2 MiB chunks (small) or inline in the message (inline)",
+        default=["job"],
+        choices=["job", *FORWARD_CHUNK_BYTES],
+        help="how the server sends a model it hands on: as the job says (job: inline in its message), inline, "
+        "through FLARE's download service in 16 MiB chunks (download) or in its default 2 MiB chunks (small)",
     )
     parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument(

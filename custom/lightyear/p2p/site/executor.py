@@ -22,6 +22,7 @@ from nvflare.apis.signal import Signal
 from lightyear.algorithms.model_check import DEFAULT_MAX_ABS, check_max_abs
 from lightyear.checks import boolean, non_empty_string, positive_int, positive_seconds
 from lightyear.flare import constants as C
+from lightyear.flare import received_payloads
 from lightyear.flare.analytics import stream_round
 from lightyear.flare.early_pings import quiet_early_pings
 from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
@@ -195,6 +196,7 @@ class P2PExecutor(Executor):
     def handle_event(self, event_type: str, fl_ctx: FLContext):
         if event_type == EventType.START_RUN:
             limit_malloc_arenas()
+            received_payloads.install()  # models forwarded inside the server's message
             C.register_decomposers()
             engine = fl_ctx.get_engine()
             self.gate.watch(engine)  # before the handlers: nothing from a peer is decoded unchecked
