@@ -8,6 +8,7 @@ from nvflare.apis.shareable import Shareable
 from nvflare.fuel.f3.cellnet import cell as flare_cell
 from nvflare.fuel.f3.cellnet.defs import Encoding, MessageHeaderKey
 from nvflare.fuel.f3.streaming.stream_const import StreamHeaderKey
+from nvflare.fuel.f3.streaming.stream_types import StreamFuture
 from nvflare.fuel.utils import fobs
 
 from lightyear.flare import received_payloads
@@ -42,44 +43,38 @@ class Cell:
         return dict(props or {})
 
 
-class Future:
-    """A received stream: its headers and its payload's chunks."""
-
-    def __init__(self, chunks):
-        self.headers = {
-            StreamHeaderKey.STREAM_REQ_ID: "req-1",
-            StreamHeaderKey.CHANNEL: "aux_communication",
-            StreamHeaderKey.TOPIC: "lightyear.forwarded_model",
-            StreamHeaderKey.PAYLOAD_ENCODING: Encoding.FOBS,
-            MessageHeaderKey.ORIGIN: "server",
-        }
-        self._chunks = chunks
-
-    def result(self, timeout=None):
-        return list(self._chunks)
+HEADERS = {
+    StreamHeaderKey.STREAM_REQ_ID: "req-1",
+    StreamHeaderKey.CHANNEL: "aux_communication",
+    StreamHeaderKey.TOPIC: "lightyear.forwarded_model",
+    StreamHeaderKey.PAYLOAD_ENCODING: Encoding.FOBS,
+    MessageHeaderKey.ORIGIN: "server",
+}
 
 
-def receive(adapter_class):
-    """(what the handler got, the adapter's log lines) for a forwarded model of PAYLOAD_BYTES streamed to it."""
+def receive(future_class):
+    """(what the handler got, FLARE's adapter's log lines) for a forwarded model of PAYLOAD_BYTES received in a
+    ``future_class``, a stream future as FLARE's stream cell hands it to the adapter."""
     model = Shareable({"round": 3, "blob": os.urandom(PAYLOAD_BYTES)})
     encoded = fobs.dumps(model)
-    chunks = [encoded[i : i + CHUNK] for i in range(0, len(encoded), CHUNK)]
+    future = future_class(1, dict(HEADERS))
+    future.set_result([encoded[i : i + CHUNK] for i in range(0, len(encoded), CHUNK)])
     got = []
-    adapter = adapter_class(lambda request: got.append(request.payload) or Shareable(), None, Cell())
+    adapter = flare_cell.Adapter(lambda request: got.append(request.payload) or Shareable(), None, Cell())
     adapter.logger = Log()
     adapter._send_response = lambda *args: None
-    adapter.call(Future(chunks))
+    adapter.call(future)
     assert len(got) == 1
     assert got[0]["round"] == 3 and got[0]["blob"] == model["blob"]
     return got[0], adapter.logger.lines
 
 
 def test_a_received_payload_is_decoded_as_before_and_logged_as_its_size_only():
-    class Adapter(flare_cell.Adapter):
+    class Future(StreamFuture):
         pass
 
-    assert received_payloads.install(Adapter)
-    _, lines = receive(Adapter)
+    assert received_payloads.install(Future)
+    _, lines = receive(Future)
     assert max(len(line) for line in lines) < 2000
     assert any("5 chunks" in line for line in lines)
 
@@ -87,23 +82,27 @@ def test_a_received_payload_is_decoded_as_before_and_logged_as_its_size_only():
 def test_flare_formats_the_whole_payload_of_a_received_request_without_it():
     """Why :mod:`lightyear.flare.received_payloads` exists: if this fails, FLARE stopped, and the module can go."""
 
-    class Adapter(flare_cell.Adapter):
+    class Future(StreamFuture):
         pass
 
-    _, lines = receive(Adapter)
+    _, lines = receive(Future)
     assert max(len(line) for line in lines) > PAYLOAD_BYTES
 
 
-def test_installing_wraps_once_and_leaves_what_has_no_adapter():
-    class Adapter(flare_cell.Adapter):
-        pass
-
-    assert received_payloads.install(Adapter)
-    wrapped = Adapter.call
-    assert received_payloads.install(Adapter) and Adapter.call is wrapped
+def test_installing_wraps_flares_stream_future_once_and_changes_no_result_but_a_lists_text():
+    assert received_payloads.install()
+    wrapped = StreamFuture.result
+    assert received_payloads.install() and StreamFuture.result is wrapped
     assert received_payloads.install(object()) is False
-    chunks = ReceivedChunks([b"ab", b"cde"])
-    assert chunks == [b"ab", b"cde"] and repr(chunks) == str(chunks) == "<2 chunks, 5 bytes>"
+    future = StreamFuture(1)
+    future.set_result([b"ab", b"cde"])
+    chunks = future.result()
+    assert type(chunks) is ReceivedChunks and chunks == [b"ab", b"cde"]
+    assert repr(chunks) == str(chunks) == "<2 chunks, 5 bytes>"
+    for value in (b"abc", 7, None):
+        other = StreamFuture(2)
+        other.set_result(value)
+        assert other.result() is value
 
 
 @pytest.mark.parametrize("method", ["lightyear", "p2p_fedavg"])
