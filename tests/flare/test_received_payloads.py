@@ -10,9 +10,9 @@ from nvflare.fuel.f3.cellnet.defs import Encoding, MessageHeaderKey
 from nvflare.fuel.f3.streaming.stream_const import StreamHeaderKey
 from nvflare.fuel.f3.streaming.stream_types import StreamFuture
 from nvflare.fuel.utils import fobs
+from nvflare.fuel.utils.buffer_list import ConsumableBufferList
 
 from lightyear.flare import received_payloads
-from lightyear.flare.received_payloads import ReceivedChunks
 from lightyear.jobs import generate
 
 from repo import ROOT
@@ -52,13 +52,13 @@ HEADERS = {
 }
 
 
-def receive(future_class):
-    """(what the handler got, FLARE's adapter's log lines) for a forwarded model of PAYLOAD_BYTES received in a
-    ``future_class``, a stream future as FLARE's stream cell hands it to the adapter."""
+def receive(chunks_class):
+    """(what the handler got, FLARE's adapter's log lines) for a forwarded model of PAYLOAD_BYTES whose chunks FLARE's
+    stream cell hands its adapter in a ``chunks_class``."""
     model = Shareable({"round": 3, "blob": os.urandom(PAYLOAD_BYTES)})
     encoded = fobs.dumps(model)
-    future = future_class(1, dict(HEADERS))
-    future.set_result([encoded[i : i + CHUNK] for i in range(0, len(encoded), CHUNK)])
+    future = StreamFuture(1, dict(HEADERS))
+    future.set_result(chunks_class(encoded[i : i + CHUNK] for i in range(0, len(encoded), CHUNK)))
     got = []
     adapter = flare_cell.Adapter(lambda request: got.append(request.payload) or Shareable(), None, Cell())
     adapter.logger = Log()
@@ -70,39 +70,31 @@ def receive(future_class):
 
 
 def test_a_received_payload_is_decoded_as_before_and_logged_as_its_size_only():
-    class Future(StreamFuture):
+    class Chunks(ConsumableBufferList):
         pass
 
-    assert received_payloads.install(Future)
-    _, lines = receive(Future)
+    assert received_payloads.install(Chunks)
+    _, lines = receive(Chunks)
     assert max(len(line) for line in lines) < 2000
-    assert any("5 chunks" in line for line in lines)
+    assert any("<5 chunks, " in line for line in lines)
 
 
 def test_flare_formats_the_whole_payload_of_a_received_request_without_it():
     """Why :mod:`lightyear.flare.received_payloads` exists: if this fails, FLARE stopped, and the module can go."""
 
-    class Future(StreamFuture):
+    class Chunks(list):
         pass
 
-    _, lines = receive(Future)
+    _, lines = receive(Chunks)
     assert max(len(line) for line in lines) > PAYLOAD_BYTES
 
 
-def test_installing_wraps_flares_stream_future_once_and_changes_no_result_but_a_lists_text():
+def test_installing_changes_only_how_flares_received_chunks_format():
     assert received_payloads.install()
-    wrapped = StreamFuture.result
-    assert received_payloads.install() and StreamFuture.result is wrapped
-    assert received_payloads.install(object()) is False
-    future = StreamFuture(1)
-    future.set_result([b"ab", b"cde"])
-    chunks = future.result()
-    assert type(chunks) is ReceivedChunks and chunks == [b"ab", b"cde"]
-    assert repr(chunks) == str(chunks) == "<2 chunks, 5 bytes>"
-    for value in (b"abc", 7, None):
-        other = StreamFuture(2)
-        other.set_result(value)
-        assert other.result() is value
+    chunks = ConsumableBufferList([b"ab", b"cde"])
+    assert repr(chunks) == str(chunks) == f"{chunks}" == "<2 chunks, 5 bytes>"
+    assert chunks == [b"ab", b"cde"] and isinstance(chunks, list)
+    assert received_payloads.install(dict) is False and received_payloads.install(object()) is False
 
 
 @pytest.mark.parametrize("method", ["lightyear", "p2p_fedavg"])

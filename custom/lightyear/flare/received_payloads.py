@@ -1,48 +1,29 @@
-"""A received stream's payload that formats as its size, so that FLARE does not copy a model into a string.
+"""A received stream's chunks that format as their count and size, so that FLARE does not copy a model into a string.
 
 FLARE 2.9 formats every streamed request a process receives, payload included, into a debug message before it decodes
 it, whatever the log level (``Adapter.call`` in ``nvflare/fuel/f3/cellnet/cell.py``, line 96). A model the server
 forwards inside its message (the peer-to-peer jobs' ``np_download_chunk_size`` 0) thus costs its receiver a string of
 up to four times its bytes: some 60 ms of CPU for the 6.7 MB digits CNN, more than the download round trips it saves
-(docs/results.md, "How the server serves the models it hands on"). FLARE binds that adapter to its cell before a job's
-code runs, so :func:`install` wraps what the adapter reads the payload from, a stream's result
-(``StreamFuture.result``): a list of chunks comes back as a :class:`ReceivedChunks`, the same chunks in a list whose
-text is their count and size. FLARE decodes them as before; results that are not a list are returned unchanged.
+(docs/results.md, "How the server serves the models it hands on"). Such a payload arrives as FLARE's
+``ConsumableBufferList`` (``nvflare/fuel/utils/buffer_list.py``), a list of the chunks that its decoder releases as it
+reads them; :func:`install` gives that class a text of the chunks' count and size. Nothing else of it changes.
 """
 
 from __future__ import annotations
 
-import threading
-
-from nvflare.fuel.f3.streaming import stream_types
-
-_LOCK = threading.Lock()
-_INSTALLED = "_lightyear_received_chunks"
+from nvflare.fuel.utils import buffer_list
 
 
-class ReceivedChunks(list):
-    """The chunks of a received payload, formatted as their count and size instead of their bytes."""
-
-    def __repr__(self) -> str:
-        return f"<{len(self)} chunks, {sum(len(c) for c in self)} bytes>"
-
-    __str__ = __repr__
+def chunks_text(chunks) -> str:
+    """What a list of received chunks formats as: their count and size, not their bytes."""
+    return f"<{len(chunks)} chunks, {sum(len(c) for c in chunks if c is not None)} bytes>"
 
 
-def install(future_class=None) -> bool:
-    """Wrap ``future_class.result`` (FLARE's ``StreamFuture`` by default) once a process; False where it has none."""
-    future_class = getattr(stream_types, "StreamFuture", None) if future_class is None else future_class
-    with _LOCK:
-        result = getattr(future_class, "result", None)
-        if not callable(result):
-            return False
-        if getattr(result, _INSTALLED, False):
-            return True
-
-        def result_in_received_chunks(self, *args, **kwargs):
-            value = result(self, *args, **kwargs)
-            return ReceivedChunks(value) if type(value) is list else value
-
-        setattr(result_in_received_chunks, _INSTALLED, True)
-        future_class.result = result_in_received_chunks
-        return True
+def install(chunks_class=None) -> bool:
+    """Make ``chunks_class`` (FLARE's ``ConsumableBufferList`` by default) format as :func:`chunks_text`; False where
+    there is no such class (another FLARE version), which then only costs CPU."""
+    chunks_class = getattr(buffer_list, "ConsumableBufferList", None) if chunks_class is None else chunks_class
+    if not (isinstance(chunks_class, type) and issubclass(chunks_class, list)):
+        return False
+    chunks_class.__repr__ = chunks_class.__str__ = chunks_text
+    return True
