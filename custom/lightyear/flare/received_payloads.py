@@ -25,5 +25,6 @@ def install(chunks_class=None) -> bool:
     chunks_class = getattr(buffer_list, "ConsumableBufferList", None) if chunks_class is None else chunks_class
     if not (isinstance(chunks_class, type) and issubclass(chunks_class, list)):
         return False
-    chunks_class.__repr__ = chunks_class.__str__ = chunks_text
+    for name in ("__repr__", "__str__"):  # the text every format, str() and repr() of it reads
+        setattr(chunks_class, name, chunks_text)
     return True
