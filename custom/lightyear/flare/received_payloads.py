@@ -3,10 +3,10 @@
 FLARE 2.9 formats every streamed request a process receives, payload included, into a debug message before it decodes
 it, whatever the log level (``Adapter.call`` in ``nvflare/fuel/f3/cellnet/cell.py``, line 96). A model the server
 forwards inside its message (the peer-to-peer jobs' ``np_download_chunk_size`` 0) thus costs its receiver a string of
-up to four times its bytes: some 60 ms of CPU for the 6.7 MB digits CNN, more than the download round trips it saves
-(docs/results.md, "How the server serves the models it hands on"). Such a payload arrives as FLARE's
-``ConsumableBufferList`` (``nvflare/fuel/utils/buffer_list.py``), a list of the chunks that its decoder releases as it
-reads them; :func:`install` gives that class a text of the chunks' count and size. Nothing else of it changes.
+up to four times its bytes, more CPU than the download round trips it saves (docs/results.md, "How the server serves
+the models it hands on"). Such a payload arrives as FLARE's ``ConsumableBufferList``
+(``nvflare/fuel/utils/buffer_list.py``), a list of the chunks, which its decoder removes from the front as it reads
+them; :func:`install` gives that class a text of the chunks' count and size. Nothing else of it changes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from nvflare.fuel.utils import buffer_list
 
 def chunks_text(chunks) -> str:
     """What a list of received chunks formats as: their count and size, not their bytes."""
-    return f"<{len(chunks)} chunks, {sum(len(c) for c in chunks if c is not None)} bytes>"
+    return f"<{len(chunks)} chunks, {sum(len(c) for c in chunks)} bytes>"
 
 
 def install(chunks_class=None) -> bool:
