@@ -107,6 +107,27 @@ def test_a_site_with_no_neighbours_keeps_its_own_model(cls):
     np.testing.assert_allclose(ex.runtime.w["w"], 0.9, rtol=1e-6)  # trained once, nothing mixed in
 
 
+# ---------------------------------------------------------------------------- receiving
+def test_every_model_message_gives_the_heap_it_freed_back_to_the_system(monkeypatch):
+    """A site returns a message's freed buffers as soon as it is handled, whether the model was kept, refused or
+    its handling failed: fifteen arrivals a round otherwise pile up in the allocator's free lists."""
+    import lightyear.p2p.site.executor as site_executor
+
+    released = []
+    monkeypatch.setattr(site_executor, "release_free_memory", lambda: released.append(True))
+    ex = wire(P2PFedAvgExecutor(train_args=FAST), FULL3)
+    deliver(ex, "site-2", 0, 1.0)  # kept
+    deliver(ex, "site-9", 0, 1.0)  # not an in-neighbour: refused
+    assert len(released) == 2 and ex.exchange.buffer.models_held() == 1
+
+    def fails(request, topic):
+        raise RuntimeError("decoder broke")
+
+    monkeypatch.setattr(ex.exchange, "on_model", fails)
+    deliver(ex, "site-3", 0, 1.0)
+    assert len(released) == 3
+
+
 # ---------------------------------------------------------------------------- sampling in a round
 def test_a_sampled_round_sends_to_and_waits_for_only_the_sampled_edges():
     sites = [f"site-{i}" for i in range(1, 7)]

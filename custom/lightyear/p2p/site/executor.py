@@ -237,6 +237,8 @@ class P2PExecutor(Executor):
         except Exception as exc:  # noqa: BLE001 - a message can only get its sender refused
             self.log_warning(fl_ctx, f"refused a model message: {type(exc).__name__}: {exc}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
+        finally:  # the message's received chunks and bytes, freed by now, go back to the system before the next
+            release_free_memory()
 
     # ------------------------------------------------------------------ the run
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
