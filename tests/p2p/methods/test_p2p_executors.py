@@ -108,24 +108,26 @@ def test_a_site_with_no_neighbours_keeps_its_own_model(cls):
 
 
 # ---------------------------------------------------------------------------- receiving
-def test_every_model_message_gives_the_heap_it_freed_back_to_the_system(monkeypatch):
-    """A site returns a message's freed buffers as soon as it is handled, whether the model was kept, refused or
-    its handling failed: fifteen arrivals a round otherwise pile up in the allocator's free lists."""
-    import lightyear.p2p.site.executor as site_executor
+def test_every_model_message_counts_towards_giving_the_freed_heap_back():
+    """A site counts each model message's payload once it is handled, whether the model was kept, refused or its
+    handling failed, and trims its heap when the count reaches the trimmer's threshold."""
+    from lightyear.flare.process_memory import HeapTrimmer
 
-    released = []
-    monkeypatch.setattr(site_executor, "release_free_memory", lambda: released.append(True))
+    trims = []
     ex = wire(P2PFedAvgExecutor(train_args=FAST), FULL3)
-    deliver(ex, "site-2", 0, 1.0)  # kept
-    deliver(ex, "site-9", 0, 1.0)  # not an in-neighbour: refused
-    assert len(released) == 2 and ex.exchange.buffer.models_held() == 1
+    ex.heap = HeapTrimmer(after_bytes=48, trim=lambda: trims.append(True) or True)  # a message: 16 + 8 bytes
+    deliver(ex, "site-2", 0, 1.0)  # kept: 24 bytes counted
+    assert trims == [] and ex.exchange.buffer.models_held() == 1
+    deliver(ex, "site-9", 0, 1.0)  # not an in-neighbour, refused: 48 bytes, a trim
+    assert len(trims) == 1
 
     def fails(request, topic):
         raise RuntimeError("decoder broke")
 
-    monkeypatch.setattr(ex.exchange, "on_model", fails)
+    ex.exchange.on_model = fails
     deliver(ex, "site-3", 0, 1.0)
-    assert len(released) == 3
+    deliver(ex, "site-3", 0, 1.0)
+    assert len(trims) == 2
 
 
 # ---------------------------------------------------------------------------- sampling in a round

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Mapping
 
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
@@ -25,7 +26,7 @@ from lightyear.flare import constants as C
 from lightyear.flare import received_payloads
 from lightyear.flare.analytics import stream_round
 from lightyear.flare.early_pings import quiet_early_pings
-from lightyear.flare.process_memory import limit_malloc_arenas, release_free_memory
+from lightyear.flare.process_memory import HeapTrimmer, limit_malloc_arenas, release_free_memory
 from lightyear.models import model_symmetries
 from lightyear.p2p.site.aggregation import Aggregation
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
@@ -52,7 +53,7 @@ from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.p2p.site.sending import OutgoingHook, Sending, SendingRun, encoded, hook_problem
 from lightyear.p2p.wire.cell_gate import PeerGate
 from lightyear.p2p.wire.exchange import Inbox, PeerExchange, PerReceiver
-from lightyear.p2p.wire.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype
+from lightyear.p2p.wire.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype, payload_bytes
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
@@ -140,6 +141,7 @@ class P2PExecutor(Executor):
         self.sample_neighbours = sample_neighbours
         self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
         self.exchange: PeerExchange | None = None
+        self.heap = HeapTrimmer()  # trims as models arrive
         self.sampling: RoundSampling | None = None
         self.rounds = 0
         self.seed = 0
@@ -237,8 +239,9 @@ class P2PExecutor(Executor):
         except Exception as exc:  # noqa: BLE001 - a message can only get its sender refused
             self.log_warning(fl_ctx, f"refused a model message: {type(exc).__name__}: {exc}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
-        finally:  # the message's received chunks and bytes, freed by now, go back to the system before the next
-            release_free_memory()
+        finally:  # the copies decoding made of the message, freed by now, go back to the system
+            weights = request.get(C.KEY_WEIGHTS)
+            self.heap.received(payload_bytes(weights) if isinstance(weights, Mapping) else 0)
 
     # ------------------------------------------------------------------ the run
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
