@@ -1,4 +1,4 @@
-"""Giving a site's freed heap back to the system: the trimmer's count on hand-worked cases, and the trim itself."""
+"""Giving a site's freed heap back to the system: when the trimmer trims, on hand-worked cases, and the trim itself."""
 
 import ctypes
 import sys
@@ -6,42 +6,81 @@ import threading
 
 import pytest
 
-from lightyear.flare.process_memory import HeapTrimmer, release_free_memory
+from lightyear.flare.process_memory import HeapTrimmer, release_free_memory, resident_private_bytes
 
 
-def counting_trimmer(after_bytes):
-    trims = []
-    return HeapTrimmer(after_bytes, trim=lambda: trims.append(True) or True), trims
+class FakeProcess:
+    """A resident size the test sets, and a trim that frees ``freed`` bytes of it."""
+
+    def __init__(self, resident=100, freed=0):
+        self.resident, self.freed, self.trims = resident, freed, 0
+
+    def trim(self):
+        self.trims += 1
+        self.resident -= self.freed
+        return True
 
 
-def test_the_trimmer_trims_once_the_bytes_since_the_last_trim_reach_its_threshold():
-    heap, trims = counting_trimmer(10)
-    assert [heap.received(n) for n in (4, 4, 2, 9, 0, 1)] == [False, False, True, False, False, True]
-    assert len(trims) == 2  # 4 + 4 + 2 = 10, then 9 + 0 + 1 = 10
-    assert heap.received(-50) is False and heap.received(9) is False  # a negative count adds nothing
-    assert heap.received(1) is True
+def trimmer(process, growth):
+    return HeapTrimmer(growth, trim=process.trim, resident=lambda: process.resident)
 
 
-def test_small_messages_at_any_rate_trim_in_proportion_to_the_bytes_they_carry():
-    heap, trims = counting_trimmer(4 << 20)
-    for _ in range(10_000):  # 10,000 messages of 100 bytes: under 1 MiB in all
-        heap.received(100)
-    assert trims == []
+def test_the_trimmer_trims_once_resident_memory_grew_by_its_threshold_since_the_last_trim():
+    process = FakeProcess(resident=100, freed=15)
+    heap = trimmer(process, 20)
+    assert heap.check() is False  # the first check only takes the floor: 100
+    process.resident = 119
+    assert heap.check() is False and process.trims == 0  # grew 19 < 20
+    process.resident = 120
+    assert heap.check() is True and process.trims == 1  # grew 20: trimmed to 105, the new floor
+    process.resident = 124
+    assert heap.check() is False  # 19 above 105
+    process.resident = 125
+    assert heap.check() is True and process.trims == 2
 
 
-def test_concurrent_messages_are_each_counted_once():
-    heap, trims = counting_trimmer(1000)
-    threads = [threading.Thread(target=lambda: [heap.received(1) for _ in range(5000)]) for _ in range(8)]
+def test_the_floor_follows_memory_down_between_trims():
+    process = FakeProcess(resident=100)
+    heap = trimmer(process, 20)
+    heap.check()
+    process.resident = 60  # a round's models released
+    assert heap.check() is False
+    process.resident = 79
+    assert heap.check() is False and process.trims == 0  # 19 above the floor of 60, not 21 below 100
+    process.resident = 80
+    assert heap.check() is True
+
+
+def test_messages_that_add_no_memory_trim_nothing_however_many():
+    process = FakeProcess(resident=100)
+    heap = trimmer(process, 20)
+    for _ in range(10_000):
+        heap.check()
+    assert process.trims == 0
+
+
+def test_a_trim_at_the_end_of_a_round_sets_the_floor_to_what_is_left():
+    process = FakeProcess(resident=150, freed=40)
+    heap = trimmer(process, 20)
+    heap.check()  # floor 150
+    assert heap.trim() is True and process.resident == 110
+    process.resident = 129
+    assert heap.check() is False  # 19 above 110
+    process.resident = 130
+    assert heap.check() is True
+
+
+def test_concurrent_checks_trim_once_for_one_growth():
+    process = FakeProcess(resident=100, freed=30)
+    heap = trimmer(process, 20)
+    heap.check()
+    process.resident = 130
+    threads = [threading.Thread(target=heap.check) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(trims) == 40  # 8 x 5000 bytes
-
-
-def resident_anonymous_kib() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+    assert process.trims == 1 and process.resident == 100
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
@@ -59,9 +98,9 @@ def test_a_trim_returns_freed_chunks_the_heap_keeps_between_live_ones():
     for block in freed:
         libc.free(block)
     try:
-        before = resident_anonymous_kib()
+        before = resident_private_bytes()
         assert release_free_memory()
-        assert before - resident_anonymous_kib() > 0.8 * chunk * count / 1024
+        assert before - resident_private_bytes() > 0.8 * chunk * count
     finally:
         for block in kept:
             libc.free(block)

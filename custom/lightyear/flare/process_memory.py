@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 import threading
 from collections.abc import Callable
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _glibc(call) -> bool:
@@ -34,30 +36,61 @@ def release_free_memory() -> bool:
     return _glibc(lambda libc: libc.malloc_trim(0))
 
 
-TRIM_AFTER_BYTES = 4 << 20
-"""Bytes of received payload after which :class:`HeapTrimmer` trims: a trim costs a few milliseconds of CPU, receiving
-4 MiB more than that, so small messages sent at any rate cannot make a site spend more on trimming than on receiving."""
+TRIM_GROWTH_BYTES = 32 << 20
+"""Growth of a site's private resident memory after which :class:`HeapTrimmer` trims."""
+
+
+def resident_private_bytes() -> int:
+    """This process's resident memory not shared with others (``/proc/self/statm``); 0 where there is none."""
+    try:
+        with open("/proc/self/statm") as f:
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class HeapTrimmer:
-    """Returns the freed heap to the system once at least ``after_bytes`` of payload arrived since the last trim.
+    """Returns the freed heap to the system when the process's private resident memory has grown by ``growth_bytes``
+    since the last trim (or since it was lowest after it).
 
     Decoding a received model passes it through FLARE's chunks, the message's bytes and each entry's bytes before the
     arrays a site keeps; freed, those copies stay resident in the allocator's free lists, and the next model's do not
-    fit the holes they leave, so without a trim a site's memory grows by several models a model received.
+    all fit the holes they leave, so without a trim a site's memory grows by more than the models it keeps. Trimming
+    after every model would cost the kernel's refilling of the pages the next model reuses; trimming on growth costs a
+    read of ``/proc/self/statm`` a message, so messages that add nothing (small ones at any rate) trim nothing.
     Thread-safe: FLARE handles messages on several threads."""
 
-    def __init__(self, after_bytes: int = TRIM_AFTER_BYTES, trim: Callable[[], bool] = release_free_memory):
-        self.after_bytes = int(after_bytes)
+    def __init__(
+        self,
+        growth_bytes: int = TRIM_GROWTH_BYTES,
+        trim: Callable[[], bool] = release_free_memory,
+        resident: Callable[[], int] = resident_private_bytes,
+    ):
+        self.growth_bytes = int(growth_bytes)
         self._trim = trim
-        self._received = 0
+        self._resident = resident
+        self._floor: int | None = None
         self._lock = threading.Lock()
 
-    def received(self, nbytes: int) -> bool:
-        """Count ``nbytes`` more received; trim if they reach ``after_bytes``. Whether it trimmed."""
+    def check(self) -> bool:
+        """Trim if resident memory grew by ``growth_bytes`` since its floor; whether it trimmed."""
         with self._lock:
-            self._received += max(0, int(nbytes))
-            if self._received < self.after_bytes:
+            now = self._resident()
+            if self._floor is not None and now - self._floor < self.growth_bytes:
+                self._floor = min(self._floor, now)
                 return False
-            self._received = 0
-        return bool(self._trim())
+            if self._floor is None:
+                self._floor = now
+                return False
+            return self._trim_locked()
+
+    def trim(self) -> bool:
+        """Trim now (the end of a round) and take what is left resident as the new floor."""
+        with self._lock:
+            return self._trim_locked()
+
+    def _trim_locked(self) -> bool:
+        trimmed = bool(self._trim())
+        self._floor = self._resident()
+        return trimmed

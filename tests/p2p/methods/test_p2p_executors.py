@@ -108,24 +108,24 @@ def test_a_site_with_no_neighbours_keeps_its_own_model(cls):
 
 
 # ---------------------------------------------------------------------------- receiving
-def test_every_model_message_counts_towards_giving_the_freed_heap_back():
-    """A site counts each model message's payload once it is handled, whether the model was kept, refused or its
-    handling failed, and trims its heap when the count reaches the trimmer's threshold."""
+def test_every_model_message_lets_the_site_give_its_freed_heap_back():
+    """Once a model message is handled, whether the model was kept, refused or its handling failed, the site checks
+    whether its memory grew enough to trim it."""
     from lightyear.flare.process_memory import HeapTrimmer
 
-    trims = []
+    resident, trims = [100], []
     ex = wire(P2PFedAvgExecutor(train_args=FAST), FULL3)
-    ex.heap = HeapTrimmer(after_bytes=48, trim=lambda: trims.append(True) or True)  # a message: 16 + 8 bytes
-    deliver(ex, "site-2", 0, 1.0)  # kept: 24 bytes counted
-    assert trims == [] and ex.exchange.buffer.models_held() == 1
-    deliver(ex, "site-9", 0, 1.0)  # not an in-neighbour, refused: 48 bytes, a trim
-    assert len(trims) == 1
+    ex.heap = HeapTrimmer(10, trim=lambda: trims.append(True) or True, resident=lambda: resident[0])
+    deliver(ex, "site-2", 0, 1.0)  # kept; the first check takes the floor
+    resident[0] = 110
+    deliver(ex, "site-9", 0, 1.0)  # not an in-neighbour, refused
+    assert len(trims) == 1 and ex.exchange.buffer.models_held() == 1
 
     def fails(request, topic):
         raise RuntimeError("decoder broke")
 
     ex.exchange.on_model = fails
-    deliver(ex, "site-3", 0, 1.0)
+    resident[0] = 120
     deliver(ex, "site-3", 0, 1.0)
     assert len(trims) == 2
 

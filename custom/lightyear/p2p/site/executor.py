@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Mapping
 
 from nvflare.apis.event_type import EventType
 from nvflare.apis.executor import Executor
@@ -26,7 +25,7 @@ from lightyear.flare import constants as C
 from lightyear.flare import received_payloads
 from lightyear.flare.analytics import stream_round
 from lightyear.flare.early_pings import quiet_early_pings
-from lightyear.flare.process_memory import HeapTrimmer, limit_malloc_arenas, release_free_memory
+from lightyear.flare.process_memory import HeapTrimmer, limit_malloc_arenas
 from lightyear.models import model_symmetries
 from lightyear.p2p.site.aggregation import Aggregation
 from lightyear.p2p.site.checkpoint import CHECKPOINT_FILE, SiteCheckpoint, save_site_checkpoint
@@ -53,7 +52,7 @@ from lightyear.p2p.site.sampling import RoundSampling, check_sample_setting
 from lightyear.p2p.site.sending import OutgoingHook, Sending, SendingRun, encoded, hook_problem
 from lightyear.p2p.wire.cell_gate import PeerGate
 from lightyear.p2p.wire.exchange import Inbox, PeerExchange, PerReceiver
-from lightyear.p2p.wire.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype, payload_bytes
+from lightyear.p2p.wire.payload import FLOAT16_DELTA, TRANSFER_DTYPES, check_transfer_dtype
 from lightyear.records import RoundLog, check_records_file, write_site_status
 from lightyear.training.compute_slots import ComputeSlots, resolve_slots
 from lightyear.training.site_runtime import SiteRuntime, runtime_arguments
@@ -141,7 +140,7 @@ class P2PExecutor(Executor):
         self.sample_neighbours = sample_neighbours
         self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
         self.exchange: PeerExchange | None = None
-        self.heap = HeapTrimmer()  # trims as models arrive
+        self.heap = HeapTrimmer()  # trims after each round and as models arrive
         self.sampling: RoundSampling | None = None
         self.rounds = 0
         self.seed = 0
@@ -240,8 +239,7 @@ class P2PExecutor(Executor):
             self.log_warning(fl_ctx, f"refused a model message: {type(exc).__name__}: {exc}")
             return make_reply(ReturnCode.BAD_REQUEST_DATA)
         finally:  # the copies decoding made of the message, freed by now, go back to the system
-            weights = request.get(C.KEY_WEIGHTS)
-            self.heap.received(payload_bytes(weights) if isinstance(weights, Mapping) else 0)
+            self.heap.check()
 
     # ------------------------------------------------------------------ the run
     def execute(self, task_name: str, shareable: Shareable, fl_ctx: FLContext, abort_signal: Signal) -> Shareable:
@@ -303,7 +301,7 @@ class P2PExecutor(Executor):
             save_site_checkpoint(run_dir, SiteCheckpoint(round_num, self.runtime.get_weights(), meta, state, arrays))
             self.last_round = round_num
             self._report(row, fl_ctx)
-            release_free_memory()
+            self.heap.trim()
             if self.isolation.cut_off:
                 raise SiteIsolated(self.isolation.reason(round_num, self.peer_deadline))
         if start >= rounds:
