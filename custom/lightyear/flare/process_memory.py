@@ -36,7 +36,7 @@ def release_free_memory() -> bool:
     return _glibc(lambda libc: libc.malloc_trim(0))
 
 
-TRIM_GROWTH_BYTES = 32 << 20
+TRIM_GROWTH_BYTES = 64 << 20
 """Growth of a site's private resident memory after which :class:`HeapTrimmer` trims."""
 
 
