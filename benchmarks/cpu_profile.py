@@ -46,6 +46,8 @@ from nvflare.apis.event_type import EventType
 from nvflare.apis.fl_component import FLComponent
 from nvflare.apis.fl_context import FLContext
 
+from lightyear.flare.process_memory import resident_private_bytes
+
 PROFILE_FILE = "cpu_profile.json"
 PHASES = (
     ("slot_wait", "lightyear/training/compute_slots.py", "_acquire"),
@@ -224,7 +226,7 @@ class Sampler:
         alive = {t.native_id for t in threads.values()}
         for native_id in [n for n in self.clocks if n not in alive]:
             self.clocks.pop(native_id).close()
-        anonymous = _anonymous_bytes()
+        anonymous = resident_private_bytes()
         if anonymous > self.peak_anonymous[0]:
             self.peak_anonymous = (anonymous, sorted(active - {"profiler"}))
 
@@ -257,19 +259,6 @@ class Sampler:
             "thread_groups": table(self.groups),
             "stacks": dict(sorted(self.stacks.items(), key=lambda kv: -kv[1])[:STACKS_KEPT]),
         }
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _anonymous_bytes() -> int:
-    """Resident memory not backed by a file (``/proc/self/statm``: resident minus shared pages)."""
-    try:
-        with open("/proc/self/statm") as f:
-            fields = f.read().split()
-        return (int(fields[1]) - int(fields[2])) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _status() -> dict[str, int]:
