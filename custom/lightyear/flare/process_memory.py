@@ -77,11 +77,9 @@ class HeapTrimmer:
         """Trim if resident memory grew by ``growth_bytes`` since its floor; whether it trimmed."""
         with self._lock:
             now = self._resident()
-            if self._floor is not None and now - self._floor < self.growth_bytes:
-                self._floor = min(self._floor, now)
-                return False
-            if self._floor is None:
-                self._floor = now
+            floor = now if self._floor is None else min(self._floor, now)
+            if now - floor < self.growth_bytes:
+                self._floor = floor
                 return False
             return self._trim_locked()
 
