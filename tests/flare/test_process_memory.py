@@ -59,17 +59,6 @@ def test_messages_that_add_no_memory_trim_nothing_however_many():
     assert process.trims == 0
 
 
-def test_a_trim_at_the_end_of_a_round_sets_the_floor_to_what_is_left():
-    process = FakeProcess(resident=150, freed=40)
-    heap = trimmer(process, 20)
-    heap.check()  # floor 150
-    assert heap.trim() is True and process.resident == 110
-    process.resident = 129
-    assert heap.check() is False  # 19 above 110
-    process.resident = 130
-    assert heap.check() is True
-
-
 def test_concurrent_checks_trim_once_for_one_growth():
     process = FakeProcess(resident=100, freed=30)
     heap = trimmer(process, 20)

@@ -1,5 +1,5 @@
 """Keep a long-running site process's memory flat (glibc only; a no-op elsewhere): cap the malloc arenas that keep
-the peer models freed each round, trim after each round, and trim as models arrive (:class:`HeapTrimmer`). The mmap
+the peer models freed each round, and trim the heap as models arrive once it grew (:class:`HeapTrimmer`). The mmap
 threshold is left to adapt: fixed low, the kernel's zeroing of fresh pages costs more CPU than it saves memory
 (docs/results.md, "The fixed mmap threshold")."""
 
@@ -59,7 +59,9 @@ class HeapTrimmer:
     all fit the holes they leave, so without a trim a site's memory grows by more than the models it keeps. Trimming
     after every model would cost the kernel's refilling of the pages the next model reuses; trimming on growth costs a
     read of ``/proc/self/statm`` a message, so messages that add nothing (small ones at any rate) trim nothing.
-    Thread-safe: FLARE handles messages on several threads."""
+    Nothing trims at a round's end: what a round freed, the next round's models reuse, and the growth check already
+    bounds what arriving models add (the floor, plus ``growth_bytes`` and one message). Thread-safe: FLARE handles
+    messages on several threads."""
 
     def __init__(
         self,
@@ -81,14 +83,6 @@ class HeapTrimmer:
             if now - floor < self.growth_bytes:
                 self._floor = floor
                 return False
-            return self._trim_locked()
-
-    def trim(self) -> bool:
-        """Trim now (the end of a round) and take what is left resident as the new floor."""
-        with self._lock:
-            return self._trim_locked()
-
-    def _trim_locked(self) -> bool:
-        trimmed = bool(self._trim())
-        self._floor = self._resident()
-        return trimmed
+            trimmed = bool(self._trim())
+            self._floor = self._resident()
+            return trimmed

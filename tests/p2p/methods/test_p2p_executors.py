@@ -130,6 +130,29 @@ def test_every_model_message_lets_the_site_give_its_freed_heap_back():
     assert len(trims) == 2
 
 
+def test_a_round_that_leaves_the_sites_memory_where_it_was_gives_nothing_back(tmp_path):
+    """What a round freed, the next one reuses: a site whose memory did not grow trims nothing at a round's end."""
+    from nvflare.apis.fl_constant import ReturnCode
+    from nvflare.apis.shareable import Shareable
+
+    from lightyear.flare import constants as C
+    from lightyear.flare.process_memory import HeapTrimmer
+
+    from flare_fakes import SiteEngine
+
+    trims = []
+    ex = P2PFedAvgExecutor(train_args=FAST, num_threads=1, compute_slots=0)
+    ex.site, ex.peer_deadline = "site-1", 0.1  # no peer sends: each round waits this long
+    ex.heap = HeapTrimmer(10, trim=lambda: trims.append(True) or True, resident=lambda: 100)
+    task = Shareable()
+    task[C.KEY_CONFIG] = {"rounds": 2, "seed": 0, "neighbours": FULL3}
+    run_dir = tmp_path / "site-1" / "job"
+    run_dir.mkdir(parents=True)
+    reply = ex.execute(C.P2P_RUN_TASK, task, context(SiteEngine(str(run_dir))), Signal())
+    assert reply.get_return_code() == ReturnCode.OK and ex.last_round == 1
+    assert trims == []
+
+
 # ---------------------------------------------------------------------------- sampling in a round
 def test_a_sampled_round_sends_to_and_waits_for_only_the_sampled_edges():
     sites = [f"site-{i}" for i in range(1, 7)]

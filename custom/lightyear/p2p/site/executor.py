@@ -140,7 +140,7 @@ class P2PExecutor(Executor):
         self.sample_neighbours = sample_neighbours
         self.slots = ComputeSlots(0)  # replaced by the shared slots when the run starts
         self.exchange: PeerExchange | None = None
-        self.heap = HeapTrimmer()  # trims after each round and as models arrive
+        self.heap = HeapTrimmer()  # gives freed heap back as models arrive, once the site grew by a threshold
         self.sampling: RoundSampling | None = None
         self.rounds = 0
         self.seed = 0
@@ -301,7 +301,6 @@ class P2PExecutor(Executor):
             save_site_checkpoint(run_dir, SiteCheckpoint(round_num, self.runtime.get_weights(), meta, state, arrays))
             self.last_round = round_num
             self._report(row, fl_ctx)
-            self.heap.trim()
             if self.isolation.cut_off:
                 raise SiteIsolated(self.isolation.reason(round_num, self.peer_deadline))
         if start >= rounds:
