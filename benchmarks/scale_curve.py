@@ -24,7 +24,9 @@ every receiver its copy), runs them one after the other with
 * ``peak_GiB`` and ``per_site_GiB``: the peak over time of the summed proportional set size of the
   simulator's processes, and that divided by the number of sites; ``site_GiB``: a site process's
   own peak (mean over sites), ``server_GiB`` the server process's;
-* ``site_cpu_s``: a site process's user and system CPU seconds (mean over sites), and
+* ``site_cpu_s``: a site process's user and system CPU seconds (mean over sites), ``site_sys_s`` the
+  system part and ``site_kfaults`` its minor page faults in thousands (Linux; the kernel filling fresh
+  or given-back pages, a count that other load on the machine does not inflate), and
   ``train_s``/``wait_s``/``score_s``/``aggregate_s``/``eval_s``: its phases' wall seconds summed over
   rounds (mean over sites), from ``rounds.csv``; ``server_cpu_s``: the server process's;
 * ``acc``: the mean test accuracy of the sites.
@@ -98,7 +100,7 @@ def build(
 def run(job: str, sites: int) -> dict:
     """Run ``job`` in the simulator (:func:`star_vs_p2p.run_job`), recording every process's CPU and memory."""
     ws = tempfile.mkdtemp(prefix="lightyear-scale-")
-    cpu, pss = {}, {}
+    cpu, pss, kernel = {}, {}, {}
 
     def sample(tree: psutil.Process) -> int:
         """Record each process's CPU seconds and peak PSS by role; the PSS of all of them."""
@@ -114,6 +116,7 @@ def run(job: str, sites: int) -> dict:
                 continue
             total += used
             cpu[p.pid] = (role, times.user + times.system)
+            kernel[p.pid] = (role, times.system, minor_faults(p.pid))
             pss[p.pid] = (role, max(used, pss.get(p.pid, (role, 0))[1]))
         return total
 
@@ -127,11 +130,23 @@ def run(job: str, sites: int) -> dict:
     server_cpu = [seconds for role, seconds in cpu.values() if role == "server"]
     out["site_cpu_s"] = statistics.mean(site_cpu) if site_cpu else float("nan")
     out["server_cpu_s"] = max(server_cpu) if server_cpu else float("nan")
+    site_kernel = [(system, faults) for role, system, faults in kernel.values() if role == "site"]
+    out["site_sys_s"] = statistics.mean(s for s, _ in site_kernel) if site_kernel else float("nan")
+    out["site_kfaults"] = statistics.mean(f for _, f in site_kernel) / 1000 if site_kernel else float("nan")
     site_pss = [used for role, used in pss.values() if role == "site"]
     out["site_GiB"] = statistics.mean(site_pss) / 2**30 if site_pss else float("nan")
     out["server_GiB"] = max((used for role, used in pss.values() if role == "server"), default=0) / 2**30
     out["ws"] = ws
     return out
+
+
+def minor_faults(pid: int) -> float:
+    """The minor page faults process ``pid`` has taken (``/proc/PID/stat``); NaN where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return float(f.read().rsplit(")", 1)[1].split()[7])  # the 10th field; the name before ")" may hold spaces
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def _role(cmdline: list[str]) -> str:
@@ -245,6 +260,8 @@ def main(argv=None) -> int:
         "site_GiB",
         "server_GiB",
         "site_cpu_s",
+        "site_sys_s",
+        "site_kfaults",
         *PHASE_COLUMNS,
         "server_cpu_s",
         "acc",

@@ -128,3 +128,15 @@ def test_sealing_cost_prints_what_sealing_and_opening_a_model_take_and_refuses_b
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("0.5 MB model, 2 receivers: seal ") and " ms, open " in done.stdout
     assert_refused("sealing_cost.py", ["--mb", "0"], "--mb must be in (0, 4096]", tmp_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="minor faults are read from /proc")
+def test_scale_curve_counts_the_pages_a_process_had_the_kernel_fill():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from scale_curve import minor_faults
+
+    before = minor_faults(os.getpid())
+    block = bytearray(16 << 20)  # calloc'd: the kernel fills each page once it is written
+    block[::4096] = b"\1" * len(block[::4096])
+    assert minor_faults(os.getpid()) - before >= 4096 * 0.9  # 16 MiB is 4096 pages
+    assert minor_faults(2**22 + 12345) != minor_faults(2**22 + 12345)  # no such process: NaN
