@@ -100,10 +100,11 @@ def build(
 def run(job: str, sites: int) -> dict:
     """Run ``job`` in the simulator (:func:`star_vs_p2p.run_job`), recording every process's CPU and memory."""
     ws = tempfile.mkdtemp(prefix="lightyear-scale-")
-    cpu, pss, kernel = {}, {}, {}
+    cpu, pss = {}, {}
 
     def sample(tree: psutil.Process) -> int:
-        """Record each process's CPU seconds and peak PSS by role; the PSS of all of them."""
+        """Record each process's CPU seconds, system part and minor faults, and its peak PSS, by role; the PSS of all of
+        them."""
         total = 0
         try:
             processes = [tree, *tree.children(recursive=True)]
@@ -115,8 +116,7 @@ def run(job: str, sites: int) -> dict:
             except psutil.Error:
                 continue
             total += used
-            cpu[p.pid] = (role, times.user + times.system)
-            kernel[p.pid] = (role, times.system, minor_faults(p.pid))
+            cpu[p.pid] = (role, times.user + times.system, times.system, minor_faults(p.pid))
             pss[p.pid] = (role, max(used, pss.get(p.pid, (role, 0))[1]))
         return total
 
@@ -126,11 +126,11 @@ def run(job: str, sites: int) -> dict:
     peak = ran["peak_pss_GiB"]
     out = {"rc": ran["rc"], "wall_s": ran["wall_s"], "peak_GiB": peak, "per_site_GiB": peak / sites}
     out["lo_bytes"] = (lo_after.bytes_sent - lo_before.bytes_sent) if lo_before and lo_after else float("nan")
-    site_cpu = [seconds for role, seconds in cpu.values() if role == "site"]
-    server_cpu = [seconds for role, seconds in cpu.values() if role == "server"]
+    site_cpu = [seconds for role, seconds, *_ in cpu.values() if role == "site"]
+    server_cpu = [seconds for role, seconds, *_ in cpu.values() if role == "server"]
     out["site_cpu_s"] = statistics.mean(site_cpu) if site_cpu else float("nan")
     out["server_cpu_s"] = max(server_cpu) if server_cpu else float("nan")
-    site_kernel = [(system, faults) for role, system, faults in kernel.values() if role == "site"]
+    site_kernel = [(system, faults) for role, _, system, faults in cpu.values() if role == "site"]
     out["site_sys_s"] = statistics.mean(s for s, _ in site_kernel) if site_kernel else float("nan")
     out["site_kfaults"] = statistics.mean(f for _, f in site_kernel) / 1000 if site_kernel else float("nan")
     site_pss = [used for role, used in pss.values() if role == "site"]
